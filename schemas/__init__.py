@@ -1,0 +1,36 @@
+"""Data contracts shared by every layer. This package imports nothing else of the project's."""
+
+from schemas.brain import BrainRequest, BrainResult, GraphContext, HistoryLine, Ledger, StageVisit
+from schemas.codec import Envelope, FrameError, WireFormat, decode_event, decode_frame, encode_event
+from schemas.decision import AIDecision
+from schemas.enums import LanguageCode, Mood, OfferAssessment, Outcome, Role, Stage
+from schemas.errors import CloseCode, ErrorCode
+from schemas.scenario import DEFAULT_SCENARIO, Item, Scenario, load_scenario
+
+__all__ = [
+    "AIDecision",
+    "BrainRequest",
+    "BrainResult",
+    "CloseCode",
+    "DEFAULT_SCENARIO",
+    "Envelope",
+    "ErrorCode",
+    "FrameError",
+    "GraphContext",
+    "HistoryLine",
+    "Item",
+    "LanguageCode",
+    "Ledger",
+    "Mood",
+    "OfferAssessment",
+    "Outcome",
+    "Role",
+    "Scenario",
+    "Stage",
+    "StageVisit",
+    "WireFormat",
+    "decode_event",
+    "decode_frame",
+    "encode_event",
+    "load_scenario",
+]

@@ -1,0 +1,94 @@
+"""The contract between the session and any brain: what it is told, and what it returns."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.decision import AIDecision
+from schemas.enums import LanguageCode, Mood, OfferAssessment, Stage
+
+
+class HistoryLine(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    turn: int
+    role: str  # "user" or "vendor"
+    text: str
+
+
+class StageVisit(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    from_stage: Stage
+    to_stage: Stage
+    at_turn: int
+    happiness: int
+
+
+class GraphContext(BaseModel):
+    """The seed's conversation-graph context, computed from the session's own history."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    turns_per_stage: dict[Stage, int] = Field(default_factory=dict)
+    happiness_trend: tuple[int, ...] = ()
+    trend_direction: str = "steady"  # rising, falling or steady
+    items_discussed: dict[str, int] = Field(default_factory=dict)
+    transitions: tuple[StageVisit, ...] = ()
+    turns_in_current_stage: int = 0
+    stability_hint: str = ""
+
+
+class BrainRequest(BaseModel):
+    """Everything a brain may use to propose the vendor's next turn."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    session_id: str
+    scenario: str
+    turn: int  # the learner turn being answered, 1-based
+    max_turns: int
+    transcript: str
+    input_language: LanguageCode = LanguageCode.EN_IN
+    target_language: LanguageCode = LanguageCode.EN_IN
+    stage: Stage
+    happiness_score: int
+    vendor_mood: Mood
+    item: str | None = None
+    object_grabbed: str | None = None
+    vendor_quote: int | None = None
+    first_quote: int | None = None
+    learner_offer: int | None = None  # parsed by the server from the transcript
+    offer_assessment: OfferAssessment = OfferAssessment.NONE  # the server's, when it had a number
+    wrap_up: bool = False
+    returning_after_pause: bool = False
+    history: tuple[HistoryLine, ...] = ()
+    graph: GraphContext = Field(default_factory=GraphContext)
+    context_block: str = ""  # caller-supplied conversation memory (library interface)
+    rag_context: str = ""  # retrieved cultural context, data only
+
+
+class Ledger(BaseModel):
+    """Per-turn accounting of what the brain cost, in the spirit of a request ledger."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    llm_calls: int = 0
+    retries: int = 0
+    corrective_asks: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    first_token_ms: float | None = None
+    first_delta_ms: float | None = None
+    brain_ms: float = 0.0
+    prompt_version: str | None = None
+
+
+class BrainResult(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    decision: AIDecision
+    fallback: bool = False  # True when the brain gave up and answered with its safe line
+    streamed: bool = False  # True when reply.delta text was pushed before this result
+    ledger: Ledger = Field(default_factory=Ledger)
+    error: str | None = None

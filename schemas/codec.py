@@ -1,0 +1,144 @@
+"""Decode client frames and encode server events, in JSON (text) or msgpack (binary).
+
+Decoding is the one place where untrusted bytes become typed frames. Each failure maps to one
+error code, and the frame's `id` is recovered whenever the bytes allowed it, so that the error can
+name the frame it refuses.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+import msgpack
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from schemas.errors import ErrorCode
+from schemas.frames import CLIENT_FRAME_TYPES, TranscriptFrame, event_dict
+
+DEFAULT_MAX_FRAME_BYTES = 64 * 1024
+
+
+class WireFormat(str, Enum):
+    JSON = "samvad.v1.json"
+    MSGPACK = "samvad.v1.msgpack"
+
+
+class FrameError(Exception):
+    """A client frame that cannot be accepted; carries the code and the frame id if known."""
+
+    def __init__(self, code: ErrorCode, message: str, frame_id: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.frame_id = frame_id
+
+
+def _frame_id(obj: dict[Any, Any]) -> str | None:
+    value = obj.get("id")
+    if isinstance(value, str) and 0 < len(value) <= 64:
+        return value
+    return None
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:3]:
+        where = ".".join(str(p) for p in err["loc"]) or "frame"
+        parts.append(f"{where}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def decode_frame(
+    raw: str | bytes,
+    fmt: WireFormat,
+    *,
+    max_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    max_transcript_chars: int | None = None,
+) -> BaseModel:
+    """Turn one WebSocket message into a validated client frame, or raise `FrameError`."""
+    size = len(raw.encode("utf-8")) if isinstance(raw, str) else len(raw)
+    if size > max_bytes:
+        raise FrameError(ErrorCode.TOO_LARGE, f"frame is {size} bytes; the limit is {max_bytes}")
+    try:
+        if fmt is WireFormat.MSGPACK:
+            if isinstance(raw, str):
+                raise FrameError(ErrorCode.BAD_FRAME, "this connection speaks msgpack in binary frames")
+            obj = msgpack.unpackb(raw, raw=False, strict_map_key=True)
+        else:
+            obj = orjson.loads(raw)
+    except FrameError:
+        raise
+    except (ValueError, msgpack.UnpackException, TypeError) as exc:
+        raise FrameError(ErrorCode.BAD_FRAME, f"cannot decode frame: {exc}") from None
+    if not isinstance(obj, dict):
+        raise FrameError(ErrorCode.BAD_FRAME, "a frame must be an object")
+    frame_id = _frame_id(obj)
+    kind = obj.get("type")
+    if not isinstance(kind, str):
+        raise FrameError(ErrorCode.BAD_FRAME, "a frame needs a string `type`", frame_id)
+    model = CLIENT_FRAME_TYPES.get(kind)
+    if model is None:
+        raise FrameError(ErrorCode.UNKNOWN_TYPE, f"unknown frame type {kind[:40]!r}", frame_id)
+    try:
+        frame = model.model_validate(obj)
+    except ValidationError as exc:
+        raise FrameError(ErrorCode.INVALID, _describe(exc), frame_id) from None
+    if (
+        max_transcript_chars is not None
+        and isinstance(frame, TranscriptFrame)
+        and len(frame.text) > max_transcript_chars
+    ):
+        raise FrameError(
+            ErrorCode.TOO_LARGE,
+            f"transcript is {len(frame.text)} characters; the limit is {max_transcript_chars}",
+            frame.id,
+        )
+    return frame
+
+
+class Envelope:
+    """A server event plus its encodings, made at most once per format however many receive it."""
+
+    __slots__ = ("event", "seq", "_json", "_msgpack")
+
+    def __init__(self, event: BaseModel) -> None:
+        self.event = event
+        self.seq: int | None = getattr(event, "seq", None) if _is_sequenced(event) else None
+        self._json: str | None = None
+        self._msgpack: bytes | None = None
+
+    @property
+    def type(self) -> str:
+        return str(getattr(self.event, "type"))
+
+    def encode(self, fmt: WireFormat) -> str | bytes:
+        if fmt is WireFormat.MSGPACK:
+            if self._msgpack is None:
+                self._msgpack = msgpack.packb(event_dict(self.event), use_bin_type=True)
+            return self._msgpack
+        if self._json is None:
+            self._json = self.event.model_dump_json(by_alias=True)
+        return self._json
+
+
+def _is_sequenced(event: BaseModel) -> bool:
+    from schemas.frames import SEQUENCED_TYPES
+
+    return getattr(event, "type", None) in SEQUENCED_TYPES
+
+
+def encode_event(event: BaseModel, fmt: WireFormat) -> str | bytes:
+    return Envelope(event).encode(fmt)
+
+
+def decode_event(raw: str | bytes) -> dict[str, Any]:
+    """For clients and tests: a server frame as a plain dict, whichever format it came in."""
+    if isinstance(raw, bytes):
+        obj = msgpack.unpackb(raw, raw=False)
+    else:
+        obj = orjson.loads(raw)
+    if not isinstance(obj, dict):
+        raise ValueError("server frames are objects")
+    return obj

@@ -1,0 +1,57 @@
+"""Closed vocabularies shared by every layer: stages, moods, offer labels, languages, roles."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Stage(str, Enum):
+    GREETING = "GREETING"
+    INQUIRY = "INQUIRY"
+    HAGGLING = "HAGGLING"
+    DEAL = "DEAL"
+    WALKAWAY = "WALKAWAY"
+    CLOSURE = "CLOSURE"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (Stage.DEAL, Stage.CLOSURE)
+
+
+class Mood(str, Enum):
+    ANGRY = "angry"
+    ANNOYED = "annoyed"
+    NEUTRAL = "neutral"
+    FRIENDLY = "friendly"
+    ENTHUSIASTIC = "enthusiastic"
+
+
+class OfferAssessment(str, Enum):
+    INSULT = "insult"
+    LOWBALL = "lowball"
+    FAIR = "fair"
+    GOOD = "good"
+    EXCELLENT = "excellent"
+    NONE = "none"
+
+
+class LanguageCode(str, Enum):
+    HI_IN = "hi-IN"
+    KN_IN = "kn-IN"
+    TA_IN = "ta-IN"
+    EN_IN = "en-IN"
+    HI_EN = "hi-EN"
+
+
+class Role(str, Enum):
+    PLAYER = "player"
+    SPECTATOR = "spectator"
+
+
+class Outcome(str, Enum):
+    """How a negotiation ended; `None` on a snapshot means it has not."""
+
+    DEAL = "deal"
+    WALKED_AWAY = "walked_away"
+    NO_DEAL = "no_deal"
+    TURN_LIMIT = "turn_limit"

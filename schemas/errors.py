@@ -1,0 +1,32 @@
+"""Error codes sent in `error` frames and the WebSocket close codes the server uses.
+
+Both are part of the wire contract in docs/protocol.md; change them only with that document.
+"""
+
+from __future__ import annotations
+
+from enum import Enum, IntEnum
+
+
+class ErrorCode(str, Enum):
+    BAD_FRAME = "bad_frame"  # not decodable, or not an object with a string `type`
+    UNKNOWN_TYPE = "unknown_type"  # `type` names no client frame
+    INVALID = "invalid"  # a known frame with missing, extra or ill-typed fields
+    TOO_LARGE = "too_large"  # frame over MAX_FRAME_BYTES or transcript over MAX_TRANSCRIPT_CHARS
+    RATE_LIMITED = "rate_limited"  # over the per-connection frame rate, or the session inbox is full
+    FORBIDDEN = "forbidden"  # the connection's role may not send this frame
+    SESSION_ENDED = "session_ended"  # the negotiation is over and the frame would change it
+    INTERNAL = "internal"  # a fault of ours; the frame was not applied
+
+
+class CloseCode(IntEnum):
+    GOING_AWAY = 1001  # server shutting down
+    MESSAGE_TOO_BIG = 1009  # frame over the transport's hard limit (MAX_FRAME_BYTES * 16)
+    UNAUTHORIZED = 4401  # token missing, malformed, badly signed or expired
+    WRONG_SESSION = 4403  # a valid token for another session
+    UNKNOWN_SESSION = 4404  # no such session, live or recoverable
+    IDLE = 4408  # connection sent nothing for CONNECTION_IDLE_SECONDS
+    SUPERSEDED = 4409  # a newer player connection took over this session
+    EVICTED = 4410  # the session was evicted after SESSION_IDLE_SECONDS
+    RATE_ABUSE = 4429  # kept flooding after rate_limited errors
+    SLOW_CONSUMER = 4430  # outbound queue overflowed: the client did not read fast enough

@@ -1,0 +1,259 @@
+"""Wire frames: what clients send and what the server sends back.
+
+Client frames are validated once, at the edge, into these frozen models. Server events are built
+by the session and encoded by `schemas.codec`. docs/protocol.md is the prose form of this module.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from schemas.enums import LanguageCode, Mood, OfferAssessment, Outcome, Role, Stage
+from schemas.errors import ErrorCode
+
+FrameId = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[\x21-\x7e]+$")]
+ItemName = Annotated[str, StringConstraints(max_length=64)]
+
+
+class _Frame(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --------------------------------------------------------------------------- client frames
+
+
+class TranscriptFrame(_Frame):
+    type: Literal["transcript"]
+    id: FrameId
+    text: str
+    final: bool = True
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    language: LanguageCode | None = None
+
+
+class SceneFrame(_Frame):
+    type: Literal["scene"]
+    id: FrameId
+    object_grabbed: ItemName | None = None
+    object_in_view: ItemName | None = None
+    input_language: LanguageCode | None = None
+    target_language: LanguageCode | None = None
+    # Older Unity builds echo these back; the server is authoritative and ignores them.
+    happiness_score: int | None = Field(default=None, ge=0, le=100)
+    negotiation_state: Stage | None = None
+
+
+class ResumeFrame(_Frame):
+    type: Literal["resume"]
+    id: FrameId | None = None
+    last_seq: int = Field(ge=0)
+
+
+class PingFrame(_Frame):
+    type: Literal["ping"]
+    id: FrameId | None = None
+    t: float | None = None
+
+
+ClientFrame = Annotated[
+    Union[TranscriptFrame, SceneFrame, ResumeFrame, PingFrame], Field(discriminator="type")
+]
+CLIENT_FRAME_TYPES: dict[str, type[_Frame]] = {
+    "transcript": TranscriptFrame,
+    "scene": SceneFrame,
+    "resume": ResumeFrame,
+    "ping": PingFrame,
+}
+
+
+# --------------------------------------------------------------------------- shared pieces
+
+
+class Point(_Frame):
+    turn: int
+    value: int
+
+
+class StageChange(_Frame):
+    turn: int
+    from_stage: Stage
+    to_stage: Stage
+
+
+class Summary(_Frame):
+    outcome: Outcome
+    turns: int
+    item: str | None
+    first_quote: int | None
+    final_price: int | None
+    discount_pct: float | None
+    final_happiness: int
+    insults: int
+    stages: tuple[Stage, ...]
+
+
+class SessionState(_Frame):
+    """The snapshot of a session that `welcome`, `snapshot` and `GET /api/sessions/{id}` carry."""
+
+    session_id: str
+    scenario: str
+    learner_id: str | None
+    input_language: LanguageCode
+    target_language: LanguageCode
+    stage: Stage
+    happiness_score: int
+    vendor_mood: Mood
+    turn: int
+    max_turns: int
+    item: str | None
+    object_grabbed: str | None
+    vendor_quote: int | None
+    first_quote: int | None
+    last_offer: int | None
+    is_terminal: bool
+    outcome: Outcome | None
+    seq: int
+    created_at: float
+    updated_at: float
+    happiness_history: tuple[Point, ...] = ()
+    quotes: tuple[Point, ...] = ()
+    offers: tuple[Point, ...] = ()
+    stage_changes: tuple[StageChange, ...] = ()
+    summary: Summary | None = None
+
+
+# --------------------------------------------------------------------------- server events
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    session_id: str
+
+
+class TurnTimings(_Frame):
+    """The per-turn pipeline: what the brain cost and where the time went (milliseconds)."""
+
+    brain: str
+    llm_calls: int = 0
+    retries: int = 0
+    corrective_asks: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    first_token_ms: float | None = None
+    first_delta_ms: float | None = None
+    queue_ms: float = 0.0
+    brain_ms: float = 0.0
+    validation_ms: float = 0.0
+    total_ms: float = 0.0
+    prompt_version: str | None = None
+
+
+class Welcome(_Event):
+    type: Literal["welcome"] = "welcome"
+    role: Role
+    seq: int
+    state: SessionState
+    protocol: str = "samvad.v1"
+    limits: dict[str, int] = Field(default_factory=dict)
+
+
+class Ack(_Event):
+    type: Literal["ack"] = "ack"
+    id: str
+    duplicate: bool = False
+
+
+class Pong(_Event):
+    type: Literal["pong"] = "pong"
+    id: str | None = None
+    t: float | None = None
+
+
+class Error(_Event):
+    type: Literal["error"] = "error"
+    code: ErrorCode
+    message: str
+    id: str | None = None
+
+
+class Reply(_Event):
+    type: Literal["reply"] = "reply"
+    seq: int
+    turn: int
+    text: str
+    happiness_score: int
+    negotiation_state: Stage
+    vendor_mood: Mood
+    counter_price: int | None
+    suggested_user_response: str
+    is_terminal: bool
+    in_reply_to: str | None = None
+    item: str | None = None
+    learner_offer: int | None = None
+    offer_assessment: OfferAssessment = OfferAssessment.NONE
+    fallback: bool = False
+    withdrawn_stream: bool = False
+    flags: tuple[str, ...] = ()
+    timings: TurnTimings | None = None
+
+
+class ReplyDelta(_Event):
+    type: Literal["reply.delta"] = "reply.delta"
+    turn: int
+    text: str
+
+
+class ReplyWithdrawn(_Event):
+    """The streamed deltas of `turn` will not stand; the coming `reply` replaces them."""
+
+    type: Literal["reply.withdrawn"] = "reply.withdrawn"
+    turn: int
+    reason: str
+
+
+class MoodChanged(_Event):
+    type: Literal["mood"] = "mood"
+    seq: int
+    turn: int
+    happiness_score: int
+    vendor_mood: Mood
+    delta: int
+
+
+class StageChanged(_Event):
+    type: Literal["stage"] = "stage"
+    seq: int
+    turn: int
+    from_: Stage = Field(alias="from")
+    to: Stage
+    forced: bool = False
+
+
+class SessionEnded(_Event):
+    type: Literal["session.ended"] = "session.ended"
+    seq: int
+    outcome: Outcome
+    summary: Summary
+
+
+class Snapshot(_Event):
+    type: Literal["snapshot"] = "snapshot"
+    seq: int
+    state: SessionState
+    replayed: bool = False
+    reason: str = ""
+
+
+ServerEvent = Union[
+    Welcome, Ack, Pong, Error, Reply, ReplyDelta, ReplyWithdrawn, MoodChanged, StageChanged,
+    SessionEnded, Snapshot,
+]
+SEQUENCED_TYPES = frozenset({"reply", "mood", "stage", "session.ended", "snapshot"})
+
+
+def event_dict(event: BaseModel) -> dict[str, Any]:
+    """The wire form of a server event: aliases applied, nothing dropped."""
+    return event.model_dump(mode="json", by_alias=True)

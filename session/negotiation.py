@@ -1,0 +1,421 @@
+"""One session's negotiation as plain synchronous code: inputs in, state and events out.
+
+`Negotiation` holds the authoritative state of a session. The actor feeds it accepted frames and
+brain results, in order, and fans out the events it returns. It never awaits, never reads the
+clock (callers pass `now`) and never draws random numbers, so it is tested without an event loop.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from schemas.brain import BrainRequest, BrainResult, GraphContext, HistoryLine, StageVisit
+from schemas.decision import AIDecision
+from schemas.enums import LanguageCode, OfferAssessment, Outcome, Stage
+from schemas.frames import (
+    MoodChanged,
+    Point,
+    Reply,
+    SessionEnded,
+    SessionState,
+    StageChange,
+    StageChanged,
+    Summary,
+    TurnTimings,
+)
+from schemas.scenario import Scenario, load_scenario
+from session.offers import assess_offer, parse_offer
+from session.rules import Limits, Override, Position, Verdict, mood_for, validate
+
+START_HAPPINESS = 50
+HISTORY_WINDOW = 20  # lines of history a brain sees (seed 001 keeps the last 20 messages)
+TREND_WINDOW = 5
+RETURNING_AFTER_SECONDS = 2 * 3600  # seed 001: a "welcome back" after two hours away
+REMEMBERED_IDS = 512  # accepted client ids kept for de-duplication
+SNIPPET_CHARS = 150
+
+CLOSING_LINES = {
+    Outcome.DEAL: "We already shook on it, friend. Enjoy your purchase and come back soon!",
+    Outcome.WALKED_AWAY: "You already left my stall, friend. Come back another day.",
+    Outcome.NO_DEAL: "Our bargaining is over for today. Come back another day, friend.",
+    Outcome.TURN_LIMIT: "We have talked long enough for today. Come back tomorrow, friend.",
+}
+
+
+@dataclass(slots=True)
+class TurnRecord:
+    turn: int
+    role: str  # "user" or "vendor"
+    text: str
+    stage: Stage
+    happiness: int
+    at: float
+    item: str | None = None
+    object_grabbed: str | None = None
+    offer: int | None = None
+    quote: int | None = None
+    assessment: OfferAssessment = OfferAssessment.NONE
+    client_id: str | None = None
+    seq: int | None = None  # the reply's seq, on vendor turns
+    flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PendingTurn:
+    """A learner turn that has been accepted and waits for the vendor's answer."""
+
+    turn: int
+    text: str
+    client_id: str | None
+    item: str | None
+    offer: int | None
+    assessment: OfferAssessment
+    received_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    events: tuple[Reply | MoodChanged | StageChanged | SessionEnded, ...]
+    verdict: Verdict | None
+    overrides: tuple[Override, ...] = ()
+
+
+@dataclass(slots=True)
+class Negotiation:
+    session_id: str
+    scenario_name: str
+    created_at: float
+    limits: Limits = field(default_factory=Limits)
+    learner_id: str | None = None
+    input_language: LanguageCode = LanguageCode.EN_IN
+    target_language: LanguageCode = LanguageCode.EN_IN
+    stage: Stage = Stage.GREETING
+    happiness: int = START_HAPPINESS
+    turn: int = 0  # learner turns answered
+    seq: int = 0  # the last event sequence number issued
+    item: str | None = None
+    object_grabbed: str | None = None
+    quotes: dict[str, int] = field(default_factory=dict)  # standing quote per item
+    first_quote: int | None = None
+    last_offer: int | None = None
+    outcome: Outcome | None = None
+    updated_at: float = 0.0
+    history: list[TurnRecord] = field(default_factory=list)
+    stage_changes: list[StageVisit] = field(default_factory=list)
+    accepted_ids: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    pending: PendingTurn | None = None
+    insults: int = 0
+
+    def __post_init__(self) -> None:
+        self.updated_at = self.updated_at or self.created_at
+
+    # ------------------------------------------------------------------ facts
+
+    @property
+    def scenario(self) -> Scenario:
+        return load_scenario(self.scenario_name)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.stage.is_terminal
+
+    @property
+    def quote(self) -> int | None:
+        return self.quotes.get(self.item) if self.item else None
+
+    def seen(self, client_id: str) -> bool:
+        return client_id in self.accepted_ids
+
+    def remember(self, client_id: str) -> None:
+        self.accepted_ids[client_id] = None
+        self.accepted_ids.move_to_end(client_id)
+        while len(self.accepted_ids) > REMEMBERED_IDS:
+            self.accepted_ids.popitem(last=False)
+
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    # ------------------------------------------------------------------ inputs
+
+    def apply_scene(
+        self,
+        *,
+        object_grabbed: str | None,
+        input_language: LanguageCode | None,
+        target_language: LanguageCode | None,
+        now: float,
+    ) -> None:
+        """Scene updates change context only; they never produce a vendor turn."""
+        self.object_grabbed = object_grabbed
+        known = self.scenario.item(object_grabbed)
+        if known is not None and not self.is_terminal and self.stage in (Stage.GREETING, Stage.INQUIRY):
+            self.item = known.name
+        if input_language is not None:
+            self.input_language = input_language
+        if target_language is not None:
+            self.target_language = target_language
+        self.updated_at = now
+
+    def _mentioned_item(self, text: str) -> str | None:
+        words = text.lower()
+        for candidate in self.scenario.items:
+            for name in (candidate.name.lower(), candidate.hindi.lower()):
+                if name in words:
+                    return candidate.name
+        found = self.scenario.item(self.object_grabbed)
+        return found.name if found else None
+
+    def begin_turn(self, text: str, client_id: str | None, now: float) -> PendingTurn:
+        """Record the learner's turn and judge any offer in it. Call only when not terminal."""
+        assert not self.is_terminal and self.pending is None
+        item = self._mentioned_item(text) or self.item
+        if item and item != self.item and self.stage in (Stage.GREETING, Stage.INQUIRY):
+            self.item = item
+        standing = self.quotes.get(item) if item else None
+        offer = parse_offer(text, standing)
+        assessment = assess_offer(offer, standing)
+        turn = self.turn + 1
+        self.pending = PendingTurn(turn, text, client_id, item, offer, assessment, now)
+        self.history.append(
+            TurnRecord(
+                turn=turn, role="user", text=text, stage=self.stage, happiness=self.happiness,
+                at=now, item=item, object_grabbed=self.object_grabbed, offer=offer,
+                quote=standing, assessment=assessment, client_id=client_id,
+            )
+        )
+        if offer is not None:
+            self.last_offer = offer
+        self.updated_at = now
+        return self.pending
+
+    def brain_request(self, pending: PendingTurn, *, rag_context: str = "", context_block: str = "") -> BrainRequest:
+        last_vendor = next((h.at for h in reversed(self.history) if h.role == "vendor"), None)
+        lines = tuple(
+            HistoryLine(turn=h.turn, role=h.role, text=h.text) for h in self.history[-HISTORY_WINDOW - 1 : -1]
+        )
+        return BrainRequest(
+            session_id=self.session_id,
+            scenario=self.scenario_name,
+            turn=pending.turn,
+            max_turns=self.limits.max_turns,
+            transcript=pending.text,
+            input_language=self.input_language,
+            target_language=self.target_language,
+            stage=self.stage,
+            happiness_score=self.happiness,
+            vendor_mood=mood_for(self.happiness),
+            item=pending.item,
+            object_grabbed=self.object_grabbed,
+            vendor_quote=self.quotes.get(pending.item) if pending.item else None,
+            first_quote=self.first_quote,
+            learner_offer=pending.offer,
+            offer_assessment=pending.assessment,
+            wrap_up=pending.turn > self.limits.wrap_up_after,
+            returning_after_pause=last_vendor is not None and pending.received_at - last_vendor > RETURNING_AFTER_SECONDS,
+            history=lines,
+            graph=self.graph_context(),
+            context_block=context_block,
+            rag_context=rag_context,
+        )
+
+    def complete_turn(
+        self, pending: PendingTurn, result: BrainResult, now: float, timings: TurnTimings | None = None
+    ) -> TurnOutcome:
+        """Validate the brain's proposal, apply what stands and return the events, in seq order."""
+        assert self.pending is pending
+        proposal = result.decision
+        if result.fallback:
+            # A failed brain never moves the negotiation; only server-judged offers still count.
+            proposal = proposal.model_copy(
+                update={"negotiation_state": self.stage, "happiness_score": self.happiness}
+            )
+        item = pending.item
+        catalog = self.scenario.item(item)
+        position = Position(
+            stage=self.stage,
+            happiness=self.happiness,
+            turn=pending.turn,
+            quote=self.quotes.get(item) if item else None,
+            floor=catalog.floor if catalog else None,
+            learner_offer=pending.offer,
+            server_assessment=pending.assessment,
+        )
+        verdict = validate(position, proposal, self.limits)
+        previous_stage, previous_happiness = self.stage, self.happiness
+        self.stage, self.happiness, self.turn = verdict.stage, verdict.happiness, pending.turn
+        if item and verdict.quote is not None:
+            self.quotes[item] = verdict.quote
+            if self.first_quote is None:
+                self.first_quote = verdict.quote
+        if verdict.assessment is OfferAssessment.INSULT:
+            self.insults += 1
+        if verdict.stage is not previous_stage:
+            self.stage_changes.append(
+                StageVisit(from_stage=previous_stage, to_stage=verdict.stage, at_turn=pending.turn, happiness=verdict.happiness)
+            )
+        if verdict.is_terminal:
+            self.outcome = _outcome(previous_stage, verdict)
+        self.pending = None
+        self.updated_at = now
+
+        reply = Reply(
+            session_id=self.session_id,
+            seq=self.next_seq(),
+            turn=pending.turn,
+            text=proposal.reply_text,
+            happiness_score=verdict.happiness,
+            negotiation_state=verdict.stage,
+            vendor_mood=verdict.mood,
+            counter_price=verdict.quote,
+            suggested_user_response=proposal.suggested_user_response,
+            is_terminal=verdict.is_terminal,
+            in_reply_to=pending.client_id,
+            item=item,
+            learner_offer=pending.offer,
+            offer_assessment=verdict.assessment,
+            fallback=result.fallback,
+            withdrawn_stream=result.streamed and (result.fallback or bool(verdict.overrides)),
+            flags=verdict.flags + (("fallback",) if result.fallback else ()),
+            timings=timings,
+        )
+        self.history.append(
+            TurnRecord(
+                turn=pending.turn, role="vendor", text=proposal.reply_text, stage=verdict.stage,
+                happiness=verdict.happiness, at=now, item=item, object_grabbed=self.object_grabbed,
+                quote=verdict.quote, seq=reply.seq, flags=reply.flags,
+            )
+        )
+        events: list[Reply | MoodChanged | StageChanged | SessionEnded] = [reply]
+        if verdict.happiness != previous_happiness:
+            events.append(
+                MoodChanged(
+                    session_id=self.session_id, seq=self.next_seq(), turn=pending.turn,
+                    happiness_score=verdict.happiness, vendor_mood=verdict.mood,
+                    delta=verdict.happiness - previous_happiness,
+                )
+            )
+        if verdict.stage is not previous_stage:
+            events.append(
+                StageChanged.model_validate(
+                    {
+                        "session_id": self.session_id, "seq": self.next_seq(), "turn": pending.turn,
+                        "from": previous_stage, "to": verdict.stage, "forced": verdict.forced_closure,
+                    }
+                )
+            )
+        if verdict.is_terminal:
+            summary = self.summary()
+            assert summary is not None
+            events.append(
+                SessionEnded(session_id=self.session_id, seq=self.next_seq(), outcome=summary.outcome, summary=summary)
+            )
+        return TurnOutcome(events=tuple(events), verdict=verdict, overrides=verdict.overrides)
+
+    def closing_reply(self, client_id: str | None, now: float) -> Reply:
+        """The answer to a transcript after the end: no brain call, no state change but the seq."""
+        assert self.outcome is not None
+        self.updated_at = now
+        return Reply(
+            session_id=self.session_id, seq=self.next_seq(), turn=self.turn,
+            text=CLOSING_LINES[self.outcome], happiness_score=self.happiness,
+            negotiation_state=self.stage, vendor_mood=mood_for(self.happiness),
+            counter_price=self.quote, suggested_user_response="", is_terminal=True,
+            in_reply_to=client_id, item=self.item,
+        )
+
+    # ------------------------------------------------------------------ views
+
+    def summary(self) -> Summary | None:
+        if self.outcome is None:
+            return None
+        final = self.quote if self.outcome is Outcome.DEAL else None
+        discount = None
+        if final is not None and self.first_quote:
+            discount = round(100.0 * (1 - final / self.first_quote), 1)
+        stages: list[Stage] = [Stage.GREETING] + [c.to_stage for c in self.stage_changes]
+        return Summary(
+            outcome=self.outcome, turns=self.turn, item=self.item, first_quote=self.first_quote,
+            final_price=final, discount_pct=discount, final_happiness=self.happiness,
+            insults=self.insults, stages=tuple(stages),
+        )
+
+    def graph_context(self) -> GraphContext:
+        vendor = [h for h in self.history if h.role == "vendor"]
+        per_stage: dict[Stage, int] = {}
+        for h in vendor:
+            per_stage[h.stage] = per_stage.get(h.stage, 0) + 1
+        trend = tuple(h.happiness for h in vendor[-TREND_WINDOW:])
+        direction = "steady"
+        if len(trend) >= 2 and trend[-1] - trend[0] >= 3:
+            direction = "rising"
+        elif len(trend) >= 2 and trend[0] - trend[-1] >= 3:
+            direction = "falling"
+        items: dict[str, int] = {}
+        for h in self.history:
+            if h.role == "user" and h.item:
+                items[h.item] = items.get(h.item, 0) + 1
+        in_stage = 0
+        for h in reversed(vendor):
+            if h.stage is not self.stage:
+                break
+            in_stage += 1
+        return GraphContext(
+            turns_per_stage=per_stage,
+            happiness_trend=trend,
+            trend_direction=direction,
+            items_discussed=items,
+            transitions=tuple(self.stage_changes),
+            turns_in_current_stage=in_stage,
+            stability_hint=_stability_hint(self.stage, in_stage),
+        )
+
+    def snapshot(self) -> SessionState:
+        vendor = [h for h in self.history if h.role == "vendor"]
+        return SessionState(
+            session_id=self.session_id, scenario=self.scenario_name, learner_id=self.learner_id,
+            input_language=self.input_language, target_language=self.target_language,
+            stage=self.stage, happiness_score=self.happiness, vendor_mood=mood_for(self.happiness),
+            turn=self.turn, max_turns=self.limits.max_turns, item=self.item,
+            object_grabbed=self.object_grabbed, vendor_quote=self.quote, first_quote=self.first_quote,
+            last_offer=self.last_offer, is_terminal=self.is_terminal, outcome=self.outcome,
+            seq=self.seq, created_at=self.created_at, updated_at=self.updated_at,
+            happiness_history=tuple(Point(turn=h.turn, value=h.happiness) for h in vendor),
+            quotes=tuple(Point(turn=h.turn, value=h.quote) for h in vendor if h.quote is not None),
+            offers=tuple(
+                Point(turn=h.turn, value=h.offer) for h in self.history if h.role == "user" and h.offer is not None
+            ),
+            stage_changes=tuple(
+                StageChange(turn=c.at_turn, from_stage=c.from_stage, to_stage=c.to_stage) for c in self.stage_changes
+            ),
+            summary=self.summary(),
+        )
+
+
+def _outcome(previous: Stage, verdict: Verdict) -> Outcome:
+    if verdict.stage is Stage.DEAL:
+        return Outcome.DEAL
+    if verdict.forced_closure:
+        return Outcome.TURN_LIMIT
+    if previous is Stage.WALKAWAY:
+        return Outcome.WALKED_AWAY
+    return Outcome.NO_DEAL
+
+
+def _stability_hint(stage: Stage, turns_here: int) -> str:
+    if stage.is_terminal:
+        return "The negotiation is over."
+    if turns_here <= 1:
+        return f"The conversation only just reached {stage.value}; do not rush to the next stage."
+    if turns_here >= 6:
+        return f"{turns_here} turns in {stage.value}: it is time to move the conversation on."
+    return f"{turns_here} turns in {stage.value}; move on when the learner gives you a reason."
+
+
+def fallback_decision(position_stage: Stage, happiness: int, text: str) -> AIDecision:
+    """A decision that changes nothing but says `text`: what a failing brain falls back to."""
+    return AIDecision(
+        reply_text=text, happiness_score=happiness, negotiation_state=position_stage,
+        vendor_mood=mood_for(happiness), internal_reasoning="fallback",
+    )

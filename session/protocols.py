@@ -1,0 +1,70 @@
+"""What the session needs from the outside, declared here so that `session` imports no brain,
+no database and no web framework. `server` wires concrete implementations in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from schemas.brain import BrainRequest, BrainResult
+from schemas.codec import Envelope
+
+DeltaSink = Callable[[str], Awaitable[None]]
+"""Where a streaming brain pushes each new piece of `reply_text` as it arrives."""
+
+
+class Brain(Protocol):
+    """Proposes the vendor's next turn. Proposals are validated by `session.rules` afterwards."""
+
+    name: str
+
+    async def propose(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainResult:
+        """Return a proposal. Failures the brain can recover from come back as `fallback=True`."""
+        ...
+
+
+class Connection(Protocol):
+    """One client socket as the actor sees it: a bounded outbound queue it never waits on."""
+
+    role: str
+    conn_id: int
+
+    def send_nowait(self, envelope: Envelope) -> bool:
+        """Queue an event; False means the queue is full and the connection is being dropped."""
+        ...
+
+    def close_nowait(self, code: int, reason: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One durable change of a session, handed to the mirror in the order it happened.
+
+    `kind` is one of: "session" (created or its scalar state changed), "scene", "learner_turn",
+    "vendor_turn" (with its events), "ids" (accepted client ids). `version` rises by one per change
+    per session, so a mirror can write idempotently and report how far it is durable.
+    """
+
+    session_id: str
+    version: int
+    kind: str
+    at: float
+    data: dict[str, object] = field(default_factory=dict)
+
+
+class Mirror(Protocol):
+    """Where session changes are copied for durability and analysis, never on the hot path."""
+
+    def submit(self, change: Change) -> None:
+        """Take a change without waiting. Must not raise for a full buffer or a down database."""
+        ...
+
+    def durable_version(self, session_id: str) -> int:
+        """The highest version of `session_id` known to be stored (for acknowledgements)."""
+        ...
+
+    def subscribe_durable(self, callback: Callable[[str, int], None]) -> None:
+        """Call `callback(session_id, version)` whenever more of a session becomes durable."""
+        ...

@@ -1,0 +1,176 @@
+"""The negotiation rules engine. Every stage rule and every happiness rule lives in this file.
+
+The AI proposes; this module disposes. `validate` takes the authoritative state and a proposal from
+any brain and returns what may stand, with a record of each override. Nothing here awaits, reads
+a clock or draws a random number, so every rule is tested by feeding inputs and reading outputs.
+
+Rules, in the order they are applied (seed 000, plus what the original left undone):
+
+1. Offer consistency. The server judges the learner's offer itself (`session.offers`); the
+   brain's own label counts only when the server found no number. An insult costs at least
+   `INSULT_MIN_DROP` points, a lowball at least `LOWBALL_MIN_DROP`.
+2. Happiness moves at most `max_mood_delta` per turn and stays in [0, 100].
+3. Stage transitions follow `TRANSITIONS`. Staying put is always legal. An illegal proposal keeps
+   the current stage. WALKAWAY -> HAGGLING also needs happiness after this turn above
+   `REENTRY_HAPPINESS`; otherwise the stage stays WALKAWAY.
+4. Turn limit. The turn that reaches `max_turns` ends in CLOSURE unless it validly reached DEAL.
+5. Quotes. During haggling a quote may only fall; a rise keeps the previous quote and flags the
+   turn. No quote goes below the item's floor.
+6. Mood is derived from the validated score, never taken from the proposal.
+7. DEAL and CLOSURE are terminal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from schemas.decision import AIDecision
+from schemas.enums import Mood, OfferAssessment, Stage
+
+INSULT_MIN_DROP = 10
+LOWBALL_MIN_DROP = 6
+REENTRY_HAPPINESS = 40  # WALKAWAY -> HAGGLING only when happiness after the turn is above this
+DEFAULT_MAX_MOOD_DELTA = 15
+DEFAULT_MAX_TURNS = 30
+WRAP_UP_AFTER_TURN = 25  # after this turn the brain is told to wrap up
+
+# The legal moves out of each stage; staying in the same stage is always allowed as well.
+TRANSITIONS: dict[Stage, frozenset[Stage]] = {
+    Stage.GREETING: frozenset({Stage.INQUIRY}),
+    Stage.INQUIRY: frozenset({Stage.HAGGLING, Stage.WALKAWAY}),
+    Stage.HAGGLING: frozenset({Stage.DEAL, Stage.WALKAWAY, Stage.CLOSURE}),
+    Stage.WALKAWAY: frozenset({Stage.HAGGLING, Stage.CLOSURE}),
+    Stage.DEAL: frozenset(),
+    Stage.CLOSURE: frozenset(),
+}
+
+# Mood bands by inclusive upper bound of the happiness score.
+MOOD_BANDS: tuple[tuple[int, Mood], ...] = (
+    (20, Mood.ANGRY),
+    (40, Mood.ANNOYED),
+    (60, Mood.NEUTRAL),
+    (80, Mood.FRIENDLY),
+    (100, Mood.ENTHUSIASTIC),
+)
+
+
+def mood_for(score: int) -> Mood:
+    for upper, mood in MOOD_BANDS:
+        if score <= upper:
+            return mood
+    return Mood.ENTHUSIASTIC
+
+
+def is_legal(current: Stage, proposed: Stage) -> bool:
+    return proposed == current or proposed in TRANSITIONS[current]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_mood_delta: int = DEFAULT_MAX_MOOD_DELTA
+    max_turns: int = DEFAULT_MAX_TURNS
+    wrap_up_after: int = WRAP_UP_AFTER_TURN
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """The authoritative facts a proposal is judged against."""
+
+    stage: Stage
+    happiness: int
+    turn: int  # the learner turn being answered, 1-based
+    quote: int | None  # the vendor's standing quote before this turn
+    floor: int | None = None  # the item's floor price, when the item is known
+    learner_offer: int | None = None  # parsed by the server from this turn's transcript
+    server_assessment: OfferAssessment = OfferAssessment.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class Override:
+    rule: str
+    proposed: object
+    applied: object
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What stands after validation."""
+
+    stage: Stage
+    happiness: int
+    mood: Mood
+    delta: int
+    quote: int | None
+    assessment: OfferAssessment
+    forced_closure: bool
+    is_terminal: bool
+    overrides: tuple[Override, ...] = ()
+    flags: tuple[str, ...] = field(default=())
+
+
+def validate(position: Position, proposal: AIDecision, limits: Limits = Limits()) -> Verdict:
+    overrides: list[Override] = []
+    flags: list[str] = []
+
+    # 1. Offer consistency: the server's judgement wins; the brain's label only without a number.
+    if position.server_assessment is not OfferAssessment.NONE:
+        assessment = position.server_assessment
+        if proposal.offer_assessment not in (OfferAssessment.NONE, assessment):
+            overrides.append(Override("offer_assessment", proposal.offer_assessment.value, assessment.value))
+    else:
+        assessment = proposal.offer_assessment
+    delta = proposal.happiness_score - position.happiness
+    required = {OfferAssessment.INSULT: -INSULT_MIN_DROP, OfferAssessment.LOWBALL: -LOWBALL_MIN_DROP}
+    if assessment in required and delta > required[assessment]:
+        overrides.append(Override(f"{assessment.value}_min_drop", delta, required[assessment]))
+        delta = required[assessment]
+
+    # 2. Happiness: bounded step, bounded range.
+    bounded = max(-limits.max_mood_delta, min(limits.max_mood_delta, delta))
+    if bounded != delta:
+        overrides.append(Override("max_mood_delta", delta, bounded))
+    happiness = max(0, min(100, position.happiness + bounded))
+    if happiness != position.happiness + bounded:
+        overrides.append(Override("happiness_range", position.happiness + bounded, happiness))
+
+    # 3. Stage transition.
+    stage = proposal.negotiation_state
+    if not is_legal(position.stage, stage):
+        overrides.append(Override("illegal_transition", f"{position.stage.value}->{stage.value}", position.stage.value))
+        stage = position.stage
+    elif position.stage is Stage.WALKAWAY and stage is Stage.HAGGLING and happiness <= REENTRY_HAPPINESS:
+        overrides.append(Override("walkaway_reentry_happiness", stage.value, Stage.WALKAWAY.value))
+        stage = Stage.WALKAWAY
+
+    # 4. Turn limit: the last allowed turn closes the session unless it made a deal.
+    forced = False
+    if position.turn >= limits.max_turns and stage is not Stage.DEAL:
+        overrides.append(Override("max_turns", stage.value, Stage.CLOSURE.value))
+        stage = Stage.CLOSURE
+        forced = True
+
+    # 5. Quotes only fall while haggling, and never below the floor.
+    quote = proposal.counter_price if proposal.counter_price is not None else position.quote
+    if quote is not None:
+        if position.floor is not None and quote < position.floor:
+            overrides.append(Override("below_floor", quote, position.floor))
+            flags.append("below_floor")
+            quote = position.floor
+        haggling = Stage.HAGGLING in (position.stage, stage)
+        if haggling and position.quote is not None and quote > position.quote:
+            overrides.append(Override("quote_rise", quote, position.quote))
+            flags.append("quote_rise")
+            quote = position.quote
+
+    return Verdict(
+        stage=stage,
+        happiness=happiness,
+        mood=mood_for(happiness),
+        delta=happiness - position.happiness,
+        quote=quote,
+        assessment=assessment,
+        forced_closure=forced,
+        is_terminal=stage.is_terminal,
+        overrides=tuple(overrides),
+        flags=tuple(flags),
+    )
