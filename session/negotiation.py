@@ -221,7 +221,13 @@ class Negotiation:
         )
 
     def complete_turn(
-        self, pending: PendingTurn, result: BrainResult, now: float, timings: TurnTimings | None = None
+        self,
+        pending: PendingTurn,
+        result: BrainResult,
+        now: float,
+        timings: TurnTimings | None = None,
+        *,
+        withdrawn_stream: bool = False,
     ) -> TurnOutcome:
         """Validate the brain's proposal, apply what stands and return the events, in seq order."""
         assert self.pending is pending
@@ -276,7 +282,7 @@ class Negotiation:
             learner_offer=pending.offer,
             offer_assessment=verdict.assessment,
             fallback=result.fallback,
-            withdrawn_stream=result.streamed and (result.fallback or bool(verdict.overrides)),
+            withdrawn_stream=withdrawn_stream,
             flags=verdict.flags + (("fallback",) if result.fallback else ()),
             timings=timings,
         )

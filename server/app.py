@@ -1,0 +1,249 @@
+"""The Starlette application: HTTP routes, the session socket, and the services they share."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from typing_extensions import Annotated
+
+from schemas.enums import LanguageCode, Role
+from schemas.scenario import DEFAULT_SCENARIO, available_scenarios
+from server.auth import Tokens, TokenError
+from server.config import Settings, load_settings
+from server.wiring import build_brain, build_mirror
+from server.ws import TokenBucket, session_socket
+from session.actor import ActorLimits
+from session.protocols import Brain, Mirror
+from session.registry import CapacityError, SessionLoader, SessionRegistry
+from session.rules import Limits
+
+log = logging.getLogger("samvad.server")
+MAX_BODY_BYTES = 16 * 1024
+
+
+@dataclass
+class Services:
+    settings: Settings
+    tokens: Tokens
+    brain: Brain
+    mirror: Mirror
+    registry: SessionRegistry
+    started_at: float = field(default_factory=time.time)
+    connections: int = 0
+    create_buckets: dict[str, TokenBucket] = field(default_factory=dict)
+
+    def allow_create(self, client: str) -> bool:
+        bucket = self.create_buckets.get(client)
+        if bucket is None:
+            if len(self.create_buckets) > 10_000:
+                self.create_buckets.clear()  # bounded: forget old addresses wholesale
+            bucket = self.create_buckets[client] = TokenBucket(
+                self.settings.SESSION_CREATE_PER_SECOND, self.settings.SESSION_CREATE_BURST)
+        return bucket.take()
+
+
+def error_response(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+class CreateSession(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    scenario: str = DEFAULT_SCENARIO
+    input_language: LanguageCode = LanguageCode.EN_IN
+    target_language: LanguageCode = LanguageCode.EN_IN
+    learner_id: Annotated[str, StringConstraints(max_length=64)] | None = None
+
+
+class DevGenerate(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    transcribed_text: Annotated[str, StringConstraints(min_length=1, max_length=4000)]
+    context_block: str = Field(default="", max_length=20_000)
+    rag_context: str = Field(default="", max_length=20_000)
+    scene_context: dict[str, Any] = Field(default_factory=dict)
+    session_id: Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[\w.\-:]+$")]
+
+
+async def read_json(request: Request) -> Any:
+    body = await request.body()
+    if len(body) > MAX_BODY_BYTES:
+        raise ValueError(f"body over {MAX_BODY_BYTES} bytes")
+    if not body.strip():
+        return {}
+    import orjson
+
+    return orjson.loads(body)
+
+
+def bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    if header[:7].lower() == "bearer ":
+        return header[7:].strip()
+    return request.query_params.get("token")
+
+
+# ---------------------------------------------------------------------------- routes
+
+
+async def health(request: Request) -> JSONResponse:
+    services: Services = request.app.state.services
+    mirror_stats = getattr(services.mirror, "statistics", lambda: {})()
+    status = "ok"
+    if mirror_stats.get("buffer_full"):
+        status = "degraded"
+    return JSONResponse({
+        "status": status,
+        "version": services.settings.APP_VERSION,
+        "brain": services.brain.name,
+        "uptime_s": round(time.time() - services.started_at, 1),
+        "sessions": services.registry.statistics(),
+        "connections": services.connections,
+        "mirror": mirror_stats,
+    })
+
+
+async def create_session(request: Request) -> JSONResponse:
+    services: Services = request.app.state.services
+    client = request.client.host if request.client else "?"
+    if not services.allow_create(client):
+        return error_response(429, "rate_limited", "too many sessions created; slow down")
+    try:
+        body = CreateSession.model_validate(await read_json(request))
+    except (ValidationError, ValueError) as exc:
+        return error_response(422, "invalid", str(exc)[:500])
+    if body.scenario not in available_scenarios():
+        return error_response(422, "invalid", f"unknown scenario {body.scenario!r}")
+    try:
+        actor = services.registry.create(
+            scenario=body.scenario, learner_id=body.learner_id,
+            input_language=body.input_language, target_language=body.target_language,
+        )
+    except CapacityError as exc:
+        return error_response(503, "capacity", str(exc))
+    sid = actor.session_id
+    return JSONResponse(
+        {
+            "session_id": sid,
+            "player_token": services.tokens.issue(sid, Role.PLAYER),
+            "spectator_token": services.tokens.issue(sid, Role.SPECTATOR),
+            "expires_in": services.tokens.ttl_seconds,
+            "ws_url": f"/ws/sessions/{sid}",
+        },
+        status_code=201,
+    )
+
+
+async def get_session(request: Request) -> JSONResponse:
+    services: Services = request.app.state.services
+    sid = request.path_params["session_id"]
+    try:
+        claims = services.tokens.verify(bearer(request))
+    except TokenError as exc:
+        return error_response(401, "unauthorized", f"bad token: {exc}")
+    if claims.session_id != sid:
+        return error_response(403, "forbidden", "token is for another session")
+    actor = await services.registry.get(sid)
+    if actor is None:
+        return error_response(404, "not_found", "no such session")
+    return JSONResponse(actor.negotiation.snapshot().model_dump(mode="json"))
+
+
+async def dev_generate(request: Request) -> Response:
+    services: Services = request.app.state.services
+    if not services.settings.dev_endpoints:
+        return error_response(404, "not_found", "dev endpoints are off (set DEV_ENDPOINTS=true or LOG_LEVEL=DEBUG)")
+    try:
+        body = DevGenerate.model_validate(await read_json(request))
+    except (ValidationError, ValueError) as exc:
+        return error_response(422, "invalid", str(exc)[:500])
+    from server.generate import GenerateError, generate_with
+
+    try:
+        result = await generate_with(
+            services.registry, body.transcribed_text, body.context_block, body.rag_context,
+            body.scene_context, body.session_id,
+        )
+    except GenerateError as exc:
+        return error_response(422, "invalid", str(exc))
+    return JSONResponse(result)
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/health", health, methods=["GET"]),
+        Route("/api/sessions", create_session, methods=["POST"]),
+        Route("/api/sessions/{session_id}", get_session, methods=["GET"]),
+        Route("/api/dev/generate", dev_generate, methods=["POST"]),
+        WebSocketRoute("/ws/sessions/{session_id}", session_socket),
+    ]
+
+
+# ---------------------------------------------------------------------------- assembly
+
+
+def build_services(settings: Settings, *, brain: Brain | None = None, mirror: Mirror | None = None) -> Services:
+    brain = brain or build_brain(settings)
+    mirror = mirror or build_mirror(settings)  # type: ignore[assignment]
+    assert mirror is not None
+    loader: SessionLoader | None = mirror if hasattr(mirror, "load") else None  # type: ignore[assignment]
+    registry = SessionRegistry(
+        brain, mirror,
+        limits=Limits(max_mood_delta=settings.MAX_MOOD_DELTA, max_turns=settings.MAX_TURNS,
+                      wrap_up_after=settings.WRAP_UP_AFTER_TURN),
+        actor_limits=ActorLimits(replay_events=settings.REPLAY_EVENTS, inbox_frames=settings.SESSION_INBOX,
+                                 brain_deadline_s=settings.AI_TIMEOUT_MS / 1000 * 4 + 5),
+        idle_seconds=settings.SESSION_IDLE_SECONDS,
+        max_sessions=settings.MAX_SESSIONS,
+        loader=loader,
+    )
+    return Services(settings=settings, tokens=Tokens(settings.signing_secret, settings.TOKEN_TTL_SECONDS),
+                    brain=brain, mirror=mirror, registry=registry)
+
+
+def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
+               mirror: Mirror | None = None, extra_routes: list[BaseRoute] | None = None) -> Starlette:
+    settings = settings or load_settings()
+    services = build_services(settings, brain=brain, mirror=mirror)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as tg:
+            run_mirror = getattr(services.mirror, "run", None)
+            if run_mirror is not None:
+                await tg.start(run_mirror)
+            await tg.start(services.registry.run)
+            log.info("server started", extra={"brain": services.brain.name,
+                                               "mirror": getattr(services.mirror, "name", "?")})
+            try:
+                yield
+            finally:
+                services.registry.close_all()
+                await anyio.sleep(0.05)  # let writers send their close frames
+                tg.cancel_scope.cancel()
+        closer = getattr(services.brain, "aclose", None)
+        if closer is not None:
+            with anyio.CancelScope(shield=True):
+                await closer()
+
+    app = Starlette(
+        routes=[*(extra_routes or []), *routes()],
+        middleware=[Middleware(CORSMiddleware, allow_origins=settings.CORS_ORIGINS,
+                               allow_methods=["GET", "POST"], allow_headers=["authorization", "content-type"])],
+        lifespan=lifespan,
+    )
+    app.state.services = services
+    return app

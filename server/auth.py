@@ -1,0 +1,53 @@
+"""Signed session tokens (JWT, HS256) that name their session and role, and expire."""
+
+from __future__ import annotations
+
+import hmac
+import time
+from dataclasses import dataclass
+
+import jwt
+
+from schemas.enums import Role
+
+ISSUER = "samvad"
+LEEWAY_SECONDS = 5
+
+
+class TokenError(Exception):
+    """The token is missing, malformed, badly signed, expired or of an unknown role."""
+
+
+@dataclass(frozen=True, slots=True)
+class Claims:
+    session_id: str
+    role: Role
+    expires_at: float
+
+
+class Tokens:
+    def __init__(self, secret: str, ttl_seconds: int) -> None:
+        self._secret = secret
+        self.ttl_seconds = ttl_seconds
+
+    def issue(self, session_id: str, role: Role, *, now: float | None = None) -> str:
+        issued = int(now if now is not None else time.time())
+        payload = {"iss": ISSUER, "sid": session_id, "role": role.value, "iat": issued,
+                   "exp": issued + self.ttl_seconds}
+        return jwt.encode(payload, self._secret, algorithm="HS256")
+
+    def verify(self, token: str | None) -> Claims:
+        if not token:
+            raise TokenError("no token")
+        try:
+            payload = jwt.decode(token, self._secret, algorithms=["HS256"], issuer=ISSUER,
+                                 leeway=LEEWAY_SECONDS, options={"require": ["exp", "sid", "role"]})
+            return Claims(str(payload["sid"]), Role(payload["role"]), float(payload["exp"]))
+        except (jwt.PyJWTError, ValueError, KeyError) as exc:
+            raise TokenError(str(exc)) from None
+
+    def check_admin(self, presented: str | None, admin_key: str) -> bool:
+        """True when no admin key is configured, or the presented one matches it."""
+        if not admin_key:
+            return True
+        return presented is not None and hmac.compare_digest(presented.encode(), admin_key.encode())

@@ -1,0 +1,158 @@
+"""Settings, read once at start-up from the environment and an optional `.env` file.
+
+Every value is validated here; a bad one stops the process with a message naming the variable.
+Nothing else in the project reads `os.environ`.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from enum import Enum
+from typing import Annotated
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+log = logging.getLogger("samvad.config")
+
+MIN_SECRET_CHARS = 32
+
+
+class BrainChoice(str, Enum):
+    RULES = "rules"
+    OPENAI = "openai"
+    AUTO = "auto"  # openai when OPENAI_API_KEY is set, rules otherwise
+
+
+class MirrorChoice(str, Enum):
+    NONE = "none"
+    NEO4J = "neo4j"
+    AUTO = "auto"  # neo4j when NEO4J_URI is set
+
+
+class Environment(str, Enum):
+    DEVELOPMENT = "development"
+    PRODUCTION = "production"
+
+
+class ConfigError(Exception):
+    """A setting is missing or invalid; the message names it."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore",
+                                      case_sensitive=True)
+
+    # --- seed 000's configuration table
+    OPENAI_API_KEY: str = ""
+    OPENAI_MODEL: str = "gpt-4o"
+    OPENAI_BASE_URL: str = ""  # any OpenAI-compatible server (vLLM, llama.cpp, Ollama)
+    NEO4J_URI: str = ""  # empty: no mirror (the server runs with no database)
+    NEO4J_USER: str = "neo4j"
+    NEO4J_PASSWORD: str = ""
+    NEO4J_TIMEOUT_MS: int = Field(2000, ge=100, le=120_000)
+    USE_MOCKS: bool = False  # forces the rule-based brain and no mirror
+    LOG_LEVEL: str = "INFO"
+    AI_TIMEOUT_MS: int = Field(10_000, ge=100, le=300_000)
+    AI_TEMPERATURE: float = Field(0.7, ge=0.0, le=2.0)
+    AI_MAX_TOKENS: int = Field(200, ge=16, le=16_384)
+    MAX_TURNS: int = Field(30, ge=2, le=500)
+    MAX_MOOD_DELTA: int = Field(15, ge=1, le=100)
+    APP_VERSION: str = "0.1.0"
+    CORS_ORIGINS: Annotated[list[str], NoDecode] = ["*"]
+
+    # --- choices
+    BRAIN: BrainChoice = BrainChoice.AUTO
+    MIRROR: MirrorChoice = MirrorChoice.AUTO
+    SAMVAD_ENV: Environment = Environment.DEVELOPMENT
+    WRAP_UP_AFTER_TURN: int = Field(25, ge=1, le=500)
+
+    # --- the server itself
+    HOST: str = "127.0.0.1"
+    PORT: int = Field(8000, ge=0, le=65535)
+    SAMVAD_SECRET: str = ""  # signs tokens; generated per process in development when empty
+    ADMIN_KEY: str = ""  # teachers' credential for the lobby and spectator links; see README
+    TOKEN_TTL_SECONDS: int = Field(4 * 3600, ge=60, le=30 * 24 * 3600)
+    MAX_SESSIONS: int = Field(20_000, ge=1)
+    MAX_FRAME_BYTES: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024)
+    MAX_TRANSCRIPT_CHARS: int = Field(1000, ge=10, le=100_000)
+    RATE_LIMIT_PER_SECOND: float = Field(20.0, gt=0)
+    RATE_LIMIT_BURST: int = Field(40, ge=1)
+    RATE_ABUSE_CLOSE_AFTER: int = Field(100, ge=1)  # rate_limited errors before close 4429
+    SESSION_CREATE_PER_SECOND: float = Field(50.0, gt=0)  # per client address
+    SESSION_CREATE_BURST: int = Field(200, ge=1)
+    OUTBOUND_QUEUE: int = Field(256, ge=8)  # events queued per connection before 4430
+    REPLAY_EVENTS: int = Field(512, ge=16)
+    SESSION_INBOX: int = Field(32, ge=1)
+    SESSION_IDLE_SECONDS: float = Field(1800.0, gt=0)
+    CONNECTION_IDLE_SECONDS: float = Field(900.0, gt=0)
+    DEV_ENDPOINTS: bool = False  # POST /api/dev/generate; also on when LOG_LEVEL=DEBUG
+
+    @field_validator("CORS_ORIGINS", mode="before")
+    @classmethod
+    def _split_origins(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [o.strip() for o in value.split(",") if o.strip()] or ["*"]
+        return value
+
+    @field_validator("LOG_LEVEL")
+    @classmethod
+    def _level(cls, value: str) -> str:
+        level = value.upper()
+        if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+        return level
+
+    @model_validator(mode="after")
+    def _coherent(self) -> Settings:
+        if self.BRAIN is BrainChoice.OPENAI and not self.OPENAI_API_KEY and not self.USE_MOCKS:
+            raise ValueError("BRAIN=openai needs OPENAI_API_KEY (or set BRAIN=rules)")
+        if self.SAMVAD_SECRET and len(self.SAMVAD_SECRET) < MIN_SECRET_CHARS:
+            raise ValueError(f"SAMVAD_SECRET must be at least {MIN_SECRET_CHARS} characters")
+        if self.SAMVAD_ENV is Environment.PRODUCTION and not self.SAMVAD_SECRET:
+            raise ValueError("SAMVAD_SECRET is required when SAMVAD_ENV=production")
+        if self.MIRROR is MirrorChoice.NEO4J and not self.NEO4J_URI:
+            self.NEO4J_URI = "bolt://localhost:7687"
+        return self
+
+    # --- derived choices
+    @property
+    def brain_kind(self) -> BrainChoice:
+        if self.USE_MOCKS:
+            return BrainChoice.RULES
+        if self.BRAIN is BrainChoice.AUTO:
+            return BrainChoice.OPENAI if self.OPENAI_API_KEY else BrainChoice.RULES
+        return self.BRAIN
+
+    @property
+    def mirror_kind(self) -> MirrorChoice:
+        if self.USE_MOCKS:
+            return MirrorChoice.NONE
+        if self.MIRROR is MirrorChoice.AUTO:
+            return MirrorChoice.NEO4J if self.NEO4J_URI else MirrorChoice.NONE
+        return self.MIRROR
+
+    @property
+    def dev_endpoints(self) -> bool:
+        return self.DEV_ENDPOINTS or self.LOG_LEVEL == "DEBUG"
+
+    @property
+    def signing_secret(self) -> str:
+        if not self.SAMVAD_SECRET:
+            self.SAMVAD_SECRET = secrets.token_urlsafe(48)
+            log.warning("SAMVAD_SECRET is not set: generated one for this process; tokens will not "
+                        "survive a restart (set SAMVAD_SECRET to keep them valid)")
+        return self.SAMVAD_SECRET
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read and validate the settings, raising ConfigError with one line per bad variable."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            name = ".".join(str(p) for p in err["loc"]) or "settings"
+            lines.append(f"  {name}: {err['msg']} (got {err.get('input')!r})")
+        raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from None

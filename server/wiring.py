@@ -1,0 +1,25 @@
+"""Build the concrete brain and mirror that the settings ask for."""
+
+from __future__ import annotations
+
+from server.config import BrainChoice, MirrorChoice, Settings
+from session.mirror import MemoryMirror
+from session.protocols import Brain
+
+
+def build_brain(settings: Settings) -> Brain:
+    if settings.brain_kind is BrainChoice.OPENAI:
+        from brain.llm import OpenAIBrain
+
+        return OpenAIBrain.from_settings(settings)
+    from brain.rules_vendor import RuleBasedVendor
+
+    return RuleBasedVendor()
+
+
+def build_mirror(settings: Settings) -> object:
+    if settings.mirror_kind is MirrorChoice.NEO4J:
+        from server.neo4j_mirror import Neo4jMirror
+
+        return Neo4jMirror.from_settings(settings)
+    return MemoryMirror()

@@ -1,0 +1,574 @@
+"""The session actor: the single writer of one session's state.
+
+Connections post accepted frames into the actor's inbox; the actor applies them strictly in
+order through `Negotiation`, asks the brain in a child task whose result comes back through the
+same inbox, and fans every event out to every connection without ever waiting on one. A slow
+reader is dropped (its queue is bounded), so no spectator can delay the player.
+
+Acknowledgements wait until the mirror says the change is durable. With no mirror configured
+that is immediate; with Neo4j it is a few milliseconds later, and it is what lets a client that
+re-sends every unacknowledged frame after a crash lose nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from schemas.brain import BrainRequest, BrainResult, Ledger
+from schemas.codec import Envelope
+from schemas.enums import Role
+from schemas.errors import CloseCode, ErrorCode
+from schemas.frames import (
+    Ack,
+    Error,
+    Reply,
+    ReplyDelta,
+    ReplyWithdrawn,
+    ResumeFrame,
+    SceneFrame,
+    Snapshot,
+    TranscriptFrame,
+    TurnTimings,
+    Welcome,
+)
+from session.negotiation import Negotiation, PendingTurn, fallback_decision
+from session.protocols import Brain, Change, Connection, Mirror
+
+log = logging.getLogger("samvad.session")
+
+FALLBACK_LINE = "Ek minute, bhaiya, let me just serve this lady... yes, what were you saying?"
+
+
+@dataclass(frozen=True, slots=True)
+class ActorLimits:
+    replay_events: int = 512  # events kept for `resume`
+    inbox_frames: int = 32  # client frames queued per session before `rate_limited`
+    brain_deadline_s: float = 30.0  # a brain that outlives this is abandoned for the fallback
+
+
+# ---------------------------------------------------------------------------- inbox messages
+
+
+@dataclass(slots=True)
+class _Connect:
+    conn: Connection
+
+
+@dataclass(slots=True)
+class _Disconnect:
+    conn: Connection
+
+
+@dataclass(slots=True)
+class _Frame:
+    conn: Connection | None
+    frame: TranscriptFrame | SceneFrame | ResumeFrame
+    received_at: float  # wall clock, for the record
+    received_perf: float  # monotonic, for timings
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _BrainDone:
+    pending: PendingTurn
+    result: BrainResult
+    started: float
+    finished: float
+
+
+@dataclass(slots=True)
+class _Delta:
+    turn: int
+    text: str
+
+
+@dataclass(slots=True)
+class _Withdraw:
+    turn: int
+    reason: str
+
+
+@dataclass(slots=True)
+class _Durable:
+    version: int
+
+
+@dataclass(slots=True)
+class _Stop:
+    code: int
+    reason: str
+    keep_running: bool = False
+
+
+_Message = _Connect | _Disconnect | _Frame | _BrainDone | _Delta | _Withdraw | _Durable | _Stop
+
+
+class _Sink:
+    """The DeltaSink a brain gets for one turn: posts into the actor's inbox."""
+
+    __slots__ = ("_actor", "_turn")
+
+    def __init__(self, actor: SessionActor, turn: int) -> None:
+        self._actor = actor
+        self._turn = turn
+
+    async def delta(self, text: str) -> None:
+        if text:
+            await self._actor._post(_Delta(self._turn, text))
+
+    async def withdraw(self, reason: str) -> None:
+        await self._actor._post(_Withdraw(self._turn, reason))
+
+
+
+
+class SessionActor:
+    def __init__(
+        self,
+        negotiation: Negotiation,
+        brain: Brain,
+        mirror: Mirror,
+        *,
+        limits: ActorLimits = ActorLimits(),
+        clock: Callable[[], float] = time.time,
+        on_change: Callable[[SessionActor], None] | None = None,
+        version: int = 0,
+    ) -> None:
+        self.negotiation = negotiation
+        self.brain = brain
+        self.mirror = mirror
+        self.limits = limits
+        self.clock = clock
+        self.on_change = on_change
+        self.session_id = negotiation.session_id
+        self.connections: dict[int, Connection] = {}
+        self.player: Connection | None = None
+        self.replay: deque[Envelope] = deque(maxlen=limits.replay_events)
+        self.last_activity = clock()
+        self.version = version  # last mirror change version issued
+        self._send, self._receive = anyio.create_memory_object_stream[_Message](math.inf)
+        self._frames_queued = 0
+        self._waiting: deque[_Frame] = deque()  # transcripts accepted while a turn is in flight
+        self._waiting_ids: set[str] = set()
+        self._thinking: PendingTurn | None = None
+        self._thinking_since = 0.0
+        self._streamed: list[str] = []
+        self._withdrawn = False
+        self._unacked: deque[tuple[int, Connection | None, str, bool]] = deque()
+        self._unacked_ids: dict[str, int] = {}
+        self._turn_waiters: dict[str, list[Callable[[Reply | None], None]]] = {}
+        self._tg: TaskGroup | None = None
+        self.running = False
+
+    # ------------------------------------------------------------------ called by connections
+
+    def connect(self, conn: Connection) -> None:
+        self._post_nowait(_Connect(conn))
+
+    def disconnect(self, conn: Connection) -> None:
+        self._post_nowait(_Disconnect(conn))
+
+    def submit(
+        self, conn: Connection | None, frame: TranscriptFrame | SceneFrame | ResumeFrame, **extra: str
+    ) -> bool:
+        """Queue a client frame; False when the session's inbox is full (answer `rate_limited`)."""
+        if self._frames_queued >= self.limits.inbox_frames:
+            return False
+        self._frames_queued += 1
+        self._post_nowait(_Frame(conn, frame, self.clock(), time.perf_counter(), dict(extra)))
+        return True
+
+    def stop(self, code: int = CloseCode.GOING_AWAY, reason: str = "server shutting down") -> None:
+        self._post_nowait(_Stop(code, reason))
+
+    def notify_durable(self, version: int) -> None:
+        self._post_nowait(_Durable(version))
+
+    def wait_turn(self, client_id: str, callback: Callable[[Reply | None], None]) -> None:
+        """Call `callback` with the reply to frame `client_id` (None if the actor stops first)."""
+        self._turn_waiters.setdefault(client_id, []).append(callback)
+
+    @property
+    def busy(self) -> bool:
+        return self._thinking is not None or bool(self._waiting) or self._frames_queued > 0
+
+    def statistics(self) -> dict[str, Any]:
+        return {
+            "connections": len(self.connections),
+            "player_connected": self.player is not None,
+            "queued_frames": self._frames_queued,
+            "waiting_turns": len(self._waiting),
+            "thinking": self._thinking is not None,
+            "unacked": len(self._unacked),
+            "replay_events": len(self.replay),
+        }
+
+    # ------------------------------------------------------------------ the loop
+
+    async def run(self) -> None:
+        self.running = True
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                pending = self.negotiation.pending
+                if pending is not None:
+                    # Recorded but never answered: rebuilt after a restart, or the loop was stopped.
+                    self._think_about(pending, self.negotiation.brain_request(pending), time.perf_counter())
+                async for message in self._receive:
+                    if isinstance(message, _Stop):
+                        self._close_all(message.code, message.reason)
+                        if message.keep_running:
+                            continue
+                        tg.cancel_scope.cancel()
+                        break
+                    try:
+                        self._handle(message)
+                    except Exception:
+                        # A bug in one message must not take the session down with it.
+                        log.exception("session actor failed on %s", type(message).__name__,
+                                      extra={"session_id": self.session_id})
+        finally:
+            self.running = False
+            self._tg = None
+            self._thinking = None
+            for waiters in self._turn_waiters.values():
+                for callback in waiters:
+                    callback(None)
+            self._turn_waiters.clear()
+
+    def _post_nowait(self, message: _Message) -> None:
+        try:
+            self._send.send_nowait(message)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+
+    async def _post(self, message: _Message) -> None:
+        self._post_nowait(message)
+
+    def _handle(self, message: _Message) -> None:
+        if isinstance(message, _Frame):
+            self._frames_queued -= 1
+            self.last_activity = message.received_at
+            if isinstance(message.frame, TranscriptFrame):
+                self._on_transcript(message)
+            elif isinstance(message.frame, SceneFrame):
+                self._on_scene(message)
+            else:
+                self._on_resume(message.conn, message.frame)
+        elif isinstance(message, _BrainDone):
+            self._on_brain_done(message)
+        elif isinstance(message, _Delta):
+            if self._thinking is not None and message.turn == self._thinking.turn:
+                self._streamed.append(message.text)
+                self._fanout(Envelope(ReplyDelta(session_id=self.session_id, turn=message.turn, text=message.text)))
+        elif isinstance(message, _Withdraw):
+            if self._thinking is not None and message.turn == self._thinking.turn and self._streamed:
+                self._withdraw(message.turn, message.reason)
+        elif isinstance(message, _Durable):
+            self._flush_acks(message.version)
+        elif isinstance(message, _Connect):
+            self._on_connect(message.conn)
+
+        elif isinstance(message, _Disconnect):
+            self._on_disconnect(message.conn)
+
+    # ------------------------------------------------------------------ connections
+
+    def _on_connect(self, conn: Connection) -> None:
+        if conn.role == Role.PLAYER.value:
+            if self.player is not None and self.player.conn_id in self.connections:
+                old = self.connections.pop(self.player.conn_id)
+                old.close_nowait(CloseCode.SUPERSEDED, "a newer player connection took over")
+            self.player = conn
+        self.connections[conn.conn_id] = conn
+        self.last_activity = self.clock()
+        welcome = Welcome(
+            session_id=self.session_id,
+            role=Role(conn.role),
+            seq=self.negotiation.seq,
+            state=self.negotiation.snapshot(),
+            limits={"replay_events": self.limits.replay_events},
+        )
+        conn.send_nowait(Envelope(welcome))
+        log.info("connection opened", extra={"session_id": self.session_id, "role": conn.role,
+                                             "connections": len(self.connections)})
+        self._changed()
+
+    def _on_disconnect(self, conn: Connection) -> None:
+        if self.connections.pop(conn.conn_id, None) is None:
+            return
+        if self.player is conn:
+            self.player = None
+        log.info("connection closed", extra={"session_id": self.session_id, "role": conn.role,
+                                             "connections": len(self.connections)})
+        self._changed()
+
+    def close_connections(self, code: int, reason: str) -> None:
+        self._post_nowait(_Stop(code, reason, keep_running=True))
+
+    def _close_all(self, code: int, reason: str) -> None:
+        for conn in list(self.connections.values()):
+            conn.close_nowait(code, reason)
+        self.connections.clear()
+        self.player = None
+
+    def _fanout(self, envelope: Envelope) -> None:
+        if envelope.seq is not None:
+            self.replay.append(envelope)
+        for conn_id, conn in list(self.connections.items()):
+            if not conn.send_nowait(envelope):
+                # Its queue overflowed: the connection closes itself as a slow consumer.
+                self.connections.pop(conn_id, None)
+                if self.player is conn:
+                    self.player = None
+                log.warning("slow consumer dropped", extra={"session_id": self.session_id, "role": conn.role})
+
+    def _reply_to(self, conn: Connection | None, event: Any) -> None:
+        if conn is not None and conn.conn_id in self.connections:
+            conn.send_nowait(Envelope(event))
+
+    def _error(self, conn: Connection | None, code: ErrorCode, message: str, frame_id: str | None) -> None:
+        self._reply_to(conn, Error(session_id=self.session_id, code=code, message=message, id=frame_id))
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change(self)
+
+    # ------------------------------------------------------------------ durability and acks
+
+    def _record(self, kind: str, data: dict[str, object]) -> int:
+        self.version += 1
+        self.mirror.submit(Change(self.session_id, self.version, kind, self.clock(), data))
+        return self.version
+
+    def _ack_when_durable(self, version: int, conn: Connection | None, frame_id: str, duplicate: bool) -> None:
+        if self.mirror.durable_version(self.session_id) >= version:
+            self._reply_to(conn, Ack(session_id=self.session_id, id=frame_id, duplicate=duplicate))
+            return
+        self._unacked.append((version, conn, frame_id, duplicate))
+        if not duplicate:
+            self._unacked_ids[frame_id] = version
+
+    def _flush_acks(self, durable: int) -> None:
+        while self._unacked and self._unacked[0][0] <= durable:
+            _, conn, frame_id, duplicate = self._unacked.popleft()
+            if not duplicate:
+                self._unacked_ids.pop(frame_id, None)
+            if conn is not None and conn.conn_id not in self.connections and self.player is not None:
+                conn = self.player  # the player reconnected: ack on its new socket
+            self._reply_to(conn, Ack(session_id=self.session_id, id=frame_id, duplicate=duplicate))
+
+    def _duplicate(self, conn: Connection | None, frame_id: str) -> bool:
+        """Answer a re-sent id; True when the frame must not be applied again."""
+        if frame_id in self._waiting_ids:
+            return True  # queued behind the turn in flight; its ack comes when it starts
+        if not self.negotiation.seen(frame_id):
+            return False
+        pending = self._unacked_ids.get(frame_id)
+        if pending is not None:
+            self._unacked.append((pending, conn, frame_id, True))
+        else:
+            self._reply_to(conn, Ack(session_id=self.session_id, id=frame_id, duplicate=True))
+        return True
+
+    # ------------------------------------------------------------------ frames
+
+    def _on_scene(self, message: _Frame) -> None:
+        frame = message.frame
+        assert isinstance(frame, SceneFrame)
+        if self._duplicate(message.conn, frame.id):
+            return
+        if self.negotiation.is_terminal:
+            self._error(message.conn, ErrorCode.SESSION_ENDED, "the negotiation is over", frame.id)
+            return
+        self.negotiation.apply_scene(
+            object_grabbed=frame.object_grabbed,
+            input_language=frame.input_language,
+            target_language=frame.target_language,
+            now=message.received_at,
+        )
+        self.negotiation.remember(frame.id)
+        version = self._record("scene", {"id": frame.id, "object_grabbed": frame.object_grabbed,
+                                         "item": self.negotiation.item,
+                                         "input_language": self.negotiation.input_language.value,
+                                         "target_language": self.negotiation.target_language.value})
+        self._ack_when_durable(version, message.conn, frame.id, False)
+        self._changed()
+
+    def _on_transcript(self, message: _Frame) -> None:
+        frame = message.frame
+        assert isinstance(frame, TranscriptFrame)
+        if not frame.final:
+            return  # partial speech never changes state
+        if self._duplicate(message.conn, frame.id):
+            return
+        if self.negotiation.is_terminal:
+            self.negotiation.remember(frame.id)
+            reply = self.negotiation.closing_reply(frame.id, message.received_at)
+            version = self._record("closing_reply", {"id": frame.id, "seq": reply.seq, "text": frame.text})
+            self._ack_when_durable(version, message.conn, frame.id, False)
+            self._fanout(Envelope(reply))
+            self._resolve(frame.id, reply)
+            return
+        if self._thinking is not None:
+            self._waiting.append(message)
+            self._waiting_ids.add(frame.id)
+            return
+        self._begin(message)
+
+    def _begin(self, message: _Frame) -> None:
+        frame = message.frame
+        assert isinstance(frame, TranscriptFrame)
+        pending = self.negotiation.begin_turn(frame.text.strip(), frame.id, message.received_at)
+        self.negotiation.remember(frame.id)
+        version = self._record("learner_turn", {
+            "id": frame.id, "turn": pending.turn, "text": pending.text, "item": pending.item,
+            "offer": pending.offer, "assessment": pending.assessment.value,
+            "stage": self.negotiation.stage.value, "happiness": self.negotiation.happiness,
+            "object_grabbed": self.negotiation.object_grabbed, "quote": self.negotiation.quotes.get(pending.item) if pending.item else None,
+        })
+        self._ack_when_durable(version, message.conn, frame.id, False)
+        request = self.negotiation.brain_request(
+            pending,
+            rag_context=message.extra.get("rag_context", ""),
+            context_block=message.extra.get("context_block", ""),
+        )
+        self._think_about(pending, request, message.received_perf)
+
+    def _think_about(self, pending: PendingTurn, request: BrainRequest, since: float) -> None:
+        self._thinking = pending
+        self._thinking_since = since
+        self._streamed = []
+        self._withdrawn = False
+        assert self._tg is not None
+        self._tg.start_soon(self._think, pending, request)
+
+    async def _think(self, pending: PendingTurn, request: BrainRequest) -> None:
+        started = time.perf_counter()
+        result: BrainResult | None = None
+        with anyio.move_on_after(self.limits.brain_deadline_s):
+            try:
+                result = await self.brain.propose(request, _Sink(self, pending.turn))
+            except Exception as exc:  # the brain's own failures were translated; this is a last guard
+                log.error("brain failed: %s", exc, extra={"session_id": self.session_id, "turn": pending.turn})
+                result = BrainResult(
+                    decision=fallback_decision(request.stage, request.happiness_score, FALLBACK_LINE),
+                    fallback=True,
+                    error=f"{type(exc).__name__}: {exc}",
+                    ledger=Ledger(brain_ms=(time.perf_counter() - started) * 1000),
+                )
+        if result is None:
+            result = BrainResult(
+                decision=fallback_decision(request.stage, request.happiness_score, FALLBACK_LINE),
+                fallback=True,
+                error="brain deadline exceeded",
+                ledger=Ledger(brain_ms=(time.perf_counter() - started) * 1000),
+            )
+        await self._post(_BrainDone(pending, result, started, time.perf_counter()))
+
+    def _withdraw(self, turn: int, reason: str) -> None:
+        self._fanout(Envelope(ReplyWithdrawn(session_id=self.session_id, turn=turn, reason=reason)))
+        self._streamed = []
+        self._withdrawn = True
+
+    def _on_brain_done(self, done: _BrainDone) -> None:
+        pending = done.pending
+        if self._thinking is not pending:
+            return
+        validate_start = time.perf_counter()
+        result = done.result
+        streamed = "".join(self._streamed)
+        if streamed and streamed.strip() != result.decision.reply_text.strip():
+            self._withdraw(pending.turn, "fallback" if result.fallback else "the final reply differs")
+        ledger = result.ledger
+        queue_ms = max(0.0, (done.started - self._thinking_since) * 1000)
+        timings = TurnTimings(
+            brain=self.brain.name,
+            llm_calls=ledger.llm_calls,
+            retries=ledger.retries,
+            corrective_asks=ledger.corrective_asks,
+            prompt_tokens=ledger.prompt_tokens,
+            completion_tokens=ledger.completion_tokens,
+            first_token_ms=ledger.first_token_ms,
+            first_delta_ms=ledger.first_delta_ms,
+            queue_ms=round(queue_ms, 3),
+            brain_ms=round(ledger.brain_ms or (done.finished - done.started) * 1000, 3),
+            validation_ms=0.0,
+            total_ms=0.0,
+            prompt_version=ledger.prompt_version,
+        )
+        previous_stage = self.negotiation.stage
+        outcome = self.negotiation.complete_turn(
+            pending, result, self.clock(), timings, withdrawn_stream=self._withdrawn
+        )
+        validation_ms = (time.perf_counter() - validate_start) * 1000
+        total_ms = (time.perf_counter() - self._thinking_since) * 1000
+        reply = outcome.events[0]
+        reply = reply.model_copy(update={"timings": timings.model_copy(
+            update={"validation_ms": round(validation_ms, 3), "total_ms": round(total_ms, 3)})})
+        events = (reply, *outcome.events[1:])
+        self._thinking = None
+        self._streamed = []
+        self._record("vendor_turn", {
+            "turn": pending.turn, "text": reply.text, "stage": reply.negotiation_state.value,
+            "previous_stage": previous_stage.value, "happiness": reply.happiness_score,
+            "quote": reply.counter_price, "item": reply.item, "flags": list(reply.flags),
+            "seq": self.negotiation.seq, "outcome": self.negotiation.outcome.value if self.negotiation.outcome else None,
+            "events": [e.model_dump(mode="json", by_alias=True) for e in events],
+        })
+        for event in events:
+            self._fanout(Envelope(event))
+        extra = {"session_id": self.session_id, "turn": pending.turn, "timings": reply.timings.model_dump() if reply.timings else None,
+                 "stage": reply.negotiation_state.value, "happiness": reply.happiness_score}
+        for override in outcome.overrides:
+            log.warning("rules override: %s", override.rule,
+                        extra={**extra, "rule": override.rule, "proposed": override.proposed, "applied": override.applied})
+        if result.fallback:
+            log.warning("brain fell back: %s", result.error, extra=extra)
+        log.info("turn", extra=extra)
+        if self.negotiation.is_terminal:
+            log.info("session ended", extra={**extra, "summary": self.negotiation.summary().model_dump(mode="json") if self.negotiation.summary() else None})
+        self._resolve(pending.client_id, reply)
+        self._changed()
+        if self._waiting:
+            nxt = self._waiting.popleft()
+            assert isinstance(nxt.frame, TranscriptFrame)
+            self._waiting_ids.discard(nxt.frame.id)
+            self._on_transcript(nxt)
+
+    def _resolve(self, client_id: str | None, reply: Reply | None) -> None:
+        if client_id is None:
+            return
+        for callback in self._turn_waiters.pop(client_id, ()):
+            callback(reply)
+
+    def _on_resume(self, conn: Connection | None, frame: ResumeFrame) -> None:
+        if conn is None or conn.conn_id not in self.connections:
+            return
+        latest = self.negotiation.seq
+        last = min(frame.last_seq, latest)
+        oldest = self.replay[0].seq if self.replay else None
+        if last == latest:
+            pass
+        elif oldest is not None and oldest <= last + 1:
+            for envelope in self.replay:
+                assert envelope.seq is not None
+                if envelope.seq > last and not conn.send_nowait(envelope):
+                    return
+        else:
+            missing = latest - last
+            conn.send_nowait(Envelope(Snapshot(
+                session_id=self.session_id, seq=latest, state=self.negotiation.snapshot(), replayed=False,
+                reason=f"{missing} events after seq {last} are no longer held for replay",
+            )))
+        if frame.id is not None:
+            conn.send_nowait(Envelope(Ack(session_id=self.session_id, id=frame.id)))

@@ -1,0 +1,202 @@
+"""The live sessions of one server process: creation, lookup, recovery and idle eviction.
+
+The registry owns a task group; every session actor runs in it, so no actor outlives the server.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Protocol
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+
+from schemas.enums import LanguageCode
+from schemas.errors import CloseCode
+from schemas.scenario import DEFAULT_SCENARIO
+from session.actor import ActorLimits, SessionActor
+from session.negotiation import Negotiation
+from session.protocols import Brain, Mirror
+from session.rules import Limits
+
+log = logging.getLogger("samvad.registry")
+
+
+class CapacityError(Exception):
+    """The server holds MAX_SESSIONS live sessions already."""
+
+
+class SessionLoader(Protocol):
+    """Rebuilds a session that is not live in this process (after a restart), or returns None."""
+
+    async def load(self, session_id: str, limits: Limits) -> tuple[Negotiation, int] | None:
+        """The negotiation and the mirror version it was rebuilt at."""
+        ...
+
+
+class SessionRegistry:
+    def __init__(
+        self,
+        brain: Brain,
+        mirror: Mirror,
+        *,
+        limits: Limits = Limits(),
+        actor_limits: ActorLimits = ActorLimits(),
+        idle_seconds: float = 1800.0,
+        sweep_seconds: float = 30.0,
+        max_sessions: int = 10_000,
+        loader: SessionLoader | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.brain = brain
+        self.mirror = mirror
+        self.limits = limits
+        self.actor_limits = actor_limits
+        self.idle_seconds = idle_seconds
+        self.sweep_seconds = sweep_seconds
+        self.max_sessions = max_sessions
+        self.loader = loader
+        self.clock = clock
+        self.listeners: list[Callable[[SessionActor], None]] = []
+        self._actors: dict[str, SessionActor] = {}
+        self._recovering: dict[str, anyio.Event] = {}
+        self._tg: TaskGroup | None = None
+        self.created = 0
+        self.evicted = 0
+        self.recovered = 0
+        mirror.subscribe_durable(self._on_durable)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Run every actor until cancelled. Running again restarts the actors already known."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            for actor in self._actors.values():
+                tg.start_soon(actor.run)
+            tg.start_soon(self._sweep)
+            task_status.started()
+            try:
+                await anyio.sleep_forever()
+            finally:
+                self._tg = None
+
+    def close_all(self, code: int = CloseCode.GOING_AWAY, reason: str = "server shutting down") -> None:
+        """Close every connection of every session (the actors keep their state)."""
+        for actor in self._actors.values():
+            actor.close_connections(code, reason)
+
+    def _start(self, actor: SessionActor) -> None:
+        if self._tg is None:
+            raise RuntimeError("the registry is not running")
+        self._actors[actor.session_id] = actor
+        self._tg.start_soon(actor.run)
+
+    def _on_durable(self, session_id: str, version: int) -> None:
+        actor = self._actors.get(session_id)
+        if actor is not None:
+            actor.notify_durable(version)
+
+    def _on_change(self, actor: SessionActor) -> None:
+        for listener in self.listeners:
+            listener(actor)
+
+    # ------------------------------------------------------------------ sessions
+
+    def create(
+        self,
+        *,
+        scenario: str = DEFAULT_SCENARIO,
+        learner_id: str | None = None,
+        input_language: LanguageCode = LanguageCode.EN_IN,
+        target_language: LanguageCode = LanguageCode.EN_IN,
+        session_id: str | None = None,
+    ) -> SessionActor:
+        if len(self._actors) >= self.max_sessions:
+            raise CapacityError(f"{self.max_sessions} live sessions already")
+        sid = session_id or uuid.uuid4().hex
+        negotiation = Negotiation(
+            session_id=sid, scenario_name=scenario, created_at=self.clock(), limits=self.limits,
+            learner_id=learner_id, input_language=input_language, target_language=target_language,
+        )
+        actor = self._new_actor(negotiation, version=0)
+        self._start(actor)
+        actor._record("session", {
+            "scenario": scenario, "learner_id": learner_id, "input_language": input_language.value,
+            "target_language": target_language.value, "created_at": negotiation.created_at,
+            "stage": negotiation.stage.value, "happiness": negotiation.happiness,
+        })
+        self.created += 1
+        log.info("session created", extra={"session_id": sid, "scenario": scenario})
+        self._on_change(actor)
+        return actor
+
+    def _new_actor(self, negotiation: Negotiation, version: int) -> SessionActor:
+        return SessionActor(
+            negotiation, self.brain, self.mirror, limits=self.actor_limits, clock=self.clock,
+            on_change=self._on_change, version=version,
+        )
+
+    def live(self, session_id: str) -> SessionActor | None:
+        return self._actors.get(session_id)
+
+    async def get(self, session_id: str) -> SessionActor | None:
+        """A live session, or one rebuilt by the loader; None when neither exists."""
+        actor = self._actors.get(session_id)
+        if actor is not None or self.loader is None:
+            return actor
+        waiting = self._recovering.get(session_id)
+        if waiting is not None:
+            await waiting.wait()
+            return self._actors.get(session_id)
+        done = self._recovering[session_id] = anyio.Event()
+        try:
+            loaded = await self.loader.load(session_id, self.limits)
+            if loaded is None:
+                return None
+            negotiation, version = loaded
+            actor = self._new_actor(negotiation, version)
+            self._start(actor)
+            self.recovered += 1
+            log.info("session recovered", extra={"session_id": session_id, "seq": negotiation.seq,
+                                                 "turn": negotiation.turn})
+            return actor
+        finally:
+            done.set()
+            del self._recovering[session_id]
+
+    def actors(self) -> list[SessionActor]:
+        return list(self._actors.values())
+
+    def __len__(self) -> int:
+        return len(self._actors)
+
+    async def _sweep(self) -> None:
+        while True:
+            await anyio.sleep(self.sweep_seconds)
+            self.evict_idle()
+
+    def evict_idle(self) -> int:
+        now = self.clock()
+        evicted = 0
+        for sid, actor in list(self._actors.items()):
+            if actor.connections or actor.busy or now - actor.last_activity < self.idle_seconds:
+                continue
+            actor.stop(CloseCode.EVICTED, "session idle")
+            del self._actors[sid]
+            evicted += 1
+            log.info("session evicted", extra={"session_id": sid})
+        self.evicted += evicted
+        return evicted
+
+    def statistics(self) -> dict[str, int]:
+        return {
+            "live": len(self._actors),
+            "connections": sum(len(a.connections) for a in self._actors.values()),
+            "created": self.created,
+            "evicted": self.evicted,
+            "recovered": self.recovered,
+        }
