@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Set up everything the tests need and run the whole suite:
+#   system packages (chromium, mono, Java/Maven) when missing, .venv with the test extra,
+#   a real Neo4j built from Maven Central and started on a loopback port, then ruff and pytest.
+# Extra arguments go to pytest, e.g. `bash scripts/test.sh -k rules -x`.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+mkdir -p var artifacts
+
+need=()
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v mcs >/dev/null 2>&1 || need+=(mono-devel)
+[ -f /usr/lib/cli/Newtonsoft.Json/Newtonsoft.Json.dll ] || need+=(libnewtonsoft-json-cil-dev)
+command -v java >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null 2>&1 || need+=(maven)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "test: installing system packages: ${need[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -q >var/apt.log 2>&1
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${need[@]}" >>var/apt.log 2>&1 \
+    || { tail -n 30 var/apt.log; echo "test: apt-get install failed" >&2; exit 1; }
+fi
+
+bash scripts/setup.sh test
+export PATH="$root/.venv/bin:$PATH"
+
+if [ -x scripts/neo4j.sh ]; then
+  export NEO4J_PORT="${NEO4J_TEST_PORT:-7688}"
+  export NEO4J_DATA_DIR="${NEO4J_TEST_DATA_DIR:-$root/var/neo4j-test}"
+  bash scripts/neo4j.sh start
+  trap 'bash scripts/neo4j.sh stop >/dev/null 2>&1 || true' EXIT
+  export SAMVAD_TEST_NEO4J_URI="bolt://127.0.0.1:${NEO4J_PORT}"
+fi
+
+echo "test: ruff"
+ruff check schemas session brain server clients tests
+
+echo "test: pytest"
+set +e
+python -m pytest "$@"
+status=$?
+set -e
+if [ "$status" -eq 5 ]; then
+  echo "test: pytest collected no tests; that is a failure here" >&2
+  exit 1
+fi
+exit "$status"
