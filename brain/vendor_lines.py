@@ -70,7 +70,7 @@ LINES: dict[str, tuple[str, ...]] = {
     ),
     "pushback": (
         "Everyone says that, ji! Okay, {price} rupees, just for you.",
-        "Mehenga? Feel them, {quality}. Fine, {price}, but not less.",
+        "Mehenga? Feel them, {quality}, but okay, {price}, not less.",
         "Acha, acha, I will make it {price}, now tell me your price.",
     ),
     "bulk": (
