@@ -276,7 +276,7 @@ def _inquiry(t: _Turn) -> _Move:
         return _Move(Stage.WALKAWAY, "callback", price, "learner leaving, call back",
                      hint=f"Acha bhaiya, {price} mein de do.")
     if t.offer is not None:
-        if t.offer >= t.accept_at or t.offer >= quote:
+        if _takes(t, quote):
             price = min(t.offer, quote)
             return _Move(Stage.HAGGLING, "agree_pending", price, "offer acceptable",
                          hint="Theek hai, pakka.")
@@ -309,11 +309,11 @@ def _haggling(t: _Turn) -> _Move:
         return _Move(Stage.WALKAWAY, "callback", price, "learner leaving, call back",
                      hint=f"Acha bhaiya, {price} mein de do.")
     if t.offer is not None:
-        if t.offer >= t.accept_at or t.offer >= quote:
-            return _deal(t, min(t.offer, quote), "offer acceptable")
+        if _takes(t, quote):
+            return _deal(min(t.offer, quote), "offer acceptable")
         return _counter(t, quote, Stage.HAGGLING)
     if said.accept:
-        return _deal(t, quote, "accepts the standing quote")
+        return _deal(quote, "accepts the standing quote")
     if said.rude:
         return _Move(Stage.HAGGLING, "rude_hold", quote, "rude, holds", hint=_offer_hint(t, quote))
     if said.pushback or said.bulk or req.wrap_up:
@@ -344,7 +344,7 @@ def _walkaway(t: _Turn) -> _Move:
     # Mirror the session's re-entry rule so the line fits the stage that will stand.
     stage = Stage.HAGGLING if t.happiness > REENTRY_HAPPINESS else Stage.WALKAWAY
     sorry = f"Sorry bhaiya, aapke {spoken_items(item)} bahut fresh hain. {quote} mein de do?"
-    if t.offer is not None and (t.offer >= t.accept_at or t.offer >= quote):
+    if t.offer is not None and _takes(t, quote):
         price = min(t.offer, quote)
         return _Move(stage, "agree_pending", price, "back with an acceptable offer",
                      hint="Theek hai, pakka." if stage is Stage.HAGGLING else sorry)
@@ -375,7 +375,16 @@ _HANDLERS = {
 # --------------------------------------------------------------------------- price moves
 
 
-def _deal(t: _Turn, price: int, reason: str) -> _Move:
+def _takes(t: _Turn, quote: int) -> bool:
+    """Whether the learner's offer is good enough to shake on (an insult never is)."""
+    if t.offer is None or t.accept_at is None:
+        return False
+    if t.req.offer_assessment is OfferAssessment.INSULT:
+        return False
+    return t.offer >= t.accept_at or t.offer >= quote
+
+
+def _deal(price: int, reason: str) -> _Move:
     return _Move(Stage.DEAL, "deal", price, reason, DEAL_JOY, "Dhanyavaad, bhaiya!")
 
 

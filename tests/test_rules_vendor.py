@@ -284,6 +284,14 @@ def test_an_offer_below_the_floor_is_never_taken() -> None:
     assert d.negotiation_state is not Stage.DEAL and d.counter_price >= 35
 
 
+def test_an_insulting_offer_is_never_taken_even_when_it_clears_the_price() -> None:
+    # Late, happy, two kilos and cash bring the pumpkin's price to 21, under a quarter of 90.
+    d = decide(request("Do kilo, cash, 22 rupees", item="Pumpkin", vendor_quote=90, turn=27,
+                       wrap_up=True, happiness_score=100, learner_offer=22,
+                       offer_assessment=OfferAssessment.INSULT))
+    assert d.negotiation_state is Stage.HAGGLING and d.counter_price == 90
+
+
 def test_walking_away_while_haggling_brings_a_call_back_and_a_lower_price() -> None:
     d = decide(request("Chalo, rehne do"))
     assert d.negotiation_state is Stage.WALKAWAY
