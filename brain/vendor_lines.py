@@ -18,7 +18,7 @@ LINES: dict[str, tuple[str, ...]] = {
     ),
     "greet_item": (
         "Namaste ji! You have good eyes, feel these {items} yourself, {quality}.",
-        "Aao ji, pick them up, my {items} are the best in the bazaar.",
+        "Aao ji, pick one up, nothing in the bazaar beats my {items}.",
         "Ram ram! Those {items} came in fresh this morning, take a look.",
     ),
     "greet_cold": (
@@ -30,7 +30,7 @@ LINES: dict[str, tuple[str, ...]] = {
         "Everything is fresh, ji, which one shall I weigh for you?",
     ),
     "quote": (
-        "These {items} are {price} rupees a {unit}, feel them yourself, {quality}.",
+        "For these {items}, {price} rupees a {unit}, and feel them yourself, {quality}.",
         "For you, {price} rupees a {unit}, the best {items} in the whole bazaar.",
         "Only {price} rupees a {unit}, ji, and you can pick the {items} yourself.",
     ),
@@ -123,12 +123,12 @@ LINES: dict[str, tuple[str, ...]] = {
     ),
     "rude_hold": (
         "Watch your words, ji, thirty years I have sold here and my price is {price}.",
-        "Mind your tongue! These {items} are good and the price is still {price}.",
+        "Mind your tongue! Nobody talks to Ramesh like that, and the price is still {price}.",
     ),
     "hold": (
         "So, {price} rupees a {unit}, shall I weigh them?",
         "Tell me your price, ji, right now it is {price}.",
-        "Thank you, ji, you have good taste. {price} rupees then?",
+        "Take your time, ji, but {price} rupees is a good price.",
     ),
     "wrap_final": (
         "It is getting late, ji, last price {price}, take it or leave it.",
