@@ -101,7 +101,7 @@ def decode_frame(
 class Envelope:
     """A server event plus its encodings, made at most once per format however many receive it."""
 
-    __slots__ = ("event", "seq", "_json", "_msgpack")
+    __slots__ = ("_json", "_msgpack", "event", "seq")
 
     def __init__(self, event: BaseModel) -> None:
         self.event = event
@@ -111,7 +111,7 @@ class Envelope:
 
     @property
     def type(self) -> str:
-        return str(getattr(self.event, "type"))
+        return str(self.event.type)
 
     def encode(self, fmt: WireFormat) -> str | bytes:
         if fmt is WireFormat.MSGPACK:

@@ -40,7 +40,7 @@ from schemas.frames import (
     TurnTimings,
     Welcome,
 )
-from session.negotiation import Negotiation, PendingTurn, fallback_decision
+from session.negotiation import Negotiation, PendingTurn, TurnOutcome, fallback_decision
 from session.protocols import Brain, Change, Connection, Mirror
 
 log = logging.getLogger("samvad.session")
@@ -440,11 +440,13 @@ class SessionActor:
         assert isinstance(frame, TranscriptFrame)
         pending = self.negotiation.begin_turn(frame.text.strip(), frame.id, message.received_at)
         self.negotiation.remember(frame.id)
+        negotiation = self.negotiation
         version = self._record("learner_turn", {
             "id": frame.id, "turn": pending.turn, "text": pending.text, "item": pending.item,
             "offer": pending.offer, "assessment": pending.assessment.value,
-            "stage": self.negotiation.stage.value, "happiness": self.negotiation.happiness,
-            "object_grabbed": self.negotiation.object_grabbed, "quote": self.negotiation.quotes.get(pending.item) if pending.item else None,
+            "stage": negotiation.stage.value, "happiness": negotiation.happiness,
+            "object_grabbed": negotiation.object_grabbed,
+            "quote": negotiation.quotes.get(pending.item) if pending.item else None,
         })
         self._ack_when_durable(version, message.conn, frame.id, False)
         request = self.negotiation.brain_request(
@@ -528,25 +530,17 @@ class SessionActor:
         events = (reply, *outcome.events[1:])
         self._thinking = None
         self._streamed = []
+        negotiation = self.negotiation
         self._record("vendor_turn", {
             "turn": pending.turn, "text": reply.text, "stage": reply.negotiation_state.value,
             "previous_stage": previous_stage.value, "happiness": reply.happiness_score,
             "quote": reply.counter_price, "item": reply.item, "flags": list(reply.flags),
-            "seq": self.negotiation.seq, "outcome": self.negotiation.outcome.value if self.negotiation.outcome else None,
+            "seq": negotiation.seq, "outcome": negotiation.outcome.value if negotiation.outcome else None,
             "events": [e.model_dump(mode="json", by_alias=True) for e in events],
         })
         for event in events:
             self._fanout(Envelope(event))
-        extra = {"session_id": self.session_id, "turn": pending.turn, "timings": reply.timings.model_dump() if reply.timings else None,
-                 "stage": reply.negotiation_state.value, "happiness": reply.happiness_score}
-        for override in outcome.overrides:
-            log.warning("rules override: %s", override.rule,
-                        extra={**extra, "rule": override.rule, "proposed": override.proposed, "applied": override.applied})
-        if result.fallback:
-            log.warning("brain fell back: %s", result.error, extra=extra)
-        log.info("turn", extra=extra)
-        if self.negotiation.is_terminal:
-            log.info("session ended", extra={**extra, "summary": self.negotiation.summary().model_dump(mode="json") if self.negotiation.summary() else None})
+        self._log_turn(reply, outcome, result)
         self._resolve(pending.client_id, reply)
         self._changed()
         if self._waiting:
@@ -554,6 +548,22 @@ class SessionActor:
             assert isinstance(nxt.frame, TranscriptFrame)
             self._waiting_ids.discard(nxt.frame.id)
             self._on_transcript(nxt)
+
+    def _log_turn(self, reply: Reply, outcome: TurnOutcome, result: BrainResult) -> None:
+        extra = {
+            "session_id": self.session_id, "turn": reply.turn, "stage": reply.negotiation_state.value,
+            "happiness": reply.happiness_score, "timings": reply.timings.model_dump() if reply.timings else None,
+        }
+        for override in outcome.overrides:
+            log.warning("rules override: %s", override.rule,
+                        extra={**extra, "rule": override.rule, "proposed": override.proposed,
+                               "applied": override.applied})
+        if result.fallback:
+            log.warning("brain fell back: %s", result.error, extra=extra)
+        log.info("turn", extra=extra)
+        summary = self.negotiation.summary()
+        if summary is not None:
+            log.info("session ended", extra={**extra, "summary": summary.model_dump(mode="json")})
 
     def _resolve(self, client_id: str | None, reply: Reply | None) -> None:
         if client_id is None:

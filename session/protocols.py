@@ -11,6 +11,7 @@ from typing import Protocol
 from schemas.brain import BrainRequest, BrainResult
 from schemas.codec import Envelope
 
+
 class DeltaSink(Protocol):
     """Where a streaming brain pushes `reply_text` as it arrives, and takes it back if it must."""
 

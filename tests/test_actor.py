@@ -36,14 +36,16 @@ async def running(brain: object, mirror: Mirror | None = None, **limits: object)
         actor.stop()
 
 
-async def until(condition: Callable[[], bool], timeout: float = 3.0) -> None:
-    with anyio.fail_after(timeout):
-        while not condition():
+async def until(condition: Callable[[], bool], limit: float = 3.0) -> None:
+    """Poll a fake's recorded output; the fakes have no events to wait on, by design."""
+    with anyio.fail_after(limit):
+        while not condition():  # noqa: ASYNC110
             await anyio.sleep(0.005)
 
 
 async def test_welcome_then_ack_then_the_turns_events_reach_every_connection_in_order() -> None:
-    async with running(ScriptedBrain(lambda r: decision("Namaste! 150 a kilo.", 58, Stage.INQUIRY, counter_price=150))) as actor:
+    brain = ScriptedBrain(lambda r: decision("Namaste! 150 a kilo.", 58, Stage.INQUIRY, counter_price=150))
+    async with running(brain) as actor:
         player, watcher = FakeConnection("player"), FakeConnection("spectator")
         actor.connect(player)
         actor.connect(watcher)
@@ -132,7 +134,8 @@ async def test_a_new_player_supersedes_the_old_one() -> None:
 
 
 async def test_resume_replays_the_gap_in_order_or_sends_a_snapshot() -> None:
-    async with running(ScriptedBrain(lambda r: decision("ok", r.happiness_score + 1, r.stage)), replay_events=4) as actor:
+    brain = ScriptedBrain(lambda r: decision("ok", r.happiness_score + 1, r.stage))
+    async with running(brain, replay_events=4) as actor:
         player = FakeConnection()
         actor.connect(player)
         for i in range(4):
