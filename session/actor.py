@@ -392,6 +392,14 @@ class SessionActor:
 
     # ------------------------------------------------------------------ frames
 
+    def _mirror_has_room(self, conn: Connection | None, frame_id: str) -> bool:
+        if self.mirror.has_room():
+            return True
+        self._error(conn, ErrorCode.UNAVAILABLE,
+                    "the session store is unreachable and its buffer is full; re-send later with the same id",
+                    frame_id)
+        return False
+
     def _on_scene(self, message: _Frame) -> None:
         frame = message.frame
         assert isinstance(frame, SceneFrame)
@@ -399,6 +407,8 @@ class SessionActor:
             return
         if self.negotiation.is_terminal:
             self._error(message.conn, ErrorCode.SESSION_ENDED, "the negotiation is over", frame.id)
+            return
+        if not self._mirror_has_room(message.conn, frame.id):
             return
         self.negotiation.apply_scene(
             object_grabbed=frame.object_grabbed,
@@ -420,6 +430,8 @@ class SessionActor:
         if not frame.final:
             return  # partial speech never changes state
         if self._duplicate(message.conn, frame.id):
+            return
+        if not self._mirror_has_room(message.conn, frame.id):
             return
         if self.negotiation.is_terminal:
             self.negotiation.remember(frame.id)
@@ -535,6 +547,7 @@ class SessionActor:
             "turn": pending.turn, "text": reply.text, "stage": reply.negotiation_state.value,
             "previous_stage": previous_stage.value, "happiness": reply.happiness_score,
             "quote": reply.counter_price, "item": reply.item, "flags": list(reply.flags),
+            "assessment": reply.offer_assessment.value, "forced": outcome.verdict.forced_closure if outcome.verdict else False,
             "seq": negotiation.seq, "outcome": negotiation.outcome.value if negotiation.outcome else None,
             "events": [e.model_dump(mode="json", by_alias=True) for e in events],
         })

@@ -70,6 +70,10 @@ class Mirror(Protocol):
         """Take a change without waiting. Must not raise for a full buffer or a down database."""
         ...
 
+    def has_room(self) -> bool:
+        """False when the write buffer is full: new frames are then refused, not lost."""
+        ...
+
     def durable_version(self, session_id: str) -> int:
         """The highest version of `session_id` known to be stored (for acknowledgements)."""
         ...

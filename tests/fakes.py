@@ -87,10 +87,14 @@ class DeferredMirror:
     def __init__(self) -> None:
         self.changes: list[Change] = []
         self.durable: dict[str, int] = {}
+        self.room = 1_000_000
         self._callbacks: list[Callable[[str, int], None]] = []
 
     def submit(self, change: Change) -> None:
         self.changes.append(change)
+
+    def has_room(self) -> bool:
+        return len(self.changes) < self.room
 
     def durable_version(self, session_id: str) -> int:
         return self.durable.get(session_id, 0)

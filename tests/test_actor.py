@@ -253,3 +253,19 @@ async def test_the_registry_evicts_idle_sessions_and_closes_their_sockets() -> N
         assert registry.evict_idle() == 1
         assert registry.live(idle.session_id) is None and registry.live(busy.session_id) is busy
         tg.cancel_scope.cancel()
+
+
+async def test_a_full_mirror_buffer_refuses_new_frames_without_applying_them() -> None:
+    mirror = DeferredMirror()
+    brain = ScriptedBrain()
+    async with running(brain, mirror) as actor:
+        player = FakeConnection()
+        actor.connect(player)
+        mirror.room = 0
+        actor.submit(player, transcript("t1"))
+        await until(lambda: len(player.of_type("error")) == 1)
+        assert player.of_type("error")[0]["code"] == "unavailable" and player.of_type("error")[0]["id"] == "t1"
+        assert brain.requests == [] and actor.negotiation.turn == 0 and not actor.negotiation.seen("t1")
+        mirror.room = 100
+        actor.submit(player, transcript("t1"))
+        await until(lambda: len(player.of_type("reply")) == 1)
