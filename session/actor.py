@@ -547,7 +547,8 @@ class SessionActor:
             "turn": pending.turn, "text": reply.text, "stage": reply.negotiation_state.value,
             "previous_stage": previous_stage.value, "happiness": reply.happiness_score,
             "quote": reply.counter_price, "item": reply.item, "flags": list(reply.flags),
-            "assessment": reply.offer_assessment.value, "forced": outcome.verdict.forced_closure if outcome.verdict else False,
+            "assessment": reply.offer_assessment.value,
+            "forced": bool(outcome.verdict and outcome.verdict.forced_closure),
             "seq": negotiation.seq, "outcome": negotiation.outcome.value if negotiation.outcome else None,
             "events": [e.model_dump(mode="json", by_alias=True) for e in events],
         })
