@@ -136,9 +136,17 @@ async def create_session(request: Request) -> JSONResponse:
     except CapacityError as exc:
         return error_response(503, "capacity", str(exc))
     sid = actor.session_id
+    # With a durable mirror, answer once the session is stored, so that a crash cannot lose a session
+    # whose id the client already holds. While the store is down this waits NEO4J_TIMEOUT_MS at most
+    # and says `"durable": false` (the session plays on and is stored when the store returns).
+    durable = True
+    flushed = getattr(services.mirror, "flushed", None)
+    if flushed is not None:
+        durable = await flushed(sid, services.settings.NEO4J_TIMEOUT_MS / 1000)
     return JSONResponse(
         {
             "session_id": sid,
+            "durable": durable,
             "player_token": services.tokens.issue(sid, Role.PLAYER),
             "spectator_token": services.tokens.issue(sid, Role.SPECTATOR),
             "expires_in": services.tokens.ttl_seconds,

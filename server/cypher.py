@@ -45,20 +45,6 @@ SCHEMA: tuple[LiteralString, ...] = (
     "CREATE INDEX samvad_turn_client_id IF NOT EXISTS FOR (t:Turn) ON (t.client_id)",
 )
 
-SCHEMA_NAMES = (
-    "samvad_session_id", "samvad_turn_key", "samvad_item_key", "samvad_transition_key",
-    "samvad_session_outcome", "samvad_session_created", "samvad_turn_assessment", "samvad_turn_client_id",
-)
-
-SHOW_SCHEMA: LiteralString = """
-SHOW CONSTRAINTS YIELD name, type, labelsOrTypes, properties
-RETURN name, type, labelsOrTypes, properties
-UNION
-SHOW INDEXES YIELD name, type, labelsOrTypes, properties, owningConstraint
-WHERE owningConstraint IS NULL
-RETURN name, type, labelsOrTypes, properties
-"""
-
 # --------------------------------------------------------------------------- batched writes
 # Run in this order inside one transaction; each takes `$rows` and skips an empty list.
 
@@ -258,6 +244,23 @@ OPTIONAL MATCH (t:Turn {client_id: id, role: 'user'})
 WHERE t.session_id = $session_id
 RETURN id, count(t) AS turns
 """
+
+# Nodes and relationships of one session, counted: a replayed batch must leave every figure unchanged.
+COUNT_SESSION_GRAPH: LiteralString = """
+MATCH (s:Session {session_id: $session_id})
+RETURN COUNT { (x:Session {session_id: $session_id}) } AS sessions,
+       COUNT { (t:Turn {session_id: $session_id}) } AS turns,
+       COUNT { (i:Item {session_id: $session_id}) } AS items,
+       COUNT { (x:StageTransition {session_id: $session_id}) } AS transitions,
+       COUNT { (s)-[:HAS_TURN]->() } AS has_turn,
+       COUNT { (s)-[:HAS_TURN]->(:Turn)-[:FOLLOWED_BY]->() } AS followed_by,
+       COUNT { (s)-[:HAS_TURN]->(:Turn)-[:ABOUT_ITEM]->() } AS about_item,
+       COUNT { (s)-[:INVOLVES_ITEM]->() } AS involves_item,
+       COUNT { (s)-[:STAGE_CHANGED]->() } AS stage_changed
+"""
+
+SHOW_CONSTRAINTS: LiteralString = "SHOW CONSTRAINTS YIELD name, type, labelsOrTypes, properties"
+SHOW_INDEXES: LiteralString = "SHOW INDEXES YIELD name, type, labelsOrTypes, properties, state"
 
 DELETE_SESSIONS: LiteralString = """
 MATCH (s:Session) WHERE s.session_id IN $session_ids

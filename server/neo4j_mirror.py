@@ -68,6 +68,8 @@ BACKOFF_CAP_S = 2.0
 LAG_WINDOW_S = 60.0  # the p99 of submit -> durable is over the changes made durable this recently
 LAG_SAMPLES = 50_000
 FINAL_FLUSH_MIN_S = 5.0
+MAX_TX_TIMEOUT_S = 60.0  # the most a retried transaction is given (each timeout doubles the next one's)
+READ_PATIENCE = 8  # reads give up (MirrorUnavailable) after this many NEO4J_TIMEOUT_MS
 ROOM_AGAIN_FRACTION = 0.9  # a full-buffer episode ends when the buffer is back under this share
 
 
@@ -356,6 +358,10 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, Neo4jError) and (exc.is_retryable() or "TransactionTimedOut" in str(exc.code))
 
 
+def _timed_out(exc: BaseException) -> bool:
+    return isinstance(exc, TimeoutError) or (isinstance(exc, Neo4jError) and "TimedOut" in str(exc.code))
+
+
 def _percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -406,8 +412,6 @@ class Neo4jMirror:
         self.retries = 0
         self.full_episodes = 0
         self.last_error: str | None = None
-        self._write_tx = unit_of_work(timeout=self.timeout_s)(self._tx_write)
-        self._read_tx = unit_of_work(timeout=self.timeout_s)(self._tx_read)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Neo4jMirror:
@@ -542,15 +546,20 @@ class Neo4jMirror:
             await self._write_next()
 
     async def _write_next(self) -> None:
-        """Write the head of the buffer, retrying with backoff until it is stored."""
-        attempt = 0
+        """Write the head of the buffer, retrying with backoff until it is stored.
+
+        A transaction that runs out of time is retried with twice the time (up to MAX_TX_TIMEOUT_S): a
+        Neo4j that has just (re)started plans its queries slowly, and must not be timed out forever.
+        """
+        attempt = slow = 0
         while True:
             batch = list(islice(self._buffer, 0, self.batch_max))
             if not batch:
                 return
             try:
-                await self.write(batch)
+                await self.write(batch, time_limit=min(MAX_TX_TIMEOUT_S, self.timeout_s * 2**slow))
             except (Neo4jError, DriverError, OSError, TimeoutError) as exc:
+                slow += _timed_out(exc)
                 self._failed(exc, attempt)
                 delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt) * random.uniform(0.75, 1.0)
                 attempt += 1
@@ -612,23 +621,25 @@ class Neo4jMirror:
 
     # ------------------------------------------------------------------ writing
 
-    async def ensure_schema(self) -> None:
+    async def ensure_schema(self, time_limit: float | None = None) -> None:
         """Create the constraints and indexes (IF NOT EXISTS: a no-op when they are there)."""
         driver = await self.open()
-        with anyio.fail_after(self.timeout_s * 2 + 1):
+        with anyio.fail_after((time_limit or self.timeout_s) * 2 + 1):
             for statement in cypher.SCHEMA:
                 await driver.execute_query(statement, database_=self.database)
         self._schema_ready = True
         self.connected = True
 
-    async def write(self, batch: list[Entry]) -> None:
+    async def write(self, batch: list[Entry], *, time_limit: float | None = None) -> None:
         """Write `batch` in one managed transaction. Idempotent: writing it again changes nothing."""
+        timeout = time_limit or self.timeout_s
         if not self._schema_ready:
-            await self.ensure_schema()
+            await self.ensure_schema(timeout)
         driver = await self.open()
-        with anyio.fail_after(self.timeout_s * 2 + 1):
+        work = unit_of_work(timeout=timeout)(self._tx_write)
+        with anyio.fail_after(timeout * 2 + 1):  # the server's own timeout should fire first
             async with driver.session(database=self.database) as session:
-                await session.execute_write(self._write_tx, _rows(batch))
+                await session.execute_write(work, _rows(batch))
 
     @staticmethod
     async def _tx_write(tx: AsyncManagedTransaction, rows: dict[str, list[dict[str, Any]]]) -> None:
@@ -646,18 +657,21 @@ class Neo4jMirror:
         return [record.data() async for record in result]
 
     async def read(self, statement: LiteralString, **params: Any) -> list[dict[str, Any]]:
-        """Run a read query, retrying transient failures for a few timeouts' worth of time."""
+        """Run a read query, retrying failures (with more time after a timeout) for a while."""
         driver = await self.open()
-        deadline = time.monotonic() + 3 * self.timeout_s
-        attempt = 0
+        deadline = time.monotonic() + READ_PATIENCE * self.timeout_s
+        attempt = slow = 0
         while True:
+            timeout = min(MAX_TX_TIMEOUT_S, self.timeout_s * 2**slow)
             try:
-                with anyio.fail_after(self.timeout_s * 2 + 1):
+                with anyio.fail_after(timeout * 2 + 1):
                     async with driver.session(database=self.database) as session:
-                        return await session.execute_read(self._read_tx, statement, params)
+                        return await session.execute_read(unit_of_work(timeout=timeout)(self._tx_read),
+                                                          statement, params)
             except (Neo4jError, DriverError, OSError, TimeoutError) as exc:
                 if not _retryable(exc) or time.monotonic() >= deadline:
                     raise MirrorUnavailable(f"Neo4j read failed: {type(exc).__name__}: {exc}"[:500]) from exc
+                slow += _timed_out(exc)
                 await anyio.sleep(min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt))
                 attempt += 1
 
