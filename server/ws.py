@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING
 
 import anyio
-from anyio.abc import CancelScope
+from anyio import CancelScope
 from starlette.websockets import WebSocket
 
 from schemas.codec import Envelope, FrameError, WireFormat, decode_frame
@@ -86,6 +86,10 @@ class WsConnection:
         if self.scope is not None:
             self.scope.cancel()
 
+    def release(self) -> None:
+        self._send.close()
+        self._receive.close()
+
     def error(self, code: ErrorCode, message: str, frame_id: str | None = None) -> None:
         self.send_nowait(Envelope(Error(session_id=self.session_id, code=code, message=message, id=frame_id)))
 
@@ -156,6 +160,7 @@ async def session_socket(websocket: WebSocket) -> None:
                 tg.cancel_scope.cancel()
     finally:
         services.connections -= 1
+        conn.release()
         if conn.close_code is not None:
             with anyio.move_on_after(1.0, shield=True):
                 try:

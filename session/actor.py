@@ -215,7 +215,9 @@ class SessionActor:
     # ------------------------------------------------------------------ the loop
 
     async def run(self) -> None:
+        """Process the inbox until `stop()`; cancelling instead leaves the actor restartable."""
         self.running = True
+        stopped = False
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -228,6 +230,7 @@ class SessionActor:
                         self._close_all(message.code, message.reason)
                         if message.keep_running:
                             continue
+                        stopped = True
                         tg.cancel_scope.cancel()
                         break
                     try:
@@ -240,10 +243,17 @@ class SessionActor:
             self.running = False
             self._tg = None
             self._thinking = None
+            if stopped:
+                self.close()
             for waiters in self._turn_waiters.values():
                 for callback in waiters:
                     callback(None)
             self._turn_waiters.clear()
+
+    def close(self) -> None:
+        """Release the inbox for good; the actor cannot run again."""
+        self._send.close()
+        self._receive.close()
 
     def _post_nowait(self, message: _Message) -> None:
         try:

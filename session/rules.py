@@ -15,7 +15,7 @@ Rules, in the order they are applied (seed 000, plus what the original left undo
    `REENTRY_HAPPINESS`; otherwise the stage stays WALKAWAY.
 4. Turn limit. The turn that reaches `max_turns` ends in CLOSURE unless it validly reached DEAL.
 5. Quotes. During haggling a quote may only fall; a rise keeps the previous quote and flags the
-   turn. No quote goes below the item's floor.
+   turn. No quote goes below the item's floor, which wins over everything else.
 6. Mood is derived from the validated score, never taken from the proposal.
 7. DEAL and CLOSURE are terminal.
 """
@@ -152,15 +152,16 @@ def validate(position: Position, proposal: AIDecision, limits: Limits = Limits()
     # 5. Quotes only fall while haggling, and never below the floor.
     quote = proposal.counter_price if proposal.counter_price is not None else position.quote
     if quote is not None:
-        if position.floor is not None and quote < position.floor:
-            overrides.append(Override("below_floor", quote, position.floor))
-            flags.append("below_floor")
-            quote = position.floor
         haggling = Stage.HAGGLING in (position.stage, stage)
         if haggling and position.quote is not None and quote > position.quote:
             overrides.append(Override("quote_rise", quote, position.quote))
             flags.append("quote_rise")
             quote = position.quote
+        # The floor is checked last so that it wins even over a standing quote below it.
+        if position.floor is not None and quote < position.floor:
+            overrides.append(Override("below_floor", quote, position.floor))
+            flags.append("below_floor")
+            quote = position.floor
 
     return Verdict(
         stage=stage,
