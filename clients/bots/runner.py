@@ -157,7 +157,7 @@ def percentile(ordered: list[float], pct: float) -> float | None:
 
 async def http_request(
     base: str, method: str, path: str, body: dict[str, Any] | None = None,
-    *, headers: dict[str, str] | None = None, timeout: float = 10.0,
+    *, headers: dict[str, str] | None = None, limit_s: float = 10.0,
 ) -> tuple[int, bytes]:
     """One HTTP/1.1 request on a fresh loopback connection: cheap, and no client library."""
     parts = urlsplit(base)
@@ -171,7 +171,7 @@ async def http_request(
     for name, value in (headers or {}).items():
         lines.append(f"{name}: {value}")
     request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + payload
-    async with asyncio.timeout(timeout):
+    async with asyncio.timeout(limit_s):
         reader, writer = await asyncio.open_connection(host, port)
         try:
             writer.write(request)
@@ -187,8 +187,8 @@ async def http_request(
     return int(status_line[1]), content
 
 
-async def create_session(base: str, *, timeout: float = 10.0, **fields: Any) -> dict[str, Any]:
-    status, content = await http_request(base, "POST", "/api/sessions", fields, timeout=timeout)
+async def create_session(base: str, *, limit_s: float = 10.0, **fields: Any) -> dict[str, Any]:
+    status, content = await http_request(base, "POST", "/api/sessions", fields, limit_s=limit_s)
     if status != 201:
         raise BotError(f"http_{status}", content[:200].decode("utf-8", "replace"))
     created = orjson.loads(content)
@@ -226,7 +226,7 @@ class Wire:
         return obj
 
 
-async def open_socket(url: str, subprotocol: str | None, *, timeout: float = 10.0,
+async def open_socket(url: str, subprotocol: str | None, *, limit_s: float = 10.0,
                       headers: dict[str, str] | None = None) -> ClientConnection:
     """A client connection tuned for many sockets in one process."""
     try:
@@ -235,7 +235,7 @@ async def open_socket(url: str, subprotocol: str | None, *, timeout: float = 10.
             subprotocols=[subprotocol] if subprotocol else None,  # type: ignore[list-item]
             additional_headers=headers,
             compression=None,  # loopback: deflate would only cost CPU on both ends
-            open_timeout=timeout,
+            open_timeout=limit_s,
             close_timeout=2.0,
             ping_interval=None,  # the server pings every 20 s; the client answers automatically
             max_queue=64,
@@ -302,15 +302,16 @@ class Bot:
 
         config = self.config
         items = config.items or SCENE_ITEMS
-        item = items[(self.index // len(config.personas) + self.stats.sessions_started) % len(items)]
+        spin = self.index // len(config.personas) + self.stats.sessions_started
+        item = items[spin % len(items)]
         persona = PERSONAS[self.persona_name](item)
-        created = await create_session(config.url, timeout=config.reply_timeout_s,
+        created = await create_session(config.url, limit_s=config.reply_timeout_s,
                                        learner_id=f"bot-{self.index}")
         self.stats.sessions_started += 1
         sid = created["session_id"]
         url = f"{ws_base(config.url)}{created['ws_url']}?token={created['player_token']}"
         checker = SessionChecker(session_id=sid)
-        ws = await open_socket(url, self.wire.subprotocol, timeout=config.connect_timeout_s)
+        ws = await open_socket(url, self.wire.subprotocol, limit_s=config.connect_timeout_s)
         self.stats.live += 1
         ended = False
         try:
@@ -388,7 +389,7 @@ class Bot:
     # ------------------------------------------------------------------ echo
 
     async def echo_loop(self) -> None:
-        ws = await open_socket(self.config.url, None, timeout=self.config.connect_timeout_s)
+        ws = await open_socket(self.config.url, None, limit_s=self.config.connect_timeout_s)
         self.stats.live += 1
         self.stats.sessions_started += 1
         try:
