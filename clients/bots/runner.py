@@ -171,15 +171,20 @@ async def http_request(
     for name, value in (headers or {}).items():
         lines.append(f"{name}: {value}")
     request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + payload
-    async with asyncio.timeout(limit_s):
-        reader, writer = await asyncio.open_connection(host, port)
-        try:
-            writer.write(request)
-            data = await reader.read(-1)
-        finally:
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
+    try:
+        async with asyncio.timeout(limit_s):
+            reader, writer = await asyncio.open_connection(host, port)
+            try:
+                writer.write(request)
+                data = await reader.read(-1)
+            finally:
+                writer.close()
+                with contextlib.suppress(OSError):
+                    await writer.wait_closed()
+    except TimeoutError:
+        raise BotError("http_timeout", f"{method} {path}: no answer within {limit_s:g} s") from None
+    except OSError as exc:
+        raise BotError("http_connect", f"{method} {path}: {exc}") from None
     head, _, content = data.partition(b"\r\n\r\n")
     status_line = head.split(b"\r\n", 1)[0].split()
     if len(status_line) < 2 or not status_line[1].isdigit():
@@ -346,6 +351,12 @@ class Bot:
                         raise BotError("closing_reply", "a reply after the end is not terminal")
                     self.stats.closing_replies += 1
             else:
+                # Cut by the duration: the last reply's mood/stage events may still be on their
+                # way. A pong goes through the same outbound queue after them, so it is a barrier.
+                ping_id = f"p{next(self.ids)}"
+                await self.wire.send(ws, {"type": "ping", "id": ping_id})
+                await self.wait(ws, checker, lambda f: f["type"] == "pong" and f["id"] == ping_id,
+                                "pong")
                 self.stats.sessions_cut += 1
                 self.stats.outcome(self.persona_name, "unfinished")
             await ws.close()
