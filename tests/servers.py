@@ -64,7 +64,9 @@ async def running_server(brain: Brain | None = None, **overrides: Any) -> AsyncI
     """uvicorn serving the real app on 127.0.0.1:<free port>, in this event loop."""
     settings = load_settings(**{**TEST_SETTINGS, **overrides})
     app = create_app(settings, brain=brain)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on accepted sockets whose proto says
+    # TCP, and Nagle plus delayed ACKs would add 40 ms to every turn.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -194,11 +196,16 @@ class Client:
         return out
 
     async def turn(self, frame_id: str, text: str) -> list[dict[str, Any]]:
-        """Send a transcript; return its ack..session events up to the reply's follow-ups."""
+        """Send a transcript; return its reply and every frame after it up to the turn's end."""
         await self.send({"type": "transcript", "id": frame_id, "text": text})
         got = [await self.until("reply", in_reply_to=frame_id)]
-        got += await self.quiet(0.15)
-        return got
+        # A pong is queued behind the reply's mood/stage/end events: read up to it.
+        await self.send({"type": "ping", "id": f"barrier-{frame_id}"})
+        while True:
+            frame = await self.recv()
+            if frame["type"] == "pong" and frame.get("id") == f"barrier-{frame_id}":
+                return got
+            got.append(frame)
 
 
 @contextlib.asynccontextmanager
