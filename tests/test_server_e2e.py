@@ -203,7 +203,7 @@ async def test_a_transcript_after_the_end_gets_a_closing_reply_without_the_brain
             assert got[0]["is_terminal"] is True
             ended = [f for f in got if f["type"] == "session.ended"]
             assert ended and ended[0]["outcome"] == "turn_limit"
-            stage = [f for f in got if f["type"] == "stage"][0]
+            stage = next(f for f in got if f["type"] == "stage")
             assert stage["forced"] is True and stage["to"] == "CLOSURE"
             closing = await c.turn("t3", "one more thing?")
             assert closing[0]["is_terminal"] is True and closing[0]["turn"] == 2
