@@ -34,7 +34,7 @@ IDLE_CHECK_SECONDS = 15.0
 class TokenBucket:
     """Frames allowed per second with a burst; `take()` says whether one more fits now."""
 
-    __slots__ = ("rate", "burst", "tokens", "stamp")
+    __slots__ = ("burst", "rate", "stamp", "tokens")
 
     def __init__(self, rate: float, burst: int) -> None:
         self.rate = rate

@@ -6,11 +6,11 @@ from collections.abc import Callable
 
 import anyio
 
-from schemas.brain import BrainRequest, BrainResult, Ledger
+from schemas.brain import BrainRequest, BrainResult, DeltaSink, Ledger
 from schemas.codec import Envelope
 from schemas.decision import AIDecision
 from schemas.enums import Mood, Stage
-from session.protocols import Change, DeltaSink
+from session.protocols import Change
 
 Script = Callable[[BrainRequest], AIDecision]
 
@@ -87,10 +87,14 @@ class DeferredMirror:
     def __init__(self) -> None:
         self.changes: list[Change] = []
         self.durable: dict[str, int] = {}
+        self.room = 1_000_000
         self._callbacks: list[Callable[[str, int], None]] = []
 
     def submit(self, change: Change) -> None:
         self.changes.append(change)
+
+    def has_room(self) -> bool:
+        return len(self.changes) < self.room
 
     def durable_version(self, session_id: str) -> int:
         return self.durable.get(session_id, 0)

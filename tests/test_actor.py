@@ -8,14 +8,14 @@ from contextlib import asynccontextmanager
 import anyio
 import pytest
 
-from schemas.brain import BrainRequest, BrainResult
+from schemas.brain import BrainRequest, BrainResult, DeltaSink
 from schemas.decision import AIDecision
 from schemas.enums import Stage
 from schemas.frames import ResumeFrame, SceneFrame, TranscriptFrame
 from session.actor import FALLBACK_LINE, ActorLimits, SessionActor
 from session.mirror import MemoryMirror
 from session.negotiation import Negotiation
-from session.protocols import DeltaSink, Mirror
+from session.protocols import Mirror
 from session.registry import SessionRegistry
 from tests.fakes import DeferredMirror, FakeConnection, ScriptedBrain, decision
 
@@ -36,14 +36,16 @@ async def running(brain: object, mirror: Mirror | None = None, **limits: object)
         actor.stop()
 
 
-async def until(condition: Callable[[], bool], timeout: float = 3.0) -> None:
-    with anyio.fail_after(timeout):
-        while not condition():
+async def until(condition: Callable[[], bool], limit: float = 3.0) -> None:
+    """Poll a fake's recorded output; the fakes have no events to wait on, by design."""
+    with anyio.fail_after(limit):
+        while not condition():  # noqa: ASYNC110
             await anyio.sleep(0.005)
 
 
 async def test_welcome_then_ack_then_the_turns_events_reach_every_connection_in_order() -> None:
-    async with running(ScriptedBrain(lambda r: decision("Namaste! 150 a kilo.", 58, Stage.INQUIRY, counter_price=150))) as actor:
+    brain = ScriptedBrain(lambda r: decision("Namaste! 150 a kilo.", 58, Stage.INQUIRY, counter_price=150))
+    async with running(brain) as actor:
         player, watcher = FakeConnection("player"), FakeConnection("spectator")
         actor.connect(player)
         actor.connect(watcher)
@@ -132,7 +134,8 @@ async def test_a_new_player_supersedes_the_old_one() -> None:
 
 
 async def test_resume_replays_the_gap_in_order_or_sends_a_snapshot() -> None:
-    async with running(ScriptedBrain(lambda r: decision("ok", r.happiness_score + 1, r.stage)), replay_events=4) as actor:
+    brain = ScriptedBrain(lambda r: decision("ok", r.happiness_score + 1, r.stage))
+    async with running(brain, replay_events=4) as actor:
         player = FakeConnection()
         actor.connect(player)
         for i in range(4):
@@ -250,3 +253,19 @@ async def test_the_registry_evicts_idle_sessions_and_closes_their_sockets() -> N
         assert registry.evict_idle() == 1
         assert registry.live(idle.session_id) is None and registry.live(busy.session_id) is busy
         tg.cancel_scope.cancel()
+
+
+async def test_a_full_mirror_buffer_refuses_new_frames_without_applying_them() -> None:
+    mirror = DeferredMirror()
+    brain = ScriptedBrain()
+    async with running(brain, mirror) as actor:
+        player = FakeConnection()
+        actor.connect(player)
+        mirror.room = 0
+        actor.submit(player, transcript("t1"))
+        await until(lambda: len(player.of_type("error")) == 1)
+        assert player.of_type("error")[0]["code"] == "unavailable" and player.of_type("error")[0]["id"] == "t1"
+        assert brain.requests == [] and actor.negotiation.turn == 0 and not actor.negotiation.seen("t1")
+        mirror.room = 100
+        actor.submit(player, transcript("t1"))
+        await until(lambda: len(player.of_type("reply")) == 1)

@@ -18,11 +18,13 @@ from schemas.frames import PingFrame, Reply, ResumeFrame, SceneFrame, StageChang
 ids = st.text(alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=64)
 transcripts = st.builds(
     TranscriptFrame, type=st.just("transcript"), id=ids, text=st.text(max_size=300), final=st.booleans(),
-    confidence=st.one_of(st.none(), st.floats(0, 1)), language=st.one_of(st.none(), st.sampled_from(list(LanguageCode))),
+    confidence=st.one_of(st.none(), st.floats(0, 1)),
+    language=st.one_of(st.none(), st.sampled_from(list(LanguageCode))),
 )
 scenes = st.builds(SceneFrame, type=st.just("scene"), id=ids, object_grabbed=st.one_of(st.none(), st.text(max_size=64)))
 resumes = st.builds(ResumeFrame, type=st.just("resume"), last_seq=st.integers(0, 2**40), id=st.one_of(st.none(), ids))
-pings = st.builds(PingFrame, type=st.just("ping"), t=st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False)))
+finite = st.floats(allow_nan=False, allow_infinity=False)
+pings = st.builds(PingFrame, type=st.just("ping"), t=st.one_of(st.none(), finite))
 frames = st.one_of(transcripts, scenes, resumes, pings)
 
 

@@ -53,7 +53,8 @@ async def test_context_block_and_rag_context_reach_the_brain() -> None:
 async def test_the_standalone_function_uses_the_embedded_vendor() -> None:
     result = await generate_vendor_response("Namaste bhaiya", "", "", None, "standalone-1")
     assert set(result) == KEYS and result["reply_text"]
-    again = await generate_vendor_response("tamatar kitne ka hai?", "", "", {"object_grabbed": "Tomato"}, "standalone-1")
+    scene = {"object_grabbed": "Tomato"}
+    again = await generate_vendor_response("tamatar kitne ka hai?", "", "", scene, "standalone-1")
     assert again["negotiation_state"] in ("GREETING", "INQUIRY")
 
 

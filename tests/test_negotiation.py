@@ -128,3 +128,23 @@ def test_client_ids_are_remembered_boundedly() -> None:
     for i in range(600):
         n.remember(f"id{i}")
     assert n.seen("id599") and not n.seen("id0")
+
+
+def test_the_discount_is_measured_against_the_dealt_items_own_first_quote() -> None:
+    n = new()
+    play(n, "tamatar kitne ka?", decision("150.", 55, Stage.INQUIRY, counter_price=150))
+    play(n, "and apples?", decision("250 for apples.", 55, Stage.INQUIRY, counter_price=250))
+    play(n, "apple 100?", decision("200.", 55, Stage.HAGGLING, counter_price=200))
+    out = play(n, "ok apple deal", decision("Done!", 60, Stage.DEAL, counter_price=200))
+    ended = out.events[-1]
+    assert isinstance(ended, SessionEnded)
+    assert ended.summary.item == "Apple" and ended.summary.first_quote == 250
+    assert ended.summary.discount_pct == 20.0
+
+
+def test_words_that_contain_an_item_name_do_not_switch_the_item() -> None:
+    n = new()
+    play(n, "tamatar kitne ka?", decision("150.", 55, Stage.INQUIRY, counter_price=150))
+    for text in ("sahi daam lagao", "main akela hoon", "shaam ho gayi"):
+        assert n.begin_turn(text, None, 1002.0).item == "Tomato"
+        n.complete_turn(n.pending, BrainResult(decision=decision("Hmm.", 55, Stage.INQUIRY)), 1002.0)  # type: ignore[arg-type]

@@ -236,3 +236,9 @@ def test_no_sequence_of_proposals_breaks_an_invariant(
         if turn >= limits.max_turns:
             assert verdict.is_terminal
         stage, happiness, quote = verdict.stage, verdict.happiness, verdict.quote
+
+
+def test_a_quote_cannot_rise_while_the_learner_is_walking_away() -> None:
+    position = Position(stage=Stage.WALKAWAY, happiness=45, turn=6, quote=90)
+    verdict = validate(position, proposal(Stage.WALKAWAY, counter_price=120))
+    assert verdict.quote == 90 and "quote_rise" in verdict.flags

@@ -412,12 +412,11 @@ def test_any_transcript_keeps_every_invariant(script: list[str], grab: str | Non
         assert neg.is_terminal
 
 
-# --------------------------------------------------------------------------- a session bug
+# --------------------------------------------------------------------------- item mentions
 
 
-@pytest.mark.xfail(strict=True, reason="session bug: item names are matched as substrings, so "
-                   "'daam' (price) is read as 'aam' (mango); see the report")
 def test_asking_for_a_fair_price_does_not_switch_the_item() -> None:
+    """'daam' (price) once read as 'aam' (mango): item names match whole words only."""
     script = iter(["Bhaiya, tamatar kitne ka hai?", "Bahut mehenga hai", "Sahi daam lagao"])
     run = anyio.run(play, lambda view: next(script, None))
     assert [r.item for r in run.replies] == ["Tomato", "Tomato", "Tomato"]
