@@ -77,6 +77,7 @@ class RunStats:
     elapsed_s: float = 0.0
     turns: int = 0
     latencies_ms: list[float] = field(default_factory=list)
+    server_ms: list[float] = field(default_factory=list)  # the replies' timings.total_ms
     errors: Counter[str] = field(default_factory=Counter)
     error_samples: list[str] = field(default_factory=list)
     violation_count: int = 0
@@ -130,7 +131,11 @@ class RunStats:
             out["round_trips"] = self.turns
             out["round_trips_per_s"] = round(self.turns / elapsed, 2) if elapsed else 0.0
             return out
+        server = sorted(self.server_ms)
         out.update({
+            "server_total_ms": {"p50": percentile(server, 50), "p95": percentile(server, 95),
+                                "p99": percentile(server, 99),
+                                "max": round(server[-1], 3) if server else None},
             "turns": self.turns,
             "turns_per_s": round(self.turns / elapsed, 2) if elapsed else 0.0,
             "violations": {"count": self.violation_count, "first": self.violations},
@@ -335,6 +340,9 @@ class Bot:
                 reply, latency = await self.turn(ws, checker, persona.next_line(view))
                 self.stats.turns += 1
                 self.stats.latencies_ms.append(latency * 1000)
+                timings = reply.get("timings")
+                if timings:
+                    self.stats.server_ms.append(timings["total_ms"])
                 view = LearnerView.from_reply(reply)
                 if reply["is_terminal"]:
                     await self.wait(ws, checker, lambda f: f["type"] == "session.ended",
