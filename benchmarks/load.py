@@ -150,6 +150,7 @@ def run_bots(args: argparse.Namespace, tag: str, bot_args: list[str],
     out = Path(args.logs) / f"bots-{tag}.json"
     before = [p.cpu() for p in watch]
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    machine = psutil.cpu_times()
     started = time.perf_counter()
     bots = subprocess.run([PY, "-m", "server.cli", "bots", *bot_args, "--quiet",
                            "--json", str(out)], cwd=ROOT, env=env_for(), timeout=timeout,
@@ -165,6 +166,13 @@ def run_bots(args: argparse.Namespace, tag: str, bot_args: list[str],
     result["cpu_s"]["bots"] = round(after.ru_utime + after.ru_stime - children.ru_utime
                                     - children.ru_stime, 2)
     result["wall_s"] = round(wall, 1)
+    # This machine is shared: CPU that none of our processes used was someone else's.
+    now = psutil.cpu_times()
+    busy = (now.user + now.system + now.nice) - (machine.user + machine.system + machine.nice)
+    ours = sum(v for v in result["cpu_s"].values())
+    result["cpu_s"]["machine_busy"] = round(busy, 2)
+    result["cpu_s"]["others"] = round(max(0.0, busy - ours), 2)
+    result["loadavg_1m_after"] = round(os.getloadavg()[0], 2)
     print(bots.stdout.rstrip(), flush=True)
     return result
 
@@ -285,7 +293,8 @@ def row(name: str, r: dict[str, Any]) -> str:
              f"max {lat.get('max')} ms",
              f"errors {s.get('errors', {}).get('count')}",
              f"violations {s.get('violations', {}).get('count')}",
-             f"cpu s: server {cpu.get('server')} bots {cpu.get('bots')}"]
+             f"cpu s: server {cpu.get('server')} bots {cpu.get('bots')} "
+             f"other processes {cpu.get('others')}"]
     if e:
         el = e["latency_ms"]
         parts.append(f"| echo rt/s {e['round_trips_per_s']} p50 {el['p50']} p95 {el['p95']} "
