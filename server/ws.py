@@ -95,8 +95,20 @@ class WsConnection:
 
     async def write(self) -> None:
         send_text, send_bytes = self.websocket.send_text, self.websocket.send_bytes
+        receive, receive_nowait = self._receive.receive, self._receive.receive_nowait
         async with self._receive:
-            async for envelope in self._receive:
+            while True:
+                # Take what is queued without a checkpoint: a turn queues 3-5 events at once, and
+                # anyio's `receive()` yields to the event loop once per event even when one waits.
+                try:
+                    envelope = receive_nowait()
+                except anyio.WouldBlock:
+                    try:
+                        envelope = await receive()
+                    except anyio.EndOfStream:
+                        return
+                except anyio.EndOfStream:
+                    return
                 payload = envelope.encode(self.fmt)
                 if isinstance(payload, str):
                     await send_text(payload)
@@ -178,42 +190,46 @@ async def _read(websocket: WebSocket, conn: WsConnection, actor: object, service
     violations = 0
     receive = websocket.receive
     while True:
-        message = None
+        # One cancel scope per idle-check window rather than one per frame: entering and leaving
+        # a scope costs more than handling a small frame. `receive()` is the only await inside.
         with anyio.move_on_after(IDLE_CHECK_SECONDS):
-            message = await receive()
-        if message is None:
-            quiet = time.monotonic() - conn.last_frame
-            session_quiet = time.time() - actor.last_activity
-            if min(quiet, session_quiet) > settings.CONNECTION_IDLE_SECONDS:
-                conn.close_nowait(CloseCode.IDLE, "idle")
-                return
-            continue
-        if message["type"] == "websocket.disconnect":
+            while True:
+                message = await receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                raw = message.get("text")
+                if raw is None:
+                    raw = message.get("bytes") or b""
+                conn.last_frame = time.monotonic()
+                if not bucket.take():
+                    violations += 1
+                    if violations >= settings.RATE_ABUSE_CLOSE_AFTER:
+                        conn.close_nowait(CloseCode.RATE_ABUSE, "kept flooding past the rate limit")
+                        return
+                    conn.error(ErrorCode.RATE_LIMITED,
+                               f"over {settings.RATE_LIMIT_PER_SECOND:g} frames/s")
+                    continue
+                try:
+                    frame = decode_frame(raw, conn.fmt, max_bytes=settings.MAX_FRAME_BYTES,
+                                         max_transcript_chars=settings.MAX_TRANSCRIPT_CHARS)
+                except FrameError as exc:
+                    conn.error(exc.code, exc.message, exc.frame_id)
+                    continue
+                if isinstance(frame, PingFrame):
+                    conn.send_nowait(Envelope(Pong(session_id=conn.session_id, id=frame.id,
+                                                   t=frame.t)))
+                    continue
+                if isinstance(frame, (TranscriptFrame, SceneFrame)) and conn.role != Role.PLAYER.value:
+                    conn.error(ErrorCode.FORBIDDEN,
+                               f"a {conn.role} connection may not send {frame.type}", frame.id)
+                    continue
+                assert isinstance(frame, (TranscriptFrame, SceneFrame, ResumeFrame))
+                if not actor.submit(conn, frame):
+                    conn.error(ErrorCode.RATE_LIMITED, "the session is busy; retry shortly",
+                               frame.id)
+        # A window passed: close only if neither this connection nor its session did anything.
+        quiet = time.monotonic() - conn.last_frame
+        session_quiet = time.time() - actor.last_activity
+        if min(quiet, session_quiet) > settings.CONNECTION_IDLE_SECONDS:
+            conn.close_nowait(CloseCode.IDLE, "idle")
             return
-        raw = message.get("text")
-        if raw is None:
-            raw = message.get("bytes") or b""
-        conn.last_frame = time.monotonic()
-        if not bucket.take():
-            violations += 1
-            if violations >= settings.RATE_ABUSE_CLOSE_AFTER:
-                conn.close_nowait(CloseCode.RATE_ABUSE, "kept flooding past the rate limit")
-                return
-            conn.error(ErrorCode.RATE_LIMITED, f"over {settings.RATE_LIMIT_PER_SECOND:g} frames/s")
-            continue
-        try:
-            frame = decode_frame(raw, conn.fmt, max_bytes=settings.MAX_FRAME_BYTES,
-                                 max_transcript_chars=settings.MAX_TRANSCRIPT_CHARS)
-        except FrameError as exc:
-            conn.error(exc.code, exc.message, exc.frame_id)
-            continue
-        if isinstance(frame, PingFrame):
-            conn.send_nowait(Envelope(Pong(session_id=conn.session_id, id=frame.id, t=frame.t)))
-            continue
-        if isinstance(frame, (TranscriptFrame, SceneFrame)) and conn.role != Role.PLAYER.value:
-            conn.error(ErrorCode.FORBIDDEN, f"a {conn.role} connection may not send {frame.type}",
-                       frame.id)
-            continue
-        assert isinstance(frame, (TranscriptFrame, SceneFrame, ResumeFrame))
-        if not actor.submit(conn, frame):
-            conn.error(ErrorCode.RATE_LIMITED, "the session is busy; retry shortly", frame.id)

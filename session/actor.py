@@ -225,7 +225,20 @@ class SessionActor:
                 if pending is not None:
                     # Recorded but never answered: rebuilt after a restart, or the loop was stopped.
                     self._think_about(pending, self.negotiation.brain_request(pending), time.perf_counter())
-                async for message in self._receive:
+                receive, receive_nowait = self._receive.receive, self._receive.receive_nowait
+                while True:
+                    # Take what is queued without a checkpoint: anyio's `receive()` yields to the
+                    # event loop once per message even when one is waiting, and a turn posts
+                    # several. Handling is synchronous, so a burst is bounded by the inboxes.
+                    try:
+                        message = receive_nowait()
+                    except anyio.WouldBlock:
+                        try:
+                            message = await receive()
+                        except anyio.EndOfStream:
+                            break
+                    except anyio.EndOfStream:
+                        break
                     if isinstance(message, _Stop):
                         self._close_all(message.code, message.reason)
                         if message.keep_running:
@@ -565,6 +578,8 @@ class SessionActor:
             self._on_transcript(nxt)
 
     def _log_turn(self, reply: Reply, outcome: TurnOutcome, result: BrainResult) -> None:
+        if not (outcome.overrides or result.fallback) and not log.isEnabledFor(logging.INFO):
+            return  # nothing to log: do not build the record's fields either
         extra = {
             "session_id": self.session_id, "turn": reply.turn, "stage": reply.negotiation_state.value,
             "happiness": reply.happiness_score, "timings": reply.timings.model_dump() if reply.timings else None,
