@@ -95,8 +95,9 @@ class RunStats:
         if len(self.error_samples) < KEPT_VIOLATIONS:
             self.error_samples.append(f"{kind}: {detail}"[:300] if detail else kind)
 
-    def absorb(self, checker: SessionChecker) -> None:
-        checker.finish()
+    def absorb(self, checker: SessionChecker, *, complete: bool) -> None:
+        if complete:  # after an error the turn's missing events are that error, not a violation
+            checker.finish()
         self.frames += checker.frames
         if checker.count:
             self.violation_count += checker.count
@@ -324,6 +325,7 @@ class Bot:
         ws = await open_socket(url, self.wire.subprotocol, limit_s=config.connect_timeout_s)
         self.stats.live += 1
         ended = False
+        complete = False
         try:
             welcome = await self.wait(ws, checker, lambda f: f["type"] == "welcome", "welcome")
             if ws.subprotocol != self.wire.subprotocol:
@@ -367,13 +369,14 @@ class Bot:
                                 "pong")
                 self.stats.sessions_cut += 1
                 self.stats.outcome(self.persona_name, "unfinished")
+            complete = True
             await ws.close()
         except ConnectionClosed as exc:
             # A close we did not ask for. (ws.close() above does not raise this.)
             raise BotError(close_kind(exc), str(exc)) from None
         finally:
             self.stats.live -= 1
-            self.stats.absorb(checker)
+            self.stats.absorb(checker, complete=complete)
             if ws.state.name != "CLOSED":
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(ws.close(), 2.0)
