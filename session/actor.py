@@ -413,7 +413,7 @@ class SessionActor:
             return
         if self.negotiation.is_terminal:
             self.negotiation.remember(frame.id)
-            reply = self.negotiation.closing_reply(frame.id, message.received_at)
+            reply = self.negotiation.closing_reply(frame.id, message.received_at, frame.text.strip())
             version = self._record("closing_reply", {"id": frame.id, "seq": reply.seq, "text": frame.text})
             self._ack_when_durable(version, message.conn, frame.id, False)
             self._fanout(Envelope(reply))
