@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING
 
 import anyio
-from anyio.abc import CancelScope
+from anyio import CancelScope
 from starlette.websockets import WebSocket
 
 from schemas.codec import Envelope, FrameError, WireFormat, decode_frame
@@ -156,6 +156,7 @@ async def session_socket(websocket: WebSocket) -> None:
                 tg.cancel_scope.cancel()
     finally:
         services.connections -= 1
+        conn._send.close()  # the actor may still hold `conn`; its sends now fail quietly
         if conn.close_code is not None:
             with anyio.move_on_after(1.0, shield=True):
                 try:
