@@ -8,11 +8,11 @@ from schemas.errors import CloseCode, ErrorCode
 from schemas.scenario import DEFAULT_SCENARIO, Item, Scenario, load_scenario
 
 __all__ = [
+    "DEFAULT_SCENARIO",
     "AIDecision",
     "BrainRequest",
     "BrainResult",
     "CloseCode",
-    "DEFAULT_SCENARIO",
     "Envelope",
     "ErrorCode",
     "FrameError",

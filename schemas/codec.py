@@ -101,17 +101,13 @@ def decode_frame(
 class Envelope:
     """A server event plus its encodings, made at most once per format however many receive it."""
 
-    __slots__ = ("event", "seq", "_json", "_msgpack")
+    __slots__ = ("_json", "_msgpack", "event", "seq")
 
     def __init__(self, event: BaseModel) -> None:
         self.event = event
         self.seq: int | None = getattr(event, "seq", None) if _is_sequenced(event) else None
         self._json: str | None = None
         self._msgpack: bytes | None = None
-
-    @property
-    def type(self) -> str:
-        return str(getattr(self.event, "type"))
 
     def encode(self, fmt: WireFormat) -> str | bytes:
         if fmt is WireFormat.MSGPACK:

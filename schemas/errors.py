@@ -16,6 +16,7 @@ class ErrorCode(str, Enum):
     RATE_LIMITED = "rate_limited"  # over the per-connection frame rate, or the session inbox is full
     FORBIDDEN = "forbidden"  # the connection's role may not send this frame
     SESSION_ENDED = "session_ended"  # the negotiation is over and the frame would change it
+    UNAVAILABLE = "unavailable"  # the durable store is down and its buffer is full; retry later
     INTERNAL = "internal"  # a fault of ours; the frame was not applied
 
 

@@ -6,7 +6,7 @@ by the session and encoded by `schemas.codec`. docs/protocol.md is the prose for
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -58,7 +58,7 @@ class PingFrame(_Frame):
 
 
 ClientFrame = Annotated[
-    Union[TranscriptFrame, SceneFrame, ResumeFrame, PingFrame], Field(discriminator="type")
+    TranscriptFrame | SceneFrame | ResumeFrame | PingFrame, Field(discriminator="type")
 ]
 CLIENT_FRAME_TYPES: dict[str, type[_Frame]] = {
     "transcript": TranscriptFrame,
@@ -257,10 +257,10 @@ class Snapshot(_Event):
     reason: str = ""
 
 
-ServerEvent = Union[
-    Welcome, Ack, Pong, Error, Reply, ReplyDelta, ReplyWithdrawn, MoodChanged, StageChanged,
-    SessionEnded, Snapshot,
-]
+ServerEvent = (
+    Welcome | Ack | Pong | Error | Reply | ReplyDelta | ReplyWithdrawn | MoodChanged | StageChanged
+    | SessionEnded | Snapshot
+)
 SEQUENCED_TYPES = frozenset({"reply", "mood", "stage", "session.ended", "snapshot"})
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -59,7 +59,7 @@ class Scenario(BaseModel):
         return _index(self.scenario).get(name.strip().lower())
 
 
-@lru_cache(maxsize=None)
+@cache
 def _index(scenario: str) -> dict[str, Item]:
     found: dict[str, Item] = {}
     for item in load_scenario(scenario).items:
@@ -73,7 +73,7 @@ def available_scenarios() -> tuple[str, ...]:
     return tuple(sorted(f.name.removesuffix(".json") for f in files if f.name.endswith(".json")))
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_scenario(name: str = DEFAULT_SCENARIO) -> Scenario:
     if name not in available_scenarios():
         raise KeyError(name)

@@ -7,7 +7,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
@@ -17,11 +17,10 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
-from typing_extensions import Annotated
 
 from schemas.enums import LanguageCode, Role
 from schemas.scenario import DEFAULT_SCENARIO, available_scenarios
-from server.auth import Tokens, TokenError
+from server.auth import TokenError, Tokens
 from server.config import Settings, load_settings
 from server.spectate import spectator_routes
 from server.wiring import build_brain, build_mirror
@@ -102,7 +101,7 @@ def bearer(request: Request) -> str | None:
 
 async def health(request: Request) -> JSONResponse:
     services: Services = request.app.state.services
-    mirror_stats = getattr(services.mirror, "statistics", lambda: {})()
+    mirror_stats: dict[str, Any] = getattr(services.mirror, "statistics", dict)()
     status = "ok"
     if mirror_stats.get("buffer_full"):
         status = "degraded"

@@ -7,6 +7,7 @@ between calls.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import Any
 
@@ -119,9 +120,10 @@ async def generate_vendor_response(
                                    scene_context, session_id)
     engine = _library_registry()
     async with anyio.create_task_group() as tg:
-        await tg.start(engine.run)
+        await tg.start(functools.partial(engine.run, keep_actors=True))
         try:
-            return await generate_with(engine, transcribed_text, context_block, rag_context,
-                                       scene_context, session_id)
+            result = await generate_with(engine, transcribed_text, context_block, rag_context,
+                                         scene_context, session_id)
         finally:
             tg.cancel_scope.cancel()
+    return result

@@ -34,7 +34,7 @@ IDLE_CHECK_SECONDS = 15.0
 class TokenBucket:
     """Frames allowed per second with a burst; `take()` says whether one more fits now."""
 
-    __slots__ = ("rate", "burst", "tokens", "stamp")
+    __slots__ = ("burst", "rate", "stamp", "tokens")
 
     def __init__(self, rate: float, burst: int) -> None:
         self.rate = rate
@@ -85,6 +85,10 @@ class WsConnection:
             self.close_reason = reason
         if self.scope is not None:
             self.scope.cancel()
+
+    def release(self) -> None:
+        self._send.close()
+        self._receive.close()
 
     def error(self, code: ErrorCode, message: str, frame_id: str | None = None) -> None:
         self.send_nowait(Envelope(Error(session_id=self.session_id, code=code, message=message, id=frame_id)))
@@ -156,7 +160,7 @@ async def session_socket(websocket: WebSocket) -> None:
                 tg.cancel_scope.cancel()
     finally:
         services.connections -= 1
-        conn._send.close()  # the actor may still hold `conn`; its sends now fail quietly
+        conn.release()
         if conn.close_code is not None:
             with anyio.move_on_after(1.0, shield=True):
                 try:

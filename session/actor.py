@@ -40,7 +40,7 @@ from schemas.frames import (
     TurnTimings,
     Welcome,
 )
-from session.negotiation import Negotiation, PendingTurn, fallback_decision
+from session.negotiation import Negotiation, PendingTurn, TurnOutcome, fallback_decision
 from session.protocols import Brain, Change, Connection, Mirror
 
 log = logging.getLogger("samvad.session")
@@ -215,7 +215,9 @@ class SessionActor:
     # ------------------------------------------------------------------ the loop
 
     async def run(self) -> None:
+        """Process the inbox until `stop()`; cancelling instead leaves the actor restartable."""
         self.running = True
+        stopped = False
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -228,6 +230,7 @@ class SessionActor:
                         self._close_all(message.code, message.reason)
                         if message.keep_running:
                             continue
+                        stopped = True
                         tg.cancel_scope.cancel()
                         break
                     try:
@@ -240,10 +243,17 @@ class SessionActor:
             self.running = False
             self._tg = None
             self._thinking = None
+            if stopped:
+                self.close()
             for waiters in self._turn_waiters.values():
                 for callback in waiters:
                     callback(None)
             self._turn_waiters.clear()
+
+    def close(self) -> None:
+        """Release the inbox for good; the actor cannot run again."""
+        self._send.close()
+        self._receive.close()
 
     def _post_nowait(self, message: _Message) -> None:
         try:
@@ -382,6 +392,14 @@ class SessionActor:
 
     # ------------------------------------------------------------------ frames
 
+    def _mirror_has_room(self, conn: Connection | None, frame_id: str) -> bool:
+        if self.mirror.has_room():
+            return True
+        self._error(conn, ErrorCode.UNAVAILABLE,
+                    "the session store is unreachable and its buffer is full; re-send later with the same id",
+                    frame_id)
+        return False
+
     def _on_scene(self, message: _Frame) -> None:
         frame = message.frame
         assert isinstance(frame, SceneFrame)
@@ -389,6 +407,8 @@ class SessionActor:
             return
         if self.negotiation.is_terminal:
             self._error(message.conn, ErrorCode.SESSION_ENDED, "the negotiation is over", frame.id)
+            return
+        if not self._mirror_has_room(message.conn, frame.id):
             return
         self.negotiation.apply_scene(
             object_grabbed=frame.object_grabbed,
@@ -411,6 +431,8 @@ class SessionActor:
             return  # partial speech never changes state
         if self._duplicate(message.conn, frame.id):
             return
+        if not self._mirror_has_room(message.conn, frame.id):
+            return
         if self.negotiation.is_terminal:
             self.negotiation.remember(frame.id)
             reply = self.negotiation.closing_reply(frame.id, message.received_at, frame.text.strip())
@@ -430,11 +452,13 @@ class SessionActor:
         assert isinstance(frame, TranscriptFrame)
         pending = self.negotiation.begin_turn(frame.text.strip(), frame.id, message.received_at)
         self.negotiation.remember(frame.id)
+        negotiation = self.negotiation
         version = self._record("learner_turn", {
             "id": frame.id, "turn": pending.turn, "text": pending.text, "item": pending.item,
             "offer": pending.offer, "assessment": pending.assessment.value,
-            "stage": self.negotiation.stage.value, "happiness": self.negotiation.happiness,
-            "object_grabbed": self.negotiation.object_grabbed, "quote": self.negotiation.quotes.get(pending.item) if pending.item else None,
+            "stage": negotiation.stage.value, "happiness": negotiation.happiness,
+            "object_grabbed": negotiation.object_grabbed,
+            "quote": negotiation.quotes.get(pending.item) if pending.item else None,
         })
         self._ack_when_durable(version, message.conn, frame.id, False)
         request = self.negotiation.brain_request(
@@ -512,31 +536,26 @@ class SessionActor:
         )
         validation_ms = (time.perf_counter() - validate_start) * 1000
         total_ms = (time.perf_counter() - self._thinking_since) * 1000
-        reply = outcome.events[0]
-        reply = reply.model_copy(update={"timings": timings.model_copy(
+        first = outcome.events[0]
+        assert isinstance(first, Reply)
+        reply = first.model_copy(update={"timings": timings.model_copy(
             update={"validation_ms": round(validation_ms, 3), "total_ms": round(total_ms, 3)})})
         events = (reply, *outcome.events[1:])
         self._thinking = None
         self._streamed = []
+        negotiation = self.negotiation
         self._record("vendor_turn", {
             "turn": pending.turn, "text": reply.text, "stage": reply.negotiation_state.value,
             "previous_stage": previous_stage.value, "happiness": reply.happiness_score,
             "quote": reply.counter_price, "item": reply.item, "flags": list(reply.flags),
-            "seq": self.negotiation.seq, "outcome": self.negotiation.outcome.value if self.negotiation.outcome else None,
+            "assessment": reply.offer_assessment.value,
+            "forced": bool(outcome.verdict and outcome.verdict.forced_closure),
+            "seq": negotiation.seq, "outcome": negotiation.outcome.value if negotiation.outcome else None,
             "events": [e.model_dump(mode="json", by_alias=True) for e in events],
         })
         for event in events:
             self._fanout(Envelope(event))
-        extra = {"session_id": self.session_id, "turn": pending.turn, "timings": reply.timings.model_dump() if reply.timings else None,
-                 "stage": reply.negotiation_state.value, "happiness": reply.happiness_score}
-        for override in outcome.overrides:
-            log.warning("rules override: %s", override.rule,
-                        extra={**extra, "rule": override.rule, "proposed": override.proposed, "applied": override.applied})
-        if result.fallback:
-            log.warning("brain fell back: %s", result.error, extra=extra)
-        log.info("turn", extra=extra)
-        if self.negotiation.is_terminal:
-            log.info("session ended", extra={**extra, "summary": self.negotiation.summary().model_dump(mode="json") if self.negotiation.summary() else None})
+        self._log_turn(reply, outcome, result)
         self._resolve(pending.client_id, reply)
         self._changed()
         if self._waiting:
@@ -544,6 +563,22 @@ class SessionActor:
             assert isinstance(nxt.frame, TranscriptFrame)
             self._waiting_ids.discard(nxt.frame.id)
             self._on_transcript(nxt)
+
+    def _log_turn(self, reply: Reply, outcome: TurnOutcome, result: BrainResult) -> None:
+        extra = {
+            "session_id": self.session_id, "turn": reply.turn, "stage": reply.negotiation_state.value,
+            "happiness": reply.happiness_score, "timings": reply.timings.model_dump() if reply.timings else None,
+        }
+        for override in outcome.overrides:
+            log.warning("rules override: %s", override.rule,
+                        extra={**extra, "rule": override.rule, "proposed": override.proposed,
+                               "applied": override.applied})
+        if result.fallback:
+            log.warning("brain fell back: %s", result.error, extra=extra)
+        log.info("turn", extra=extra)
+        summary = self.negotiation.summary()
+        if summary is not None:
+            log.info("session ended", extra={**extra, "summary": summary.model_dump(mode="json")})
 
     def _resolve(self, client_id: str | None, reply: Reply | None) -> None:
         if client_id is None:

@@ -22,6 +22,9 @@ class MemoryMirror:
         self._versions[change.session_id] = change.version
         self.changes += 1
 
+    def has_room(self) -> bool:
+        return True
+
     def durable_version(self, session_id: str) -> int:
         return self._versions.get(session_id, 0)
 

@@ -7,6 +7,7 @@ clock (callers pass `now`) and never draws random numbers, so it is tested witho
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -36,6 +37,7 @@ RETURNING_AFTER_SECONDS = 2 * 3600  # seed 001: a "welcome back" after two hours
 REMEMBERED_IDS = 512  # accepted client ids kept for de-duplication
 SNIPPET_CHARS = 150
 TRANSCRIPT_LINES = 60  # conversation lines a snapshot carries for late or resumed viewers
+_WORD = re.compile(r"[a-z]+")
 
 CLOSING_LINES = {
     Outcome.DEAL: "We already shook on it, friend. Enjoy your purchase and come back soon!",
@@ -99,7 +101,7 @@ class Negotiation:
     item: str | None = None
     object_grabbed: str | None = None
     quotes: dict[str, int] = field(default_factory=dict)  # standing quote per item
-    first_quote: int | None = None
+    first_quotes: dict[str, int] = field(default_factory=dict)  # opening quote per item
     last_offer: int | None = None
     outcome: Outcome | None = None
     updated_at: float = 0.0
@@ -125,6 +127,10 @@ class Negotiation:
     @property
     def quote(self) -> int | None:
         return self.quotes.get(self.item) if self.item else None
+
+    @property
+    def first_quote(self) -> int | None:
+        return self.first_quotes.get(self.item) if self.item else None
 
     def seen(self, client_id: str) -> bool:
         return client_id in self.accepted_ids
@@ -161,10 +167,11 @@ class Negotiation:
         self.updated_at = now
 
     def _mentioned_item(self, text: str) -> str | None:
-        words = text.lower()
+        # Whole words only: "daam" (price) must not read as "aam" (mango), nor "akela" as "kela".
+        words = f" {' '.join(_WORD.findall(text.lower()))} "
         for candidate in self.scenario.items:
             for name in (candidate.name.lower(), candidate.hindi.lower()):
-                if name in words:
+                if any(f" {name}{end} " in words for end in ("", "s", "es")):
                     return candidate.name
         found = self.scenario.item(self.object_grabbed)
         return found.name if found else None
@@ -211,11 +218,13 @@ class Negotiation:
             item=pending.item,
             object_grabbed=self.object_grabbed,
             vendor_quote=self.quotes.get(pending.item) if pending.item else None,
-            first_quote=self.first_quote,
+            first_quote=self.first_quotes.get(pending.item) if pending.item else None,
             learner_offer=pending.offer,
             offer_assessment=pending.assessment,
             wrap_up=pending.turn > self.limits.wrap_up_after,
-            returning_after_pause=last_vendor is not None and pending.received_at - last_vendor > RETURNING_AFTER_SECONDS,
+            returning_after_pause=(
+                last_vendor is not None and pending.received_at - last_vendor > RETURNING_AFTER_SECONDS
+            ),
             history=lines,
             graph=self.graph_context(),
             context_block=context_block,
@@ -255,13 +264,13 @@ class Negotiation:
         self.stage, self.happiness, self.turn = verdict.stage, verdict.happiness, pending.turn
         if item and verdict.quote is not None:
             self.quotes[item] = verdict.quote
-            if self.first_quote is None:
-                self.first_quote = verdict.quote
+            self.first_quotes.setdefault(item, verdict.quote)
         if verdict.assessment is OfferAssessment.INSULT:
             self.insults += 1
         if verdict.stage is not previous_stage:
             self.stage_changes.append(
-                StageVisit(from_stage=previous_stage, to_stage=verdict.stage, at_turn=pending.turn, happiness=verdict.happiness)
+                StageVisit(from_stage=previous_stage, to_stage=verdict.stage, at_turn=pending.turn,
+                           happiness=verdict.happiness)
             )
         if verdict.is_terminal:
             self.outcome = _outcome(previous_stage, verdict)

@@ -79,7 +79,8 @@ def _read_words(tokens: list[str], i: int) -> tuple[int, int, bool] | None:
             current = _FRACTIONS[tok]
             seen = True
         elif tok in _UNITS:
-            if current and current < 100 and current % 10 == 0 and _UNITS[tok] < 10 and tok not in _SMALL_WORDS_NEED_CONTEXT:
+            tens_then_unit = current and current < 100 and current % 10 == 0 and _UNITS[tok] < 10
+            if tens_then_unit and tok not in _SMALL_WORDS_NEED_CONTEXT:
                 current += _UNITS[tok]  # "twenty five"
             elif current:
                 break

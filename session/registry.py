@@ -71,18 +71,28 @@ class SessionRegistry:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Run every actor until cancelled. Running again restarts the actors already known."""
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            for actor in self._actors.values():
-                tg.start_soon(actor.run)
-            tg.start_soon(self._sweep)
-            task_status.started()
-            try:
+    async def run(
+        self, *, keep_actors: bool = False, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Run every actor until cancelled.
+
+        With `keep_actors` the sessions survive the cancellation and the next `run()` restarts
+        them (the library interface does this per call); otherwise they are released.
+        """
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                for actor in self._actors.values():
+                    tg.start_soon(actor.run)
+                tg.start_soon(self._sweep)
+                task_status.started()
                 await anyio.sleep_forever()
-            finally:
-                self._tg = None
+        finally:
+            self._tg = None
+            if not keep_actors:
+                for actor in self._actors.values():
+                    actor.close()
+                self._actors.clear()
 
     def close_all(self, code: int = CloseCode.GOING_AWAY, reason: str = "server shutting down") -> None:
         """Close every connection of every session (the actors keep their state)."""
@@ -187,6 +197,9 @@ class SessionRegistry:
                 continue
             actor.stop(CloseCode.EVICTED, "session idle")
             del self._actors[sid]
+            forget = getattr(self.mirror, "forget", None)
+            if forget is not None:
+                forget(sid)
             evicted += 1
             log.info("session evicted", extra={"session_id": sid})
         self.evicted += evicted

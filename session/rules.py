@@ -14,8 +14,8 @@ Rules, in the order they are applied (seed 000, plus what the original left undo
    the current stage. WALKAWAY -> HAGGLING also needs happiness after this turn above
    `REENTRY_HAPPINESS`; otherwise the stage stays WALKAWAY.
 4. Turn limit. The turn that reaches `max_turns` ends in CLOSURE unless it validly reached DEAL.
-5. Quotes. During haggling a quote may only fall; a rise keeps the previous quote and flags the
-   turn. No quote goes below the item's floor.
+5. Quotes. During haggling (and after a walk-away) a quote may only fall; a rise keeps the previous quote and flags the
+   turn. No quote goes below the item's floor, which wins over everything else.
 6. Mood is derived from the validated score, never taken from the proposal.
 7. DEAL and CLOSURE are terminal.
 """
@@ -113,6 +113,7 @@ def validate(position: Position, proposal: AIDecision, limits: Limits = Limits()
     flags: list[str] = []
 
     # 1. Offer consistency: the server's judgement wins; the brain's label only without a number.
+    assessment: OfferAssessment
     if position.server_assessment is not OfferAssessment.NONE:
         assessment = position.server_assessment
         if proposal.offer_assessment not in (OfferAssessment.NONE, assessment):
@@ -152,15 +153,17 @@ def validate(position: Position, proposal: AIDecision, limits: Limits = Limits()
     # 5. Quotes only fall while haggling, and never below the floor.
     quote = proposal.counter_price if proposal.counter_price is not None else position.quote
     if quote is not None:
-        if position.floor is not None and quote < position.floor:
-            overrides.append(Override("below_floor", quote, position.floor))
-            flags.append("below_floor")
-            quote = position.floor
-        haggling = Stage.HAGGLING in (position.stage, stage)
+        # A vendor who called a walking learner back has already started bargaining.
+        haggling = position.stage in (Stage.HAGGLING, Stage.WALKAWAY) or stage is Stage.HAGGLING
         if haggling and position.quote is not None and quote > position.quote:
             overrides.append(Override("quote_rise", quote, position.quote))
             flags.append("quote_rise")
             quote = position.quote
+        # The floor is checked last so that it wins even over a standing quote below it.
+        if position.floor is not None and quote < position.floor:
+            overrides.append(Override("below_floor", quote, position.floor))
+            flags.append("below_floor")
+            quote = position.floor
 
     return Verdict(
         stage=stage,

@@ -6,10 +6,11 @@ from collections.abc import Callable
 
 import anyio
 
-from schemas.brain import BrainRequest, BrainResult, Ledger
+from schemas.brain import BrainRequest, BrainResult, DeltaSink, Ledger
+from schemas.codec import Envelope
 from schemas.decision import AIDecision
 from schemas.enums import Mood, Stage
-from session.protocols import DeltaSink
+from session.protocols import Change
 
 Script = Callable[[BrainRequest], AIDecision]
 
@@ -45,3 +46,65 @@ class ScriptedBrain:
 def decision(text: str, happiness: int, stage: Stage, **extra: object) -> AIDecision:
     return AIDecision(reply_text=text, happiness_score=happiness, negotiation_state=stage,
                       vendor_mood=Mood.NEUTRAL, **extra)  # type: ignore[arg-type]
+
+
+class FakeConnection:
+    """A Connection that records what the actor sends; `capacity` models a bounded queue."""
+
+    _ids = iter(range(1, 1_000_000))
+
+    def __init__(self, role: str = "player", capacity: int = 10_000) -> None:
+        self.role = role
+        self.conn_id = next(self._ids)
+        self.capacity = capacity
+        self.sent: list[dict[str, object]] = []
+        self.closed: tuple[int, str] | None = None
+
+    def send_nowait(self, envelope: Envelope) -> bool:
+        if self.closed is not None:
+            return False
+        if len(self.sent) >= self.capacity:
+            self.close_nowait(4430, "slow")
+            return False
+        self.sent.append(envelope.event.model_dump(mode="json", by_alias=True))
+        return True
+
+    def close_nowait(self, code: int, reason: str) -> None:
+        self.closed = self.closed or (code, reason)
+
+    def of_type(self, *kinds: str) -> list[dict[str, object]]:
+        return [f for f in self.sent if f["type"] in kinds]
+
+    def stream(self) -> list[dict[str, object]]:
+        return [f for f in self.sent if "seq" in f and f["type"] != "welcome"]
+
+
+class DeferredMirror:
+    """A mirror whose changes become durable only when the test says so."""
+
+    name = "deferred"
+
+    def __init__(self) -> None:
+        self.changes: list[Change] = []
+        self.durable: dict[str, int] = {}
+        self.room = 1_000_000
+        self._callbacks: list[Callable[[str, int], None]] = []
+
+    def submit(self, change: Change) -> None:
+        self.changes.append(change)
+
+    def has_room(self) -> bool:
+        return len(self.changes) < self.room
+
+    def durable_version(self, session_id: str) -> int:
+        return self.durable.get(session_id, 0)
+
+    def subscribe_durable(self, callback: Callable[[str, int], None]) -> None:
+        self._callbacks.append(callback)
+
+    def flush(self) -> None:
+        for change in self.changes:
+            self.durable[change.session_id] = max(self.durable.get(change.session_id, 0), change.version)
+        for sid, version in self.durable.items():
+            for callback in self._callbacks:
+                callback(sid, version)

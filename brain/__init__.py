@@ -1,0 +1,5 @@
+"""Brains: whatever proposes Ramesh's next turn for the session to validate."""
+
+from brain.rules_vendor import RuleBasedVendor
+
+__all__ = ["RuleBasedVendor"]

@@ -1,0 +1,1 @@
+"""Scripted learners that talk to the server: personas for tests and load bots."""

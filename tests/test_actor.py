@@ -1,0 +1,271 @@
+"""The session actor: ordering, fan-out, acknowledgement, de-duplication, resume and failure."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+import anyio
+import pytest
+
+from schemas.brain import BrainRequest, BrainResult, DeltaSink
+from schemas.decision import AIDecision
+from schemas.enums import Stage
+from schemas.frames import ResumeFrame, SceneFrame, TranscriptFrame
+from session.actor import FALLBACK_LINE, ActorLimits, SessionActor
+from session.mirror import MemoryMirror
+from session.negotiation import Negotiation
+from session.protocols import Mirror
+from session.registry import SessionRegistry
+from tests.fakes import DeferredMirror, FakeConnection, ScriptedBrain, decision
+
+pytestmark = pytest.mark.anyio
+
+
+def transcript(fid: str, text: str = "hello", final: bool = True) -> TranscriptFrame:
+    return TranscriptFrame(type="transcript", id=fid, text=text, final=final)
+
+
+@asynccontextmanager
+async def running(brain: object, mirror: Mirror | None = None, **limits: object) -> AsyncIterator[SessionActor]:
+    negotiation = Negotiation(session_id="s1", scenario_name="jaipur-bazaar", created_at=0.0)
+    actor = SessionActor(negotiation, brain, mirror or MemoryMirror(), limits=ActorLimits(**limits))  # type: ignore[arg-type]
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(actor.run)
+        yield actor
+        actor.stop()
+
+
+async def until(condition: Callable[[], bool], limit: float = 3.0) -> None:
+    """Poll a fake's recorded output; the fakes have no events to wait on, by design."""
+    with anyio.fail_after(limit):
+        while not condition():  # noqa: ASYNC110
+            await anyio.sleep(0.005)
+
+
+async def test_welcome_then_ack_then_the_turns_events_reach_every_connection_in_order() -> None:
+    brain = ScriptedBrain(lambda r: decision("Namaste! 150 a kilo.", 58, Stage.INQUIRY, counter_price=150))
+    async with running(brain) as actor:
+        player, watcher = FakeConnection("player"), FakeConnection("spectator")
+        actor.connect(player)
+        actor.connect(watcher)
+        actor.submit(player, transcript("t1", "tamatar kitne ka?"))
+        await until(lambda: len(watcher.stream()) == 3)
+        assert player.sent[0]["type"] == "welcome" and player.sent[0]["role"] == "player"
+        assert watcher.sent[0]["role"] == "spectator"
+        assert [f["type"] for f in player.sent[1:]] == ["ack", "reply", "mood", "stage"]
+        assert player.stream() == watcher.stream()
+        assert [f["seq"] for f in watcher.stream()] == [1, 2, 3]
+
+
+async def test_a_re_sent_id_is_acknowledged_as_a_duplicate_and_not_applied_again() -> None:
+    brain = ScriptedBrain()
+    async with running(brain) as actor:
+        player = FakeConnection()
+        actor.connect(player)
+        actor.submit(player, transcript("t1"))
+        await until(lambda: len(player.of_type("reply")) == 1)
+        actor.submit(player, transcript("t1"))
+        await until(lambda: len(player.of_type("ack")) == 2)
+        await anyio.sleep(0.05)
+        assert player.of_type("ack")[1]["duplicate"] is True
+        assert len(player.of_type("reply")) == 1 and len(brain.requests) == 1
+
+
+async def test_transcripts_during_a_turn_wait_and_are_answered_in_order() -> None:
+    brain = ScriptedBrain(delay=0.05)
+    async with running(brain) as actor:
+        player = FakeConnection()
+        actor.connect(player)
+        for i in range(1, 4):
+            actor.submit(player, transcript(f"t{i}", f"line {i}"))
+        await until(lambda: len(player.of_type("reply")) == 3)
+        assert [r["in_reply_to"] for r in player.of_type("reply")] == ["t1", "t2", "t3"]
+        assert [r.transcript for r in brain.requests] == ["line 1", "line 2", "line 3"]
+        assert [r["turn"] for r in player.of_type("reply")] == [1, 2, 3]
+
+
+async def test_non_final_transcripts_change_nothing() -> None:
+    brain = ScriptedBrain()
+    async with running(brain) as actor:
+        player = FakeConnection()
+        actor.connect(player)
+        actor.submit(player, transcript("p1", "tama", final=False))
+        actor.submit(player, SceneFrame(type="scene", id="s1", object_grabbed="Tomato"))
+        await until(lambda: len(player.of_type("ack")) == 1)
+        assert brain.requests == [] and actor.negotiation.turn == 0 and actor.negotiation.seq == 0
+
+
+async def test_acks_wait_for_durability_but_replies_do_not() -> None:
+    mirror = DeferredMirror()
+    async with running(ScriptedBrain(), mirror) as actor:
+        mirror.subscribe_durable(lambda sid, v: actor.notify_durable(v))
+        player = FakeConnection()
+        actor.connect(player)
+        actor.submit(player, transcript("t1"))
+        await until(lambda: len(player.of_type("reply")) == 1)
+        assert player.of_type("ack") == []
+        assert [c.kind for c in mirror.changes] == ["learner_turn", "vendor_turn"]
+        mirror.flush()
+        await until(lambda: len(player.of_type("ack")) == 1)
+        assert player.of_type("ack")[0]["id"] == "t1"
+
+
+async def test_a_slow_spectator_is_dropped_and_the_player_carries_on() -> None:
+    async with running(ScriptedBrain()) as actor:
+        player, slow = FakeConnection(), FakeConnection("spectator", capacity=3)
+        actor.connect(player)
+        actor.connect(slow)
+        for i in range(5):
+            actor.submit(player, transcript(f"t{i}"))
+        await until(lambda: len(player.of_type("reply")) == 5)
+        assert slow.closed is not None and slow.closed[0] == 4430
+        assert slow.conn_id not in actor.connections and player.conn_id in actor.connections
+
+
+async def test_a_new_player_supersedes_the_old_one() -> None:
+    async with running(ScriptedBrain()) as actor:
+        first, second = FakeConnection(), FakeConnection()
+        actor.connect(first)
+        actor.connect(second)
+        await until(lambda: len(second.sent) == 1)
+        assert first.closed is not None and first.closed[0] == 4409
+        assert actor.player is second
+
+
+async def test_resume_replays_the_gap_in_order_or_sends_a_snapshot() -> None:
+    brain = ScriptedBrain(lambda r: decision("ok", r.happiness_score + 1, r.stage))
+    async with running(brain, replay_events=4) as actor:
+        player = FakeConnection()
+        actor.connect(player)
+        for i in range(4):
+            actor.submit(player, transcript(f"t{i}"))
+        await until(lambda: len(player.of_type("reply")) == 4)
+        assert actor.negotiation.seq == 8  # reply + mood per turn
+        late = FakeConnection("spectator")
+        actor.connect(late)
+        actor.submit(late, ResumeFrame(type="resume", last_seq=5))
+        await until(lambda: len(late.stream()) == 3)
+        assert [f["seq"] for f in late.stream()] == [6, 7, 8]
+        old = FakeConnection("spectator")
+        actor.connect(old)
+        actor.submit(old, ResumeFrame(type="resume", last_seq=1, id="r1"))
+        await until(lambda: len(old.of_type("snapshot")) == 1)
+        snap = old.of_type("snapshot")[0]
+        assert snap["seq"] == 8 and snap["replayed"] is False and snap["state"]["turn"] == 4  # type: ignore[index]
+        assert actor.negotiation.seq == 8  # a snapshot consumes no seq
+
+
+class Failing:
+    name = "failing"
+
+    async def propose(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainResult:
+        raise RuntimeError("boom")
+
+
+class Hanging:
+    name = "hanging"
+
+    async def propose(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainResult:
+        await anyio.sleep(60)
+        raise AssertionError("unreachable")
+
+
+@pytest.mark.parametrize("brain", [Failing(), Hanging()], ids=["raises", "hangs"])
+async def test_a_failing_brain_falls_back_and_keeps_the_stage(brain: object) -> None:
+    async with running(brain, brain_deadline_s=0.2) as actor:
+        player = FakeConnection()
+        actor.connect(player)
+        actor.submit(player, transcript("t1", "tamatar kitne ka?"))
+        await until(lambda: len(player.of_type("reply")) == 1)
+        reply = player.of_type("reply")[0]
+        assert reply["text"] == FALLBACK_LINE and reply["fallback"] is True
+        assert reply["negotiation_state"] == "GREETING" and actor.negotiation.stage is Stage.GREETING
+
+
+async def test_deltas_stream_before_the_reply_and_are_withdrawn_when_the_reply_differs() -> None:
+    class Changing(ScriptedBrain):
+        async def propose(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainResult:
+            assert on_delta is not None
+            await on_delta.delta("Forty? ")
+            await on_delta.delta("Never!")
+            return BrainResult(decision=decision("Fine, ninety.", 50, Stage.GREETING), streamed=True)
+
+    async with running(ScriptedBrain(stream=True)) as actor:
+        player = FakeConnection()
+        actor.connect(player)
+        actor.submit(player, transcript("t1"))
+        await until(lambda: len(player.of_type("reply")) == 1)
+        kinds = [f["type"] for f in player.sent if f["type"] in ("reply.delta", "reply")]
+        assert kinds[-1] == "reply" and kinds.count("reply.delta") >= 2
+        text = "".join(str(f["text"]) for f in player.of_type("reply.delta"))
+        assert text.strip() == player.of_type("reply")[0]["text"]
+        assert player.of_type("reply.withdrawn") == []
+    async with running(Changing()) as actor:
+        player = FakeConnection()
+        actor.connect(player)
+        actor.submit(player, transcript("t1"))
+        await until(lambda: len(player.of_type("reply")) == 1)
+        kinds = [f["type"] for f in player.sent if f["type"].startswith("reply")]
+        assert kinds == ["reply.delta", "reply.delta", "reply.withdrawn", "reply"]
+        assert player.of_type("reply")[0]["withdrawn_stream"] is True
+
+
+async def test_after_the_end_transcripts_get_a_closing_reply_without_the_brain() -> None:
+    script: Callable[[BrainRequest], AIDecision] = lambda r: decision(  # noqa: E731
+        "bye", 50, {Stage.GREETING: Stage.INQUIRY, Stage.INQUIRY: Stage.WALKAWAY}.get(r.stage, Stage.CLOSURE))
+    brain = ScriptedBrain(script)
+    async with running(brain) as actor:
+        player = FakeConnection()
+        actor.connect(player)
+        for i in range(3):
+            actor.submit(player, transcript(f"t{i}"))
+        await until(lambda: len(player.of_type("session.ended")) == 1)
+        actor.submit(player, transcript("late"))
+        await until(lambda: len(player.of_type("reply")) == 4)
+        closing = player.of_type("reply")[-1]
+        assert closing["is_terminal"] is True and closing["in_reply_to"] == "late"
+        assert len(brain.requests) == 3
+        actor.submit(player, SceneFrame(type="scene", id="s9", object_grabbed="Apple"))
+        await until(lambda: len(player.of_type("error")) == 1)
+        assert player.of_type("error")[0]["code"] == "session_ended"
+
+
+async def test_a_full_inbox_refuses_frames() -> None:
+    async with running(ScriptedBrain(delay=0.5), inbox_frames=2) as actor:
+        player = FakeConnection()
+        actor.connect(player)
+        results = [actor.submit(player, transcript(f"t{i}")) for i in range(4)]
+        assert results == [True, True, False, False]
+
+
+async def test_the_registry_evicts_idle_sessions_and_closes_their_sockets() -> None:
+    now = [1000.0]
+    registry = SessionRegistry(ScriptedBrain(), MemoryMirror(), idle_seconds=60, clock=lambda: now[0])
+    async with anyio.create_task_group() as tg:
+        await tg.start(registry.run)
+        idle = registry.create()
+        busy = registry.create()
+        watcher = FakeConnection("spectator")
+        busy.connect(watcher)
+        await until(lambda: len(watcher.sent) == 1)
+        now[0] += 61
+        assert registry.evict_idle() == 1
+        assert registry.live(idle.session_id) is None and registry.live(busy.session_id) is busy
+        tg.cancel_scope.cancel()
+
+
+async def test_a_full_mirror_buffer_refuses_new_frames_without_applying_them() -> None:
+    mirror = DeferredMirror()
+    brain = ScriptedBrain()
+    async with running(brain, mirror) as actor:
+        player = FakeConnection()
+        actor.connect(player)
+        mirror.room = 0
+        actor.submit(player, transcript("t1"))
+        await until(lambda: len(player.of_type("error")) == 1)
+        assert player.of_type("error")[0]["code"] == "unavailable" and player.of_type("error")[0]["id"] == "t1"
+        assert brain.requests == [] and actor.negotiation.turn == 0 and not actor.negotiation.seen("t1")
+        mirror.room = 100
+        actor.submit(player, transcript("t1"))
+        await until(lambda: len(player.of_type("reply")) == 1)
