@@ -123,8 +123,13 @@ def _choose_format(websocket: WebSocket) -> tuple[WireFormat, str | None]:
 
 
 async def _refuse(websocket: WebSocket, code: CloseCode, reason: str) -> None:
-    """Accept only to close with a code the client can read; no session data is sent."""
-    await websocket.accept()
+    """Accept only to close with a code the client can read; no session data is sent.
+
+    The accept names the subprotocol the client offered, as a normal connection would: a browser
+    that offered one fails a handshake that answers with none, and then sees only 1006.
+    """
+    _, subprotocol = _choose_format(websocket)
+    await websocket.accept(subprotocol=subprotocol)
     await websocket.close(code=code, reason=reason)
 
 
