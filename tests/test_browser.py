@@ -148,7 +148,14 @@ async def new_page(browser: Any) -> Any:
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.js_errors = errors
+    sent: list[str] = []  # every frame the page sends on any socket
+    page.on("websocket", lambda ws: ws.on("framesent", lambda frame: sent.append(frame)))
+    page.ws_sent = sent
     return page
+
+
+def sent_types(page: Any) -> set[str]:
+    return {json.loads(frame)["type"] for frame in page.ws_sent}
 
 
 # ------------------------------------------------------------------------------ the player
@@ -313,6 +320,7 @@ async def test_lobby_and_watch_page_follow_a_whole_session(browser: Any) -> None
         assert await watch.locator("#status").get_attribute("data-state") == "ended"
         await watch.screenshot(path=str(ARTIFACTS / "watch.png"), full_page=True)
         assert watch.js_errors == [] and lobby.js_errors == []
+        assert watch.ws_sent == [] and lobby.ws_sent == []
 
 
 async def test_forced_disconnect_resumes_without_gaps_or_repeats(browser: Any) -> None:
@@ -356,6 +364,7 @@ async def test_forced_disconnect_resumes_without_gaps_or_repeats(browser: Any) -
             "happiness": len(PLAN), "quotes": len(PLAN), "offers": len(state["offers"]),
             "stages": 3, "timings": len(PLAN)}
         assert await watch.locator("#outcome:not([hidden])").count() == 1
+        assert sent_types(watch) == {"resume"}  # read-only: never a transcript or a scene
         assert watch.js_errors == []
 
 
@@ -437,6 +446,23 @@ async def test_streamed_words_show_then_a_withdrawn_stream_disappears(browser: A
         view = await watch.evaluate("window.samvadView")
         assert view["withdrawals"] == 1 and view["deltas"] > 10
         assert watch.js_errors == []
+
+
+async def test_a_bad_token_is_reported_and_not_retried(browser: Any) -> None:
+    app = create_app(settings(), brain=ScriptedBrain())
+    async with serve(app) as host, httpx.AsyncClient(base_url=f"http://{host}") as client:
+        created = await create_session(client, "asha")
+        other = await create_session(client, "ravi")
+        watch = await new_page(browser)
+        # A valid spectator token, but for another session: refused with 4403.
+        await watch.goto(f"http://{host}/view/watch.html?session={created['session_id']}"
+                         f"&token={other['spectator_token']}")
+        await watch.wait_for_selector("#fatal:not([hidden])", timeout=WAIT_MS)
+        assert "another session" in await watch.locator("#fatal").inner_text()
+        assert await watch.locator("#status").get_attribute("data-state") == "failed"
+        await anyio.sleep(0.8)  # longer than the first reconnect delay
+        assert await watch.evaluate("window.samvadView.reconnects") == 0
+        assert watch.ws_sent == []
 
 
 async def test_lobby_and_links_need_the_admin_key_when_one_is_set() -> None:
