@@ -205,7 +205,7 @@ namespace Samvad.Client
                 conn = _current;
             }
             try { _lifetime.Cancel(); } catch (ObjectDisposedException) { }
-            if (conn != null) conn.Abort();
+            if (conn != null) conn.Abort("the client is closing");
         }
 
         /// <summary>Debug and tests: break the current socket as a network failure would. The client
@@ -219,9 +219,8 @@ namespace Samvad.Client
             }
             if (conn != null)
             {
-                LogLine("force-dropping connection #" + conn.Number + " state " + conn.Socket.State);
-                conn.Abort();
-                LogLine("force-dropped connection #" + conn.Number + " state " + conn.Socket.State);
+                LogLine("force-dropping connection #" + conn.Number);
+                conn.Abort("dropped on purpose (ForceDrop)");
             }
         }
 
@@ -434,9 +433,9 @@ namespace Samvad.Client
 
                 int? code = conn != null ? conn.CloseCode : null;
                 string reason = conn != null && conn.CloseCode.HasValue ? conn.CloseReason : Describe(conn != null ? conn.Error : failure);
-                if (conn != null && !conn.CloseCode.HasValue && conn.Aborted.IsCompleted)
+                if (conn != null && !conn.CloseCode.HasValue && conn.AbortReason != null)
                 {
-                    reason = "aborted by the client (" + reason + ")";
+                    reason = conn.AbortReason;
                 }
                 if (conn != null && conn.Welcomed) failures = 0;
                 failures++;
@@ -546,7 +545,7 @@ namespace Samvad.Client
                     // best effort
                 }
             }
-            conn.Abort();
+            conn.Abort(null);
             conn.Socket.Dispose();
         }
 
@@ -623,9 +622,8 @@ namespace Samvad.Client
             }
             catch (Exception ex)
             {
-                // A failed send means the socket is gone: let the receive loop notice and reconnect.
-                LogLine("send failed on connection #" + conn.Number + ": " + Describe(ex));
-                conn.Abort();
+                // A failed send means the socket is gone: drop it and reconnect.
+                conn.Abort("a send failed: " + Describe(ex));
             }
         }
 
@@ -641,8 +639,7 @@ namespace Samvad.Client
                     double silentMs = NowMs() - conn.LastHeardMs;
                     if (_options.SilenceTimeout > TimeSpan.Zero && silentMs > _options.SilenceTimeout.TotalMilliseconds)
                     {
-                        LogLine("connection #" + conn.Number + " silent for " + (int)silentMs + " ms: dropping it");
-                        conn.Abort();
+                        conn.Abort("nothing heard for " + (int)silentMs + " ms");
                         return;
                     }
                     lock (_gate)
@@ -1106,8 +1103,14 @@ namespace Samvad.Client
             /// <summary>Completes when this side aborted the connection.</summary>
             public Task Aborted { get { return _aborted.Task; } }
 
-            public void Abort()
+            /// <summary>Why this side aborted the connection while it was in use (null if it did not).</summary>
+            public string AbortReason { get; private set; }
+
+            /// <param name="why">Recorded as the disconnect reason when this is the first abort; null
+            /// when tearing down a connection that had already ended.</param>
+            public void Abort(string why)
             {
+                if (why != null && !_aborted.Task.IsCompleted && AbortReason == null) AbortReason = why;
                 StopWriting();
                 try { Socket.Abort(); } catch (Exception) { }
                 _aborted.TrySetResult(true);
