@@ -120,7 +120,8 @@ namespace Samvad.Client
         public Exception StoppedBecause { get { lock (_gate) return _stoppedBecause; } }
 
         /// <summary>Debug only: while true, every incoming frame is thrown away unread, as if the network
-        /// lost it. Lets a test make the server's ack and reply go missing before a <see cref="ForceDrop"/>.</summary>
+        /// lost it. Lets a test make the server's ack and reply go missing before a <see cref="ForceDrop"/>.
+        /// Cleared by itself when the connection ends, so the next connection hears everything.</summary>
         public bool DebugDiscardIncoming
         {
             get { return _discardIncoming; }
@@ -520,6 +521,7 @@ namespace Samvad.Client
                 }
                 _pings.Clear();
             }
+            _discardIncoming = false;
             conn.StopWriting();
             try
             {
