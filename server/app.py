@@ -100,7 +100,7 @@ def bearer(request: Request) -> str | None:
 
 async def health(request: Request) -> JSONResponse:
     services: Services = request.app.state.services
-    mirror_stats = getattr(services.mirror, "statistics", lambda: {})()
+    mirror_stats: dict[str, Any] = getattr(services.mirror, "statistics", dict)()
     status = "ok"
     if mirror_stats.get("buffer_full"):
         status = "degraded"

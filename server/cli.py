@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bots":
         from clients.bots.cli import main as bots_main
 
-        return bots_main(rest)
+        return int(bots_main(rest))
     if rest:
         parser.error(f"unrecognised arguments: {' '.join(rest)}")
     return int(args.func(args))

@@ -536,8 +536,9 @@ class SessionActor:
         )
         validation_ms = (time.perf_counter() - validate_start) * 1000
         total_ms = (time.perf_counter() - self._thinking_since) * 1000
-        reply = outcome.events[0]
-        reply = reply.model_copy(update={"timings": timings.model_copy(
+        first = outcome.events[0]
+        assert isinstance(first, Reply)
+        reply = first.model_copy(update={"timings": timings.model_copy(
             update={"validation_ms": round(validation_ms, 3), "total_ms": round(total_ms, 3)})})
         events = (reply, *outcome.events[1:])
         self._thinking = None

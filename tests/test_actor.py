@@ -8,14 +8,14 @@ from contextlib import asynccontextmanager
 import anyio
 import pytest
 
-from schemas.brain import BrainRequest, BrainResult
+from schemas.brain import BrainRequest, BrainResult, DeltaSink
 from schemas.decision import AIDecision
 from schemas.enums import Stage
 from schemas.frames import ResumeFrame, SceneFrame, TranscriptFrame
 from session.actor import FALLBACK_LINE, ActorLimits, SessionActor
 from session.mirror import MemoryMirror
 from session.negotiation import Negotiation
-from session.protocols import DeltaSink, Mirror
+from session.protocols import Mirror
 from session.registry import SessionRegistry
 from tests.fakes import DeferredMirror, FakeConnection, ScriptedBrain, decision
 
