@@ -133,6 +133,14 @@ async def _refuse(websocket: WebSocket, code: CloseCode, reason: str) -> None:
     await websocket.close(code=code, reason=reason)
 
 
+def _peek_id(raw: str | bytes, fmt: WireFormat, max_bytes: int) -> str | None:
+    """The id of a frame refused before decoding, so the client knows which one to re-send."""
+    try:
+        return getattr(decode_frame(raw, fmt, max_bytes=max_bytes), "id", None)
+    except FrameError as exc:
+        return exc.frame_id
+
+
 async def session_socket(websocket: WebSocket) -> None:
     services: Services = websocket.app.state.services
     settings = services.settings
@@ -204,7 +212,8 @@ async def _read(websocket: WebSocket, conn: WsConnection, actor: object, service
             if violations >= settings.RATE_ABUSE_CLOSE_AFTER:
                 conn.close_nowait(CloseCode.RATE_ABUSE, "kept flooding past the rate limit")
                 return
-            conn.error(ErrorCode.RATE_LIMITED, f"over {settings.RATE_LIMIT_PER_SECOND:g} frames/s")
+            conn.error(ErrorCode.RATE_LIMITED, f"over {settings.RATE_LIMIT_PER_SECOND:g} frames/s",
+                       _peek_id(raw, conn.fmt, settings.MAX_FRAME_BYTES))
             continue
         try:
             frame = decode_frame(raw, conn.fmt, max_bytes=settings.MAX_FRAME_BYTES,
