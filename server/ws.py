@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 from anyio import CancelScope
-from starlette.websockets import WebSocket
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from schemas.codec import Envelope, FrameError, WireFormat, decode_frame
 from schemas.enums import Role
@@ -95,13 +95,17 @@ class WsConnection:
 
     async def write(self) -> None:
         send_text, send_bytes = self.websocket.send_text, self.websocket.send_bytes
-        async with self._receive:
-            async for envelope in self._receive:
-                payload = envelope.encode(self.fmt)
-                if isinstance(payload, str):
-                    await send_text(payload)
-                else:
-                    await send_bytes(payload)
+        try:
+            async with self._receive:
+                async for envelope in self._receive:
+                    payload = envelope.encode(self.fmt)
+                    if isinstance(payload, str):
+                        await send_text(payload)
+                    else:
+                        await send_bytes(payload)
+        except (OSError, RuntimeError, WebSocketDisconnect):
+            # The peer or the server went away mid-send; the reader sees the disconnect too.
+            self.close_nowait(CloseCode.GOING_AWAY, "connection lost")
 
 
 def _token(websocket: WebSocket) -> str | None:

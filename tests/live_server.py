@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -33,13 +32,5 @@ async def serve(app: Starlette) -> AsyncIterator[str]:
 
 
 def collect_stopped_servers() -> None:
-    """Garbage-collect what stopped servers left, ignoring only their open actor inboxes.
-
-    Session actors keep their inbox streams open so that the registry can run them again, so a
-    stopped server leaves them to the garbage collector, which would warn about each one in
-    whichever later test it happened to run. Call this once the test has let go of its app.
-    """
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"Unclosed <MemoryObject",
-                                category=ResourceWarning)
-        gc.collect()
+    """Garbage-collect what a stopped server left, so any resource warning surfaces here."""
+    gc.collect()
