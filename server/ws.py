@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 from anyio import CancelScope
-from starlette.websockets import WebSocket
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from schemas.codec import Envelope, FrameError, WireFormat, decode_frame
 from schemas.enums import Role
@@ -96,24 +96,29 @@ class WsConnection:
     async def write(self) -> None:
         send_text, send_bytes = self.websocket.send_text, self.websocket.send_bytes
         receive, receive_nowait = self._receive.receive, self._receive.receive_nowait
-        async with self._receive:
-            while True:
-                # Take what is queued without a checkpoint: a turn queues 3-5 events at once, and
-                # anyio's `receive()` yields to the event loop once per event even when one waits.
-                try:
-                    envelope = receive_nowait()
-                except anyio.WouldBlock:
+        try:
+            async with self._receive:
+                while True:
+                    # Take what is queued without a checkpoint: a turn queues 3-5 events at once,
+                    # and anyio's `receive()` yields to the event loop once per event even when
+                    # one is waiting.
                     try:
-                        envelope = await receive()
+                        envelope = receive_nowait()
+                    except anyio.WouldBlock:
+                        try:
+                            envelope = await receive()
+                        except anyio.EndOfStream:
+                            return
                     except anyio.EndOfStream:
                         return
-                except anyio.EndOfStream:
-                    return
-                payload = envelope.encode(self.fmt)
-                if isinstance(payload, str):
-                    await send_text(payload)
-                else:
-                    await send_bytes(payload)
+                    payload = envelope.encode(self.fmt)
+                    if isinstance(payload, str):
+                        await send_text(payload)
+                    else:
+                        await send_bytes(payload)
+        except (OSError, RuntimeError, WebSocketDisconnect):
+            # The peer or the server went away mid-send; the reader sees the disconnect too.
+            self.close_nowait(CloseCode.GOING_AWAY, "connection lost")
 
 
 def _token(websocket: WebSocket) -> str | None:
@@ -135,9 +140,22 @@ def _choose_format(websocket: WebSocket) -> tuple[WireFormat, str | None]:
 
 
 async def _refuse(websocket: WebSocket, code: CloseCode, reason: str) -> None:
-    """Accept only to close with a code the client can read; no session data is sent."""
-    await websocket.accept()
+    """Accept only to close with a code the client can read; no session data is sent.
+
+    The accept names the subprotocol the client offered, as a normal connection would: a browser
+    that offered one fails a handshake that answers with none, and then sees only 1006.
+    """
+    _, subprotocol = _choose_format(websocket)
+    await websocket.accept(subprotocol=subprotocol)
     await websocket.close(code=code, reason=reason)
+
+
+def _peek_id(raw: str | bytes, fmt: WireFormat, max_bytes: int) -> str | None:
+    """The id of a frame refused before decoding, so the client knows which one to re-send."""
+    try:
+        return getattr(decode_frame(raw, fmt, max_bytes=max_bytes), "id", None)
+    except FrameError as exc:
+        return exc.frame_id
 
 
 async def session_socket(websocket: WebSocket) -> None:
@@ -207,7 +225,8 @@ async def _read(websocket: WebSocket, conn: WsConnection, actor: object, service
                         conn.close_nowait(CloseCode.RATE_ABUSE, "kept flooding past the rate limit")
                         return
                     conn.error(ErrorCode.RATE_LIMITED,
-                               f"over {settings.RATE_LIMIT_PER_SECOND:g} frames/s")
+                               f"over {settings.RATE_LIMIT_PER_SECOND:g} frames/s",
+                               _peek_id(raw, conn.fmt, settings.MAX_FRAME_BYTES))
                     continue
                 try:
                     frame = decode_frame(raw, conn.fmt, max_bytes=settings.MAX_FRAME_BYTES,

@@ -373,9 +373,14 @@ class SessionActor:
         self.mirror.submit(Change(self.session_id, self.version, kind, self.clock(), data))
         return self.version
 
+    def _ack(self, conn: Connection | None, frame_id: str, duplicate: bool) -> None:
+        if conn is not None and conn.conn_id not in self.connections and conn.role == Role.PLAYER.value:
+            conn = self.player  # the player reconnected since sending it: ack on the new socket
+        self._reply_to(conn, Ack(session_id=self.session_id, id=frame_id, duplicate=duplicate))
+
     def _ack_when_durable(self, version: int, conn: Connection | None, frame_id: str, duplicate: bool) -> None:
         if self.mirror.durable_version(self.session_id) >= version:
-            self._reply_to(conn, Ack(session_id=self.session_id, id=frame_id, duplicate=duplicate))
+            self._ack(conn, frame_id, duplicate)
             return
         self._unacked.append((version, conn, frame_id, duplicate))
         if not duplicate:
@@ -386,9 +391,7 @@ class SessionActor:
             _, conn, frame_id, duplicate = self._unacked.popleft()
             if not duplicate:
                 self._unacked_ids.pop(frame_id, None)
-            if conn is not None and conn.conn_id not in self.connections and self.player is not None:
-                conn = self.player  # the player reconnected: ack on its new socket
-            self._reply_to(conn, Ack(session_id=self.session_id, id=frame_id, duplicate=duplicate))
+            self._ack(conn, frame_id, duplicate)
 
     def _duplicate(self, conn: Connection | None, frame_id: str) -> bool:
         """Answer a re-sent id; True when the frame must not be applied again."""
@@ -400,7 +403,7 @@ class SessionActor:
         if pending is not None:
             self._unacked.append((pending, conn, frame_id, True))
         else:
-            self._reply_to(conn, Ack(session_id=self.session_id, id=frame_id, duplicate=True))
+            self._ack(conn, frame_id, True)
         return True
 
     # ------------------------------------------------------------------ frames
@@ -448,7 +451,7 @@ class SessionActor:
             return
         if self.negotiation.is_terminal:
             self.negotiation.remember(frame.id)
-            reply = self.negotiation.closing_reply(frame.id, message.received_at)
+            reply = self.negotiation.closing_reply(frame.id, message.received_at, frame.text.strip())
             version = self._record("closing_reply", {"id": frame.id, "seq": reply.seq, "text": frame.text})
             self._ack_when_durable(version, message.conn, frame.id, False)
             self._fanout(Envelope(reply))
