@@ -14,12 +14,11 @@ randomness and no clock in the decision: the same request always gets the same a
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from brain.intents import Intents, read_intents
 from brain.vendor_lines import say, spoken_items
-from schemas.brain import BrainRequest, BrainResult, Ledger
+from schemas.brain import BrainRequest, BrainResult, DeltaSink, Ledger
 from schemas.decision import AIDecision
 from schemas.enums import Mood, OfferAssessment, Stage
 from schemas.scenario import Item, Scenario, load_scenario
@@ -129,7 +128,7 @@ class RuleBasedVendor:
     name = "rules"
 
     async def propose(
-        self, request: BrainRequest, on_delta: Callable[[str], Awaitable[None]] | None = None
+        self, request: BrainRequest, on_delta: DeltaSink | None = None
     ) -> BrainResult:
         """Decide at once; nothing is streamed, so `on_delta` is never called."""
         started = time.perf_counter()  # for the ledger only; the decision never sees it

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.decision import AIDecision
@@ -82,6 +84,18 @@ class Ledger(BaseModel):
     first_delta_ms: float | None = None
     brain_ms: float = 0.0
     prompt_version: str | None = None
+
+
+class DeltaSink(Protocol):
+    """Where a streaming brain pushes `reply_text` as it arrives, and takes it back if it must."""
+
+    async def delta(self, text: str) -> None:
+        """Push the next piece of the reply text (not the whole text so far)."""
+        ...
+
+    async def withdraw(self, reason: str) -> None:
+        """Everything pushed so far for this turn will not stand (a re-ask or a fallback)."""
+        ...
 
 
 class BrainResult(BaseModel):

@@ -109,10 +109,6 @@ class Envelope:
         self._json: str | None = None
         self._msgpack: bytes | None = None
 
-    @property
-    def type(self) -> str:
-        return str(self.event.type)
-
     def encode(self, fmt: WireFormat) -> str | bytes:
         if fmt is WireFormat.MSGPACK:
             if self._msgpack is None:

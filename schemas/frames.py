@@ -82,6 +82,14 @@ class StageChange(_Frame):
     to_stage: Stage
 
 
+class TranscriptLine(_Frame):
+    """One line of the conversation: `role` is `learner` or `vendor`."""
+
+    turn: int
+    role: Literal["learner", "vendor"]
+    text: str
+
+
 class Summary(_Frame):
     outcome: Outcome
     turns: int
@@ -122,6 +130,7 @@ class SessionState(_Frame):
     offers: tuple[Point, ...] = ()
     stage_changes: tuple[StageChange, ...] = ()
     summary: Summary | None = None
+    transcript: tuple[TranscriptLine, ...] = ()  # the last TRANSCRIPT_LINES lines, oldest first
 
 
 # --------------------------------------------------------------------------- server events
@@ -191,6 +200,7 @@ class Reply(_Event):
     suggested_user_response: str
     is_terminal: bool
     in_reply_to: str | None = None
+    learner_text: str | None = None  # the transcript this reply answers, as the server read it
     item: str | None = None
     learner_offer: int | None = None
     offer_assessment: OfferAssessment = OfferAssessment.NONE

@@ -75,11 +75,15 @@ build() {
     require_mvn
     local mvn=(mvn -q -B -f "$LAUNCHER_DIR/pom.xml" -DskipTests)
     local started=$SECONDS
-    say "building neo4j-launcher (first build downloads ~130 MB from Maven Central)"
     # With a warm ~/.m2 build offline (no network needed); otherwise let Maven download.
-    if [[ -d "$HOME/.m2/repository/org/neo4j/neo4j" ]] && "${mvn[@]}" -o package >/dev/null 2>&1; then
-        :
+    if [[ -d "$HOME/.m2/repository/org/neo4j/neo4j" ]]; then
+        say "building neo4j-launcher"
+        if ! "${mvn[@]}" -o package >/dev/null 2>&1; then
+            say "offline build failed; retrying online"
+            "${mvn[@]}" package || die "maven build failed"
+        fi
     else
+        say "building neo4j-launcher (first build: ~175 MB from Maven Central into ~/.m2, ~1 min)"
         "${mvn[@]}" package || die "maven build failed"
     fi
     # The jar plugin leaves an up-to-date jar untouched; mark it as built now.

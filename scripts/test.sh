@@ -11,7 +11,8 @@ mkdir -p var artifacts
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v mcs >/dev/null 2>&1 || need+=(mono-devel)
-[ -f /usr/lib/cli/Newtonsoft.Json/Newtonsoft.Json.dll ] || need+=(libnewtonsoft-json-cil-dev)
+# Debian 12 installs it as /usr/lib/cli/Newtonsoft.Json-5.0/Newtonsoft.Json.dll (see its .pc file).
+compgen -G "/usr/lib/cli/Newtonsoft.Json*/Newtonsoft.Json.dll" >/dev/null || need+=(libnewtonsoft-json-cil-dev)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need+=(maven)
 if [ ${#need[@]} -gt 0 ]; then

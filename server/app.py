@@ -22,6 +22,7 @@ from schemas.enums import LanguageCode, Role
 from schemas.scenario import DEFAULT_SCENARIO, available_scenarios
 from server.auth import TokenError, Tokens
 from server.config import Settings, load_settings
+from server.spectate import spectator_routes
 from server.wiring import build_brain, build_mirror
 from server.ws import TokenBucket, session_socket
 from session.actor import ActorLimits
@@ -100,7 +101,7 @@ def bearer(request: Request) -> str | None:
 
 async def health(request: Request) -> JSONResponse:
     services: Services = request.app.state.services
-    mirror_stats = getattr(services.mirror, "statistics", lambda: {})()
+    mirror_stats: dict[str, Any] = getattr(services.mirror, "statistics", dict)()
     status = "ok"
     if mirror_stats.get("buffer_full"):
         status = "degraded"
@@ -296,7 +297,7 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
                 await closer()
 
     app = Starlette(
-        routes=[*(extra_routes or []), *routes()],
+        routes=[*(extra_routes or []), *routes(), *spectator_routes(services)],
         middleware=[Middleware(CORSMiddleware, allow_origins=settings.CORS_ORIGINS,
                                allow_methods=["GET", "POST"], allow_headers=["authorization", "content-type"])],
         lifespan=lifespan,

@@ -35,6 +35,9 @@ def _serve(args: argparse.Namespace) -> int:
         port=settings.PORT,
         log_config=None,
         access_log=False,
+        ws=settings.UVICORN_WS,
+        loop=settings.UVICORN_LOOP,
+        http=settings.UVICORN_HTTP,
         ws_max_size=settings.MAX_FRAME_BYTES * 16,  # above this the transport closes with 1009
         ws_ping_interval=20.0,
         ws_ping_timeout=20.0,
@@ -57,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bots":
         from clients.bots.cli import main as bots_main
 
-        return bots_main(rest)
+        return int(bots_main(rest))
     if rest:
         parser.error(f"unrecognised arguments: {' '.join(rest)}")
     return int(args.func(args))

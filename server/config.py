@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import secrets
 from enum import Enum
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -91,6 +91,11 @@ class Settings(BaseSettings):
     SESSION_IDLE_SECONDS: float = Field(1800.0, gt=0)
     CONNECTION_IDLE_SECONDS: float = Field(900.0, gt=0)
     DEV_ENDPOINTS: bool = False  # POST /api/dev/generate; also on when LOG_LEVEL=DEBUG
+    # uvicorn's implementations; "auto" is uvicorn's own choice (uvloop, httptools and the
+    # websockets sans-I/O protocol when installed). benchmarks/load.py compares them.
+    UVICORN_WS: Literal["auto", "websockets", "websockets-sansio", "wsproto"] = "auto"
+    UVICORN_LOOP: Literal["auto", "asyncio", "uvloop"] = "auto"
+    UVICORN_HTTP: Literal["auto", "h11", "httptools"] = "auto"
 
     @field_validator("CORS_ORIGINS", mode="before")
     @classmethod

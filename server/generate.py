@@ -122,7 +122,8 @@ async def generate_vendor_response(
     async with anyio.create_task_group() as tg:
         await tg.start(functools.partial(engine.run, keep_actors=True))
         try:
-            return await generate_with(engine, transcribed_text, context_block, rag_context,
-                                       scene_context, session_id)
+            result = await generate_with(engine, transcribed_text, context_block, rag_context,
+                                         scene_context, session_id)
         finally:
             tg.cancel_scope.cancel()
+    return result

@@ -14,7 +14,8 @@ from typing import Any
 
 import orjson
 
-_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+# Record attributes that are not ours to print; uvicorn adds an ANSI-coloured copy of its message.
+_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName", "color_message"}
 
 
 class JsonFormatter(logging.Formatter):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 from anyio import CancelScope
-from starlette.websockets import WebSocket
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from schemas.codec import Envelope, FrameError, WireFormat, decode_frame
 from schemas.enums import Role
@@ -96,13 +96,30 @@ class WsConnection:
 
     async def write(self) -> None:
         send_text, send_bytes = self.websocket.send_text, self.websocket.send_bytes
-        async with self._receive:
-            async for envelope in self._receive:
-                payload = envelope.encode(self.fmt)
-                if isinstance(payload, str):
-                    await send_text(payload)
-                else:
-                    await send_bytes(payload)
+        receive, receive_nowait = self._receive.receive, self._receive.receive_nowait
+        try:
+            async with self._receive:
+                while True:
+                    # Take what is queued without a checkpoint: a turn queues 3-5 events at once,
+                    # and anyio's `receive()` yields to the event loop once per event even when
+                    # one is waiting.
+                    try:
+                        envelope = receive_nowait()
+                    except anyio.WouldBlock:
+                        try:
+                            envelope = await receive()
+                        except anyio.EndOfStream:
+                            return
+                    except anyio.EndOfStream:
+                        return
+                    payload = envelope.encode(self.fmt)
+                    if isinstance(payload, str):
+                        await send_text(payload)
+                    else:
+                        await send_bytes(payload)
+        except (OSError, RuntimeError, WebSocketDisconnect):
+            # The peer or the server went away mid-send; the reader sees the disconnect too.
+            self.close_nowait(CloseCode.GOING_AWAY, "connection lost")
 
 
 def _token(websocket: WebSocket) -> str | None:
@@ -124,9 +141,22 @@ def _choose_format(websocket: WebSocket) -> tuple[WireFormat, str | None]:
 
 
 async def _refuse(websocket: WebSocket, code: CloseCode, reason: str) -> None:
-    """Accept only to close with a code the client can read; no session data is sent."""
-    await websocket.accept()
+    """Accept only to close with a code the client can read; no session data is sent.
+
+    The accept names the subprotocol the client offered, as a normal connection would: a browser
+    that offered one fails a handshake that answers with none, and then sees only 1006.
+    """
+    _, subprotocol = _choose_format(websocket)
+    await websocket.accept(subprotocol=subprotocol)
     await websocket.close(code=code, reason=reason)
+
+
+def _peek_id(raw: str | bytes, fmt: WireFormat, max_bytes: int) -> str | None:
+    """The id of a frame refused before decoding, so the client knows which one to re-send."""
+    try:
+        return getattr(decode_frame(raw, fmt, max_bytes=max_bytes), "id", None)
+    except FrameError as exc:
+        return exc.frame_id
 
 
 async def session_socket(websocket: WebSocket) -> None:
@@ -183,42 +213,47 @@ async def _read(websocket: WebSocket, conn: WsConnection, actor: object, service
     violations = 0
     receive = websocket.receive
     while True:
-        message = None
+        # One cancel scope per idle-check window rather than one per frame: entering and leaving
+        # a scope costs more than handling a small frame. `receive()` is the only await inside.
         with anyio.move_on_after(IDLE_CHECK_SECONDS):
-            message = await receive()
-        if message is None:
-            quiet = time.monotonic() - conn.last_frame
-            session_quiet = time.time() - actor.last_activity
-            if min(quiet, session_quiet) > settings.CONNECTION_IDLE_SECONDS:
-                conn.close_nowait(CloseCode.IDLE, "idle")
-                return
-            continue
-        if message["type"] == "websocket.disconnect":
+            while True:
+                message = await receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                raw = message.get("text")
+                if raw is None:
+                    raw = message.get("bytes") or b""
+                conn.last_frame = time.monotonic()
+                if not bucket.take():
+                    violations += 1
+                    if violations >= settings.RATE_ABUSE_CLOSE_AFTER:
+                        conn.close_nowait(CloseCode.RATE_ABUSE, "kept flooding past the rate limit")
+                        return
+                    conn.error(ErrorCode.RATE_LIMITED,
+                               f"over {settings.RATE_LIMIT_PER_SECOND:g} frames/s",
+                               _peek_id(raw, conn.fmt, settings.MAX_FRAME_BYTES))
+                    continue
+                try:
+                    frame = decode_frame(raw, conn.fmt, max_bytes=settings.MAX_FRAME_BYTES,
+                                         max_transcript_chars=settings.MAX_TRANSCRIPT_CHARS)
+                except FrameError as exc:
+                    conn.error(exc.code, exc.message, exc.frame_id)
+                    continue
+                if isinstance(frame, PingFrame):
+                    conn.send_nowait(Envelope(Pong(session_id=conn.session_id, id=frame.id,
+                                                   t=frame.t)))
+                    continue
+                if isinstance(frame, (TranscriptFrame, SceneFrame)) and conn.role != Role.PLAYER.value:
+                    conn.error(ErrorCode.FORBIDDEN,
+                               f"a {conn.role} connection may not send {frame.type}", frame.id)
+                    continue
+                assert isinstance(frame, (TranscriptFrame, SceneFrame, ResumeFrame))
+                if not actor.submit(conn, frame):
+                    conn.error(ErrorCode.RATE_LIMITED, "the session is busy; retry shortly",
+                               frame.id)
+        # A window passed: close only if neither this connection nor its session did anything.
+        quiet = time.monotonic() - conn.last_frame
+        session_quiet = time.time() - actor.last_activity
+        if min(quiet, session_quiet) > settings.CONNECTION_IDLE_SECONDS:
+            conn.close_nowait(CloseCode.IDLE, "idle")
             return
-        raw = message.get("text")
-        if raw is None:
-            raw = message.get("bytes") or b""
-        conn.last_frame = time.monotonic()
-        if not bucket.take():
-            violations += 1
-            if violations >= settings.RATE_ABUSE_CLOSE_AFTER:
-                conn.close_nowait(CloseCode.RATE_ABUSE, "kept flooding past the rate limit")
-                return
-            conn.error(ErrorCode.RATE_LIMITED, f"over {settings.RATE_LIMIT_PER_SECOND:g} frames/s")
-            continue
-        try:
-            frame = decode_frame(raw, conn.fmt, max_bytes=settings.MAX_FRAME_BYTES,
-                                 max_transcript_chars=settings.MAX_TRANSCRIPT_CHARS)
-        except FrameError as exc:
-            conn.error(exc.code, exc.message, exc.frame_id)
-            continue
-        if isinstance(frame, PingFrame):
-            conn.send_nowait(Envelope(Pong(session_id=conn.session_id, id=frame.id, t=frame.t)))
-            continue
-        if isinstance(frame, (TranscriptFrame, SceneFrame)) and conn.role != Role.PLAYER.value:
-            conn.error(ErrorCode.FORBIDDEN, f"a {conn.role} connection may not send {frame.type}",
-                       frame.id)
-            continue
-        assert isinstance(frame, (TranscriptFrame, SceneFrame, ResumeFrame))
-        if not actor.submit(conn, frame):
-            conn.error(ErrorCode.RATE_LIMITED, "the session is busy; retry shortly", frame.id)

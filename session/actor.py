@@ -225,7 +225,20 @@ class SessionActor:
                 if pending is not None:
                     # Recorded but never answered: rebuilt after a restart, or the loop was stopped.
                     self._think_about(pending, self.negotiation.brain_request(pending), time.perf_counter())
-                async for message in self._receive:
+                receive, receive_nowait = self._receive.receive, self._receive.receive_nowait
+                while True:
+                    # Take what is queued without a checkpoint: anyio's `receive()` yields to the
+                    # event loop once per message even when one is waiting, and a turn posts
+                    # several. Handling is synchronous, so a burst is bounded by the inboxes.
+                    try:
+                        message = receive_nowait()
+                    except anyio.WouldBlock:
+                        try:
+                            message = await receive()
+                        except anyio.EndOfStream:
+                            break
+                    except anyio.EndOfStream:
+                        break
                     if isinstance(message, _Stop):
                         self._close_all(message.code, message.reason)
                         if message.keep_running:
@@ -360,9 +373,14 @@ class SessionActor:
         self.mirror.submit(Change(self.session_id, self.version, kind, self.clock(), data))
         return self.version
 
+    def _ack(self, conn: Connection | None, frame_id: str, duplicate: bool) -> None:
+        if conn is not None and conn.conn_id not in self.connections and conn.role == Role.PLAYER.value:
+            conn = self.player  # the player reconnected since sending it: ack on the new socket
+        self._reply_to(conn, Ack(session_id=self.session_id, id=frame_id, duplicate=duplicate))
+
     def _ack_when_durable(self, version: int, conn: Connection | None, frame_id: str, duplicate: bool) -> None:
         if self.mirror.durable_version(self.session_id) >= version:
-            self._reply_to(conn, Ack(session_id=self.session_id, id=frame_id, duplicate=duplicate))
+            self._ack(conn, frame_id, duplicate)
             return
         self._unacked.append((version, conn, frame_id, duplicate))
         if not duplicate:
@@ -373,9 +391,7 @@ class SessionActor:
             _, conn, frame_id, duplicate = self._unacked.popleft()
             if not duplicate:
                 self._unacked_ids.pop(frame_id, None)
-            if conn is not None and conn.conn_id not in self.connections and self.player is not None:
-                conn = self.player  # the player reconnected: ack on its new socket
-            self._reply_to(conn, Ack(session_id=self.session_id, id=frame_id, duplicate=duplicate))
+            self._ack(conn, frame_id, duplicate)
 
     def _duplicate(self, conn: Connection | None, frame_id: str) -> bool:
         """Answer a re-sent id; True when the frame must not be applied again."""
@@ -387,7 +403,7 @@ class SessionActor:
         if pending is not None:
             self._unacked.append((pending, conn, frame_id, True))
         else:
-            self._reply_to(conn, Ack(session_id=self.session_id, id=frame_id, duplicate=True))
+            self._ack(conn, frame_id, True)
         return True
 
     # ------------------------------------------------------------------ frames
@@ -436,7 +452,7 @@ class SessionActor:
             return
         if self.negotiation.is_terminal:
             self.negotiation.remember(frame.id)
-            reply = self.negotiation.closing_reply(frame.id, message.received_at)
+            reply = self.negotiation.closing_reply(frame.id, message.received_at, frame.text.strip())
             version = self._record("closing_reply", {"id": frame.id, "seq": reply.seq, "text": frame.text,
                                                      "reply": reply.text, "at": message.received_at})
             self._ack_when_durable(version, message.conn, frame.id, False)
@@ -539,8 +555,9 @@ class SessionActor:
         )
         validation_ms = (time.perf_counter() - validate_start) * 1000
         total_ms = (time.perf_counter() - self._thinking_since) * 1000
-        reply = outcome.events[0]
-        reply = reply.model_copy(update={"timings": timings.model_copy(
+        first = outcome.events[0]
+        assert isinstance(first, Reply)
+        reply = first.model_copy(update={"timings": timings.model_copy(
             update={"validation_ms": round(validation_ms, 3), "total_ms": round(total_ms, 3)})})
         events = (reply, *outcome.events[1:])
         self._thinking = None
@@ -567,6 +584,8 @@ class SessionActor:
             self._on_transcript(nxt)
 
     def _log_turn(self, reply: Reply, outcome: TurnOutcome, result: BrainResult) -> None:
+        if not (outcome.overrides or result.fallback) and not log.isEnabledFor(logging.INFO):
+            return  # nothing to log: do not build the record's fields either
         extra = {
             "session_id": self.session_id, "turn": reply.turn, "stage": reply.negotiation_state.value,
             "happiness": reply.happiness_score, "timings": reply.timings.model_dump() if reply.timings else None,

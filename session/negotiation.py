@@ -23,6 +23,7 @@ from schemas.frames import (
     StageChange,
     StageChanged,
     Summary,
+    TranscriptLine,
     TurnTimings,
 )
 from schemas.scenario import Scenario, load_scenario
@@ -35,6 +36,7 @@ TREND_WINDOW = 5
 RETURNING_AFTER_SECONDS = 2 * 3600  # seed 001: a "welcome back" after two hours away
 REMEMBERED_IDS = 512  # accepted client ids kept for de-duplication
 SNIPPET_CHARS = 150
+TRANSCRIPT_LINES = 60  # conversation lines a snapshot carries for late or resumed viewers
 _WORD = re.compile(r"[a-z]+")
 
 CLOSING_LINES = {
@@ -287,6 +289,7 @@ class Negotiation:
             suggested_user_response=proposal.suggested_user_response,
             is_terminal=verdict.is_terminal,
             in_reply_to=pending.client_id,
+            learner_text=pending.text,
             item=item,
             learner_offer=pending.offer,
             offer_assessment=verdict.assessment,
@@ -328,7 +331,9 @@ class Negotiation:
             )
         return TurnOutcome(events=tuple(events), verdict=verdict, overrides=verdict.overrides)
 
-    def closing_reply(self, client_id: str | None, now: float) -> Reply:
+    def closing_reply(
+        self, client_id: str | None, now: float, learner_text: str | None = None
+    ) -> Reply:
         """The answer to a transcript after the end: no brain call, no state change but the seq."""
         assert self.outcome is not None
         self.updated_at = now
@@ -337,7 +342,7 @@ class Negotiation:
             text=CLOSING_LINES[self.outcome], happiness_score=self.happiness,
             negotiation_state=self.stage, vendor_mood=mood_for(self.happiness),
             counter_price=self.quote, suggested_user_response="", is_terminal=True,
-            in_reply_to=client_id, item=self.item,
+            in_reply_to=client_id, learner_text=learner_text, item=self.item,
         )
 
     # ------------------------------------------------------------------ views
@@ -405,6 +410,11 @@ class Negotiation:
                 StageChange(turn=c.at_turn, from_stage=c.from_stage, to_stage=c.to_stage) for c in self.stage_changes
             ),
             summary=self.summary(),
+            transcript=tuple(
+                TranscriptLine(turn=h.turn, role="learner" if h.role == "user" else "vendor",
+                               text=h.text)
+                for h in self.history[-TRANSCRIPT_LINES:]
+            ),
         )
 
 

@@ -8,20 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from schemas.brain import BrainRequest, BrainResult
+from schemas.brain import BrainRequest, BrainResult, DeltaSink
 from schemas.codec import Envelope
-
-
-class DeltaSink(Protocol):
-    """Where a streaming brain pushes `reply_text` as it arrives, and takes it back if it must."""
-
-    async def delta(self, text: str) -> None:
-        """Push the next piece of the reply text (not the whole text so far)."""
-        ...
-
-    async def withdraw(self, reason: str) -> None:
-        """Everything pushed so far for this turn will not stand (a re-ask or a fallback)."""
-        ...
 
 
 class Brain(Protocol):

@@ -113,6 +113,7 @@ def validate(position: Position, proposal: AIDecision, limits: Limits = Limits()
     flags: list[str] = []
 
     # 1. Offer consistency: the server's judgement wins; the brain's label only without a number.
+    assessment: OfferAssessment
     if position.server_assessment is not OfferAssessment.NONE:
         assessment = position.server_assessment
         if proposal.offer_assessment not in (OfferAssessment.NONE, assessment):

@@ -6,11 +6,11 @@ from collections.abc import Callable
 
 import anyio
 
-from schemas.brain import BrainRequest, BrainResult, Ledger
+from schemas.brain import BrainRequest, BrainResult, DeltaSink, Ledger
 from schemas.codec import Envelope
 from schemas.decision import AIDecision
 from schemas.enums import Mood, Stage
-from session.protocols import Change, DeltaSink
+from session.protocols import Change
 
 Script = Callable[[BrainRequest], AIDecision]
 

@@ -8,14 +8,14 @@ from contextlib import asynccontextmanager
 import anyio
 import pytest
 
-from schemas.brain import BrainRequest, BrainResult
+from schemas.brain import BrainRequest, BrainResult, DeltaSink
 from schemas.decision import AIDecision
 from schemas.enums import Stage
 from schemas.frames import ResumeFrame, SceneFrame, TranscriptFrame
 from session.actor import FALLBACK_LINE, ActorLimits, SessionActor
 from session.mirror import MemoryMirror
 from session.negotiation import Negotiation
-from session.protocols import DeltaSink, Mirror
+from session.protocols import Mirror
 from session.registry import SessionRegistry
 from tests.fakes import DeferredMirror, FakeConnection, ScriptedBrain, decision
 
@@ -282,3 +282,19 @@ async def test_a_full_mirror_buffer_refuses_new_frames_without_applying_them() -
         mirror.room = 100
         actor.submit(player, transcript("t1"))
         await until(lambda: len(player.of_type("reply")) == 1)
+
+
+async def test_a_queued_transcripts_ack_follows_the_player_to_its_new_socket() -> None:
+    async with running(ScriptedBrain(delay=0.1)) as actor:
+        old = FakeConnection()
+        actor.connect(old)
+        actor.submit(old, transcript("t1"))
+        actor.submit(old, transcript("t2"))  # waits behind t1
+        await until(lambda: len(old.of_type("ack")) == 1)
+        actor.disconnect(old)
+        new = FakeConnection()
+        actor.connect(new)
+        actor.submit(new, transcript("t2"))  # the client re-sends what it never saw acknowledged
+        await until(lambda: len(new.of_type("reply")) == 2)
+        await until(lambda: [a["id"] for a in new.of_type("ack")] == ["t2"])
+        assert [r["in_reply_to"] for r in new.of_type("reply")] == ["t1", "t2"]

@@ -11,6 +11,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 
 import org.neo4j.configuration.GraphDatabaseInternalSettings;
@@ -26,7 +27,8 @@ import org.neo4j.io.ByteUnit;
  * Runs an embedded Neo4j Community DBMS with the Bolt connector on loopback, for
  * development and CI.
  *
- * <p>Usage: {@code java -cp neo4j-launcher.jar:lib/* io.samvad.neo4j.Launcher [--port P] [--data DIR]}.
+ * <p>Usage: {@code java -jar target/neo4j-launcher.jar [--port P] [--data DIR]} (the manifest
+ * holds the classpath, {@code target/lib}, and the {@code Add-Opens} Neo4j wants).
  * The environment variables {@code NEO4J_PORT} and {@code NEO4J_DATA_DIR} are used
  * when the options are absent (defaults: 7687 and {@code var/neo4j}).
  *
@@ -80,10 +82,12 @@ public final class Launcher {
         }
 
         AtomicReference<DatabaseManagementService> service = new AtomicReference<>();
+        AtomicBoolean stopping = new AtomicBoolean();
         CountDownLatch built = new CountDownLatch(1);
         CountDownLatch stopped = new CountDownLatch(1);
         PrintStream out = System.out;
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            stopping.set(true);
             try {
                 // A signal during start-up: let build() finish so the stores are shut down
                 // properly instead of the JVM halting halfway through.
@@ -138,6 +142,9 @@ public final class Launcher {
             awaitBolt(port, deadline);
         } catch (Throwable e) {
             built.countDown();
+            if (stopping.get()) {
+                return; // signalled during start-up; the shutdown hook owns the exit
+            }
             System.err.println("NEO4J FAILED " + e);
             e.printStackTrace(System.err);
             System.err.flush();
@@ -147,6 +154,9 @@ public final class Launcher {
             return;
         }
 
+        if (stopping.get()) {
+            return;
+        }
         long millis = Duration.ofNanos(System.nanoTime() - started).toMillis();
         out.println("NEO4J READY bolt://" + HOST + ":" + port);
         out.flush();

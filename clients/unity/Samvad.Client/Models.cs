@@ -1,0 +1,361 @@
+// Typed views of the frames the Samvad server sends (docs/protocol.md §4) and of its HTTP answers.
+//
+// The server may add fields at any time; Newtonsoft ignores the ones these classes do not name.
+// Closed vocabularies (stage, mood, outcome, ...) are kept as strings so that a newer server with
+// a new value never breaks an older game build; the constants classes below name today's values.
+
+using System.Collections.Generic;
+using Newtonsoft.Json;
+
+namespace Samvad.Client
+{
+    /// <summary>Negotiation stages (`negotiation_state`, `stage.from`, `stage.to`).</summary>
+    public static class Stages
+    {
+        public const string Greeting = "GREETING";
+        public const string Inquiry = "INQUIRY";
+        public const string Haggling = "HAGGLING";
+        public const string Deal = "DEAL";
+        public const string Walkaway = "WALKAWAY";
+        public const string Closure = "CLOSURE";
+    }
+
+    /// <summary>Vendor moods (`vendor_mood`).</summary>
+    public static class Moods
+    {
+        public const string Angry = "angry";
+        public const string Annoyed = "annoyed";
+        public const string Neutral = "neutral";
+        public const string Friendly = "friendly";
+        public const string Enthusiastic = "enthusiastic";
+    }
+
+    /// <summary>How a negotiation ended (`session.ended.outcome`, `SessionState.outcome`).</summary>
+    public static class Outcomes
+    {
+        public const string Deal = "deal";
+        public const string WalkedAway = "walked_away";
+        public const string NoDeal = "no_deal";
+        public const string TurnLimit = "turn_limit";
+    }
+
+    /// <summary>Language codes the server accepts.</summary>
+    public static class Languages
+    {
+        public const string HindiIndia = "hi-IN";
+        public const string KannadaIndia = "kn-IN";
+        public const string TamilIndia = "ta-IN";
+        public const string EnglishIndia = "en-IN";
+        public const string Hinglish = "hi-EN";
+    }
+
+    /// <summary>Codes of `error` frames (docs/protocol.md §6).</summary>
+    public static class ErrorCodes
+    {
+        public const string BadFrame = "bad_frame";
+        public const string UnknownType = "unknown_type";
+        public const string Invalid = "invalid";
+        public const string TooLarge = "too_large";
+        public const string RateLimited = "rate_limited";
+        public const string Forbidden = "forbidden";
+        public const string SessionEnded = "session_ended";
+        public const string Unavailable = "unavailable";
+        public const string Internal = "internal";
+    }
+
+    /// <summary>WebSocket close codes the server uses (docs/protocol.md §6).</summary>
+    public static class CloseCodes
+    {
+        public const int GoingAway = 1001;
+        public const int MessageTooBig = 1009;
+        public const int Unauthorized = 4401;
+        public const int WrongSession = 4403;
+        public const int UnknownSession = 4404;
+        public const int Idle = 4408;
+        public const int Superseded = 4409;
+        public const int Evicted = 4410;
+        public const int RateAbuse = 4429;
+        public const int SlowConsumer = 4430;
+    }
+
+    // ------------------------------------------------------------------------------ HTTP
+
+    /// <summary>The body of POST /api/sessions; null fields are left out so the server's defaults apply.</summary>
+    public sealed class CreateSessionRequest
+    {
+        [JsonProperty("scenario", NullValueHandling = NullValueHandling.Ignore)]
+        public string Scenario { get; set; }
+
+        [JsonProperty("input_language", NullValueHandling = NullValueHandling.Ignore)]
+        public string InputLanguage { get; set; }
+
+        [JsonProperty("target_language", NullValueHandling = NullValueHandling.Ignore)]
+        public string TargetLanguage { get; set; }
+
+        [JsonProperty("learner_id", NullValueHandling = NullValueHandling.Ignore)]
+        public string LearnerId { get; set; }
+    }
+
+    /// <summary>The answer of POST /api/sessions.</summary>
+    public sealed class SessionInfo
+    {
+        [JsonProperty("session_id")] public string SessionId { get; set; }
+        [JsonProperty("player_token")] public string PlayerToken { get; set; }
+        [JsonProperty("spectator_token")] public string SpectatorToken { get; set; }
+        [JsonProperty("expires_in")] public int ExpiresIn { get; set; }
+        [JsonProperty("ws_url")] public string WsUrl { get; set; }
+    }
+
+    // ------------------------------------------------------------------------------ shared pieces
+
+    public sealed class Point
+    {
+        [JsonProperty("turn")] public int Turn { get; set; }
+        [JsonProperty("value")] public int Value { get; set; }
+    }
+
+    public sealed class StageChange
+    {
+        [JsonProperty("turn")] public int Turn { get; set; }
+        [JsonProperty("from_stage")] public string FromStage { get; set; }
+        [JsonProperty("to_stage")] public string ToStage { get; set; }
+    }
+
+    public sealed class Summary
+    {
+        [JsonProperty("outcome")] public string Outcome { get; set; }
+        [JsonProperty("turns")] public int Turns { get; set; }
+        [JsonProperty("item")] public string Item { get; set; }
+        [JsonProperty("first_quote")] public int? FirstQuote { get; set; }
+        [JsonProperty("final_price")] public int? FinalPrice { get; set; }
+        [JsonProperty("discount_pct")] public double? DiscountPct { get; set; }
+        [JsonProperty("final_happiness")] public int FinalHappiness { get; set; }
+        [JsonProperty("insults")] public int Insults { get; set; }
+        [JsonProperty("stages")] public List<string> Stages { get; set; }
+    }
+
+    /// <summary>The session as `welcome`, `snapshot` and GET /api/sessions/{id} describe it.</summary>
+    public sealed class SessionState
+    {
+        [JsonProperty("session_id")] public string SessionId { get; set; }
+        [JsonProperty("scenario")] public string Scenario { get; set; }
+        [JsonProperty("learner_id")] public string LearnerId { get; set; }
+        [JsonProperty("input_language")] public string InputLanguage { get; set; }
+        [JsonProperty("target_language")] public string TargetLanguage { get; set; }
+        [JsonProperty("stage")] public string Stage { get; set; }
+        [JsonProperty("happiness_score")] public int HappinessScore { get; set; }
+        [JsonProperty("vendor_mood")] public string VendorMood { get; set; }
+        [JsonProperty("turn")] public int Turn { get; set; }
+        [JsonProperty("max_turns")] public int MaxTurns { get; set; }
+        [JsonProperty("item")] public string Item { get; set; }
+        [JsonProperty("object_grabbed")] public string ObjectGrabbed { get; set; }
+        [JsonProperty("vendor_quote")] public int? VendorQuote { get; set; }
+        [JsonProperty("first_quote")] public int? FirstQuote { get; set; }
+        [JsonProperty("last_offer")] public int? LastOffer { get; set; }
+        [JsonProperty("is_terminal")] public bool IsTerminal { get; set; }
+        [JsonProperty("outcome")] public string Outcome { get; set; }
+        [JsonProperty("seq")] public long Seq { get; set; }
+        [JsonProperty("created_at")] public double CreatedAt { get; set; }
+        [JsonProperty("updated_at")] public double UpdatedAt { get; set; }
+        [JsonProperty("happiness_history")] public List<Point> HappinessHistory { get; set; }
+        [JsonProperty("quotes")] public List<Point> Quotes { get; set; }
+        [JsonProperty("offers")] public List<Point> Offers { get; set; }
+        [JsonProperty("stage_changes")] public List<StageChange> StageChanges { get; set; }
+        [JsonProperty("summary")] public Summary Summary { get; set; }
+
+        /// <summary>A shallow copy (the lists are shared), so a caller can hold a stable view.</summary>
+        public SessionState Copy()
+        {
+            return (SessionState)MemberwiseClone();
+        }
+    }
+
+    /// <summary>Where a turn's time went, in milliseconds (`reply.timings`).</summary>
+    public sealed class TurnTimings
+    {
+        [JsonProperty("brain")] public string Brain { get; set; }
+        [JsonProperty("llm_calls")] public int LlmCalls { get; set; }
+        [JsonProperty("retries")] public int Retries { get; set; }
+        [JsonProperty("corrective_asks")] public int CorrectiveAsks { get; set; }
+        [JsonProperty("prompt_tokens")] public int PromptTokens { get; set; }
+        [JsonProperty("completion_tokens")] public int CompletionTokens { get; set; }
+        [JsonProperty("first_token_ms")] public double? FirstTokenMs { get; set; }
+        [JsonProperty("first_delta_ms")] public double? FirstDeltaMs { get; set; }
+        [JsonProperty("queue_ms")] public double QueueMs { get; set; }
+        [JsonProperty("brain_ms")] public double BrainMs { get; set; }
+        [JsonProperty("validation_ms")] public double ValidationMs { get; set; }
+        [JsonProperty("total_ms")] public double TotalMs { get; set; }
+        [JsonProperty("prompt_version")] public string PromptVersion { get; set; }
+    }
+
+    // ------------------------------------------------------------------------------ server frames
+
+    /// <summary>Every server frame carries its type and session.</summary>
+    public abstract class ServerEvent
+    {
+        [JsonProperty("type")] public string Type { get; set; }
+        [JsonProperty("session_id")] public string SessionId { get; set; }
+    }
+
+    /// <summary>A frame of the session stream: `seq` rises by exactly one per event.</summary>
+    public abstract class SequencedEvent : ServerEvent
+    {
+        [JsonProperty("seq")] public long Seq { get; set; }
+    }
+
+    public sealed class WelcomeEvent : ServerEvent
+    {
+        [JsonProperty("role")] public string Role { get; set; }
+        [JsonProperty("seq")] public long Seq { get; set; }
+        [JsonProperty("state")] public SessionState State { get; set; }
+        [JsonProperty("protocol")] public string Protocol { get; set; }
+        [JsonProperty("limits")] public Dictionary<string, long> Limits { get; set; }
+
+        /// <summary>Set by the client: false on the first connection, true after a reconnect.</summary>
+        [JsonIgnore] public bool IsReconnect { get; set; }
+    }
+
+    public sealed class AckEvent : ServerEvent
+    {
+        [JsonProperty("id")] public string Id { get; set; }
+        [JsonProperty("duplicate")] public bool Duplicate { get; set; }
+    }
+
+    public sealed class PongEvent : ServerEvent
+    {
+        [JsonProperty("id")] public string Id { get; set; }
+        [JsonProperty("t")] public double? T { get; set; }
+
+        /// <summary>Round-trip time in milliseconds, filled in by the client when `t` was its own.</summary>
+        [JsonIgnore] public double? RttMs { get; set; }
+    }
+
+    public sealed class ErrorEvent : ServerEvent
+    {
+        [JsonProperty("code")] public string Code { get; set; }
+        [JsonProperty("message")] public string Message { get; set; }
+        [JsonProperty("id")] public string Id { get; set; }
+    }
+
+    /// <summary>The vendor's validated answer to one learner turn.</summary>
+    public sealed class ReplyEvent : SequencedEvent
+    {
+        [JsonProperty("turn")] public int Turn { get; set; }
+        [JsonProperty("text")] public string Text { get; set; }
+        [JsonProperty("happiness_score")] public int HappinessScore { get; set; }
+        [JsonProperty("negotiation_state")] public string NegotiationState { get; set; }
+        [JsonProperty("vendor_mood")] public string VendorMood { get; set; }
+        [JsonProperty("counter_price")] public int? CounterPrice { get; set; }
+        [JsonProperty("suggested_user_response")] public string SuggestedUserResponse { get; set; }
+        [JsonProperty("is_terminal")] public bool IsTerminal { get; set; }
+        [JsonProperty("in_reply_to")] public string InReplyTo { get; set; }
+        [JsonProperty("item")] public string Item { get; set; }
+        [JsonProperty("learner_offer")] public int? LearnerOffer { get; set; }
+        [JsonProperty("offer_assessment")] public string OfferAssessment { get; set; }
+        [JsonProperty("fallback")] public bool Fallback { get; set; }
+        [JsonProperty("withdrawn_stream")] public bool WithdrawnStream { get; set; }
+        [JsonProperty("flags")] public List<string> Flags { get; set; }
+        [JsonProperty("timings")] public TurnTimings Timings { get; set; }
+    }
+
+    /// <summary>A piece of the vendor's words while a streaming brain is still thinking.</summary>
+    public sealed class ReplyDeltaEvent : ServerEvent
+    {
+        [JsonProperty("turn")] public int Turn { get; set; }
+        [JsonProperty("text")] public string Text { get; set; }
+    }
+
+    /// <summary>Throw away the deltas shown so far for `Turn`; the coming reply replaces them.</summary>
+    public sealed class ReplyWithdrawnEvent : ServerEvent
+    {
+        [JsonProperty("turn")] public int Turn { get; set; }
+        [JsonProperty("reason")] public string Reason { get; set; }
+    }
+
+    public sealed class MoodEvent : SequencedEvent
+    {
+        [JsonProperty("turn")] public int Turn { get; set; }
+        [JsonProperty("happiness_score")] public int HappinessScore { get; set; }
+        [JsonProperty("vendor_mood")] public string VendorMood { get; set; }
+        [JsonProperty("delta")] public int Delta { get; set; }
+    }
+
+    public sealed class StageEvent : SequencedEvent
+    {
+        [JsonProperty("turn")] public int Turn { get; set; }
+        [JsonProperty("from")] public string From { get; set; }
+        [JsonProperty("to")] public string To { get; set; }
+        [JsonProperty("forced")] public bool Forced { get; set; }
+    }
+
+    public sealed class SessionEndedEvent : SequencedEvent
+    {
+        [JsonProperty("outcome")] public string Outcome { get; set; }
+        [JsonProperty("summary")] public Summary Summary { get; set; }
+    }
+
+    /// <summary>Sent instead of a replay that the server can no longer give: replace your state.</summary>
+    public sealed class SnapshotEvent : SequencedEvent
+    {
+        [JsonProperty("state")] public SessionState State { get; set; }
+        [JsonProperty("replayed")] public bool Replayed { get; set; }
+        [JsonProperty("reason")] public string Reason { get; set; }
+    }
+
+    // ------------------------------------------------------------------------------ client-side results
+
+    /// <summary>The server accepted (and made durable) a frame the client sent.</summary>
+    public sealed class AckResult
+    {
+        public string Id { get; internal set; }
+        /// <summary>True when the server had applied this id already (a re-send after a reconnect).</summary>
+        public bool Duplicate { get; internal set; }
+        /// <summary>How many times the client put the frame on a socket before the ack came.</summary>
+        public int Attempts { get; internal set; }
+    }
+
+    /// <summary>Why the socket went away and whether the client will try again.</summary>
+    public sealed class DisconnectInfo
+    {
+        /// <summary>The close code the server sent, or null when the connection simply broke.</summary>
+        public int? CloseCode { get; internal set; }
+        public string Reason { get; internal set; }
+        public bool WillReconnect { get; internal set; }
+
+        public override string ToString()
+        {
+            return string.Format("closed {0} ({1}){2}", CloseCode.HasValue ? CloseCode.Value.ToString() : "without a code",
+                Reason ?? "", WillReconnect ? ", reconnecting" : "");
+        }
+    }
+
+    /// <summary>The client is about to wait `DelayMs` and then try to connect again.</summary>
+    public sealed class ReconnectInfo
+    {
+        public int Attempt { get; internal set; }
+        public int DelayMs { get; internal set; }
+    }
+
+    /// <summary>Counters for diagnostics and tests.</summary>
+    public sealed class ClientStats
+    {
+        public int Connections { get; internal set; }
+        public int Reconnects { get; internal set; }
+        public int FramesSent { get; internal set; }
+        public int FramesResent { get; internal set; }
+        public int Acks { get; internal set; }
+        public int DuplicateAcks { get; internal set; }
+        public int EventsApplied { get; internal set; }
+        public int StaleEventsDropped { get; internal set; }
+        public int GapEventsDropped { get; internal set; }
+        public int ResumesSent { get; internal set; }
+        public int Snapshots { get; internal set; }
+        public int Pongs { get; internal set; }
+        public double? LastRttMs { get; internal set; }
+
+        internal ClientStats Copy()
+        {
+            return (ClientStats)MemberwiseClone();
+        }
+    }
+}
