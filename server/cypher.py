@@ -24,7 +24,8 @@ written twice (a retry after a lost commit reply) or two batches that overlap ch
 * Session scalars are a complete snapshot of the session as of one change, applied only when that
   change's version is newer than the one stored (`row.version > s.version`);
 * FOLLOWED_BY is linked from both ends: a turn links to its predecessor and to its successor if
-  either is already there, so whichever of two neighbours is written second makes the link.
+  either is already there, so whichever of two neighbours is written second makes the link;
+* Turn, StageTransition and Item writes follow the Session write in the same transaction.
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ SCHEMA: tuple[LiteralString, ...] = (
     "CREATE INDEX samvad_session_outcome IF NOT EXISTS FOR (s:Session) ON (s.outcome)",
     "CREATE INDEX samvad_session_created IF NOT EXISTS FOR (s:Session) ON (s.created_at)",
     "CREATE INDEX samvad_turn_assessment IF NOT EXISTS FOR (t:Turn) ON (t.assessment)",
-    "CREATE INDEX samvad_turn_client_id IF NOT EXISTS FOR (t:Turn) ON (t.client_id)",
 )
 
 # --------------------------------------------------------------------------- batched writes
@@ -61,34 +61,34 @@ MERGE (i:Item {session_id: row.session_id, name: row.props.item})
 MERGE (s)-[:INVOLVES_ITEM]->(i)
 """
 
+# Turns (immutable once written), their items, and FOLLOWED_BY from both ends: each turn links to its
+# predecessor and successor if they exist, so whichever of two neighbours comes second makes the link.
+# Cypher applies each clause to every row before the next clause reads, so neighbours in one batch see
+# each other. Sessions are written first in the same transaction, hence MATCH.
 WRITE_TURNS: LiteralString = """
 UNWIND $rows AS row
-MERGE (s:Session {session_id: row.session_id})
-ON CREATE SET s.version = 0
-MERGE (t:Turn {turn_key: row.turn_key})
+MATCH (s:Session {session_id: row.props.session_id})
+MERGE (t:Turn {turn_key: row.key})
 SET t += row.props
 MERGE (s)-[:HAS_TURN]->(t)
 WITH s, t, row
-WHERE row.props.item IS NOT NULL
-MERGE (i:Item {session_id: row.session_id, name: row.props.item})
-MERGE (t)-[:ABOUT_ITEM]->(i)
-MERGE (s)-[:INVOLVES_ITEM]->(i)
-"""
-
-# After WRITE_TURNS, so that both neighbours of a batch are visible to each other.
-LINK_TURNS: LiteralString = """
-UNWIND $rows AS row
-MATCH (t:Turn {turn_key: row.turn_key})
-OPTIONAL MATCH (before:Turn {turn_key: row.previous_key})
-OPTIONAL MATCH (after:Turn {turn_key: row.next_key})
+CALL (s, t, row) {
+  WITH s, t, row
+  WHERE row.props.item IS NOT NULL
+  MERGE (i:Item {session_id: row.props.session_id, name: row.props.item})
+  MERGE (t)-[:ABOUT_ITEM]->(i)
+  MERGE (s)-[:INVOLVES_ITEM]->(i)
+}
+WITH t, row.props.session_id + ':' AS prefix, row.props.ordinal AS ordinal
+OPTIONAL MATCH (before:Turn {turn_key: prefix + toString(ordinal - 1)})
+OPTIONAL MATCH (after:Turn {turn_key: prefix + toString(ordinal + 1)})
 FOREACH (_ IN CASE WHEN before IS NULL THEN [] ELSE [1] END | MERGE (before)-[:FOLLOWED_BY]->(t))
 FOREACH (_ IN CASE WHEN after IS NULL THEN [] ELSE [1] END | MERGE (t)-[:FOLLOWED_BY]->(after))
 """
 
 WRITE_TRANSITIONS: LiteralString = """
 UNWIND $rows AS row
-MERGE (s:Session {session_id: row.session_id})
-ON CREATE SET s.version = 0
+MATCH (s:Session {session_id: row.session_id})
 MERGE (x:StageTransition {session_id: row.session_id, at_turn: row.at_turn})
 SET x += row.props
 MERGE (s)-[:STAGE_CHANGED]->(x)
@@ -97,7 +97,6 @@ MERGE (s)-[:STAGE_CHANGED]->(x)
 WRITES: tuple[tuple[str, LiteralString], ...] = (
     ("sessions", WRITE_SESSIONS),
     ("turns", WRITE_TURNS),
-    ("links", LINK_TURNS),
     ("transitions", WRITE_TRANSITIONS),
 )
 
@@ -239,10 +238,9 @@ ORDER BY insults DESC, item
 # --------------------------------------------------------------------------- tests and benchmarks
 
 COUNT_TURNS_BY_CLIENT_ID: LiteralString = """
+MATCH (s:Session {session_id: $session_id})
 UNWIND $ids AS id
-OPTIONAL MATCH (t:Turn {client_id: id, role: 'user'})
-WHERE t.session_id = $session_id
-RETURN id, count(t) AS turns
+RETURN id, COUNT { (s)-[:HAS_TURN]->(:Turn {client_id: id, role: 'user'}) } AS turns
 """
 
 # Nodes and relationships of one session, counted: a replayed batch must leave every figure unchanged.

@@ -106,6 +106,8 @@ class SessionFold:
     accepted_ids: OrderedDict[str, None] = field(default_factory=OrderedDict)
     closings: int = 0
     version: int = 0
+    quotes_json: str = "{}"  # `quotes` and `first_quotes` as stored, redone only when they change
+    first_quotes_json: str = "{}"
     complete: bool = True  # False when changes arrive for a session this process never saw start
 
     def remember(self, client_id: object) -> None:
@@ -116,6 +118,13 @@ class SessionFold:
         while len(self.accepted_ids) > REMEMBERED_IDS:
             self.accepted_ids.popitem(last=False)
 
+    def quoted(self, item: str, quote: int) -> None:
+        self.quotes[item] = quote
+        self.quotes_json = json.dumps(self.quotes, sort_keys=True)
+        if item not in self.first_quotes:
+            self.first_quotes[item] = quote
+            self.first_quotes_json = json.dumps(self.first_quotes, sort_keys=True)
+
     def props(self) -> dict[str, Any]:
         item = self.item
         props: dict[str, Any] = {
@@ -123,8 +132,7 @@ class SessionFold:
             "target_language": self.target_language, "created_at": self.created_at, "updated_at": self.updated_at,
             "negotiation_state": self.stage, "happiness_score": self.happiness, "turn_count": self.turn,
             "last_seq": self.seq, "item": item, "object_grabbed": self.object_grabbed,
-            "quotes": json.dumps(self.quotes, sort_keys=True),
-            "first_quotes": json.dumps(self.first_quotes, sort_keys=True),
+            "quotes": self.quotes_json, "first_quotes": self.first_quotes_json,
             "vendor_quote": self.quotes.get(item) if item else None,
             "first_quote": self.first_quotes.get(item) if item else None,
             "last_offer": self.last_offer, "outcome": self.outcome, "insults": self.insults,
@@ -149,6 +157,7 @@ class SessionFold:
             last_offer=s.get("last_offer"), outcome=s.get("outcome"), insults=int(s.get("insults", 0)),
             accepted_ids=OrderedDict.fromkeys(s.get("accepted_ids") or ()),
             closings=int(s.get("closing_replies", 0)), version=int(s.get("version", 0)),
+            quotes_json=s.get("quotes") or "{}", first_quotes_json=s.get("first_quotes") or "{}",
         )
 
 
@@ -175,15 +184,11 @@ class Entry:
 
 
 def _turn_row(session_id: str, ordinal: int, props: dict[str, Any]) -> dict[str, Any]:
+    """A Turn node's row. A turn never changes once written, so absent values are simply left out."""
     text = str(props.get("text") or "")
-    props = {**props, "session_id": session_id, "ordinal": ordinal, "text_snippet": text[:SNIPPET_CHARS]}
-    return {
-        "session_id": session_id,
-        "turn_key": turn_key(session_id, ordinal),
-        "previous_key": turn_key(session_id, ordinal - 1) if ordinal > 1 else None,
-        "next_key": turn_key(session_id, ordinal + 1),
-        "props": props,
-    }
+    props = {k: v for k, v in props.items() if v is not None}
+    props.update(session_id=session_id, ordinal=ordinal, text_snippet=text[:SNIPPET_CHARS])
+    return {"key": turn_key(session_id, ordinal), "props": props}
 
 
 def _int(value: object) -> int | None:
@@ -241,8 +246,7 @@ def plan(fold: SessionFold, change: Change, submitted: float) -> Entry:
         fold.seq = int(data.get("seq", fold.seq))  # type: ignore[call-overload]
         fold.outcome = _str(data.get("outcome"))
         if item and quote is not None:
-            fold.quotes[item] = quote
-            fold.first_quotes.setdefault(item, quote)
+            fold.quoted(item, quote)
         if assessment == OfferAssessment.INSULT.value:
             fold.insults += 1
         events = data.get("events")
@@ -298,9 +302,7 @@ def _rows(batch: Iterable[Entry]) -> dict[str, list[dict[str, Any]]]:
         sessions[sid] = {"session_id": sid, "version": entry.change.version, "props": entry.session}
         turns.extend(entry.turns)
         transitions.extend(entry.transitions)
-    links = [{"turn_key": t["turn_key"], "previous_key": t["previous_key"], "next_key": t["next_key"]}
-             for t in turns]
-    return {"sessions": list(sessions.values()), "turns": turns, "links": links, "transitions": transitions}
+    return {"sessions": list(sessions.values()), "turns": turns, "transitions": transitions}
 
 
 # ---------------------------------------------------------------------------- rebuilding

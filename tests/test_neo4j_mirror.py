@@ -98,7 +98,7 @@ async def test_constraints_and_indexes_are_created_at_start_up(neo4j_uri: str) -
         assert constraints[name]["type"] == "UNIQUENESS"
         assert (constraints[name]["labelsOrTypes"], constraints[name]["properties"]) == (labels, props)
         assert indexes[name]["state"] == "ONLINE"  # each constraint owns its index
-    for name in ("samvad_session_outcome", "samvad_session_created", "samvad_turn_assessment", "samvad_turn_client_id"):
+    for name in ("samvad_session_outcome", "samvad_session_created", "samvad_turn_assessment"):
         assert indexes[name]["state"] == "ONLINE"
 
 
