@@ -39,6 +39,7 @@ from typing import Any
 
 import httpx
 import orjson
+import psutil
 from websockets.asyncio.client import connect
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -257,14 +258,23 @@ class Server:
 # ---------------------------------------------------------------------------- (b) lag under load
 
 
-async def lag_under_load(uri: str, sessions: int, duration: float, logs: Path) -> dict[str, Any]:
+async def lag_under_load(uri: str, sessions: int, duration: float, think_ms: float, logs: Path) -> dict[str, Any]:
     server = Server(uri, logs / "server-lag.log")
     server.start()
     samples: list[float] = []
+    assert server.proc is not None
+    watched = {"server": psutil.Process(server.proc.pid)}
+    neo4j = [p for p in psutil.process_iter(["cmdline"]) if "neo4j-launcher.jar" in " ".join(p.info["cmdline"] or ())]
+    if neo4j:
+        watched["neo4j"] = neo4j[0]
+    cpu_before = {name: sum(p.cpu_times()[:2]) for name, p in watched.items()}
+    machine_before = psutil.cpu_times()
+    started = time.perf_counter()
     try:
         out = logs / "bots-lag.json"
         bots = await asyncio.create_subprocess_exec(
-            PY, "-m", "server.cli", "bots", "--url", server.base, "--sessions", str(sessions), "--think", "500",
+            PY, "-m", "server.cli", "bots", "--url", server.base, "--sessions", str(sessions),
+            "--think", str(think_ms), "--paced",
             "--duration", str(duration), "--quiet", "--json", str(out), cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
@@ -280,27 +290,34 @@ async def lag_under_load(uri: str, sessions: int, duration: float, logs: Path) -
                 except TimeoutError:
                     pass
         printed = (await bots.stdout.read()).decode() if bots.stdout else ""
+        wall = time.perf_counter() - started
+        cpu = {name: round(sum(p.cpu_times()[:2]) - cpu_before[name], 1) for name, p in watched.items()}
+        machine = psutil.cpu_times()
+        cpu["machine_busy"] = round(sum(machine[:3]) - sum(machine_before[:3]), 1)
+        cpu["wall_s"] = round(wall, 1)
         for _ in range(200):  # let the last changes land
             if server.health()["mirror"]["queue_depth"] == 0:
                 break
             await asyncio.sleep(0.05)
         mirror = server.health()["mirror"]
-        result_bots = json.loads(out.read_text()) if out.exists() else {"error": printed[-2000:]}
+        result_bots = json.loads(out.read_text()).get("samvad", {}) if out.exists() else {"error": printed[-2000:]}
     finally:
         server.stop()
     result = {
-        "sessions": sessions, "duration_s": duration, "think_ms": 500,
+        "sessions": sessions, "duration_s": duration, "think_ms": think_ms, "paced": True, "cpu_s": cpu,
+        "loadavg_1m_after": round(os.getloadavg()[0], 2),
         "turns": result_bots.get("turns"), "turns_per_s": result_bots.get("turns_per_s"),
         "bot_errors": result_bots.get("errors", {}).get("count"),
         "reply_latency_ms": result_bots.get("latency_ms"),
         "mirror": {k: mirror.get(k) for k in ("lag_p50_ms", "lag_p99_ms", "lag_window", "batches", "rows", "turns",
-                                               "failures", "retries")},
+                                               "failures", "retries", "batch_ms_p50", "batch_ms_p99")},
         "oldest_unwritten_ms": {"max": max(samples) if samples else None, "p99": pct(samples, 0.99),
                                 "samples": len(samples)},
     }
     lag = mirror.get("lag_p99_ms")
     result["target_met"] = lag is not None and lag < 250
-    print(f"(b) {sessions} sessions, {result['turns']} turns ({result['turns_per_s']}/s): mirror lag "
+    print(f"(b) {sessions} sessions at one turn per {think_ms:g} ms, {result['turns']} turns "
+          f"({result['turns_per_s']}/s): mirror lag "
           f"p50 {mirror.get('lag_p50_ms')} ms, p99 {lag} ms over {mirror.get('lag_window')} changes in "
           f"{mirror.get('batches')} batches; oldest unwritten max {result['oldest_unwritten_ms']['max']} ms",
           flush=True)
@@ -401,7 +418,10 @@ def main() -> int:
     parser.add_argument("--only", default="a,b,c")
     parser.add_argument("--turns", type=int, default=2000, help="learner turns in the (a) stream")
     parser.add_argument("--sessions", type=int, default=500, help="sessions for (b) and (c)")
-    parser.add_argument("--duration", type=float, default=20.0, help="seconds of bot load in (b)")
+    parser.add_argument("--duration", type=float, default=70.0,
+                        help="seconds of bot load in (b); over 60 so the server's 60 s lag window is all load")
+    parser.add_argument("--think", type=float, nargs="+", default=[2000.0, 1000.0],
+                        help="(b) is run once per value: each bot's paced interval between turns, in ms")
     parser.add_argument("--out", default=str(ROOT / "artifacts" / "mirror.json"))
     parser.add_argument("--logs", default=str(ROOT / "var" / "bench-mirror"))
     args = parser.parse_args()
@@ -415,7 +435,9 @@ def main() -> int:
     if "a" in only:
         results["a_throughput"] = asyncio.run(throughput(args.neo4j_uri, args.turns))
     if "b" in only:
-        results["b_lag_under_load"] = asyncio.run(lag_under_load(args.neo4j_uri, args.sessions, args.duration, logs))
+        results["b_lag_under_load"] = [
+            asyncio.run(lag_under_load(args.neo4j_uri, args.sessions, args.duration, think, logs))
+            for think in args.think]
     if "c" in only:
         results["c_resume_after_crash"] = asyncio.run(resume_after_crash(args.neo4j_uri, args.sessions, logs))
     out = Path(args.out)

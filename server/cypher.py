@@ -102,8 +102,9 @@ WRITES: tuple[tuple[str, LiteralString], ...] = (
 
 # --------------------------------------------------------------------------- recovery
 
-LOAD_SESSION: LiteralString = """
-MATCH (s:Session {session_id: $session_id})
+LOAD_SESSIONS: LiteralString = """
+UNWIND $session_ids AS session_id
+MATCH (s:Session {session_id: session_id})
 RETURN s {.*} AS session,
        COLLECT { MATCH (s)-[:HAS_TURN]->(t:Turn) RETURN t {.*} ORDER BY t.ordinal } AS turns,
        COLLECT { MATCH (s)-[:STAGE_CHANGED]->(x:StageTransition) RETURN x {.*} ORDER BY x.at_turn } AS transitions

@@ -22,16 +22,18 @@ frames with `unavailable`; changes already made (a vendor turn that was in fligh
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
 import random
+import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from itertools import islice, pairwise
-from typing import TYPE_CHECKING, Any, LiteralString
+from typing import TYPE_CHECKING, Any, LiteralString, TypeVar
 
 import anyio
 from anyio.abc import TaskStatus
@@ -69,6 +71,8 @@ LAG_WINDOW_S = 60.0  # the p99 of submit -> durable is over the changes made dur
 LAG_SAMPLES = 50_000
 FINAL_FLUSH_MIN_S = 5.0
 MAX_TX_TIMEOUT_S = 60.0  # the most a retried transaction is given (each timeout doubles the next one's)
+LOAD_GATHER_S = 0.002
+LOAD_BATCH = 100  # sessions rebuilt per query
 READ_PATIENCE = 8  # reads give up (MirrorUnavailable) after this many NEO4J_TIMEOUT_MS
 ROOM_AGAIN_FRACTION = 0.9  # a full-buffer episode ends when the buffer is back under this share
 
@@ -309,7 +313,7 @@ def _rows(batch: Iterable[Entry]) -> dict[str, list[dict[str, Any]]]:
 
 
 def rebuild(record: dict[str, Any], limits: Limits) -> tuple[Negotiation, int, SessionFold]:
-    """A Negotiation exactly as the actor had it at the last stored change, from LOAD_SESSION's record."""
+    """A Negotiation exactly as the actor had it at the last stored change, from LOAD_SESSIONS' record."""
     s = record["session"]
     history: list[TurnRecord] = []
     for t in record["turns"]:
@@ -360,6 +364,40 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, Neo4jError) and (exc.is_retryable() or "TransactionTimedOut" in str(exc.code))
 
 
+_T = TypeVar("_T")
+
+
+@dataclass(slots=True)
+class _LoadSlot:
+    done: anyio.Event = field(default_factory=anyio.Event)
+    record: dict[str, Any] | None = None
+    error: MirrorUnavailable | None = None
+
+
+class _IoThread:
+    """The mirror's own event loop, in its own thread, where the Neo4j driver lives.
+
+    The server's loop is busy with sockets under load; a transaction makes several round trips, and
+    on a shared loop each would wait for a whole pass over every ready socket. Here they do not: the
+    server's loop only hands over a batch and is woken once, when it is stored.
+    """
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="samvad-neo4j", daemon=True)
+        self.thread.start()
+
+    async def call(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        """Run `coro` on the mirror's loop; cancelling the caller cancels it there too."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
 def _timed_out(exc: BaseException) -> bool:
     return isinstance(exc, TimeoutError) or (isinstance(exc, Neo4jError) and "TimedOut" in str(exc.code))
 
@@ -393,7 +431,8 @@ class Neo4jMirror:
         self.batch_max = batch_max
         self.flush_s = flush_ms / 1000
         self.database = database
-        self._driver: AsyncDriver | None = None
+        self._driver: AsyncDriver | None = None  # lives on self._io's loop
+        self._io: _IoThread | None = None
         self._schema_ready = False
         self._buffer: deque[Entry] = deque()
         self._folds: dict[str, SessionFold] = {}
@@ -402,8 +441,12 @@ class Neo4jMirror:
         self._forget_when_written: set[str] = set()
         self._callbacks: list[Callable[[str, int], None]] = []
         self._flush_waiters: dict[str, list[anyio.Event]] = {}
+        self._load_wake: anyio.Event | None = None  # set while run() gathers loads
+        self._load_pending: list[str] = []
+        self._load_slots: dict[str, _LoadSlot] = {}
         self._wake: anyio.Event | None = None
         self._lags: deque[tuple[float, float]] = deque(maxlen=LAG_SAMPLES)  # (durable at, lag ms)
+        self._batch_ms: deque[float] = deque(maxlen=1000)  # the last batches' transaction times
         self._full_since: float | None = None
         self._down_since: float | None = None
         self.connected = False
@@ -486,7 +529,17 @@ class Neo4jMirror:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def open(self) -> AsyncDriver:
+    async def _on_io(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        if self._io is None:
+            self._io = _IoThread()
+        return await self._io.call(coro)
+
+    async def open(self) -> None:
+        """Start the mirror's I/O thread and its driver (connections are made when first needed)."""
+        await self._on_io(self._driver_here())
+
+    async def _driver_here(self) -> AsyncDriver:
+        """The driver; call only on the I/O loop."""
         if self._driver is None:
             self._driver = AsyncGraphDatabase.driver(
                 self.uri, auth=self.auth,
@@ -497,10 +550,18 @@ class Neo4jMirror:
             )
         return self._driver
 
-    async def aclose(self) -> None:
+    async def _close_driver(self) -> None:
         driver, self._driver = self._driver, None
         if driver is not None:
             await driver.close()
+
+    async def aclose(self) -> None:
+        io, self._io = self._io, None
+        if io is not None:
+            try:
+                await io.call(self._close_driver())
+            finally:
+                io.close()
 
     async def __aenter__(self) -> Neo4jMirror:
         await self.open()
@@ -513,10 +574,13 @@ class Neo4jMirror:
         """Write the buffer until cancelled, then flush what is left (bounded, shielded)."""
         await self.open()
         self._wake = anyio.Event()
-        task_status.started()
         try:
-            await self._write_loop()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._load_loop)
+                task_status.started()
+                await self._write_loop()
         finally:
+            self._load_wake = None
             with anyio.CancelScope(shield=True):
                 budget = max(FINAL_FLUSH_MIN_S, 2 * self.timeout_s)
                 with anyio.move_on_after(budget):
@@ -558,6 +622,7 @@ class Neo4jMirror:
             batch = list(islice(self._buffer, 0, self.batch_max))
             if not batch:
                 return
+            started = time.perf_counter()
             try:
                 await self.write(batch, time_limit=min(MAX_TX_TIMEOUT_S, self.timeout_s * 2**slow))
             except (Neo4jError, DriverError, OSError, TimeoutError) as exc:
@@ -568,6 +633,7 @@ class Neo4jMirror:
                 self.retries += 1
                 await anyio.sleep(delay)
                 continue
+            self._batch_ms.append((time.perf_counter() - started) * 1000)
             self._committed(batch)
             return
 
@@ -625,7 +691,10 @@ class Neo4jMirror:
 
     async def ensure_schema(self, time_limit: float | None = None) -> None:
         """Create the constraints and indexes (IF NOT EXISTS: a no-op when they are there)."""
-        driver = await self.open()
+        await self._on_io(self._ensure_schema(time_limit))
+
+    async def _ensure_schema(self, time_limit: float | None) -> None:
+        driver = await self._driver_here()
         with anyio.fail_after((time_limit or self.timeout_s) * 2 + 1):
             for statement in cypher.SCHEMA:
                 await driver.execute_query(statement, database_=self.database)
@@ -634,10 +703,13 @@ class Neo4jMirror:
 
     async def write(self, batch: list[Entry], *, time_limit: float | None = None) -> None:
         """Write `batch` in one managed transaction. Idempotent: writing it again changes nothing."""
-        timeout = time_limit or self.timeout_s
+        await self._on_io(self._write(batch, time_limit or self.timeout_s))
+
+    async def _write(self, batch: list[Entry], seconds: float) -> None:
+        timeout = seconds
         if not self._schema_ready:
-            await self.ensure_schema(timeout)
-        driver = await self.open()
+            await self._ensure_schema(timeout)
+        driver = await self._driver_here()
         work = unit_of_work(timeout=timeout)(self._tx_write)
         with anyio.fail_after(timeout * 2 + 1):  # the server's own timeout should fire first
             async with driver.session(database=self.database) as session:
@@ -660,7 +732,10 @@ class Neo4jMirror:
 
     async def read(self, statement: LiteralString, **params: Any) -> list[dict[str, Any]]:
         """Run a read query, retrying failures (with more time after a timeout) for a while."""
-        driver = await self.open()
+        return await self._on_io(self._read(statement, params))
+
+    async def _read(self, statement: LiteralString, params: dict[str, Any]) -> list[dict[str, Any]]:
+        driver = await self._driver_here()
         deadline = time.monotonic() + READ_PATIENCE * self.timeout_s
         attempt = slow = 0
         while True:
@@ -694,15 +769,49 @@ class Neo4jMirror:
     async def load(self, session_id: str, limits: Limits) -> tuple[Negotiation, int] | None:
         """Rebuild a session from the graph (after a restart or an eviction), or None if it is unknown."""
         await self._read_your_writes(session_id)
-        records = await self.read(cypher.LOAD_SESSION, session_id=session_id)
-        if not records:
+        record = await self._fetch(session_id)
+        if record is None:
             return None
-        negotiation, version, fold = rebuild(records[0], limits)
+        negotiation, version, fold = rebuild(record, limits)
         self._folds[session_id] = fold
         self._submitted[session_id] = max(self._submitted.get(session_id, 0), version)
         self._durable[session_id] = max(self._durable.get(session_id, 0), version)
         self._forget_when_written.discard(session_id)
         return negotiation, version
+
+    async def _fetch(self, session_id: str) -> dict[str, Any] | None:
+        """LOAD_SESSIONS' record for one session. While the writer runs, loads that arrive together (every
+        client reconnecting after a restart) are gathered into one query per LOAD_BATCH sessions."""
+        if self._load_wake is None:
+            records = await self.read(cypher.LOAD_SESSIONS, session_ids=[session_id])
+            return records[0] if records else None
+        slot = self._load_slots.get(session_id)
+        if slot is None:
+            slot = self._load_slots[session_id] = _LoadSlot()
+            self._load_pending.append(session_id)
+            self._load_wake.set()
+        await slot.done.wait()
+        if slot.error is not None:
+            raise slot.error
+        return slot.record
+
+    async def _load_loop(self) -> None:
+        while True:
+            self._load_wake = anyio.Event()
+            if not self._load_pending:
+                await self._load_wake.wait()
+            await anyio.sleep(LOAD_GATHER_S)  # let the rest of a burst join
+            ids, self._load_pending = self._load_pending[:LOAD_BATCH], self._load_pending[LOAD_BATCH:]
+            error: MirrorUnavailable | None = None
+            found: dict[str, dict[str, Any]] = {}
+            try:
+                found = {r["session"]["session_id"]: r for r in await self.read(cypher.LOAD_SESSIONS, session_ids=ids)}
+            except MirrorUnavailable as exc:
+                error = exc
+            for sid in ids:
+                slot = self._load_slots.pop(sid)
+                slot.record, slot.error = found.get(sid), error
+                slot.done.set()
 
     async def graph_context(self, session_id: str) -> GraphContext | None:
         """`Negotiation.graph_context()`, computed by Cypher from the stored graph."""
@@ -796,6 +905,8 @@ class Neo4jMirror:
             "lag_p50_ms": None if p50 is None else round(p50, 1),
             "lag_p99_ms": None if p99 is None else round(p99, 1),
             "lag_window": len(lags),
+            "batch_ms_p50": _percentile(list(self._batch_ms), 0.5),
+            "batch_ms_p99": _percentile(list(self._batch_ms), 0.99),
             "batches": self.batches,
             "rows": self.rows,
             "turns": self.turns_written,
