@@ -420,7 +420,7 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=500, help="sessions for (b) and (c)")
     parser.add_argument("--duration", type=float, default=70.0,
                         help="seconds of bot load in (b); over 60 so the server's 60 s lag window is all load")
-    parser.add_argument("--think", type=float, nargs="+", default=[2000.0, 1000.0],
+    parser.add_argument("--think", type=float, nargs="+", default=[5000.0, 2000.0, 1000.0],
                         help="(b) is run once per value: each bot's paced interval between turns, in ms")
     parser.add_argument("--out", default=str(ROOT / "artifacts" / "mirror.json"))
     parser.add_argument("--logs", default=str(ROOT / "var" / "bench-mirror"))

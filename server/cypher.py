@@ -48,23 +48,28 @@ SCHEMA: tuple[LiteralString, ...] = (
 # --------------------------------------------------------------------------- batched writes
 # Run in this order inside one transaction; each takes `$rows` and skips an empty list.
 
+# The newest snapshot of each session in a batch (applied only if newer than the stored one), and
+# once per (session, item) of the batch the items its turns are about and its current item.
 WRITE_SESSIONS: LiteralString = """
 UNWIND $rows AS row
 MERGE (s:Session {session_id: row.session_id})
 ON CREATE SET s.version = 0
 WITH s, row
-WHERE row.version > s.version
-SET s += row.props, s.version = row.version
+CALL (s, row) {
+  WITH s, row
+  WHERE row.version > s.version
+  SET s += row.props, s.version = row.version
+}
 WITH s, row
-WHERE row.props.item IS NOT NULL
-MERGE (i:Item {session_id: row.session_id, name: row.props.item})
+UNWIND row.items AS name
+MERGE (i:Item {session_id: row.session_id, name: name})
 MERGE (s)-[:INVOLVES_ITEM]->(i)
 """
 
 # Turns (immutable once written), their items, and FOLLOWED_BY from both ends: each turn links to its
 # predecessor and successor if they exist, so whichever of two neighbours comes second makes the link.
 # Cypher applies each clause to every row before the next clause reads, so neighbours in one batch see
-# each other. Sessions are written first in the same transaction, hence MATCH.
+# each other. Sessions and items are written first in the same transaction, hence MATCH.
 WRITE_TURNS: LiteralString = """
 UNWIND $rows AS row
 MATCH (s:Session {session_id: row.props.session_id})
@@ -72,12 +77,11 @@ MERGE (t:Turn {turn_key: row.key})
 SET t += row.props
 MERGE (s)-[:HAS_TURN]->(t)
 WITH s, t, row
-CALL (s, t, row) {
-  WITH s, t, row
+CALL (t, row) {
+  WITH t, row
   WHERE row.props.item IS NOT NULL
-  MERGE (i:Item {session_id: row.props.session_id, name: row.props.item})
+  MATCH (i:Item {session_id: row.props.session_id, name: row.props.item})
   MERGE (t)-[:ABOUT_ITEM]->(i)
-  MERGE (s)-[:INVOLVES_ITEM]->(i)
 }
 WITH t, row.props.session_id + ':' AS prefix, row.props.ordinal AS ordinal
 OPTIONAL MATCH (before:Turn {turn_key: prefix + toString(ordinal - 1)})

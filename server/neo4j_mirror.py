@@ -306,6 +306,13 @@ def _rows(batch: Iterable[Entry]) -> dict[str, list[dict[str, Any]]]:
         sessions[sid] = {"session_id": sid, "version": entry.change.version, "props": entry.session}
         turns.extend(entry.turns)
         transitions.extend(entry.transitions)
+    for row in sessions.values():
+        row["items"] = {row["props"]["item"]} if row["props"].get("item") else set()
+    for t in turns:
+        if "item" in t["props"]:
+            sessions[t["props"]["session_id"]]["items"].add(t["props"]["item"])
+    for row in sessions.values():
+        row["items"] = sorted(row["items"])
     return {"sessions": list(sessions.values()), "turns": turns, "transitions": transitions}
 
 
