@@ -131,10 +131,16 @@ class RuleBasedVendor:
         self, request: BrainRequest, on_delta: DeltaSink | None = None
     ) -> BrainResult:
         """Decide at once; nothing is streamed, so `on_delta` is never called."""
+        return self.propose_now(request)
+
+    def propose_now(self, request: BrainRequest) -> BrainResult:
+        """The same answer without a coroutine: the actor calls this inline, saving a task."""
         started = time.perf_counter()  # for the ledger only; the decision never sees it
         decision = self.decide(request)
         spent = (time.perf_counter() - started) * 1000.0
-        return BrainResult(decision=decision, ledger=Ledger(brain_ms=spent, llm_calls=0))
+        return BrainResult.model_construct(decision=decision, fallback=False, streamed=False,
+                                           ledger=Ledger.model_construct(brain_ms=spent, llm_calls=0),
+                                           error=None)
 
     def decide(self, req: BrainRequest) -> AIDecision:
         """The whole policy, synchronously: one request in, one proposal out."""

@@ -166,6 +166,7 @@ class SessionActor:
         self._unacked: deque[tuple[int, Connection | None, str, bool]] = deque()
         self._unacked_ids: dict[str, int] = {}
         self._turn_waiters: dict[str, list[Callable[[Reply | None], None]]] = {}
+        self._propose_now: Callable[[BrainRequest], BrainResult] | None = getattr(brain, "propose_now", None)
         self._tg: TaskGroup | None = None
         self.running = False
 
@@ -489,8 +490,26 @@ class SessionActor:
         self._thinking_since = since
         self._streamed = []
         self._withdrawn = False
+        if self._propose_now is not None:
+            # A rules brain answers in microseconds: no task, no round trip through the inbox.
+            started = time.perf_counter()
+            try:
+                result = self._propose_now(request)
+            except Exception as exc:
+                result = self._fallback(request, started, f"{type(exc).__name__}: {exc}")
+            self._on_brain_done(_BrainDone(pending, result, started, time.perf_counter()))
+            return
         assert self._tg is not None
         self._tg.start_soon(self._think, pending, request)
+
+    def _fallback(self, request: BrainRequest, started: float, error: str) -> BrainResult:
+        log.error("brain failed: %s", error, extra={"session_id": self.session_id, "turn": request.turn})
+        return BrainResult(
+            decision=fallback_decision(request.stage, request.happiness_score, FALLBACK_LINE),
+            fallback=True,
+            error=error,
+            ledger=Ledger(brain_ms=(time.perf_counter() - started) * 1000),
+        )
 
     async def _think(self, pending: PendingTurn, request: BrainRequest) -> None:
         started = time.perf_counter()
@@ -499,20 +518,9 @@ class SessionActor:
             try:
                 result = await self.brain.propose(request, _Sink(self, pending.turn))
             except Exception as exc:  # the brain's own failures were translated; this is a last guard
-                log.error("brain failed: %s", exc, extra={"session_id": self.session_id, "turn": pending.turn})
-                result = BrainResult(
-                    decision=fallback_decision(request.stage, request.happiness_score, FALLBACK_LINE),
-                    fallback=True,
-                    error=f"{type(exc).__name__}: {exc}",
-                    ledger=Ledger(brain_ms=(time.perf_counter() - started) * 1000),
-                )
+                result = self._fallback(request, started, f"{type(exc).__name__}: {exc}")
         if result is None:
-            result = BrainResult(
-                decision=fallback_decision(request.stage, request.happiness_score, FALLBACK_LINE),
-                fallback=True,
-                error="brain deadline exceeded",
-                ledger=Ledger(brain_ms=(time.perf_counter() - started) * 1000),
-            )
+            result = self._fallback(request, started, "brain deadline exceeded")
         await self._post(_BrainDone(pending, result, started, time.perf_counter()))
 
     def _withdraw(self, turn: int, reason: str) -> None:
@@ -529,9 +537,11 @@ class SessionActor:
         streamed = "".join(self._streamed)
         if streamed and streamed.strip() != result.decision.reply_text.strip():
             self._withdraw(pending.turn, "fallback" if result.fallback else "the final reply differs")
+        previous_stage = self.negotiation.stage
+        outcome = self.negotiation.complete_turn(pending, result, self.clock(), withdrawn_stream=self._withdrawn)
+        finished = time.perf_counter()
         ledger = result.ledger
-        queue_ms = max(0.0, (done.started - self._thinking_since) * 1000)
-        timings = TurnTimings(
+        timings = TurnTimings.model_construct(
             brain=self.brain.name,
             llm_calls=ledger.llm_calls,
             retries=ledger.retries,
@@ -540,22 +550,15 @@ class SessionActor:
             completion_tokens=ledger.completion_tokens,
             first_token_ms=ledger.first_token_ms,
             first_delta_ms=ledger.first_delta_ms,
-            queue_ms=round(queue_ms, 3),
+            queue_ms=round(max(0.0, (done.started - self._thinking_since) * 1000), 3),
             brain_ms=round(ledger.brain_ms or (done.finished - done.started) * 1000, 3),
-            validation_ms=0.0,
-            total_ms=0.0,
+            validation_ms=round((finished - validate_start) * 1000, 3),
+            total_ms=round((finished - self._thinking_since) * 1000, 3),
             prompt_version=ledger.prompt_version,
         )
-        previous_stage = self.negotiation.stage
-        outcome = self.negotiation.complete_turn(
-            pending, result, self.clock(), timings, withdrawn_stream=self._withdrawn
-        )
-        validation_ms = (time.perf_counter() - validate_start) * 1000
-        total_ms = (time.perf_counter() - self._thinking_since) * 1000
         first = outcome.events[0]
         assert isinstance(first, Reply)
-        reply = first.model_copy(update={"timings": timings.model_copy(
-            update={"validation_ms": round(validation_ms, 3), "total_ms": round(total_ms, 3)})})
+        reply = first.model_copy(update={"timings": timings})
         events = (reply, *outcome.events[1:])
         self._thinking = None
         self._streamed = []
