@@ -21,6 +21,7 @@ from schemas.enums import Role
 from schemas.errors import CloseCode, ErrorCode
 from schemas.frames import Error, PingFrame, Pong, ResumeFrame, SceneFrame, TranscriptFrame
 from server.auth import TokenError
+from session.mailbox import Mailbox
 
 if TYPE_CHECKING:
     from server.app import Services
@@ -61,7 +62,7 @@ class WsConnection:
         self.fmt = fmt
         self.session_id = session_id
         self.conn_id = next(_conn_ids)
-        self._send, self._receive = anyio.create_memory_object_stream[Envelope](queue)
+        self._outbox: Mailbox[Envelope] = Mailbox(queue)
         self.close_code: int | None = None
         self.close_reason = ""
         self.scope: CancelScope | None = None
@@ -71,12 +72,12 @@ class WsConnection:
         if self.close_code is not None:
             return False
         try:
-            self._send.send_nowait(envelope)
+            self._outbox.send_nowait(envelope)
             return True
         except anyio.WouldBlock:
             self.close_nowait(CloseCode.SLOW_CONSUMER, "outbound queue overflowed")
             return False
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        except anyio.ClosedResourceError:
             return False
 
     def close_nowait(self, code: int, reason: str) -> None:
@@ -87,35 +88,25 @@ class WsConnection:
             self.scope.cancel()
 
     def release(self) -> None:
-        self._send.close()
-        self._receive.close()
+        self._outbox.close()
 
     def error(self, code: ErrorCode, message: str, frame_id: str | None = None) -> None:
         self.send_nowait(Envelope(Error(session_id=self.session_id, code=code, message=message, id=frame_id)))
 
     async def write(self) -> None:
         send_text, send_bytes = self.websocket.send_text, self.websocket.send_bytes
-        receive, receive_nowait = self._receive.receive, self._receive.receive_nowait
+        receive = self._outbox.receive
         try:
-            async with self._receive:
-                while True:
-                    # Take what is queued without a checkpoint: a turn queues 3-5 events at once,
-                    # and anyio's `receive()` yields to the event loop once per event even when
-                    # one is waiting.
-                    try:
-                        envelope = receive_nowait()
-                    except anyio.WouldBlock:
-                        try:
-                            envelope = await receive()
-                        except anyio.EndOfStream:
-                            return
-                    except anyio.EndOfStream:
-                        return
-                    payload = envelope.encode(self.fmt)
-                    if isinstance(payload, str):
-                        await send_text(payload)
-                    else:
-                        await send_bytes(payload)
+            while True:
+                try:
+                    envelope = await receive()
+                except anyio.EndOfStream:
+                    return
+                payload = envelope.encode(self.fmt)
+                if isinstance(payload, str):
+                    await send_text(payload)
+                else:
+                    await send_bytes(payload)
         except (OSError, RuntimeError, WebSocketDisconnect):
             # The peer or the server went away mid-send; the reader sees the disconnect too.
             self.close_nowait(CloseCode.GOING_AWAY, "connection lost")

@@ -13,7 +13,6 @@ re-sends every unacknowledged frame after a crash lose nothing.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -40,6 +39,7 @@ from schemas.frames import (
     TurnTimings,
     Welcome,
 )
+from session.mailbox import Mailbox
 from session.negotiation import Negotiation, PendingTurn, TurnOutcome, fallback_decision
 from session.protocols import Brain, Change, Connection, Mirror
 
@@ -155,7 +155,9 @@ class SessionActor:
         self.replay: deque[Envelope] = deque(maxlen=limits.replay_events)
         self.last_activity = clock()
         self.version = version  # last mirror change version issued
-        self._send, self._receive = anyio.create_memory_object_stream[_Message](math.inf)
+        # Unbounded by type, bounded in practice: client frames are admitted against
+        # `limits.inbox_frames` in `submit`, and the other messages come one or a few per turn.
+        self._inbox: Mailbox[_Message] = Mailbox()
         self._frames_queued = 0
         self._waiting: deque[_Frame] = deque()  # transcripts accepted while a turn is in flight
         self._waiting_ids: set[str] = set()
@@ -226,18 +228,10 @@ class SessionActor:
                 if pending is not None:
                     # Recorded but never answered: rebuilt after a restart, or the loop was stopped.
                     self._think_about(pending, self.negotiation.brain_request(pending), time.perf_counter())
-                receive, receive_nowait = self._receive.receive, self._receive.receive_nowait
+                receive = self._inbox.receive
                 while True:
-                    # Take what is queued without a checkpoint: anyio's `receive()` yields to the
-                    # event loop once per message even when one is waiting, and a turn posts
-                    # several. Handling is synchronous, so a burst is bounded by the inboxes.
                     try:
-                        message = receive_nowait()
-                    except anyio.WouldBlock:
-                        try:
-                            message = await receive()
-                        except anyio.EndOfStream:
-                            break
+                        message = await receive()
                     except anyio.EndOfStream:
                         break
                     if isinstance(message, _Stop):
@@ -266,13 +260,12 @@ class SessionActor:
 
     def close(self) -> None:
         """Release the inbox for good; the actor cannot run again."""
-        self._send.close()
-        self._receive.close()
+        self._inbox.close()
 
     def _post_nowait(self, message: _Message) -> None:
         try:
-            self._send.send_nowait(message)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._inbox.send_nowait(message)
+        except anyio.ClosedResourceError:
             pass
 
     async def _post(self, message: _Message) -> None:
@@ -570,7 +563,7 @@ class SessionActor:
             "assessment": reply.offer_assessment.value,
             "forced": bool(outcome.verdict and outcome.verdict.forced_closure),
             "seq": negotiation.seq, "outcome": negotiation.outcome.value if negotiation.outcome else None,
-            "events": [e.model_dump(mode="json", by_alias=True) for e in events],
+            "reply_seq": reply.seq,
         })
         for event in events:
             self._fanout(Envelope(event))

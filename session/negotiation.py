@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 
 from schemas.brain import BrainRequest, BrainResult, GraphContext, HistoryLine, StageVisit
 from schemas.decision import AIDecision
@@ -41,7 +41,7 @@ TRANSCRIPT_LINES = 60  # conversation lines a snapshot carries for late or resum
 _WORD = re.compile(r"[a-z]+")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _item_words(scenario: str) -> tuple[dict[str, str], tuple[tuple[str, str], ...]]:
     """Each item's names and plurals: single words for a set lookup, phrases for a scan."""
     singles: dict[str, str] = {}
@@ -79,6 +79,13 @@ class TurnRecord:
     client_id: str | None = None
     seq: int | None = None  # the reply's seq, on vendor turns
     flags: tuple[str, ...] = ()
+    _line: HistoryLine | None = field(default=None, repr=False, compare=False)
+
+    def as_line(self) -> HistoryLine:
+        """The record as a brain sees it, built once: a record never changes after it is made."""
+        if self._line is None:
+            self._line = HistoryLine.model_construct(turn=self.turn, role=self.role, text=self.text)
+        return self._line
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,10 +230,7 @@ class Negotiation:
     def brain_request(self, pending: PendingTurn, *, rag_context: str = "", context_block: str = "") -> BrainRequest:
         last_vendor = next((h.at for h in reversed(self.history) if h.role == "vendor"), None)
         # Built from state this class already validated, so the models are constructed, not re-checked.
-        lines = tuple(
-            HistoryLine.model_construct(turn=h.turn, role=h.role, text=h.text)
-            for h in self.history[-HISTORY_WINDOW - 1 : -1]
-        )
+        lines = tuple(h.as_line() for h in self.history[-HISTORY_WINDOW - 1 : -1])
         return BrainRequest.model_construct(
             session_id=self.session_id,
             scenario=self.scenario_name,
