@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 from anyio import CancelScope
+from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from schemas.codec import Envelope, FrameError, WireFormat, decode_frame
@@ -94,7 +95,9 @@ class WsConnection:
         self.send_nowait(Envelope(Error(session_id=self.session_id, code=code, message=message, id=frame_id)))
 
     async def write(self) -> None:
-        send_text, send_bytes = self.websocket.send_text, self.websocket.send_bytes
+        # The raw ASGI send (see `SessionSocketFastPath`): Starlette's per-message state checks
+        # and exception wrappers cost more than the frame itself.
+        send = self.websocket._send
         receive = self._outbox.receive
         try:
             while True:
@@ -104,9 +107,9 @@ class WsConnection:
                     return
                 payload = envelope.encode(self.fmt)
                 if isinstance(payload, str):
-                    await send_text(payload)
+                    await send({"type": "websocket.send", "text": payload})
                 else:
-                    await send_bytes(payload)
+                    await send({"type": "websocket.send", "bytes": payload})
         except (OSError, RuntimeError, WebSocketDisconnect):
             # The peer or the server went away mid-send; the reader sees the disconnect too.
             self.close_nowait(CloseCode.GOING_AWAY, "connection lost")
@@ -147,6 +150,30 @@ def _peek_id(raw: str | bytes, fmt: WireFormat, max_bytes: int) -> str | None:
         return getattr(decode_frame(raw, fmt, max_bytes=max_bytes), "id", None)
     except FrameError as exc:
         return exc.frame_id
+
+
+class SessionSocketFastPath:
+    """ASGI middleware that hands `/ws/sessions/{id}` to `session_socket` directly.
+
+    Placed outermost, it receives uvicorn's own `receive` and `send`, so the many small frames
+    of a session skip Starlette's routing and its exception wrappers, which wrap every message.
+    Everything else, and any other path, goes on to the Starlette app unchanged.
+    """
+
+    PREFIX = "/ws/sessions/"
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            path: str = scope["path"]
+            session_id = path[len(self.PREFIX):] if path.startswith(self.PREFIX) else ""
+            if session_id and "/" not in session_id:
+                scope["path_params"] = {"session_id": session_id}
+                await session_socket(WebSocket(scope, receive, send))
+                return
+        await self.app(scope, receive, send)
 
 
 async def session_socket(websocket: WebSocket) -> None:
@@ -197,7 +224,7 @@ async def _read(websocket: WebSocket, conn: WsConnection, actor: object, service
     settings = services.settings
     bucket = TokenBucket(settings.RATE_LIMIT_PER_SECOND, settings.RATE_LIMIT_BURST)
     violations = 0
-    receive = websocket.receive
+    receive = websocket._receive  # raw ASGI receive; disconnects are handled right here
     while True:
         # One cancel scope per idle-check window rather than one per frame: entering and leaving
         # a scope costs more than handling a small frame. `receive()` is the only await inside.
