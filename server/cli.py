@@ -39,6 +39,7 @@ def _serve(args: argparse.Namespace) -> int:
         loop=settings.UVICORN_LOOP,
         http=settings.UVICORN_HTTP,
         ws_max_size=settings.MAX_FRAME_BYTES * 16,  # above this the transport closes with 1009
+        ws_per_message_deflate=settings.WS_PER_MESSAGE_DEFLATE,
         ws_ping_interval=20.0,
         ws_ping_timeout=20.0,
         lifespan="on",

@@ -106,10 +106,14 @@ class WsConnection:
                 except anyio.EndOfStream:
                     return
                 payload = envelope.encode(self.fmt)
+                # Let go of the event before waiting again: an idle socket would otherwise keep
+                # its last one (often the welcome, with a full snapshot) alive.
+                del envelope
                 if isinstance(payload, str):
                     await send({"type": "websocket.send", "text": payload})
                 else:
                     await send({"type": "websocket.send", "bytes": payload})
+                del payload
         except (OSError, RuntimeError, WebSocketDisconnect):
             # The peer or the server went away mid-send; the reader sees the disconnect too.
             self.close_nowait(CloseCode.GOING_AWAY, "connection lost")
