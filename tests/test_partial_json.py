@@ -113,15 +113,16 @@ def test_pieces_arrive_as_soon_as_they_are_decodable() -> None:
 # --------------------------------------------------------------------------- properties
 
 _text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=80)
-_tricky = st.sampled_from(['"', "\\", "\\u", '\\"', "reply_text", '"reply_text":', "{", "}", "[", "]",
-                           ",", ":", "\n", "\t", "😀", "é", "\u2028", "\x00", "/"])
+_tricky = st.sampled_from(['"', "\\", "\\u", '\\"', "reply_text", '"reply_text":', "{", "}", "[",
+                           "]", ",", ":", "\n", "\t", "😀", "é", "\u2028", "\x00", "/"])
 _reply = st.lists(st.one_of(_text, _tricky), max_size=12).map("".join)
 _scalar = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),
                     st.floats(allow_nan=False, allow_infinity=False), _reply)
 _nested = st.recursive(
     _scalar,
     lambda inner: st.one_of(st.lists(inner, max_size=3),
-                            st.dictionaries(st.one_of(st.just("reply_text"), _text), inner, max_size=3)),
+                            st.dictionaries(st.one_of(st.just("reply_text"), _text), inner,
+                                            max_size=3)),
     max_leaves=8,
 )
 
@@ -145,6 +146,10 @@ def decisions(draw: st.DrawFn) -> dict[str, object]:
     return {k: fields[k] for k in keys}
 
 
+Case = tuple[dict[str, object], str]
+_cuts = st.lists(st.integers(min_value=0, max_value=4000), max_size=60)
+
+
 @st.composite
 def serialised(draw: st.DrawFn) -> tuple[dict[str, object], str]:
     obj = draw(decisions())
@@ -157,8 +162,8 @@ def serialised(draw: st.DrawFn) -> tuple[dict[str, object], str]:
 
 
 @settings(max_examples=400, deadline=None)
-@given(serialised(), st.lists(st.integers(min_value=0, max_value=4000), max_size=60))
-def test_concatenated_pieces_equal_reply_text(case: tuple[dict[str, object], str], cuts: list[int]) -> None:
+@given(serialised(), _cuts)
+def test_concatenated_pieces_equal_reply_text(case: Case, cuts: list[int]) -> None:
     obj, text = case
     pieces, extractor = feed_all(text, cuts)
     assert "".join(pieces) == obj["reply_text"]
@@ -166,8 +171,8 @@ def test_concatenated_pieces_equal_reply_text(case: tuple[dict[str, object], str
 
 
 @settings(max_examples=200, deadline=None)
-@given(serialised(), st.lists(st.integers(min_value=0, max_value=4000), max_size=60))
-def test_every_intermediate_output_is_a_prefix(case: tuple[dict[str, object], str], cuts: list[int]) -> None:
+@given(serialised(), _cuts)
+def test_every_intermediate_output_is_a_prefix(case: Case, cuts: list[int]) -> None:
     obj, text = case
     pieces, _ = feed_all(text, cuts)
     so_far = ""
@@ -178,6 +183,6 @@ def test_every_intermediate_output_is_a_prefix(case: tuple[dict[str, object], st
 
 @settings(max_examples=200, deadline=None)
 @given(serialised())
-def test_one_character_at_a_time(case: tuple[dict[str, object], str]) -> None:
+def test_one_character_at_a_time(case: Case) -> None:
     obj, text = case
     assert extract(text, 1) == obj["reply_text"]
