@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING
 
 import anyio
-from anyio.abc import CancelScope
+from anyio import CancelScope
 from starlette.websockets import WebSocket
 
 from schemas.codec import Envelope, FrameError, WireFormat, decode_frame
