@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import gc
+import warnings
 from collections.abc import Iterator
 
 import pytest
@@ -27,3 +29,16 @@ def openai_fake(_openai_fake_server: FakeOpenAI) -> Iterator[FakeOpenAI]:
     _openai_fake_server.reset()
     yield _openai_fake_server
     _openai_fake_server.reset()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After a test of a module that sets COLLECT_GARBAGE_AFTER, collect its garbage quietly."""
+    try:
+        return (yield)
+    finally:
+        module = getattr(item, "module", None)
+        if getattr(module, "COLLECT_GARBAGE_AFTER", False):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ResourceWarning)
+                gc.collect()
