@@ -131,7 +131,22 @@ def _collapse_runs(text: str) -> str:
     return "".join(out)
 
 
+_LABEL_TAILS = tuple(block.split()[-1].lower() for block in BLOCKS)  # message, context, history
+
+
+def _plainly_safe(line: str) -> bool:
+    """The common case, decided cheaply: printable ASCII, no hyphen, no block label word."""
+    if not (line.isascii() and line.isprintable()) or "-" in line:
+        return False
+    low = line.lower()
+    return not any(tail in low for tail in _LABEL_TAILS)
+
+
 def _defang_line(line: str) -> str:
+    return line if _plainly_safe(line) else _defang_slowly(line)
+
+
+def _defang_slowly(line: str) -> str:
     visible = _visible(line)
     core, lead, trail = _strip_dashes(visible)
     label = re.sub(r"\s+", " ", core).strip().upper()

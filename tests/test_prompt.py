@@ -12,6 +12,8 @@ from brain.culture import DATA_NOTE, retrieve_customs
 from brain.prompt import (
     DELIMITER_LINES,
     PROMPT_VERSION,
+    _defang_slowly,
+    _plainly_safe,
     build_system_prompt,
     build_user_message,
     neutralise,
@@ -279,6 +281,14 @@ def test_ordinary_text_passes_through_unchanged(lines: list[str]) -> None:
     lines = [line for line in lines if " ".join(line.split()).upper() not in labels]
     text = "\n".join(lines)
     assert neutralise(text) == "\n".join(text.splitlines())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=127), max_size=60))
+def test_the_fast_path_agrees_with_the_full_check(line: str) -> None:
+    line = line.replace("\n", " ").replace("\r", " ")
+    if _plainly_safe(line):
+        assert _defang_slowly(line) == line
 
 
 # --------------------------------------------------------------------------- cultural retrieval
