@@ -271,10 +271,11 @@ class FakeOpenAI:
         return JSONResponse({"ok": True})
 
     async def _completions(self, request: Request) -> Any:
+        arrived, arrived_wall = time.monotonic(), time.time()  # before reading the body
         body = await request.json()
         behaviour = self.queue.popleft() if self.queue else self.default
         record = Recorded(id=f"chatcmpl-{uuid.uuid4().hex[:24]}", body=body, kind=behaviour.kind,
-                          received_at=time.monotonic(), received_wall=time.time())
+                          received_at=arrived, received_wall=arrived_wall)
         self.requests.append(record)
         if behaviour.kind == "status":
             error = {"message": behaviour.message, "type": "fake_error", "param": None,
