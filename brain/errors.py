@@ -10,8 +10,9 @@ an SDK exception type:
     |                               session actor catches it and answers with its own in-character
     |                               line, keeping the stage and the happiness.
     +-- BrainTransientError         worth retrying: 5xx, 429, timeouts, refused or dropped
-    |                               connections (also a stream cut mid-way). Handled inside the
-    |                               brain: retried up to twice, then the brain falls back.
+    |                               connections (also a stream cut mid-way), a response that is
+    |                               not JSON at all. Handled inside the brain: retried up to
+    |                               twice, then the brain falls back.
     +-- BrainOutputError            the model answered, but not with a usable decision (bad JSON,
                                     a schema violation, no content). Handled inside the brain:
                                     one corrective re-ask, then the brain falls back.

@@ -466,6 +466,9 @@ class OpenAIBrain:
                         text = await self._request(turn, body, started)
             except openai.OpenAIError as exc:
                 raise _translate(exc) from exc
+            except ValueError as exc:  # a stream event or body that is not JSON at all
+                raise BrainTransientError(f"malformed response from the model service: "
+                                          f"{_short(str(exc), 120)}") from exc
             except TimeoutError as exc:
                 raise BrainTransientError("the model attempt timed out") from exc
             outcome = "ok"

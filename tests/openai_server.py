@@ -50,7 +50,7 @@ Content = str | dict[str, Any] | Callable[[dict[str, Any]], "str | dict[str, Any
 class Behaviour:
     """What the fake model does with one request."""
 
-    kind: str = "reply"  # reply | status | hang | disconnect
+    kind: str = "reply"  # reply | status | hang | disconnect | garbage (a non-JSON SSE event)
     content: Content = None  # the model's text; a dict is sent as JSON; None: the default
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
@@ -79,6 +79,10 @@ def status(code: int, *, retry_after: float | str | None = None,
 
 def hang(seconds: float = 3600.0) -> Behaviour:
     return Behaviour(kind="hang", hang_s=seconds)
+
+
+def garbage() -> Behaviour:
+    return Behaviour(kind="garbage")
 
 
 def disconnect(after_chars: int = 30, content: Content = None, **options: Any) -> Behaviour:
@@ -378,6 +382,9 @@ class _SSE:
             delta: dict[str, Any] = {"content": token}
             if index == 0:
                 delta["role"] = "assistant"
+            if behaviour.kind == "garbage":
+                await body(b"data: {this is not json\n\n")
+                break
             await body(self._chunk(delta))
             now = time.time()
             if record.first_token_wall is None:

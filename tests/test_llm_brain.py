@@ -21,7 +21,7 @@ from schemas.enums import Stage
 from server.config import load_settings
 from session.negotiation import Negotiation, TurnOutcome
 from session.rules import Limits
-from tests.openai_server import FakeOpenAI, disconnect, hang, reply, status
+from tests.openai_server import FakeOpenAI, disconnect, garbage, hang, reply, status
 
 pytestmark = pytest.mark.anyio
 
@@ -296,6 +296,13 @@ async def test_disconnect_mid_stream_withdraws_and_retries(openai_fake: FakeOpen
     cut = sink.events.index(next(e for e in sink.events if e[0] == "withdraw"))
     assert "".join(sink.deltas[:cut]) and good["reply_text"].startswith("".join(sink.deltas[:cut]))
     assert sink.standing() == result.decision.reply_text
+
+
+async def test_a_malformed_stream_event_is_retried(openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(garbage(), reply(decision()))
+    async with brain(openai_fake) as b:
+        result = await b.propose(request())
+    assert not result.fallback and openai_fake.calls == 2 and result.ledger.retries == 1
 
 
 # --------------------------------------------------------------------------- the deadline
