@@ -23,6 +23,7 @@ class ErrorCode(str, Enum):
 class CloseCode(IntEnum):
     GOING_AWAY = 1001  # server shutting down
     MESSAGE_TOO_BIG = 1009  # frame over the transport's hard limit (MAX_FRAME_BYTES * 16)
+    TRY_AGAIN_LATER = 1013  # the session could not be rebuilt: its store is unreachable
     UNAUTHORIZED = 4401  # token missing, malformed, badly signed or expired
     WRONG_SESSION = 4403  # a valid token for another session
     UNKNOWN_SESSION = 4404  # no such session, live or recoverable

@@ -26,7 +26,7 @@ from server.spectate import spectator_routes
 from server.wiring import build_brain, build_mirror
 from server.ws import SessionSocketFastPath, TokenBucket, session_socket
 from session.actor import ActorLimits
-from session.protocols import Brain, Mirror
+from session.protocols import Brain, Mirror, MirrorUnavailable
 from session.registry import CapacityError, SessionLoader, SessionRegistry
 from session.rules import Limits
 
@@ -121,6 +121,8 @@ async def create_session(request: Request) -> JSONResponse:
     client = request.client.host if request.client else "?"
     if not services.allow_create(client):
         return error_response(429, "rate_limited", "too many sessions created; slow down")
+    if not services.mirror.has_room():
+        return error_response(503, "unavailable", "the session store is unreachable and its buffer is full")
     try:
         body = CreateSession.model_validate(await read_json(request))
     except (ValidationError, ValueError) as exc:
@@ -135,9 +137,17 @@ async def create_session(request: Request) -> JSONResponse:
     except CapacityError as exc:
         return error_response(503, "capacity", str(exc))
     sid = actor.session_id
+    # With a durable mirror, answer once the session is stored, so that a crash cannot lose a session
+    # whose id the client already holds. While the store is down this waits NEO4J_TIMEOUT_MS at most
+    # and says `"durable": false` (the session plays on and is stored when the store returns).
+    durable = True
+    flushed = getattr(services.mirror, "flushed", None)
+    if flushed is not None:
+        durable = await flushed(sid, services.settings.NEO4J_TIMEOUT_MS / 1000)
     return JSONResponse(
         {
             "session_id": sid,
+            "durable": durable,
             "player_token": services.tokens.issue(sid, Role.PLAYER),
             "spectator_token": services.tokens.issue(sid, Role.SPECTATOR),
             "expires_in": services.tokens.ttl_seconds,
@@ -156,10 +166,55 @@ async def get_session(request: Request) -> JSONResponse:
         return error_response(401, "unauthorized", f"bad token: {exc}")
     if claims.session_id != sid:
         return error_response(403, "forbidden", "token is for another session")
-    actor = await services.registry.get(sid)
+    try:
+        actor = await services.registry.get(sid)
+    except MirrorUnavailable as exc:
+        return error_response(503, "unavailable", str(exc))
     if actor is None:
         return error_response(404, "not_found", "no such session")
     return JSONResponse(actor.negotiation.snapshot().model_dump(mode="json"))
+
+
+async def session_graph(request: Request) -> JSONResponse:
+    """The session's subgraph in Neo4j: session, turns in FOLLOWED_BY order, items, transitions."""
+    services: Services = request.app.state.services
+    sid = request.path_params["session_id"]
+    try:
+        claims = services.tokens.verify(bearer(request))
+    except TokenError as exc:
+        return error_response(401, "unauthorized", f"bad token: {exc}")
+    if claims.session_id != sid:
+        return error_response(403, "forbidden", "token is for another session")
+    graph = getattr(services.mirror, "graph", None)
+    if graph is None:
+        return error_response(503, "unavailable", "no graph store is configured (set NEO4J_URI)")
+    try:
+        data = await graph(sid)
+    except MirrorUnavailable as exc:
+        return error_response(503, "unavailable", str(exc))
+    if data is None:
+        return error_response(404, "not_found", "no such session in the graph")
+    return JSONResponse(data)
+
+
+async def stats(request: Request) -> JSONResponse:
+    """Figures across sessions, computed in Neo4j. `?since=<unix s>&scenario=<name>&limit=<n>`."""
+    services: Services = request.app.state.services
+    if not services.tokens.check_admin(bearer(request), services.settings.ADMIN_KEY):
+        return error_response(401, "unauthorized", "the admin key is required")
+    figures = getattr(services.mirror, "stats", None)
+    if figures is None:
+        return error_response(503, "unavailable", "no graph store is configured (set NEO4J_URI)")
+    try:
+        since = float(request.query_params.get("since", 0))
+        limit = max(1, min(200, int(request.query_params.get("limit", 20))))
+    except ValueError:
+        return error_response(422, "invalid", "since must be a number and limit an integer")
+    try:
+        data = await figures(since=since, scenario=request.query_params.get("scenario"), limit=limit)
+    except MirrorUnavailable as exc:
+        return error_response(503, "unavailable", str(exc))
+    return JSONResponse(data)
 
 
 async def dev_generate(request: Request) -> Response:
@@ -187,6 +242,8 @@ def routes() -> list[BaseRoute]:
         Route("/health", health, methods=["GET"]),
         Route("/api/sessions", create_session, methods=["POST"]),
         Route("/api/sessions/{session_id}", get_session, methods=["GET"]),
+        Route("/api/sessions/{session_id}/graph", session_graph, methods=["GET"]),
+        Route("/api/stats", stats, methods=["GET"]),
         Route("/api/dev/generate", dev_generate, methods=["POST"]),
         WebSocketRoute("/ws/sessions/{session_id}", session_socket),
     ]

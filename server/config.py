@@ -52,6 +52,9 @@ class Settings(BaseSettings):
     NEO4J_USER: str = "neo4j"
     NEO4J_PASSWORD: str = ""
     NEO4J_TIMEOUT_MS: int = Field(2000, ge=100, le=120_000)
+    MIRROR_BUFFER_CHANGES: int = Field(50_000, ge=1)  # changes held while Neo4j is slow or down
+    MIRROR_BATCH_MAX: int = Field(500, ge=1, le=20_000)  # changes written per transaction at most
+    MIRROR_FLUSH_MS: float = Field(20.0, ge=0, le=10_000)  # the longest a change waits for its batch
     USE_MOCKS: bool = False  # forces the rule-based brain and no mirror
     LOG_LEVEL: str = "INFO"
     AI_TIMEOUT_MS: int = Field(10_000, ge=100, le=300_000)

@@ -23,6 +23,7 @@ from schemas.errors import CloseCode, ErrorCode
 from schemas.frames import Error, PingFrame, Pong, ResumeFrame, SceneFrame, TranscriptFrame
 from server.auth import TokenError
 from session.mailbox import Mailbox
+from session.protocols import MirrorUnavailable
 
 if TYPE_CHECKING:
     from server.app import Services
@@ -192,7 +193,11 @@ async def session_socket(websocket: WebSocket) -> None:
     if claims.session_id != session_id:
         await _refuse(websocket, CloseCode.WRONG_SESSION, "token is for another session")
         return
-    actor = await services.registry.get(session_id)
+    try:
+        actor = await services.registry.get(session_id)
+    except MirrorUnavailable as exc:
+        await _refuse(websocket, CloseCode.TRY_AGAIN_LATER, str(exc)[:120])
+        return
     if actor is None:
         await _refuse(websocket, CloseCode.UNKNOWN_SESSION, "no such session")
         return

@@ -430,7 +430,8 @@ class SessionActor:
         version = self._record("scene", {"id": frame.id, "object_grabbed": frame.object_grabbed,
                                          "item": self.negotiation.item,
                                          "input_language": self.negotiation.input_language.value,
-                                         "target_language": self.negotiation.target_language.value})
+                                         "target_language": self.negotiation.target_language.value,
+                                         "at": message.received_at})
         self._ack_when_durable(version, message.conn, frame.id, False)
         self._changed()
 
@@ -446,7 +447,8 @@ class SessionActor:
         if self.negotiation.is_terminal:
             self.negotiation.remember(frame.id)
             reply = self.negotiation.closing_reply(frame.id, message.received_at, frame.text.strip())
-            version = self._record("closing_reply", {"id": frame.id, "seq": reply.seq, "text": frame.text})
+            version = self._record("closing_reply", {"id": frame.id, "seq": reply.seq, "text": frame.text,
+                                                     "reply": reply.text, "at": message.received_at})
             self._ack_when_durable(version, message.conn, frame.id, False)
             self._fanout(Envelope(reply))
             self._resolve(frame.id, reply)
@@ -469,6 +471,7 @@ class SessionActor:
             "stage": negotiation.stage.value, "happiness": negotiation.happiness,
             "object_grabbed": negotiation.object_grabbed,
             "quote": negotiation.quotes.get(pending.item) if pending.item else None,
+            "session_item": negotiation.item, "at": pending.received_at,
         })
         self._ack_when_durable(version, message.conn, frame.id, False)
         request = self.negotiation.brain_request(
@@ -563,7 +566,7 @@ class SessionActor:
             "assessment": reply.offer_assessment.value,
             "forced": bool(outcome.verdict and outcome.verdict.forced_closure),
             "seq": negotiation.seq, "outcome": negotiation.outcome.value if negotiation.outcome else None,
-            "reply_seq": reply.seq,
+            "reply_seq": reply.seq, "at": negotiation.updated_at,
         })
         for event in events:
             self._fanout(Envelope(event))
@@ -606,7 +609,13 @@ class SessionActor:
         latest = self.negotiation.seq
         last = min(frame.last_seq, latest)
         oldest = self.replay[0].seq if self.replay else None
-        if last == latest:
+        if frame.last_seq > latest:
+            # The client saw events that were never stored (a crash lost them): its state is ahead.
+            conn.send_nowait(Envelope(Snapshot(
+                session_id=self.session_id, seq=latest, state=self.negotiation.snapshot(), replayed=False,
+                reason=f"events after seq {latest} were lost in a restart before they were stored",
+            )))
+        elif last == latest:
             pass
         elif oldest is not None and oldest <= last + 1:
             for envelope in self.replay:

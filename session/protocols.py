@@ -57,6 +57,10 @@ class Change:
     data: dict[str, object] = field(default_factory=dict)
 
 
+class MirrorUnavailable(Exception):
+    """The mirror's database cannot answer now (it is down or behind); the caller may retry later."""
+
+
 class Mirror(Protocol):
     """Where session changes are copied for durability and analysis, never on the hot path."""
 

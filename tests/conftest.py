@@ -42,3 +42,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ResourceWarning)
                 gc.collect()
+
+
+@pytest.fixture(scope="session")
+def neo4j_uri() -> str:
+    """The test Neo4j's Bolt URI (SAMVAD_TEST_NEO4J_URI); skips without it, fails without it in CI."""
+    from tests.neo4j_support import neo4j_uri as uri
+
+    return uri()

@@ -156,6 +156,19 @@ async def test_resume_replays_the_gap_in_order_or_sends_a_snapshot() -> None:
         assert actor.negotiation.seq == 8  # a snapshot consumes no seq
 
 
+async def test_a_resume_from_ahead_of_the_session_gets_a_snapshot_to_fall_back_to() -> None:
+    """After a crash the session continues from its last stored event; a client that saw later ones resets."""
+    async with running(ScriptedBrain()) as actor:
+        player = FakeConnection()
+        actor.connect(player)
+        actor.submit(player, transcript("t1"))
+        await until(lambda: len(player.of_type("reply")) == 1)
+        actor.submit(player, ResumeFrame(type="resume", last_seq=5, id="r1"))
+        await until(lambda: len(player.of_type("snapshot")) == 1)
+        snap = player.of_type("snapshot")[0]
+        assert snap["seq"] == actor.negotiation.seq == 1 and "lost" in str(snap["reason"])
+
+
 class Failing:
     name = "failing"
 

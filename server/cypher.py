@@ -1,0 +1,272 @@
+"""Every Cypher statement the server runs, in one place. All values travel as parameters.
+
+The graph (seed 000's schema, plus what recovery needs):
+
+    (:Session {session_id, scenario, learner_id, input_language, target_language, happiness_score,
+               negotiation_state, turn_count, last_seq, version, item, object_grabbed, quotes,
+               first_quotes, vendor_quote, first_quote, last_offer, outcome, insults, accepted_ids,
+               closing_replies, created_at, updated_at})
+    (:Turn {turn_key, session_id, turn_number, ordinal, role, text, text_snippet, happiness_score,
+            stage, object_grabbed, item, offer, quote, assessment, client_id, seq, flags, closing,
+            timestamp, ...})
+    (:Item {session_id, name})
+    (:StageTransition {session_id, from_stage, to_stage, at_turn, happiness_at_transition, timestamp})
+
+    (:Session)-[:HAS_TURN]->(:Turn)-[:FOLLOWED_BY]->(:Turn)
+    (:Turn)-[:ABOUT_ITEM]->(:Item)<-[:INVOLVES_ITEM]-(:Session)
+    (:Session)-[:STAGE_CHANGED]->(:StageTransition)
+
+Every write is idempotent and independent of the order in which rows arrive, so a batch that is
+written twice (a retry after a lost commit reply) or two batches that overlap change nothing:
+
+* nodes are MERGEd on stable keys (Turn `turn_key` = "<session_id>:<ordinal>", Item and
+  StageTransition on (session_id, name) and (session_id, at_turn));
+* Session scalars are a complete snapshot of the session as of one change, applied only when that
+  change's version is newer than the one stored (`row.version > s.version`);
+* FOLLOWED_BY is linked from both ends: a turn links to its predecessor and to its successor if
+  either is already there, so whichever of two neighbours is written second makes the link;
+* Turn, StageTransition and Item writes follow the Session write in the same transaction.
+"""
+
+from __future__ import annotations
+
+from typing import LiteralString
+
+# --------------------------------------------------------------------------- schema
+
+SCHEMA: tuple[LiteralString, ...] = (
+    "CREATE CONSTRAINT samvad_session_id IF NOT EXISTS FOR (s:Session) REQUIRE s.session_id IS UNIQUE",
+    "CREATE CONSTRAINT samvad_turn_key IF NOT EXISTS FOR (t:Turn) REQUIRE t.turn_key IS UNIQUE",
+    "CREATE CONSTRAINT samvad_item_key IF NOT EXISTS FOR (i:Item) REQUIRE (i.session_id, i.name) IS UNIQUE",
+    "CREATE CONSTRAINT samvad_transition_key IF NOT EXISTS "
+    "FOR (x:StageTransition) REQUIRE (x.session_id, x.at_turn) IS UNIQUE",
+    "CREATE INDEX samvad_session_outcome IF NOT EXISTS FOR (s:Session) ON (s.outcome)",
+    "CREATE INDEX samvad_session_created IF NOT EXISTS FOR (s:Session) ON (s.created_at)",
+    "CREATE INDEX samvad_turn_assessment IF NOT EXISTS FOR (t:Turn) ON (t.assessment)",
+)
+
+# --------------------------------------------------------------------------- batched writes
+# Run in this order inside one transaction; each takes `$rows` and skips an empty list.
+
+# The newest snapshot of each session in a batch (applied only if newer than the stored one), and
+# once per (session, item) of the batch the items its turns are about and its current item.
+WRITE_SESSIONS: LiteralString = """
+UNWIND $rows AS row
+MERGE (s:Session {session_id: row.session_id})
+ON CREATE SET s.version = 0
+WITH s, row
+CALL (s, row) {
+  WITH s, row
+  WHERE row.version > s.version
+  SET s += row.props, s.version = row.version
+}
+WITH s, row
+UNWIND row.items AS name
+MERGE (i:Item {session_id: row.session_id, name: name})
+MERGE (s)-[:INVOLVES_ITEM]->(i)
+"""
+
+# Turns (immutable once written), their items, and FOLLOWED_BY from both ends: each turn links to its
+# predecessor and successor if they exist, so whichever of two neighbours comes second makes the link.
+# Cypher applies each clause to every row before the next clause reads, so neighbours in one batch see
+# each other. Sessions and items are written first in the same transaction, hence MATCH.
+WRITE_TURNS: LiteralString = """
+UNWIND $rows AS row
+MATCH (s:Session {session_id: row.props.session_id})
+MERGE (t:Turn {turn_key: row.key})
+SET t += row.props
+MERGE (s)-[:HAS_TURN]->(t)
+WITH s, t, row
+CALL (t, row) {
+  WITH t, row
+  WHERE row.props.item IS NOT NULL
+  MATCH (i:Item {session_id: row.props.session_id, name: row.props.item})
+  MERGE (t)-[:ABOUT_ITEM]->(i)
+}
+WITH t, row.props.session_id + ':' AS prefix, row.props.ordinal AS ordinal
+OPTIONAL MATCH (before:Turn {turn_key: prefix + toString(ordinal - 1)})
+OPTIONAL MATCH (after:Turn {turn_key: prefix + toString(ordinal + 1)})
+FOREACH (_ IN CASE WHEN before IS NULL THEN [] ELSE [1] END | MERGE (before)-[:FOLLOWED_BY]->(t))
+FOREACH (_ IN CASE WHEN after IS NULL THEN [] ELSE [1] END | MERGE (t)-[:FOLLOWED_BY]->(after))
+"""
+
+WRITE_TRANSITIONS: LiteralString = """
+UNWIND $rows AS row
+MATCH (s:Session {session_id: row.session_id})
+MERGE (x:StageTransition {session_id: row.session_id, at_turn: row.at_turn})
+SET x += row.props
+MERGE (s)-[:STAGE_CHANGED]->(x)
+"""
+
+WRITES: tuple[tuple[str, LiteralString], ...] = (
+    ("sessions", WRITE_SESSIONS),
+    ("turns", WRITE_TURNS),
+    ("transitions", WRITE_TRANSITIONS),
+)
+
+# --------------------------------------------------------------------------- recovery
+
+LOAD_SESSIONS: LiteralString = """
+UNWIND $session_ids AS session_id
+MATCH (s:Session {session_id: session_id})
+RETURN s {.*} AS session,
+       COLLECT { MATCH (s)-[:HAS_TURN]->(t:Turn) RETURN t {.*} ORDER BY t.ordinal } AS turns,
+       COLLECT { MATCH (s)-[:STAGE_CHANGED]->(x:StageTransition) RETURN x {.*} ORDER BY x.at_turn } AS transitions
+"""
+
+# --------------------------------------------------------------------------- graph context
+
+# The figures `Negotiation.graph_context()` computes from memory, computed from the graph.
+GRAPH_CONTEXT: LiteralString = """
+MATCH (s:Session {session_id: $session_id})
+CALL (s) {
+  OPTIONAL MATCH (s)-[:HAS_TURN]->(v:Turn {role: 'vendor', closing: false})
+  WITH v ORDER BY v.ordinal
+  RETURN collect(v {.stage, .happiness_score}) AS vendor
+}
+CALL (s) {
+  OPTIONAL MATCH (s)-[:HAS_TURN]->(u:Turn {role: 'user', closing: false})-[:ABOUT_ITEM]->(i:Item)
+  WITH i.name AS item, count(u) AS mentions
+  WHERE item IS NOT NULL
+  RETURN collect({item: item, mentions: mentions}) AS items
+}
+CALL (s) {
+  OPTIONAL MATCH (s)-[:STAGE_CHANGED]->(x:StageTransition)
+  WITH x ORDER BY x.at_turn
+  RETURN collect(x {.from_stage, .to_stage, .at_turn, .happiness_at_transition}) AS transitions
+}
+WITH s, vendor, items, transitions, [v IN vendor | v.happiness_score][-5..] AS trend
+CALL (vendor) {
+  UNWIND vendor AS v
+  WITH v.stage AS stage, count(*) AS turns
+  RETURN collect({stage: stage, turns: turns}) AS per_stage
+}
+RETURN s.negotiation_state AS stage,
+       per_stage,
+       trend,
+       CASE
+         WHEN size(trend) >= 2 AND trend[-1] - trend[0] >= 3 THEN 'rising'
+         WHEN size(trend) >= 2 AND trend[0] - trend[-1] >= 3 THEN 'falling'
+         ELSE 'steady'
+       END AS direction,
+       items,
+       transitions,
+       reduce(run = {turns: 0, open: true}, v IN reverse(vendor) |
+         CASE WHEN run.open AND v.stage = s.negotiation_state
+              THEN {turns: run.turns + 1, open: true}
+              ELSE {turns: run.turns, open: false} END).turns AS turns_in_current_stage
+"""
+
+# --------------------------------------------------------------------------- GET /api/sessions/{id}/graph
+
+GRAPH_SESSION: LiteralString = """
+MATCH (s:Session {session_id: $session_id})
+RETURN s {.*} AS session,
+       COLLECT { MATCH (s)-[:INVOLVES_ITEM]->(i:Item)
+                 RETURN i {.name,
+                           mentions: COUNT { (:Turn {role: 'user', session_id: $session_id})-[:ABOUT_ITEM]->(i) },
+                           turns: COUNT { (:Turn)-[:ABOUT_ITEM]->(i) }}
+                 ORDER BY i.name } AS items,
+       COLLECT { MATCH (s)-[:STAGE_CHANGED]->(x:StageTransition) RETURN x {.*} ORDER BY x.at_turn } AS transitions,
+       COUNT { (s)-[:HAS_TURN]->() } AS turn_count
+"""
+
+# Each chain of FOLLOWED_BY from a turn with no predecessor to one with no successor; a well-formed
+# session has exactly one, holding every turn in ordinal order.
+GRAPH_CHAINS: LiteralString = """
+MATCH (s:Session {session_id: $session_id})-[:HAS_TURN]->(head:Turn)
+WHERE NOT EXISTS { (:Turn)-[:FOLLOWED_BY]->(head) }
+MATCH path = (head)-[:FOLLOWED_BY*0..]->(tail:Turn)
+WHERE NOT EXISTS { (tail)-[:FOLLOWED_BY]->(:Turn) }
+WITH head, [n IN nodes(path) | n {.*, items: [(n)-[:ABOUT_ITEM]->(i:Item) | i.name]}] AS turns
+RETURN turns ORDER BY head.ordinal
+"""
+
+# --------------------------------------------------------------------------- GET /api/stats
+# `$since` filters on Session.created_at (0 for every session); `$scenario` may be null.
+
+STATS_OUTCOMES: LiteralString = """
+MATCH (s:Session)
+WHERE s.created_at >= $since AND ($scenario IS NULL OR s.scenario = $scenario)
+RETURN coalesce(s.outcome, 'in_progress') AS outcome, count(*) AS sessions
+ORDER BY outcome
+"""
+
+STATS_TURNS_TO_DEAL: LiteralString = """
+MATCH (s:Session {outcome: 'deal'})
+WHERE s.created_at >= $since AND ($scenario IS NULL OR s.scenario = $scenario)
+RETURN count(s) AS deals, avg(s.turn_count) AS avg, min(s.turn_count) AS min, max(s.turn_count) AS max,
+       percentileDisc(s.turn_count, 0.5) AS p50, percentileDisc(s.turn_count, 0.9) AS p90,
+       percentileDisc(s.turn_count, 0.99) AS p99
+"""
+
+# Discount from the first quote for the item to the price the deal was struck at.
+STATS_DISCOUNTS: LiteralString = """
+MATCH (s:Session {outcome: 'deal'})
+WHERE s.created_at >= $since AND ($scenario IS NULL OR s.scenario = $scenario)
+  AND s.first_quote > 0 AND s.vendor_quote IS NOT NULL
+WITH s.item AS item, 100.0 * (1.0 - toFloat(s.vendor_quote) / s.first_quote) AS discount
+RETURN item, count(*) AS deals, avg(discount) AS avg_discount_pct,
+       min(discount) AS min_discount_pct, max(discount) AS max_discount_pct
+ORDER BY item
+"""
+
+STATS_DISCOUNT_OVERALL: LiteralString = """
+MATCH (s:Session {outcome: 'deal'})
+WHERE s.created_at >= $since AND ($scenario IS NULL OR s.scenario = $scenario)
+  AND s.first_quote > 0 AND s.vendor_quote IS NOT NULL
+RETURN count(s) AS deals, avg(100.0 * (1.0 - toFloat(s.vendor_quote) / s.first_quote)) AS avg_discount_pct
+"""
+
+# A vendor turn judged an insult, with the learner's offer and the standing quote it answered.
+STATS_INSULTS: LiteralString = """
+MATCH (s:Session)-[:HAS_TURN]->(v:Turn {assessment: 'insult', role: 'vendor', closing: false})
+WHERE s.created_at >= $since AND ($scenario IS NULL OR s.scenario = $scenario)
+MATCH (u:Turn {role: 'user'})-[:FOLLOWED_BY]->(v)
+WITH u.item AS item, u.offer AS offer, u.quote AS quote,
+     CASE WHEN u.quote > 0 AND u.offer IS NOT NULL THEN round(toFloat(u.offer) / u.quote, 2) END AS ratio
+RETURN item, offer, quote, ratio, count(*) AS insults
+ORDER BY insults DESC, item, offer, quote
+LIMIT $limit
+"""
+
+STATS_INSULTS_BY_ITEM: LiteralString = """
+MATCH (s:Session)-[:HAS_TURN]->(v:Turn {assessment: 'insult', role: 'vendor', closing: false})
+WHERE s.created_at >= $since AND ($scenario IS NULL OR s.scenario = $scenario)
+MATCH (u:Turn {role: 'user'})-[:FOLLOWED_BY]->(v)
+WITH u.item AS item, count(*) AS insults, count(DISTINCT s) AS sessions,
+     avg(CASE WHEN u.quote > 0 AND u.offer IS NOT NULL THEN toFloat(u.offer) / u.quote END) AS avg_ratio
+RETURN item, insults, sessions, avg_ratio
+ORDER BY insults DESC, item
+"""
+
+# --------------------------------------------------------------------------- tests and benchmarks
+
+COUNT_TURNS_BY_CLIENT_ID: LiteralString = """
+MATCH (s:Session {session_id: $session_id})
+UNWIND $ids AS id
+RETURN id, COUNT { (s)-[:HAS_TURN]->(:Turn {client_id: id, role: 'user'}) } AS turns
+"""
+
+# Nodes and relationships of one session, counted: a replayed batch must leave every figure unchanged.
+COUNT_SESSION_GRAPH: LiteralString = """
+MATCH (s:Session {session_id: $session_id})
+RETURN COUNT { (x:Session {session_id: $session_id}) } AS sessions,
+       COUNT { (t:Turn {session_id: $session_id}) } AS turns,
+       COUNT { (i:Item {session_id: $session_id}) } AS items,
+       COUNT { (x:StageTransition {session_id: $session_id}) } AS transitions,
+       COUNT { (s)-[:HAS_TURN]->() } AS has_turn,
+       COUNT { (s)-[:HAS_TURN]->(:Turn)-[:FOLLOWED_BY]->() } AS followed_by,
+       COUNT { (s)-[:HAS_TURN]->(:Turn)-[:ABOUT_ITEM]->() } AS about_item,
+       COUNT { (s)-[:INVOLVES_ITEM]->() } AS involves_item,
+       COUNT { (s)-[:STAGE_CHANGED]->() } AS stage_changed
+"""
+
+SHOW_CONSTRAINTS: LiteralString = "SHOW CONSTRAINTS YIELD name, type, labelsOrTypes, properties"
+SHOW_INDEXES: LiteralString = "SHOW INDEXES YIELD name, type, labelsOrTypes, properties, state"
+
+DELETE_SESSIONS: LiteralString = """
+MATCH (s:Session) WHERE s.session_id IN $session_ids
+OPTIONAL MATCH (s)-[:HAS_TURN|INVOLVES_ITEM|STAGE_CHANGED]->(n)
+DETACH DELETE s, n
+"""
