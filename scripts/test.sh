@@ -38,6 +38,9 @@ fi
 echo "test: ruff"
 ruff check schemas session brain server clients tests
 
+echo "test: mypy (strict)"
+mypy
+
 echo "test: pytest"
 set +e
 python -m pytest "$@"

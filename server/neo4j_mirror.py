@@ -202,7 +202,8 @@ def _int(value: object) -> int | None:
 def plan(fold: SessionFold, change: Change, submitted: float) -> Entry:
     """Fold `change` into `fold` and return the rows that write it. Pure apart from `fold`."""
     sid, data = change.session_id, change.data
-    at = float(data["at"]) if isinstance(data.get("at"), int | float) else change.at  # when it happened
+    stamp = data.get("at")
+    at = float(stamp) if isinstance(stamp, int | float) else change.at  # when it happened
     turns: list[dict[str, Any]] = []
     transitions: list[dict[str, Any]] = []
     kind = change.kind
