@@ -205,6 +205,33 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# `samvad serve`, plus a gc callback that logs every collection pausing the server >= 20 ms, so that
+# tail latencies can be told apart from the mirror's own. Nothing in the server changes.
+GC_WATCH = """
+import gc, sys, time
+_t = [0.0]
+def _watch(phase, info):
+    if phase == "start":
+        _t[0] = time.perf_counter()
+        return
+    ms = (time.perf_counter() - _t[0]) * 1000
+    if ms >= 20:
+        print(f"GCPAUSE {info['generation']} {ms:.1f}", file=sys.stderr, flush=True)
+gc.callbacks.append(_watch)
+from server.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def gc_pauses(log: Path, since: int) -> dict[str, Any]:
+    """Collections that paused the server >= 20 ms, from the log written after byte `since`."""
+    with log.open("rb") as f:
+        f.seek(since)
+        lines = f.read().decode(errors="replace").splitlines()
+    pauses = [float(line.split()[2]) for line in lines if line.startswith("GCPAUSE ")]
+    return {"count": len(pauses), "max_ms": max(pauses) if pauses else 0.0, "total_ms": round(sum(pauses), 1)}
+
+
 class Server:
     def __init__(self, uri: str, logs: Path, port: int | None = None, **settings: object) -> None:
         self.port = port or free_port()
@@ -222,7 +249,7 @@ class Server:
     def start(self) -> float:
         started = time.perf_counter()
         log = self.logs.open("ab")
-        self.proc = subprocess.Popen([PY, "-m", "server.cli", "serve", "--port", str(self.port)], cwd=ROOT,
+        self.proc = subprocess.Popen([PY, "-c", GC_WATCH, "serve", "--port", str(self.port)], cwd=ROOT,
                                      env=self.env, stdout=log, stderr=subprocess.STDOUT)
         log.close()
         while True:
@@ -268,6 +295,7 @@ async def lag_under_load(uri: str, sessions: int, duration: float, think_ms: flo
     if neo4j:
         watched["neo4j"] = neo4j[0]
     cpu_before = {name: sum(p.cpu_times()[:2]) for name, p in watched.items()}
+    log_at = server.logs.stat().st_size
     machine_before = psutil.cpu_times()
     started = time.perf_counter()
     try:
@@ -305,7 +333,7 @@ async def lag_under_load(uri: str, sessions: int, duration: float, think_ms: flo
         server.stop()
     result = {
         "sessions": sessions, "duration_s": duration, "think_ms": think_ms, "paced": True, "cpu_s": cpu,
-        "loadavg_1m_after": round(os.getloadavg()[0], 2),
+        "loadavg_1m_after": round(os.getloadavg()[0], 2), "server_gc_pauses": gc_pauses(server.logs, log_at),
         "turns": result_bots.get("turns"), "turns_per_s": result_bots.get("turns_per_s"),
         "bot_errors": result_bots.get("errors", {}).get("count"),
         "reply_latency_ms": result_bots.get("latency_ms"),
@@ -319,7 +347,9 @@ async def lag_under_load(uri: str, sessions: int, duration: float, think_ms: flo
     print(f"(b) {sessions} sessions at one turn per {think_ms:g} ms, {result['turns']} turns "
           f"({result['turns_per_s']}/s): mirror lag "
           f"p50 {mirror.get('lag_p50_ms')} ms, p99 {lag} ms over {mirror.get('lag_window')} changes in "
-          f"{mirror.get('batches')} batches; oldest unwritten max {result['oldest_unwritten_ms']['max']} ms",
+          f"{mirror.get('batches')} batches (p50 {mirror.get('batch_ms_p50')} ms); oldest unwritten max "
+          f"{result['oldest_unwritten_ms']['max']} ms; reply p99 {(result['reply_latency_ms'] or {}).get('p99')} ms; "
+          f"server GC pauses >= 20 ms: {result['server_gc_pauses']}",
           flush=True)
     return result
 

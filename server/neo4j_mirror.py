@@ -403,6 +403,10 @@ class _IoThread:
             self.loop.close()
 
 
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
 def _timed_out(exc: BaseException) -> bool:
     return isinstance(exc, TimeoutError) or (isinstance(exc, Neo4jError) and "TimedOut" in str(exc.code))
 
@@ -910,8 +914,8 @@ class Neo4jMirror:
             "lag_p50_ms": None if p50 is None else round(p50, 1),
             "lag_p99_ms": None if p99 is None else round(p99, 1),
             "lag_window": len(lags),
-            "batch_ms_p50": _percentile(list(self._batch_ms), 0.5),
-            "batch_ms_p99": _percentile(list(self._batch_ms), 0.99),
+            "batch_ms_p50": _round(_percentile(list(self._batch_ms), 0.5)),
+            "batch_ms_p99": _round(_percentile(list(self._batch_ms), 0.99)),
             "batches": self.batches,
             "rows": self.rows,
             "turns": self.turns_written,
