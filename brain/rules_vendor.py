@@ -21,14 +21,19 @@ from brain.vendor_lines import say, spoken_items
 from schemas.brain import BrainRequest, BrainResult, DeltaSink, Ledger
 from schemas.decision import AIDecision
 from schemas.enums import Mood, OfferAssessment, Stage
+from schemas.policy import (
+    DEFAULT_MAX_MOOD_DELTA,
+    INSULT_MIN_DROP,
+    LOWBALL_MIN_DROP,
+    REENTRY_HAPPINESS,
+    mood_for,
+)
 from schemas.scenario import Item, Scenario, load_scenario
 
-# Copies of the session's limits (brain/ and session/ do not import each other).
-MAX_STEP = 15
-INSULT_DROP = 10
-LOWBALL_DROP = 6
-REENTRY_HAPPINESS = 40  # WALKAWAY -> HAGGLING needs happiness above this after the turn
-MOOD_BANDS = ((20, Mood.ANGRY), (40, Mood.ANNOYED), (60, Mood.NEUTRAL), (80, Mood.FRIENDLY))
+# The session's published limits, so the vendor proposes what the rules engine will accept.
+MAX_STEP = DEFAULT_MAX_MOOD_DELTA
+INSULT_DROP = INSULT_MIN_DROP
+LOWBALL_DROP = LOWBALL_MIN_DROP
 
 CLOSE_AT = 10  # at or below this happiness Ramesh sends the learner away
 WALKAWAY_PATIENCE = 3  # idle turns in WALKAWAY before he gives up calling
@@ -59,10 +64,7 @@ RETURN_JOY = 6
 
 
 def mood_band(score: int) -> Mood:
-    for upper, mood in MOOD_BANDS:
-        if score <= upper:
-            return mood
-    return Mood.ENTHUSIASTIC
+    return mood_for(score)
 
 
 def round_price(value: float) -> int:
@@ -131,10 +133,16 @@ class RuleBasedVendor:
         self, request: BrainRequest, on_delta: DeltaSink | None = None
     ) -> BrainResult:
         """Decide at once; nothing is streamed, so `on_delta` is never called."""
+        return self.propose_now(request)
+
+    def propose_now(self, request: BrainRequest) -> BrainResult:
+        """The same answer without a coroutine: the actor calls this inline, saving a task."""
         started = time.perf_counter()  # for the ledger only; the decision never sees it
         decision = self.decide(request)
         spent = (time.perf_counter() - started) * 1000.0
-        return BrainResult(decision=decision, ledger=Ledger(brain_ms=spent, llm_calls=0))
+        return BrainResult.model_construct(decision=decision, fallback=False, streamed=False,
+                                           ledger=Ledger.model_construct(brain_ms=spent, llm_calls=0),
+                                           error=None)
 
     def decide(self, req: BrainRequest) -> AIDecision:
         """The whole policy, synchronously: one request in, one proposal out."""

@@ -15,7 +15,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from schemas.errors import ErrorCode
-from schemas.frames import CLIENT_FRAME_TYPES, TranscriptFrame, event_dict
+from schemas.frames import CLIENT_FRAME_TYPES, SEQUENCED_TYPES, TranscriptFrame, event_dict
 
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024
 
@@ -120,8 +120,6 @@ class Envelope:
 
 
 def _is_sequenced(event: BaseModel) -> bool:
-    from schemas.frames import SEQUENCED_TYPES
-
     return getattr(event, "type", None) in SEQUENCED_TYPES
 
 

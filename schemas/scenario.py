@@ -68,7 +68,9 @@ def _index(scenario: str) -> dict[str, Item]:
     return found
 
 
+@cache
 def available_scenarios() -> tuple[str, ...]:
+    """The scenarios shipped in the package (read once: package data does not change)."""
     files = resources.files("schemas").joinpath("data").iterdir()
     return tuple(sorted(f.name.removesuffix(".json") for f in files if f.name.endswith(".json")))
 

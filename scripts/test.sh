@@ -27,7 +27,7 @@ fi
 bash scripts/setup.sh test
 export PATH="$root/.venv/bin:$PATH"
 
-if [ -x scripts/neo4j.sh ]; then
+if [ -f scripts/neo4j.sh ]; then
   export NEO4J_PORT="${NEO4J_TEST_PORT:-7688}"
   export NEO4J_DATA_DIR="${NEO4J_TEST_DATA_DIR:-$root/var/neo4j-test}"
   bash scripts/neo4j.sh start
@@ -37,6 +37,9 @@ fi
 
 echo "test: ruff"
 ruff check schemas session brain server clients tests
+
+echo "test: mypy (strict)"
+mypy
 
 echo "test: pytest"
 set +e

@@ -24,7 +24,7 @@ from server.auth import TokenError, Tokens
 from server.config import Settings, load_settings
 from server.spectate import spectator_routes
 from server.wiring import build_brain, build_mirror
-from server.ws import TokenBucket, session_socket
+from server.ws import SessionSocketFastPath, TokenBucket, session_socket
 from session.actor import ActorLimits
 from session.protocols import Brain, Mirror, MirrorUnavailable
 from session.registry import CapacityError, SessionLoader, SessionRegistry
@@ -298,7 +298,8 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
 
     app = Starlette(
         routes=[*(extra_routes or []), *routes(), *spectator_routes(services)],
-        middleware=[Middleware(CORSMiddleware, allow_origins=settings.CORS_ORIGINS,
+        middleware=[Middleware(SessionSocketFastPath),
+                    Middleware(CORSMiddleware, allow_origins=settings.CORS_ORIGINS,
                                allow_methods=["GET", "POST"], allow_headers=["authorization", "content-type"])],
         lifespan=lifespan,
     )

@@ -60,6 +60,8 @@ class Settings(BaseSettings):
     AI_TIMEOUT_MS: int = Field(10_000, ge=100, le=300_000)
     AI_TEMPERATURE: float = Field(0.7, ge=0.0, le=2.0)
     AI_MAX_TOKENS: int = Field(200, ge=16, le=16_384)
+    AI_STREAM: bool = True  # stream reply_text to clients as reply.delta while the model writes
+    AI_JSON_SCHEMA: bool = False  # strict json_schema structured outputs instead of json_object
     MAX_TURNS: int = Field(30, ge=2, le=500)
     MAX_MOOD_DELTA: int = Field(15, ge=1, le=100)
     APP_VERSION: str = "0.1.0"
@@ -96,6 +98,9 @@ class Settings(BaseSettings):
     UVICORN_WS: Literal["auto", "websockets", "websockets-sansio", "wsproto"] = "auto"
     UVICORN_LOOP: Literal["auto", "asyncio", "uvloop"] = "auto"
     UVICORN_HTTP: Literal["auto", "h11", "httptools"] = "auto"
+    # Off by default: frames are small JSON, and each socket's zlib state costs ~45 KiB of memory
+    # plus CPU on every frame (measured with tracemalloc on 500 idle sessions).
+    WS_PER_MESSAGE_DEFLATE: bool = False
 
     @field_validator("CORS_ORIGINS", mode="before")
     @classmethod

@@ -202,7 +202,8 @@ def _int(value: object) -> int | None:
 def plan(fold: SessionFold, change: Change, submitted: float) -> Entry:
     """Fold `change` into `fold` and return the rows that write it. Pure apart from `fold`."""
     sid, data = change.session_id, change.data
-    at = float(data["at"]) if isinstance(data.get("at"), int | float) else change.at  # when it happened
+    stamp = data.get("at")
+    at = float(stamp) if isinstance(stamp, int | float) else change.at  # when it happened
     turns: list[dict[str, Any]] = []
     transitions: list[dict[str, Any]] = []
     kind = change.kind
@@ -253,10 +254,7 @@ def plan(fold: SessionFold, change: Change, submitted: float) -> Entry:
             fold.quoted(item, quote)
         if assessment == OfferAssessment.INSULT.value:
             fold.insults += 1
-        events = data.get("events")
-        reply_seq = None
-        if isinstance(events, list) and events and isinstance(events[0], dict):
-            reply_seq = _int(events[0].get("seq"))
+        reply_seq = _int(data.get("reply_seq"))
         turns.append(_turn_row(sid, 2 * turn, {
             "turn_number": turn, "role": "vendor", "text": data.get("text"), "stage": stage,
             "previous_stage": previous, "happiness_score": happiness, "object_grabbed": fold.object_grabbed,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 from anyio import CancelScope
+from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from schemas.codec import Envelope, FrameError, WireFormat, decode_frame
@@ -21,6 +22,7 @@ from schemas.enums import Role
 from schemas.errors import CloseCode, ErrorCode
 from schemas.frames import Error, PingFrame, Pong, ResumeFrame, SceneFrame, TranscriptFrame
 from server.auth import TokenError
+from session.mailbox import Mailbox
 from session.protocols import MirrorUnavailable
 
 if TYPE_CHECKING:
@@ -62,7 +64,7 @@ class WsConnection:
         self.fmt = fmt
         self.session_id = session_id
         self.conn_id = next(_conn_ids)
-        self._send, self._receive = anyio.create_memory_object_stream[Envelope](queue)
+        self._outbox: Mailbox[Envelope] = Mailbox(queue)
         self.close_code: int | None = None
         self.close_reason = ""
         self.scope: CancelScope | None = None
@@ -72,12 +74,12 @@ class WsConnection:
         if self.close_code is not None:
             return False
         try:
-            self._send.send_nowait(envelope)
+            self._outbox.send_nowait(envelope)
             return True
         except anyio.WouldBlock:
             self.close_nowait(CloseCode.SLOW_CONSUMER, "outbound queue overflowed")
             return False
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        except anyio.ClosedResourceError:
             return False
 
     def close_nowait(self, code: int, reason: str) -> None:
@@ -88,35 +90,31 @@ class WsConnection:
             self.scope.cancel()
 
     def release(self) -> None:
-        self._send.close()
-        self._receive.close()
+        self._outbox.close()
 
     def error(self, code: ErrorCode, message: str, frame_id: str | None = None) -> None:
         self.send_nowait(Envelope(Error(session_id=self.session_id, code=code, message=message, id=frame_id)))
 
     async def write(self) -> None:
-        send_text, send_bytes = self.websocket.send_text, self.websocket.send_bytes
-        receive, receive_nowait = self._receive.receive, self._receive.receive_nowait
+        # The raw ASGI send (see `SessionSocketFastPath`): Starlette's per-message state checks
+        # and exception wrappers cost more than the frame itself.
+        send = self.websocket._send
+        receive = self._outbox.receive
         try:
-            async with self._receive:
-                while True:
-                    # Take what is queued without a checkpoint: a turn queues 3-5 events at once,
-                    # and anyio's `receive()` yields to the event loop once per event even when
-                    # one is waiting.
-                    try:
-                        envelope = receive_nowait()
-                    except anyio.WouldBlock:
-                        try:
-                            envelope = await receive()
-                        except anyio.EndOfStream:
-                            return
-                    except anyio.EndOfStream:
-                        return
-                    payload = envelope.encode(self.fmt)
-                    if isinstance(payload, str):
-                        await send_text(payload)
-                    else:
-                        await send_bytes(payload)
+            while True:
+                try:
+                    envelope = await receive()
+                except anyio.EndOfStream:
+                    return
+                payload = envelope.encode(self.fmt)
+                # Let go of the event before waiting again: an idle socket would otherwise keep
+                # its last one (often the welcome, with a full snapshot) alive.
+                del envelope
+                if isinstance(payload, str):
+                    await send({"type": "websocket.send", "text": payload})
+                else:
+                    await send({"type": "websocket.send", "bytes": payload})
+                del payload
         except (OSError, RuntimeError, WebSocketDisconnect):
             # The peer or the server went away mid-send; the reader sees the disconnect too.
             self.close_nowait(CloseCode.GOING_AWAY, "connection lost")
@@ -157,6 +155,30 @@ def _peek_id(raw: str | bytes, fmt: WireFormat, max_bytes: int) -> str | None:
         return getattr(decode_frame(raw, fmt, max_bytes=max_bytes), "id", None)
     except FrameError as exc:
         return exc.frame_id
+
+
+class SessionSocketFastPath:
+    """ASGI middleware that hands `/ws/sessions/{id}` to `session_socket` directly.
+
+    Placed outermost, it receives uvicorn's own `receive` and `send`, so the many small frames
+    of a session skip Starlette's routing and its exception wrappers, which wrap every message.
+    Everything else, and any other path, goes on to the Starlette app unchanged.
+    """
+
+    PREFIX = "/ws/sessions/"
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            path: str = scope["path"]
+            session_id = path[len(self.PREFIX):] if path.startswith(self.PREFIX) else ""
+            if session_id and "/" not in session_id:
+                scope["path_params"] = {"session_id": session_id}
+                await session_socket(WebSocket(scope, receive, send))
+                return
+        await self.app(scope, receive, send)
 
 
 async def session_socket(websocket: WebSocket) -> None:
@@ -211,7 +233,7 @@ async def _read(websocket: WebSocket, conn: WsConnection, actor: object, service
     settings = services.settings
     bucket = TokenBucket(settings.RATE_LIMIT_PER_SECOND, settings.RATE_LIMIT_BURST)
     violations = 0
-    receive = websocket.receive
+    receive = websocket._receive  # raw ASGI receive; disconnects are handled right here
     while True:
         # One cancel scope per idle-check window rather than one per frame: entering and leaving
         # a scope costs more than handling a small frame. `receive()` is the only await inside.

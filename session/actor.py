@@ -13,7 +13,6 @@ re-sends every unacknowledged frame after a crash lose nothing.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -40,6 +39,7 @@ from schemas.frames import (
     TurnTimings,
     Welcome,
 )
+from session.mailbox import Mailbox
 from session.negotiation import Negotiation, PendingTurn, TurnOutcome, fallback_decision
 from session.protocols import Brain, Change, Connection, Mirror
 
@@ -155,7 +155,9 @@ class SessionActor:
         self.replay: deque[Envelope] = deque(maxlen=limits.replay_events)
         self.last_activity = clock()
         self.version = version  # last mirror change version issued
-        self._send, self._receive = anyio.create_memory_object_stream[_Message](math.inf)
+        # Unbounded by type, bounded in practice: client frames are admitted against
+        # `limits.inbox_frames` in `submit`, and the other messages come one or a few per turn.
+        self._inbox: Mailbox[_Message] = Mailbox()
         self._frames_queued = 0
         self._waiting: deque[_Frame] = deque()  # transcripts accepted while a turn is in flight
         self._waiting_ids: set[str] = set()
@@ -166,6 +168,7 @@ class SessionActor:
         self._unacked: deque[tuple[int, Connection | None, str, bool]] = deque()
         self._unacked_ids: dict[str, int] = {}
         self._turn_waiters: dict[str, list[Callable[[Reply | None], None]]] = {}
+        self._propose_now: Callable[[BrainRequest], BrainResult] | None = getattr(brain, "propose_now", None)
         self._tg: TaskGroup | None = None
         self.running = False
 
@@ -225,18 +228,10 @@ class SessionActor:
                 if pending is not None:
                     # Recorded but never answered: rebuilt after a restart, or the loop was stopped.
                     self._think_about(pending, self.negotiation.brain_request(pending), time.perf_counter())
-                receive, receive_nowait = self._receive.receive, self._receive.receive_nowait
+                receive = self._inbox.receive
                 while True:
-                    # Take what is queued without a checkpoint: anyio's `receive()` yields to the
-                    # event loop once per message even when one is waiting, and a turn posts
-                    # several. Handling is synchronous, so a burst is bounded by the inboxes.
                     try:
-                        message = receive_nowait()
-                    except anyio.WouldBlock:
-                        try:
-                            message = await receive()
-                        except anyio.EndOfStream:
-                            break
+                        message = await receive()
                     except anyio.EndOfStream:
                         break
                     if isinstance(message, _Stop):
@@ -265,13 +260,12 @@ class SessionActor:
 
     def close(self) -> None:
         """Release the inbox for good; the actor cannot run again."""
-        self._send.close()
-        self._receive.close()
+        self._inbox.close()
 
     def _post_nowait(self, message: _Message) -> None:
         try:
-            self._send.send_nowait(message)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._inbox.send_nowait(message)
+        except anyio.ClosedResourceError:
             pass
 
     async def _post(self, message: _Message) -> None:
@@ -492,8 +486,26 @@ class SessionActor:
         self._thinking_since = since
         self._streamed = []
         self._withdrawn = False
+        if self._propose_now is not None:
+            # A rules brain answers in microseconds: no task, no round trip through the inbox.
+            started = time.perf_counter()
+            try:
+                result = self._propose_now(request)
+            except Exception as exc:
+                result = self._fallback(request, started, f"{type(exc).__name__}: {exc}")
+            self._on_brain_done(_BrainDone(pending, result, started, time.perf_counter()))
+            return
         assert self._tg is not None
         self._tg.start_soon(self._think, pending, request)
+
+    def _fallback(self, request: BrainRequest, started: float, error: str) -> BrainResult:
+        log.error("brain failed: %s", error, extra={"session_id": self.session_id, "turn": request.turn})
+        return BrainResult(
+            decision=fallback_decision(request.stage, request.happiness_score, FALLBACK_LINE),
+            fallback=True,
+            error=error,
+            ledger=Ledger(brain_ms=(time.perf_counter() - started) * 1000),
+        )
 
     async def _think(self, pending: PendingTurn, request: BrainRequest) -> None:
         started = time.perf_counter()
@@ -502,20 +514,9 @@ class SessionActor:
             try:
                 result = await self.brain.propose(request, _Sink(self, pending.turn))
             except Exception as exc:  # the brain's own failures were translated; this is a last guard
-                log.error("brain failed: %s", exc, extra={"session_id": self.session_id, "turn": pending.turn})
-                result = BrainResult(
-                    decision=fallback_decision(request.stage, request.happiness_score, FALLBACK_LINE),
-                    fallback=True,
-                    error=f"{type(exc).__name__}: {exc}",
-                    ledger=Ledger(brain_ms=(time.perf_counter() - started) * 1000),
-                )
+                result = self._fallback(request, started, f"{type(exc).__name__}: {exc}")
         if result is None:
-            result = BrainResult(
-                decision=fallback_decision(request.stage, request.happiness_score, FALLBACK_LINE),
-                fallback=True,
-                error="brain deadline exceeded",
-                ledger=Ledger(brain_ms=(time.perf_counter() - started) * 1000),
-            )
+            result = self._fallback(request, started, "brain deadline exceeded")
         await self._post(_BrainDone(pending, result, started, time.perf_counter()))
 
     def _withdraw(self, turn: int, reason: str) -> None:
@@ -532,9 +533,11 @@ class SessionActor:
         streamed = "".join(self._streamed)
         if streamed and streamed.strip() != result.decision.reply_text.strip():
             self._withdraw(pending.turn, "fallback" if result.fallback else "the final reply differs")
+        previous_stage = self.negotiation.stage
+        outcome = self.negotiation.complete_turn(pending, result, self.clock(), withdrawn_stream=self._withdrawn)
+        finished = time.perf_counter()
         ledger = result.ledger
-        queue_ms = max(0.0, (done.started - self._thinking_since) * 1000)
-        timings = TurnTimings(
+        timings = TurnTimings.model_construct(
             brain=self.brain.name,
             llm_calls=ledger.llm_calls,
             retries=ledger.retries,
@@ -543,22 +546,15 @@ class SessionActor:
             completion_tokens=ledger.completion_tokens,
             first_token_ms=ledger.first_token_ms,
             first_delta_ms=ledger.first_delta_ms,
-            queue_ms=round(queue_ms, 3),
+            queue_ms=round(max(0.0, (done.started - self._thinking_since) * 1000), 3),
             brain_ms=round(ledger.brain_ms or (done.finished - done.started) * 1000, 3),
-            validation_ms=0.0,
-            total_ms=0.0,
+            validation_ms=round((finished - validate_start) * 1000, 3),
+            total_ms=round((finished - self._thinking_since) * 1000, 3),
             prompt_version=ledger.prompt_version,
         )
-        previous_stage = self.negotiation.stage
-        outcome = self.negotiation.complete_turn(
-            pending, result, self.clock(), timings, withdrawn_stream=self._withdrawn
-        )
-        validation_ms = (time.perf_counter() - validate_start) * 1000
-        total_ms = (time.perf_counter() - self._thinking_since) * 1000
         first = outcome.events[0]
         assert isinstance(first, Reply)
-        reply = first.model_copy(update={"timings": timings.model_copy(
-            update={"validation_ms": round(validation_ms, 3), "total_ms": round(total_ms, 3)})})
+        reply = first.model_copy(update={"timings": timings})
         events = (reply, *outcome.events[1:])
         self._thinking = None
         self._streamed = []
@@ -570,7 +566,7 @@ class SessionActor:
             "assessment": reply.offer_assessment.value,
             "forced": bool(outcome.verdict and outcome.verdict.forced_closure),
             "seq": negotiation.seq, "outcome": negotiation.outcome.value if negotiation.outcome else None,
-            "events": [e.model_dump(mode="json", by_alias=True) for e in events], "at": negotiation.updated_at,
+            "reply_seq": reply.seq, "at": negotiation.updated_at,
         })
         for event in events:
             self._fanout(Envelope(event))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import cache
 
 from schemas.brain import BrainRequest, BrainResult, GraphContext, HistoryLine, StageVisit
 from schemas.decision import AIDecision
@@ -39,6 +40,21 @@ SNIPPET_CHARS = 150
 TRANSCRIPT_LINES = 60  # conversation lines a snapshot carries for late or resumed viewers
 _WORD = re.compile(r"[a-z]+")
 
+
+@cache
+def _item_words(scenario: str) -> tuple[dict[str, str], tuple[tuple[str, str], ...]]:
+    """Each item's names and plurals: single words for a set lookup, phrases for a scan."""
+    singles: dict[str, str] = {}
+    phrases: list[tuple[str, str]] = []
+    for item in load_scenario(scenario).items:
+        for name in (item.name.lower(), item.hindi.lower()):
+            for form in (name, name + "s", name + "es"):
+                if " " in form:
+                    phrases.append((f" {form} ", item.name))
+                else:
+                    singles.setdefault(form, item.name)
+    return singles, tuple(phrases)
+
 CLOSING_LINES = {
     Outcome.DEAL: "We already shook on it, friend. Enjoy your purchase and come back soon!",
     Outcome.WALKED_AWAY: "You already left my stall, friend. Come back another day.",
@@ -63,6 +79,13 @@ class TurnRecord:
     client_id: str | None = None
     seq: int | None = None  # the reply's seq, on vendor turns
     flags: tuple[str, ...] = ()
+    _line: HistoryLine | None = field(default=None, repr=False, compare=False)
+
+    def as_line(self) -> HistoryLine:
+        """The record as a brain sees it, built once: a record never changes after it is made."""
+        if self._line is None:
+            self._line = HistoryLine.model_construct(turn=self.turn, role=self.role, text=self.text)
+        return self._line
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,11 +191,16 @@ class Negotiation:
 
     def _mentioned_item(self, text: str) -> str | None:
         # Whole words only: "daam" (price) must not read as "aam" (mango), nor "akela" as "kela".
-        words = f" {' '.join(_WORD.findall(text.lower()))} "
-        for candidate in self.scenario.items:
-            for name in (candidate.name.lower(), candidate.hindi.lower()):
-                if any(f" {name}{end} " in words for end in ("", "s", "es")):
-                    return candidate.name
+        words = _WORD.findall(text.lower())
+        singles, phrases = _item_words(self.scenario_name)
+        for word in words:
+            if word in singles:
+                return singles[word]
+        if phrases:
+            padded = f" {' '.join(words)} "
+            for phrase, name in phrases:
+                if phrase in padded:
+                    return name
         found = self.scenario.item(self.object_grabbed)
         return found.name if found else None
 
@@ -201,10 +229,9 @@ class Negotiation:
 
     def brain_request(self, pending: PendingTurn, *, rag_context: str = "", context_block: str = "") -> BrainRequest:
         last_vendor = next((h.at for h in reversed(self.history) if h.role == "vendor"), None)
-        lines = tuple(
-            HistoryLine(turn=h.turn, role=h.role, text=h.text) for h in self.history[-HISTORY_WINDOW - 1 : -1]
-        )
-        return BrainRequest(
+        # Built from state this class already validated, so the models are constructed, not re-checked.
+        lines = tuple(h.as_line() for h in self.history[-HISTORY_WINDOW - 1 : -1])
+        return BrainRequest.model_construct(
             session_id=self.session_id,
             scenario=self.scenario_name,
             turn=pending.turn,
@@ -277,7 +304,8 @@ class Negotiation:
         self.pending = None
         self.updated_at = now
 
-        reply = Reply(
+        # Events are built from validated state, so they are constructed rather than re-validated.
+        reply = Reply.model_construct(
             session_id=self.session_id,
             seq=self.next_seq(),
             turn=pending.turn,
@@ -308,7 +336,7 @@ class Negotiation:
         events: list[Reply | MoodChanged | StageChanged | SessionEnded] = [reply]
         if verdict.happiness != previous_happiness:
             events.append(
-                MoodChanged(
+                MoodChanged.model_construct(
                     session_id=self.session_id, seq=self.next_seq(), turn=pending.turn,
                     happiness_score=verdict.happiness, vendor_mood=verdict.mood,
                     delta=verdict.happiness - previous_happiness,
@@ -316,11 +344,9 @@ class Negotiation:
             )
         if verdict.stage is not previous_stage:
             events.append(
-                StageChanged.model_validate(
-                    {
-                        "session_id": self.session_id, "seq": self.next_seq(), "turn": pending.turn,
-                        "from": previous_stage, "to": verdict.stage, "forced": verdict.forced_closure,
-                    }
+                StageChanged.model_construct(
+                    session_id=self.session_id, seq=self.next_seq(), turn=pending.turn,
+                    from_=previous_stage, to=verdict.stage, forced=verdict.forced_closure,
                 )
             )
         if verdict.is_terminal:
@@ -381,7 +407,7 @@ class Negotiation:
             if h.stage is not self.stage:
                 break
             in_stage += 1
-        return GraphContext(
+        return GraphContext.model_construct(
             turns_per_stage=per_stage,
             happiness_trend=trend,
             trend_direction=direction,

@@ -22,6 +22,12 @@ class Brain(Protocol):
         ...
 
 
+class InstantBrain(Brain, Protocol):
+    """A brain that answers synchronously in microseconds; the actor calls it inline."""
+
+    def propose_now(self, request: BrainRequest) -> BrainResult: ...
+
+
 class Connection(Protocol):
     """One client socket as the actor sees it: a bounded outbound queue it never waits on."""
 

@@ -27,38 +27,35 @@ from dataclasses import dataclass, field
 from schemas.decision import AIDecision
 from schemas.enums import Mood, OfferAssessment, Stage
 
-INSULT_MIN_DROP = 10
-LOWBALL_MIN_DROP = 6
-REENTRY_HAPPINESS = 40  # WALKAWAY -> HAGGLING only when happiness after the turn is above this
-DEFAULT_MAX_MOOD_DELTA = 15
-DEFAULT_MAX_TURNS = 30
-WRAP_UP_AFTER_TURN = 25  # after this turn the brain is told to wrap up
-
-# The legal moves out of each stage; staying in the same stage is always allowed as well.
-TRANSITIONS: dict[Stage, frozenset[Stage]] = {
-    Stage.GREETING: frozenset({Stage.INQUIRY}),
-    Stage.INQUIRY: frozenset({Stage.HAGGLING, Stage.WALKAWAY}),
-    Stage.HAGGLING: frozenset({Stage.DEAL, Stage.WALKAWAY, Stage.CLOSURE}),
-    Stage.WALKAWAY: frozenset({Stage.HAGGLING, Stage.CLOSURE}),
-    Stage.DEAL: frozenset(),
-    Stage.CLOSURE: frozenset(),
-}
-
-# Mood bands by inclusive upper bound of the happiness score.
-MOOD_BANDS: tuple[tuple[int, Mood], ...] = (
-    (20, Mood.ANGRY),
-    (40, Mood.ANNOYED),
-    (60, Mood.NEUTRAL),
-    (80, Mood.FRIENDLY),
-    (100, Mood.ENTHUSIASTIC),
+# The table and the numbers are published in schemas.policy for brains to describe; they are
+# re-exported here because this module is where they are applied.
+from schemas.policy import (
+    DEFAULT_MAX_MOOD_DELTA,
+    DEFAULT_MAX_TURNS,
+    INSULT_MIN_DROP,
+    LOWBALL_MIN_DROP,
+    REENTRY_HAPPINESS,
+    TRANSITIONS,
+    WRAP_UP_AFTER_TURN,
+    mood_for,
 )
 
-
-def mood_for(score: int) -> Mood:
-    for upper, mood in MOOD_BANDS:
-        if score <= upper:
-            return mood
-    return Mood.ENTHUSIASTIC
+__all__ = [
+    "DEFAULT_MAX_MOOD_DELTA",
+    "DEFAULT_MAX_TURNS",
+    "INSULT_MIN_DROP",
+    "LOWBALL_MIN_DROP",
+    "REENTRY_HAPPINESS",
+    "TRANSITIONS",
+    "WRAP_UP_AFTER_TURN",
+    "Limits",
+    "Override",
+    "Position",
+    "Verdict",
+    "is_legal",
+    "mood_for",
+    "validate",
+]
 
 
 def is_legal(current: Stage, proposed: Stage) -> bool:

@@ -1,11 +1,47 @@
 from __future__ import annotations
 
+import gc
+import warnings
+from collections.abc import Iterator
+
 import pytest
+
+from tests.openai_server import FakeOpenAI
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def _openai_fake_server() -> Iterator[FakeOpenAI]:
+    fake = FakeOpenAI().start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+@pytest.fixture
+def openai_fake(_openai_fake_server: FakeOpenAI) -> Iterator[FakeOpenAI]:
+    """The fake OpenAI server (tests/openai_server.py), with an empty script and no records."""
+    _openai_fake_server.reset()
+    yield _openai_fake_server
+    _openai_fake_server.reset()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After a test of a module that sets COLLECT_GARBAGE_AFTER, collect its garbage quietly."""
+    try:
+        return (yield)
+    finally:
+        module = getattr(item, "module", None)
+        if getattr(module, "COLLECT_GARBAGE_AFTER", False):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ResourceWarning)
+                gc.collect()
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,8 @@ Script = Callable[[BrainRequest], AIDecision]
 
 def stay(request: BrainRequest) -> AIDecision:
     """A brain that says something and changes nothing."""
-    return AIDecision(reply_text=f"Turn {request.turn}, friend.", happiness_score=request.happiness_score,
+    return AIDecision(reply_text=f"Turn {request.turn}, friend.",
+                      happiness_score=request.happiness_score,
                       negotiation_state=request.stage, vendor_mood=request.vendor_mood)
 
 
@@ -32,7 +33,9 @@ class ScriptedBrain:
         self.stream = stream
         self.requests: list[BrainRequest] = []
 
-    async def propose(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainResult:
+    async def propose(
+        self, request: BrainRequest, on_delta: DeltaSink | None = None
+    ) -> BrainResult:
         self.requests.append(request)
         decision = self.script(request)
         if self.delay:
@@ -40,7 +43,8 @@ class ScriptedBrain:
         if self.stream and on_delta is not None:
             for word in decision.reply_text.split(" "):
                 await on_delta.delta(word + " ")
-        return BrainResult(decision=decision, streamed=self.stream, ledger=Ledger(brain_ms=self.delay * 1000))
+        ledger = Ledger(brain_ms=self.delay * 1000)
+        return BrainResult(decision=decision, streamed=self.stream, ledger=ledger)
 
 
 def decision(text: str, happiness: int, stage: Stage, **extra: object) -> AIDecision:

@@ -1,0 +1,431 @@
+"""A fake OpenAI chat-completions server that speaks the real wire format, for tests and benchmarks.
+
+`POST /v1/chat/completions` answers like the OpenAI API: a `chat.completion` object, or with
+`"stream": true` a server-sent-event stream of `chat.completion.chunk` objects ending in
+`data: [DONE]` (with a usage chunk first when `stream_options.include_usage` is set). What each
+request gets is scripted: tests queue `Behaviour`s (a reply with a time to first token and a
+token rate, an HTTP error with or without Retry-After, a hang, a connection cut mid-stream); once
+the queue is empty the server's default behaviour answers. Every request is recorded (its body,
+when it arrived, when its first token and the first character of `reply_text` were sent) so tests
+can count retries, time the backoff and read the prompts.
+
+In tests it runs in a thread (`FakeOpenAI.start()`, or the `openai_fake` fixture). Benchmarks run
+it as its own process:
+
+    python -m tests.openai_server --port 0 --ttft-ms 400 --tokens-per-s 50
+
+which prints `listening on http://127.0.0.1:PORT/v1` and serves the records at
+`GET /_fake/requests` (and forgets them at `POST /_fake/reset`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import anyio
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from brain.partial_json import FieldExtractor
+
+Content = str | dict[str, Any] | Callable[[dict[str, Any]], "str | dict[str, Any]"] | None
+
+
+@dataclass
+class Behaviour:
+    """What the fake model does with one request."""
+
+    kind: str = "reply"  # reply | status | hang | disconnect | garbage (a non-JSON SSE event)
+    content: Content = None  # the model's text; a dict is sent as JSON; None: the default
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    message: str = ""
+    ttft_ms: float | None = None  # time to first token; None: the server's default
+    tokens_per_s: float | None = None  # pacing after the first token; None: default; 0: none
+    chars_per_token: int = 4
+    disconnect_after_chars: int = 0  # for "disconnect": cut the stream after this much content
+    hang_s: float = 3600.0
+
+
+def reply(content: Content = None, **options: Any) -> Behaviour:
+    return Behaviour(kind="reply", content=content, **options)
+
+
+def status(code: int, *, retry_after: float | str | None = None,
+           retry_after_ms: float | None = None, message: str = "") -> Behaviour:
+    headers: dict[str, str] = {}
+    if retry_after is not None:
+        headers["retry-after"] = str(retry_after)
+    if retry_after_ms is not None:
+        headers["retry-after-ms"] = str(retry_after_ms)
+    return Behaviour(kind="status", status=code, headers=headers,
+                     message=message or f"fake error {code}")
+
+
+def hang(seconds: float = 3600.0) -> Behaviour:
+    return Behaviour(kind="hang", hang_s=seconds)
+
+
+def garbage() -> Behaviour:
+    return Behaviour(kind="garbage")
+
+
+def disconnect(after_chars: int = 30, content: Content = None, **options: Any) -> Behaviour:
+    return Behaviour(kind="disconnect", content=content, disconnect_after_chars=after_chars,
+                     **options)
+
+
+@dataclass
+class Recorded:
+    """One request as the fake server saw it."""
+
+    id: str
+    body: dict[str, Any]
+    kind: str
+    received_at: float  # time.monotonic() in the server's process
+    received_wall: float  # time.time(), comparable across processes on one machine
+    first_token_wall: float | None = None
+    first_reply_char_wall: float | None = None
+    finished_wall: float | None = None
+    content: str = ""
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list(self.body.get("messages", []))
+
+    def contents(self, role: str) -> list[str]:
+        return [str(m.get("content", "")) for m in self.messages if m.get("role") == role]
+
+    @property
+    def system(self) -> str:
+        return next(iter(self.contents("system")), "")
+
+    @property
+    def user(self) -> str:
+        """The first user message (the delimited blocks)."""
+        return next(iter(self.contents("user")), "")
+
+    @property
+    def last_user(self) -> str:
+        users = self.contents("user")
+        return users[-1] if users else ""
+
+    @property
+    def stream(self) -> bool:
+        return bool(self.body.get("stream"))
+
+    @property
+    def response_format(self) -> Any:
+        return self.body.get("response_format")
+
+    def public(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["last_user"] = self.last_user
+        return out
+
+
+# --------------------------------------------------------------------------- default model
+
+
+_STAGE = re.compile(r"- Stage: ([A-Z]+)\.")
+_HAPPY = re.compile(r"- Your happiness: (\d+)/100")
+
+_LINES = (
+    "Namaste, come, come! My tomatoes are the reddest in Johari Bazaar, picked this very morning.",
+    "Look at this colour, bhaiya, firm and fresh; for you I give the best price in the market.",
+    "Haan ji, everything here is fresh from the farm today; tell me what you need and how much.",
+)
+
+
+def mirror_decision(body: dict[str, Any]) -> dict[str, Any]:
+    """A plausible decision that changes nothing: same stage and happiness as the prompt says."""
+    system = next((str(m.get("content", "")) for m in body.get("messages", [])
+                   if m.get("role") == "system"), "")
+    stage = _STAGE.search(system)
+    happy = _HAPPY.search(system)
+    score = int(happy.group(1)) if happy else 50
+    turn = len(body.get("messages", []))
+    return {
+        "reply_text": _LINES[turn % len(_LINES)],
+        "happiness_score": score,
+        "negotiation_state": stage.group(1) if stage else "GREETING",
+        "vendor_mood": "neutral",
+        "counter_price": None,
+        "offer_assessment": "none",
+        "internal_reasoning": "The customer is still looking around, so I keep things friendly "
+                              "and wait for a real question about price.",
+        "suggested_user_response": "Bhaiya, how much for one kilo of tomatoes?",
+    }
+
+
+def _render(content: Content, body: dict[str, Any]) -> str:
+    if content is None:
+        content = mirror_decision
+    if callable(content):
+        content = content(body)
+    if isinstance(content, dict):
+        return json.dumps(content, ensure_ascii=False)
+    return str(content)
+
+
+class _AbortStream(Exception):
+    """Raised inside the streaming response to cut the connection mid-body."""
+
+
+class _QuietAbort(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        info = record.exc_info
+        return not (info and isinstance(info[1], _AbortStream))
+
+
+# --------------------------------------------------------------------------- the server
+
+
+class FakeOpenAI:
+    """The fake server's state and app; `start()` runs it on 127.0.0.1 in a thread."""
+
+    def __init__(self, *, ttft_ms: float = 0.0, tokens_per_s: float = 0.0, host: str = "127.0.0.1",
+                 port: int = 0, default: Behaviour | None = None) -> None:
+        self.ttft_ms = ttft_ms
+        self.tokens_per_s = tokens_per_s
+        self.host = host
+        self.port = port
+        self.default = default or Behaviour()
+        self.queue: deque[Behaviour] = deque()
+        self.requests: list[Recorded] = []
+        self.app = Starlette(routes=[
+            Route("/v1/chat/completions", self._completions, methods=["POST"]),
+            Route("/_fake/requests", self._records, methods=["GET"]),
+            Route("/_fake/reset", self._reset, methods=["POST"]),
+        ])
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        logging.getLogger("uvicorn.error").addFilter(_QuietAbort())
+
+    # ------------------------------------------------------------------ scripting
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def script(self, *behaviours: Behaviour) -> None:
+        """Queue what the next requests get, in order."""
+        self.queue.extend(behaviours)
+
+    def reset(self) -> None:
+        self.queue.clear()
+        self.requests.clear()
+        self.default = Behaviour()
+        self.ttft_ms = 0.0
+        self.tokens_per_s = 0.0
+
+    @property
+    def calls(self) -> int:
+        return len(self.requests)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> FakeOpenAI:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self.port))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(self.app, log_config=None, access_log=False, lifespan="off",
+                                timeout_graceful_shutdown=1)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
+                                        name="fake-openai", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the fake OpenAI server did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    # ------------------------------------------------------------------ routes
+
+    async def _records(self, request: Request) -> JSONResponse:
+        return JSONResponse([r.public() for r in list(self.requests)])
+
+    async def _reset(self, request: Request) -> JSONResponse:
+        self.queue.clear()
+        self.requests.clear()
+        return JSONResponse({"ok": True})
+
+    async def _completions(self, request: Request) -> Any:
+        arrived, arrived_wall = time.monotonic(), time.time()  # before reading the body
+        body = await request.json()
+        behaviour = self.queue.popleft() if self.queue else self.default
+        record = Recorded(id=f"chatcmpl-{uuid.uuid4().hex[:24]}", body=body, kind=behaviour.kind,
+                          received_at=arrived, received_wall=arrived_wall)
+        self.requests.append(record)
+        if behaviour.kind == "status":
+            error = {"message": behaviour.message, "type": "fake_error", "param": None,
+                     "code": str(behaviour.status)}
+            return JSONResponse({"error": error}, status_code=behaviour.status,
+                                headers=behaviour.headers)
+        if behaviour.kind == "hang":
+            await _hang(request, behaviour.hang_s)
+            return Response(status_code=504)
+        record.content = _render(behaviour.content, body)
+        ttft = (self.ttft_ms if behaviour.ttft_ms is None else behaviour.ttft_ms) / 1000
+        rate = self.tokens_per_s if behaviour.tokens_per_s is None else behaviour.tokens_per_s
+        step = max(1, behaviour.chars_per_token)
+        tokens = [record.content[i:i + step] for i in range(0, len(record.content), step)] or [""]
+        usage = {"prompt_tokens": sum(len(str(m.get("content", ""))) for m in record.messages) // 4,
+                 "completion_tokens": len(tokens)}
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        if not body.get("stream"):
+            gap = (len(tokens) - 1) / rate if rate else 0.0
+            await anyio.sleep(ttft + gap)
+            record.first_token_wall = record.first_reply_char_wall = time.time()
+            record.finished_wall = time.time()
+            return JSONResponse({
+                "id": record.id, "object": "chat.completion", "created": int(time.time()),
+                "model": body.get("model", "fake"),
+                "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                             "message": {"role": "assistant", "content": record.content}}],
+                "usage": usage,
+            })
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return _SSE(record, tokens, ttft, rate, behaviour, usage if include_usage else None)
+
+
+async def _hang(request: Request, seconds: float) -> None:
+    """Send nothing until the client gives up (or `seconds` pass)."""
+    with anyio.move_on_after(seconds):
+        while True:
+            message = await request.receive()
+            if message["type"] == "http.disconnect":
+                return
+
+
+class _SSE:
+    """A streamed completion, sent by hand so it can be paced and cut off mid-body."""
+
+    def __init__(self, record: Recorded, tokens: list[str], ttft: float, rate: float,
+                 behaviour: Behaviour, usage: dict[str, int] | None) -> None:
+        self.record = record
+        self.tokens = tokens
+        self.ttft = ttft
+        self.rate = rate
+        self.behaviour = behaviour
+        self.usage = usage
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None,
+               usage: dict[str, int] | None = None, choices: bool = True) -> bytes:
+        payload: dict[str, Any] = {
+            "id": self.record.id, "object": "chat.completion.chunk", "created": int(time.time()),
+            "model": self.record.body.get("model", "fake"),
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]
+            if choices else [],
+        }
+        if self.usage is not None:
+            payload["usage"] = usage
+        return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"cache-control", b"no-cache")]})
+        aborted = False
+        async with anyio.create_task_group() as tg:
+
+            async def watch() -> None:  # stop sending once the client has gone
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(watch)
+            try:
+                await self._send_body(send)
+            except _AbortStream:
+                aborted = True
+            tg.cancel_scope.cancel()
+        if aborted:
+            raise _AbortStream("cut by the script")  # uvicorn drops the connection mid-body
+
+    async def _send_body(self, send: Any) -> None:
+        async def body(data: bytes) -> None:
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+
+        record, behaviour = self.record, self.behaviour
+        extractor = FieldExtractor("reply_text")
+        start = anyio.current_time() + self.ttft
+        sent = 0
+        await anyio.sleep(self.ttft)
+        for index, token in enumerate(self.tokens):
+            if index and self.rate:
+                await anyio.sleep(max(0.0, start + index / self.rate - anyio.current_time()))
+            delta: dict[str, Any] = {"content": token}
+            if index == 0:
+                delta["role"] = "assistant"
+            if behaviour.kind == "garbage":
+                await body(b"data: {this is not json\n\n")
+                break
+            await body(self._chunk(delta))
+            now = time.time()
+            if record.first_token_wall is None:
+                record.first_token_wall = now
+            if record.first_reply_char_wall is None and extractor.feed(token):
+                record.first_reply_char_wall = now
+            sent += len(token)
+            if behaviour.kind == "disconnect" and sent >= behaviour.disconnect_after_chars:
+                raise _AbortStream("cut by the script")
+        await body(self._chunk({}, finish="stop"))
+        if self.usage is not None:
+            await body(self._chunk({}, usage=self.usage, choices=False))
+        await body(b"data: [DONE]\n\n")
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        record.finished_wall = time.time()
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.openai_server", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--ttft-ms", type=float, default=400.0, help="time to first token")
+    parser.add_argument("--tokens-per-s", type=float, default=50.0, help="0 sends all at once")
+    args = parser.parse_args(argv)
+    fake = FakeOpenAI(ttft_ms=args.ttft_ms, tokens_per_s=args.tokens_per_s, host=args.host,
+                      port=args.port)
+    fake.start()
+    print(f"listening on {fake.base_url}", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        fake.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

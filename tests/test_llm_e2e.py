@@ -1,0 +1,167 @@
+"""End to end: the real app under uvicorn, BRAIN=openai against the fake OpenAI server, a real
+WebSocket client playing greeting -> inquiry -> haggling -> deal."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+import uvicorn
+import websockets
+
+from brain.prompt import PROMPT_VERSION
+from server.app import create_app
+from server.config import load_settings
+from tests.openai_server import FakeOpenAI, reply, status
+
+pytestmark = pytest.mark.anyio
+
+# The server's actors and connections leave their anyio memory streams unclosed (an actor may be
+# restarted), and a logged brain exception keeps an actor alive until pytest drops the test's log
+# records; tests/conftest.py collects that garbage after each test here, with ResourceWarning off,
+# so that it cannot fail whichever later test the garbage collector happens to run in.
+COLLECT_GARBAGE_AFTER = True
+
+
+def decision(text: str, happiness: int, stage: str, price: int | None = None,
+             assessment: str = "none") -> dict[str, Any]:
+    return {
+        "reply_text": text, "happiness_score": happiness, "negotiation_state": stage,
+        "vendor_mood": "neutral", "counter_price": price, "offer_assessment": assessment,
+        "internal_reasoning": "Scripted for the end-to-end test.",
+        "suggested_user_response": "Say something nice.",
+    }
+
+
+@asynccontextmanager
+async def samvad(fake: FakeOpenAI, **settings: Any) -> AsyncIterator[str]:
+    """Run the real app on a free loopback port; yield its base URL."""
+    app = create_app(load_settings(
+        SAMVAD_SECRET="e2e-secret-" + "x" * 40, BRAIN="openai", OPENAI_API_KEY="test",
+        OPENAI_BASE_URL=fake.base_url, AI_TIMEOUT_MS=5000, **settings))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
+                                           timeout_graceful_shutdown=2))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.serve, [sock])
+        with anyio.fail_after(10):
+            while not server.started:  # noqa: ASYNC110 - uvicorn offers a flag, not an event
+                await anyio.sleep(0.02)
+        try:
+            yield f"127.0.0.1:{port}"
+        finally:
+            server.should_exit = True
+
+
+
+async def new_session(host: str) -> tuple[str, str]:
+    async with httpx.AsyncClient(base_url=f"http://{host}") as client:
+        response = await client.post("/api/sessions", json={})
+    assert response.status_code == 201
+    body = response.json()
+    return body["session_id"], body["player_token"]
+
+
+async def say(ws: Any, frame_id: str, text: str) -> list[dict[str, Any]]:
+    """Send one transcript; return every frame up to and including its `reply`."""
+    await ws.send(json.dumps({"type": "transcript", "id": frame_id, "text": text}))
+    frames: list[dict[str, Any]] = []
+    with anyio.fail_after(10):
+        while True:
+            frame = json.loads(await ws.recv())
+            frames.append(frame)
+            if frame["type"] == "reply":
+                return frames
+
+
+async def rest(ws: Any, until: str) -> list[dict[str, Any]]:
+    frames: list[dict[str, Any]] = []
+    with anyio.fail_after(5):
+        while not frames or frames[-1]["type"] != until:
+            frames.append(json.loads(await ws.recv()))
+    return frames
+
+
+SCRIPT = [
+    ("Namaste bhaiya, how are you today?",
+     decision("Namaste, namaste! Very good, ji, come and look at my fresh vegetables.", 55,
+              "GREETING")),
+    ("How much are the tomatoes?",
+     decision("Tomatoes, best in the bazaar! For you, 120 rupees a kilo.", 58, "INQUIRY", 120)),
+    ("Too expensive! I will give you 40 rupees.",
+     decision("Forty? Arre, bhaiya, I have children to feed! Eighty, final.", 50, "HAGGLING", 80,
+              "lowball")),
+    ("OK, 60 rupees and we have a deal.",
+     decision("Theek hai, sixty it is. Pakka! Enjoy them with your dal.", 60, "DEAL", 60, "good")),
+]
+
+
+async def test_a_whole_negotiation_streams_every_reply(openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(*(reply(d, ttft_ms=20, tokens_per_s=400) for _, d in SCRIPT))
+    async with samvad(openai_fake) as host:
+        sid, token = await new_session(host)
+        async with websockets.connect(f"ws://{host}/ws/sessions/{sid}?token={token}") as ws:
+            welcome = json.loads(await ws.recv())
+            assert welcome["type"] == "welcome" and welcome["state"]["stage"] == "GREETING"
+            stages = []
+            for n, (text, proposed) in enumerate(SCRIPT, start=1):
+                frames = await say(ws, f"t{n}", text)
+                kinds = [f["type"] for f in frames]
+                final = frames[-1]
+                deltas = [f for f in frames
+                          if f["type"] == "reply.delta" and f["turn"] == final["turn"]]
+                assert deltas, kinds
+                assert kinds.index("reply.delta") < kinds.index("reply")
+                assert "reply.withdrawn" not in kinds
+                assert "".join(d["text"] for d in deltas) == final["text"] == proposed["reply_text"]
+                assert final["negotiation_state"] == proposed["negotiation_state"]
+                assert final["fallback"] is False
+                timings = final["timings"]
+                assert timings["brain"] == "openai" and timings["prompt_version"] == PROMPT_VERSION
+                assert timings["llm_calls"] == 1 and timings["first_delta_ms"] is not None
+                stages.append(final["negotiation_state"])
+                if n < len(SCRIPT):
+                    continue
+                ended = (await rest(ws, "session.ended"))[-1]
+                assert ended["outcome"] == "deal"
+                assert ended["summary"]["final_price"] == 60
+                assert ended["summary"]["first_quote"] == 120
+    assert stages == ["GREETING", "INQUIRY", "HAGGLING", "DEAL"]
+    assert openai_fake.calls == 4 and all(r.stream for r in openai_fake.requests)
+    assert "offers 40 INR" in openai_fake.requests[2].system
+
+
+async def test_with_streaming_off_the_reply_comes_whole(openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(reply(SCRIPT[0][1]))
+    async with samvad(openai_fake, AI_STREAM=False) as host:
+        sid, token = await new_session(host)
+        async with websockets.connect(f"ws://{host}/ws/sessions/{sid}?token={token}") as ws:
+            assert json.loads(await ws.recv())["type"] == "welcome"
+            frames = await say(ws, "t1", SCRIPT[0][0])
+    assert [f["type"] for f in frames] == ["ack", "reply"]
+    assert frames[-1]["text"] == SCRIPT[0][1]["reply_text"]
+    assert frames[-1]["timings"]["first_delta_ms"] is None
+    assert openai_fake.requests[0].stream is False
+
+
+async def test_a_failing_model_answers_in_character_over_the_socket(
+        openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(status(401))  # not retryable: the actor answers with its own line
+    async with samvad(openai_fake) as host:
+        sid, token = await new_session(host)
+        async with websockets.connect(f"ws://{host}/ws/sessions/{sid}?token={token}") as ws:
+            assert json.loads(await ws.recv())["type"] == "welcome"
+            frames = await say(ws, "t1", "Namaste")
+    final = frames[-1]
+    assert final["fallback"] is True and final["negotiation_state"] == "GREETING"
+    assert final["happiness_score"] == 50
+    assert openai_fake.calls == 1
