@@ -6,7 +6,6 @@ import argparse
 import gc
 import sys
 
-
 GC_THRESHOLDS = (50_000, 20, 100)  # CPython's defaults are (700, 10, 10)
 
 
