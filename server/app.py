@@ -157,15 +157,23 @@ async def create_session(request: Request) -> JSONResponse:
     )
 
 
-async def get_session(request: Request) -> JSONResponse:
-    services: Services = request.app.state.services
-    sid = request.path_params["session_id"]
+def refuse_unless_session_token(services: Services, request: Request, sid: str) -> JSONResponse | None:
+    """None when the request carries a valid token (either role) of session `sid`."""
     try:
         claims = services.tokens.verify(bearer(request))
     except TokenError as exc:
         return error_response(401, "unauthorized", f"bad token: {exc}")
     if claims.session_id != sid:
         return error_response(403, "forbidden", "token is for another session")
+    return None
+
+
+async def get_session(request: Request) -> JSONResponse:
+    services: Services = request.app.state.services
+    sid = request.path_params["session_id"]
+    refused = refuse_unless_session_token(services, request, sid)
+    if refused is not None:
+        return refused
     try:
         actor = await services.registry.get(sid)
     except MirrorUnavailable as exc:
@@ -179,12 +187,9 @@ async def session_graph(request: Request) -> JSONResponse:
     """The session's subgraph in Neo4j: session, turns in FOLLOWED_BY order, items, transitions."""
     services: Services = request.app.state.services
     sid = request.path_params["session_id"]
-    try:
-        claims = services.tokens.verify(bearer(request))
-    except TokenError as exc:
-        return error_response(401, "unauthorized", f"bad token: {exc}")
-    if claims.session_id != sid:
-        return error_response(403, "forbidden", "token is for another session")
+    refused = refuse_unless_session_token(services, request, sid)
+    if refused is not None:
+        return refused
     graph = getattr(services.mirror, "graph", None)
     if graph is None:
         return error_response(503, "unavailable", "no graph store is configured (set NEO4J_URI)")
