@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from schemas.brain import Ledger
 from schemas.enums import LanguageCode, Mood, OfferAssessment, Outcome, Role, Stage
 from schemas.errors import ErrorCode
 
@@ -142,22 +143,13 @@ class _Event(BaseModel):
     session_id: str
 
 
-class TurnTimings(_Frame):
-    """The per-turn pipeline: what the brain cost and where the time went (milliseconds)."""
+class TurnTimings(Ledger):
+    """The per-turn pipeline: the brain's ledger plus where the rest of the time went (ms)."""
 
     brain: str
-    llm_calls: int = 0
-    retries: int = 0
-    corrective_asks: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    first_token_ms: float | None = None
-    first_delta_ms: float | None = None
     queue_ms: float = 0.0
-    brain_ms: float = 0.0
     validation_ms: float = 0.0
     total_ms: float = 0.0
-    prompt_version: str | None = None
 
 
 class Welcome(_Event):

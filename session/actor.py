@@ -537,21 +537,14 @@ class SessionActor:
         outcome = self.negotiation.complete_turn(pending, result, self.clock(), withdrawn_stream=self._withdrawn)
         finished = time.perf_counter()
         ledger = result.ledger
-        timings = TurnTimings.model_construct(
-            brain=self.brain.name,
-            llm_calls=ledger.llm_calls,
-            retries=ledger.retries,
-            corrective_asks=ledger.corrective_asks,
-            prompt_tokens=ledger.prompt_tokens,
-            completion_tokens=ledger.completion_tokens,
-            first_token_ms=ledger.first_token_ms,
-            first_delta_ms=ledger.first_delta_ms,
-            queue_ms=round(max(0.0, (done.started - self._thinking_since) * 1000), 3),
-            brain_ms=round(ledger.brain_ms or (done.finished - done.started) * 1000, 3),
-            validation_ms=round((finished - validate_start) * 1000, 3),
-            total_ms=round((finished - self._thinking_since) * 1000, 3),
-            prompt_version=ledger.prompt_version,
-        )
+        timings = TurnTimings.model_construct(**{
+            **ledger.__dict__,  # the brain's own accounting, field for field
+            "brain": self.brain.name,
+            "queue_ms": round(max(0.0, (done.started - self._thinking_since) * 1000), 3),
+            "brain_ms": round(ledger.brain_ms or (done.finished - done.started) * 1000, 3),
+            "validation_ms": round((finished - validate_start) * 1000, 3),
+            "total_ms": round((finished - self._thinking_since) * 1000, 3),
+        })
         first = outcome.events[0]
         assert isinstance(first, Reply)
         reply = first.model_copy(update={"timings": timings})

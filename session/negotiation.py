@@ -25,7 +25,6 @@ from schemas.frames import (
     StageChanged,
     Summary,
     TranscriptLine,
-    TurnTimings,
 )
 from schemas.scenario import Scenario, load_scenario
 from session.offers import assess_offer, parse_offer
@@ -263,7 +262,6 @@ class Negotiation:
         pending: PendingTurn,
         result: BrainResult,
         now: float,
-        timings: TurnTimings | None = None,
         *,
         withdrawn_stream: bool = False,
     ) -> TurnOutcome:
@@ -324,7 +322,6 @@ class Negotiation:
             fallback=result.fallback,
             withdrawn_stream=withdrawn_stream,
             flags=verdict.flags + (("fallback",) if result.fallback else ()),
-            timings=timings,
         )
         self.history.append(
             TurnRecord(
