@@ -12,6 +12,7 @@ from brain.culture import DATA_NOTE, retrieve_customs
 from brain.prompt import (
     DELIMITER_LINES,
     PROMPT_VERSION,
+    _defang_generic,
     _defang_slowly,
     _plainly_safe,
     build_system_prompt,
@@ -289,6 +290,16 @@ def test_the_fast_path_agrees_with_the_full_check(line: str) -> None:
     line = line.replace("\n", " ").replace("\r", " ")
     if _plainly_safe(line):
         assert _defang_slowly(line) == line
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(
+    st.sampled_from(["-", " ", "\t", "\x00", "\x1b", "\x7f", "[", "]", "END", "USER", "MESSAGE",
+                     "CULTURAL", "CONTEXT", "HISTORY", "CONVERSATION", "end"]),
+    st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=127), max_size=4)), max_size=14))
+def test_the_ascii_shortcut_defangs_exactly_like_the_generic_path(pieces: list[str]) -> None:
+    line = "".join(pieces).replace("\n", " ").replace("\r", " ")
+    assert _defang_slowly(line) == _defang_generic(line)
 
 
 # --------------------------------------------------------------------------- cultural retrieval
