@@ -140,8 +140,8 @@ class RuleBasedVendor:
         started = time.perf_counter()  # for the ledger only; the decision never sees it
         decision = self.decide(request)
         spent = (time.perf_counter() - started) * 1000.0
-        return BrainResult.model_construct(decision=decision, fallback=False, streamed=False,
-                                           ledger=Ledger.model_construct(brain_ms=spent, llm_calls=0),
+        return BrainResult(decision=decision, fallback=False, streamed=False,
+                                           ledger=Ledger(brain_ms=spent, llm_calls=0),
                                            error=None)
 
     def decide(self, req: BrainRequest) -> AIDecision:

@@ -537,7 +537,7 @@ class SessionActor:
         outcome = self.negotiation.complete_turn(pending, result, self.clock(), withdrawn_stream=self._withdrawn)
         finished = time.perf_counter()
         ledger = result.ledger
-        timings = TurnTimings.model_construct(**{
+        timings = TurnTimings(**{
             **ledger.__dict__,  # the brain's own accounting, field for field
             "brain": self.brain.name,
             "queue_ms": round(max(0.0, (done.started - self._thinking_since) * 1000), 3),
