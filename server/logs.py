@@ -8,6 +8,7 @@ one record per turn (with its timings); DEBUG for per-frame traffic.
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 from typing import Any
@@ -18,13 +19,21 @@ import orjson
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName", "color_message"}
 
 
+_TOKEN = re.compile(r"(token=)[^&\s\"']+", re.IGNORECASE)
+
+
+def redact(text: str) -> str:
+    """Hide the value of any `token=` query parameter (session tokens ride in WebSocket URLs)."""
+    return _TOKEN.sub(r"\1[redacted]", text) if "oken=" in text else text
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
             "ts": round(record.created, 3),
             "level": record.levelname,
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": redact(record.getMessage()),
         }
         for key, value in record.__dict__.items():
             if key not in _STANDARD and not key.startswith("_"):
@@ -32,6 +41,21 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
         return orjson.dumps(out, default=str).decode()
+
+
+class DropConnectionChatter(logging.Filter):
+    """Drop uvicorn's own record of every WebSocket it accepts, refuses or closes.
+
+    They repeat the server's "connection opened"/"connection closed"/"connection refused" records
+    without the session or role, three extra lines per session, and the accept line carries the
+    whole URL, session token included. Installed on the `uvicorn.error` logger.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.msg
+        if not isinstance(msg, str):
+            return True
+        return msg not in ("connection open", "connection closed") and not msg.startswith('%s - "WebSocket ')
 
 
 def configure_logging(level: str = "INFO", stream: Any = None) -> None:
@@ -42,4 +66,7 @@ def configure_logging(level: str = "INFO", stream: Any = None) -> None:
     root.setLevel(level)
     for noisy in ("uvicorn.access", "neo4j", "httpx", "openai"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
+    uvicorn_error = logging.getLogger("uvicorn.error")
+    uvicorn_error.filters[:] = [f for f in uvicorn_error.filters if not isinstance(f, DropConnectionChatter)]
+    uvicorn_error.addFilter(DropConnectionChatter())
     logging.Formatter.converter = time.gmtime

@@ -144,6 +144,8 @@ async def _refuse(websocket: WebSocket, code: CloseCode, reason: str) -> None:
     The accept names the subprotocol the client offered, as a normal connection would: a browser
     that offered one fails a handshake that answers with none, and then sees only 1006.
     """
+    log.info("connection refused", extra={"session_id": websocket.path_params.get("session_id"),
+                                          "close_code": int(code), "reason": reason})
     _, subprotocol = _choose_format(websocket)
     await websocket.accept(subprotocol=subprotocol)
     await websocket.close(code=code, reason=reason)

@@ -97,23 +97,27 @@ async def running_server(brain: Brain | None = None, **overrides: Any) -> AsyncI
 
 @contextlib.contextmanager
 def server_process(env: dict[str, str] | None = None, *,
-                   startup_s: float = 20.0) -> Iterator[Served]:
-    """`python -m server.cli serve` on a free port as a child process; stopped on exit."""
+                   startup_s: float = 20.0, log_path: Path | None = None) -> Iterator[Served]:
+    """`python -m server.cli serve` on a free port as a child process; stopped on exit.
+
+    Its log (stderr) goes to `log_path` when given."""
     port = free_port()
     child_env = {**os.environ, "PYTHONPATH": str(ROOT), "SAMVAD_SECRET": SECRET,
                  "LOG_LEVEL": "WARNING", "USE_MOCKS": "true",
                  "SESSION_CREATE_PER_SECOND": "1000", "SESSION_CREATE_BURST": "1000",
                  **(env or {})}
+    log = log_path.open("wb") if log_path is not None else None
     proc = subprocess.Popen(
         [sys.executable, "-m", "server.cli", "serve", "--port", str(port)], cwd=ROOT,
-        env=child_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env=child_env, stdout=subprocess.DEVNULL, stderr=log if log is not None else subprocess.PIPE,
     )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + startup_s
         while True:
             if proc.poll() is not None:
-                err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+                err = (proc.stderr.read().decode(errors="replace") if proc.stderr
+                       else log_path.read_text(errors="replace") if log_path else "")
                 raise RuntimeError(f"server exited with {proc.returncode}: {err[-2000:]}")
             try:
                 if httpx.get(f"{base}/health", timeout=1.0).status_code == 200:
@@ -134,6 +138,8 @@ def server_process(env: dict[str, str] | None = None, *,
                 proc.wait(5)
         if proc.stderr is not None:
             proc.stderr.close()
+        if log is not None:
+            log.close()
 
 
 # ---------------------------------------------------------------------------- clients

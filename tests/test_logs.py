@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+from pathlib import Path
 
 import anyio
 import pytest
@@ -16,6 +17,7 @@ from session.actor import SessionActor
 from session.mirror import MemoryMirror
 from session.negotiation import Negotiation
 from tests.fakes import FakeConnection, ScriptedBrain, decision
+from tests.servers import client, close_code, create, server_process
 
 pytestmark = pytest.mark.anyio
 
@@ -50,3 +52,45 @@ async def test_turn_and_override_records() -> None:
     assert (overrides["max_mood_delta"]["proposed"], overrides["max_mood_delta"]["applied"]) == (49, 15)
     assert overrides["illegal_transition"]["proposed"] == "GREETING->DEAL"
     assert all(r.get("session_id") == "log-1" for r in records if r["logger"] == "samvad.session")
+
+
+def test_uvicorn_connection_records_are_dropped_and_tokens_redacted() -> None:
+    out = io.StringIO()
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    configure_logging("INFO", out)
+    try:
+        uvicorn_error = logging.getLogger("uvicorn.error")
+        # What uvicorn's WebSocket protocols log for every connection, token in the URL.
+        uvicorn_error.info('%s - "WebSocket %s" [accepted]', "127.0.0.1:5", "/ws/sessions/s1?token=SECRET1")
+        uvicorn_error.info('%s - "WebSocket %s" %d', "127.0.0.1:5", "/ws/sessions/s1?token=SECRET2", 403)
+        uvicorn_error.info("connection open")
+        uvicorn_error.info("connection closed")
+        uvicorn_error.info("Started server process [%d]", 42)
+        logging.getLogger("samvad.test").warning("fetched /ws/sessions/s1?x=1&token=SECRET3&y=2")
+    finally:
+        root.handlers[:], level = saved
+        root.setLevel(level)
+    text = out.getvalue()
+    assert "SECRET" not in text
+    records = [json.loads(line) for line in text.splitlines()]
+    assert [r["msg"] for r in records] == ["Started server process [42]",
+                                           "fetched /ws/sessions/s1?x=1&token=[redacted]&y=2"]
+
+
+async def test_a_running_server_never_logs_a_session_token(tmp_path: Path) -> None:
+    log_path = tmp_path / "server.log"
+    with server_process({"LOG_LEVEL": "INFO"}, log_path=log_path) as served:
+        created = await create(served)
+        sid, token = created["session_id"], created["player_token"]
+        async with client(served.ws_url(sid, token)) as player:
+            await player.until("welcome")
+            await player.turn("t1", "Namaste bhaiya")
+        async with client(served.ws_url(sid, created["spectator_token"][:-3] + "AAA")) as intruder:
+            assert await close_code(intruder) == 4401
+    text = log_path.read_text()
+    assert token not in text and created["spectator_token"][:-3] not in text
+    records = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    messages = [r["msg"] for r in records if r.get("session_id") == sid]
+    assert {"session created", "connection opened", "turn", "connection closed", "connection refused"} <= set(messages)
+    assert not any(r["logger"] == "uvicorn.error" and "WebSocket" in r["msg"] for r in records)
