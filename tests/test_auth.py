@@ -38,3 +38,40 @@ def test_admin_check() -> None:
     assert tokens.check_admin("k" * 20, "k" * 20)
     assert not tokens.check_admin("wrong", "k" * 20)
     assert not tokens.check_admin(None, "k" * 20)
+
+
+def _hs512(payload: dict[str, object]) -> str:
+    import base64
+    import hashlib
+    import hmac
+    import json
+
+    def b64(data: bytes) -> bytes:
+        return base64.urlsafe_b64encode(data).rstrip(b"=")
+
+    signing = b64(json.dumps({"alg": "HS512", "typ": "JWT"}).encode()) + b"." + b64(json.dumps(payload).encode())
+    return (signing + b"." + b64(hmac.new(SECRET.encode(), signing, hashlib.sha512).digest())).decode()
+
+
+def test_tokens_with_another_algorithm_issuer_or_missing_claims_are_refused() -> None:
+    import time
+
+    import jwt
+
+    tokens = Tokens(SECRET, 60)
+    now = int(time.time())
+    good = {"iss": "samvad", "sid": "abc", "role": "player", "iat": now, "exp": now + 60}
+    assert tokens.verify(jwt.encode(good, SECRET, algorithm="HS256")).session_id == "abc"
+    unsigned = jwt.encode(good, None, algorithm="none")
+    forged = [
+        unsigned,
+        unsigned + "c2ln",  # "none" with a made-up signature
+        _hs512(good),  # the right secret, another algorithm
+        jwt.encode({**good, "iss": "elsewhere"}, SECRET, algorithm="HS256"),
+        jwt.encode({**good, "role": "admin"}, SECRET, algorithm="HS256"),
+        jwt.encode({k: v for k, v in good.items() if k != "exp"}, SECRET, algorithm="HS256"),
+        jwt.encode({k: v for k, v in good.items() if k != "role"}, SECRET, algorithm="HS256"),
+    ]
+    for token in forged:
+        with pytest.raises(TokenError):
+            tokens.verify(token)
