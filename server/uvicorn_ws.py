@@ -119,6 +119,11 @@ class LeanWebSocketsSansIOProtocol(WebSocketsSansIOProtocol):
         # never read again, so let their headers go.
         super().start_keepalive()
         if getattr(self, "handshake_complete", False):
+            request = getattr(self, "request", None)
+            if request is not None:
+                # websockets' parser generator keeps the request in a local for as long as the
+                # connection lasts: empty its headers, the bulk of it, as well as letting go.
+                request.headers.clear()
             self.request = None  # type: ignore[assignment]
             self.response = None  # type: ignore[assignment]
 
