@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,20 +152,22 @@ class SessionActor:
         self.session_id = negotiation.session_id
         self.connections: dict[int, Connection] = {}
         self.player: Connection | None = None
-        self.replay: deque[Envelope] = deque(maxlen=limits.replay_events)
+        # The queues below are made when first needed: an empty deque is 760 bytes, and an idle
+        # session holds several thousand of them between its peers (benchmarks/load.py, d).
+        self._replay: deque[Envelope] | None = None
         self.last_activity = clock()
         self.version = version  # last mirror change version issued
         # Unbounded by type, bounded in practice: client frames are admitted against
         # `limits.inbox_frames` in `submit`, and the other messages come one or a few per turn.
         self._inbox: Mailbox[_Message] = Mailbox()
         self._frames_queued = 0
-        self._waiting: deque[_Frame] = deque()  # transcripts accepted while a turn is in flight
-        self._waiting_ids: set[str] = set()
+        self._waiting: deque[_Frame] | None = None  # transcripts accepted while a turn is in flight
+        self._waiting_ids: set[str] | None = None
         self._thinking: PendingTurn | None = None
         self._thinking_since = 0.0
         self._streamed: list[str] = []
         self._withdrawn = False
-        self._unacked: deque[tuple[int, Connection | None, str, bool]] = deque()
+        self._unacked: deque[tuple[int, Connection | None, str, bool]] | None = None
         self._unacked_ids: dict[str, int] = {}
         self._turn_waiters: dict[str, list[Callable[[Reply | None], None]]] = {}
         self._propose_now: Callable[[BrainRequest], BrainResult] | None = getattr(brain, "propose_now", None)
@@ -201,6 +203,11 @@ class SessionActor:
         self._turn_waiters.setdefault(client_id, []).append(callback)
 
     @property
+    def replay(self) -> Sequence[Envelope]:
+        """The sequenced events kept for `resume`, oldest first (at most `replay_events`)."""
+        return self._replay if self._replay is not None else ()
+
+    @property
     def busy(self) -> bool:
         return self._thinking is not None or bool(self._waiting) or self._frames_queued > 0
 
@@ -209,9 +216,9 @@ class SessionActor:
             "connections": len(self.connections),
             "player_connected": self.player is not None,
             "queued_frames": self._frames_queued,
-            "waiting_turns": len(self._waiting),
+            "waiting_turns": len(self._waiting or ()),
             "thinking": self._thinking is not None,
-            "unacked": len(self._unacked),
+            "unacked": len(self._unacked or ()),
             "replay_events": len(self.replay),
         }
 
@@ -340,7 +347,9 @@ class SessionActor:
 
     def _fanout(self, envelope: Envelope) -> None:
         if envelope.seq is not None:
-            self.replay.append(envelope)
+            if self._replay is None:
+                self._replay = deque(maxlen=self.limits.replay_events)
+            self._replay.append(envelope)
         for conn_id, conn in list(self.connections.items()):
             if not conn.send_nowait(envelope):
                 # Its queue overflowed: the connection closes itself as a slow consumer.
@@ -376,26 +385,34 @@ class SessionActor:
         if self.mirror.durable_version(self.session_id) >= version:
             self._ack(conn, frame_id, duplicate)
             return
-        self._unacked.append((version, conn, frame_id, duplicate))
+        self._queue_ack(version, conn, frame_id, duplicate)
         if not duplicate:
             self._unacked_ids[frame_id] = version
 
+    def _queue_ack(self, version: int, conn: Connection | None, frame_id: str, duplicate: bool) -> None:
+        if self._unacked is None:
+            self._unacked = deque()
+        self._unacked.append((version, conn, frame_id, duplicate))
+
     def _flush_acks(self, durable: int) -> None:
-        while self._unacked and self._unacked[0][0] <= durable:
-            _, conn, frame_id, duplicate = self._unacked.popleft()
+        unacked = self._unacked
+        while unacked and unacked[0][0] <= durable:
+            _, conn, frame_id, duplicate = unacked.popleft()
             if not duplicate:
                 self._unacked_ids.pop(frame_id, None)
             self._ack(conn, frame_id, duplicate)
+        if unacked is not None and not unacked and self._unacked is unacked:
+            self._unacked = None
 
     def _duplicate(self, conn: Connection | None, frame_id: str) -> bool:
         """Answer a re-sent id; True when the frame must not be applied again."""
-        if frame_id in self._waiting_ids:
+        if self._waiting_ids is not None and frame_id in self._waiting_ids:
             return True  # queued behind the turn in flight; its ack comes when it starts
         if not self.negotiation.seen(frame_id):
             return False
         pending = self._unacked_ids.get(frame_id)
         if pending is not None:
-            self._unacked.append((pending, conn, frame_id, True))
+            self._queue_ack(pending, conn, frame_id, True)
         else:
             self._ack(conn, frame_id, True)
         return True
@@ -454,6 +471,8 @@ class SessionActor:
             self._resolve(frame.id, reply)
             return
         if self._thinking is not None:
+            if self._waiting is None or self._waiting_ids is None:
+                self._waiting, self._waiting_ids = deque(), set()
             self._waiting.append(message)
             self._waiting_ids.add(frame.id)
             return
@@ -569,7 +588,10 @@ class SessionActor:
         if self._waiting:
             nxt = self._waiting.popleft()
             assert isinstance(nxt.frame, TranscriptFrame)
-            self._waiting_ids.discard(nxt.frame.id)
+            if self._waiting_ids is not None:
+                self._waiting_ids.discard(nxt.frame.id)
+            if not self._waiting:
+                self._waiting = self._waiting_ids = None
             self._on_transcript(nxt)
 
     def _log_turn(self, reply: Reply, outcome: TurnOutcome, result: BrainResult) -> None:

@@ -85,6 +85,28 @@ async def test_transcripts_during_a_turn_wait_and_are_answered_in_order() -> Non
         assert [r["turn"] for r in player.of_type("reply")] == [1, 2, 3]
 
 
+async def test_an_idle_session_holds_no_queues_until_it_needs_them() -> None:
+    mirror = DeferredMirror()
+    async with running(ScriptedBrain(delay=0.05), mirror) as actor:
+        mirror.subscribe_durable(lambda sid, v: actor.notify_durable(v))
+        assert actor._replay is None and actor._waiting is None and actor._unacked is None
+        assert actor.replay == ()
+        player = FakeConnection()
+        actor.connect(player)
+        actor.submit(player, transcript("t1"))
+        actor.submit(player, transcript("t2"))  # waits behind t1
+        await until(lambda: actor._waiting is not None)
+        await until(lambda: len(player.of_type("reply")) == 2)
+        assert actor._waiting is None and actor._waiting_ids is None
+        assert [r["in_reply_to"] for r in player.of_type("reply")] == ["t1", "t2"]
+        assert actor._unacked is not None and len(actor._unacked) == 2  # not durable yet
+        mirror.flush()
+        await until(lambda: len(player.of_type("ack")) == 2)
+        assert actor._unacked is None
+        assert [e.seq for e in actor.replay] == [f["seq"] for f in player.stream()]
+        assert actor.statistics()["replay_events"] == len(player.stream())
+
+
 async def test_non_final_transcripts_change_nothing() -> None:
     brain = ScriptedBrain()
     async with running(brain) as actor:
