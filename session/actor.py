@@ -171,7 +171,12 @@ class SessionActor:
         self._unacked_ids: dict[str, int] = {}
         self._turn_waiters: dict[str, list[Callable[[Reply | None], None]]] = {}
         self._propose_now: Callable[[BrainRequest], BrainResult] | None = getattr(brain, "propose_now", None)
-        self._tg: TaskGroup | None = None
+        self._tg: TaskGroup | None = None  # where brain calls run
+        self._brain_scope: anyio.CancelScope | None = None  # the brain call in flight, if any
+        # Driven by a registry (`attach`): no task of its own while idle. `_wake` asks the
+        # registry's dispatcher to `drain()` this actor; `_scheduled` says it has been asked.
+        self._wake: Callable[[SessionActor], None] | None = None
+        self._scheduled = False
         self.running = False
 
     # ------------------------------------------------------------------ called by connections
@@ -225,45 +230,92 @@ class SessionActor:
     # ------------------------------------------------------------------ the loop
 
     async def run(self) -> None:
-        """Process the inbox until `stop()`; cancelling instead leaves the actor restartable."""
+        """Process the inbox in this task until `stop()`; cancelling instead leaves the actor restartable.
+
+        A registry does not use this: it `attach`es its actors, so that an idle session holds no
+        task (see `drain`). Both ways apply the same messages in the same order.
+        """
         self.running = True
         stopped = False
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
-                pending = self.negotiation.pending
-                if pending is not None:
-                    # Recorded but never answered: rebuilt after a restart, or the loop was stopped.
-                    self._think_about(pending, self.negotiation.brain_request(pending), time.perf_counter())
+                self._resume_pending()
                 receive = self._inbox.receive
                 while True:
                     try:
                         message = await receive()
                     except anyio.EndOfStream:
                         break
-                    if isinstance(message, _Stop):
-                        self._close_all(message.code, message.reason)
-                        if message.keep_running:
-                            continue
+                    if not self._process(message):
                         stopped = True
                         tg.cancel_scope.cancel()
                         break
-                    try:
-                        self._handle(message)
-                    except Exception:
-                        # A bug in one message must not take the session down with it.
-                        log.exception("session actor failed on %s", type(message).__name__,
-                                      extra={"session_id": self.session_id})
         finally:
-            self.running = False
-            self._tg = None
-            self._thinking = None
-            if stopped:
-                self.close()
-            for waiters in self._turn_waiters.values():
-                for callback in waiters:
-                    callback(None)
-            self._turn_waiters.clear()
+            self._release(stopped)
+
+    def attach(self, tg: TaskGroup, wake: Callable[[SessionActor], None]) -> None:
+        """Be driven by a dispatcher instead of `run`.
+
+        Posting a message calls `wake(self)` (once until the dispatcher calls `drain`), and the
+        brain is called in tasks of `tg`. `detach` undoes this; cancelling `tg` must come with it.
+        """
+        self.running = True
+        self._tg = tg
+        self._wake = wake
+        self._scheduled = False
+        self._resume_pending()
+        if len(self._inbox):  # posted while detached
+            self._scheduled = True
+            wake(self)
+
+    def detach(self) -> None:
+        """The dispatcher stopped (its task group was cancelled): the actor can be attached again."""
+        self._release(False)
+
+    def drain(self) -> None:
+        """Apply every queued message, in order, without waiting; the dispatcher calls this."""
+        inbox = self._inbox
+        try:
+            while len(inbox):
+                if not self._process(inbox.receive_nowait()):
+                    if self._brain_scope is not None:
+                        self._brain_scope.cancel()
+                    self._release(True)
+                    return
+        finally:
+            self._scheduled = False
+
+    def _resume_pending(self) -> None:
+        pending = self.negotiation.pending
+        if pending is not None and self._thinking is None:
+            # Recorded but never answered: rebuilt after a restart, or the loop was stopped.
+            self._think_about(pending, self.negotiation.brain_request(pending), time.perf_counter())
+
+    def _process(self, message: _Message) -> bool:
+        """Apply one message; False when it stops the actor."""
+        if isinstance(message, _Stop):
+            self._close_all(message.code, message.reason)
+            return message.keep_running
+        try:
+            self._handle(message)
+        except Exception:
+            # A bug in one message must not take the session down with it.
+            log.exception("session actor failed on %s", type(message).__name__,
+                          extra={"session_id": self.session_id})
+        return True
+
+    def _release(self, stopped: bool) -> None:
+        self.running = False
+        self._tg = None
+        self._wake = None
+        self._thinking = None
+        if stopped:
+            self.close()
+        for waiters in self._turn_waiters.values():
+            for callback in waiters:
+                callback(None)
+        self._turn_waiters.clear()
 
     def close(self) -> None:
         """Release the inbox for good; the actor cannot run again."""
@@ -273,7 +325,11 @@ class SessionActor:
         try:
             self._inbox.send_nowait(message)
         except anyio.ClosedResourceError:
-            pass
+            return
+        wake = self._wake
+        if wake is not None and not self._scheduled:
+            self._scheduled = True
+            wake(self)
 
     async def _post(self, message: _Message) -> None:
         self._post_nowait(message)
@@ -527,16 +583,23 @@ class SessionActor:
         )
 
     async def _think(self, pending: PendingTurn, request: BrainRequest) -> None:
-        started = time.perf_counter()
-        result: BrainResult | None = None
-        with anyio.move_on_after(self.limits.brain_deadline_s):
+        # Its own scope: stopping an attached actor cancels this, not the registry's task group.
+        with anyio.CancelScope() as scope:
+            self._brain_scope = scope
             try:
-                result = await self.brain.propose(request, _Sink(self, pending.turn))
-            except Exception as exc:  # the brain's own failures were translated; this is a last guard
-                result = self._fallback(request, started, f"{type(exc).__name__}: {exc}")
-        if result is None:
-            result = self._fallback(request, started, "brain deadline exceeded")
-        await self._post(_BrainDone(pending, result, started, time.perf_counter()))
+                started = time.perf_counter()
+                result: BrainResult | None = None
+                with anyio.move_on_after(self.limits.brain_deadline_s):
+                    try:
+                        result = await self.brain.propose(request, _Sink(self, pending.turn))
+                    except Exception as exc:  # the brain's own failures were translated; a last guard
+                        result = self._fallback(request, started, f"{type(exc).__name__}: {exc}")
+                if result is None:
+                    result = self._fallback(request, started, "brain deadline exceeded")
+                await self._post(_BrainDone(pending, result, started, time.perf_counter()))
+            finally:
+                if self._brain_scope is scope:
+                    self._brain_scope = None
 
     def _withdraw(self, turn: int, reason: str) -> None:
         self._fanout(Envelope(ReplyWithdrawn(session_id=self.session_id, turn=turn, reason=reason)))
