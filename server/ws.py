@@ -67,6 +67,11 @@ class _Resume:
     not backed up needs no task. When the transport pushes back the coroutine suspends on
     whatever its event loop yielded (`first`); a task then awaits this object, which hands that
     to the loop and passes every result or exception on, as `await coro` would have done.
+
+    The first part of the send runs in whichever task called `send_nowait` (a session's
+    dispatcher, or a socket's reader), the rest in the connection's task. That is sound for
+    uvicorn's protocols, whose sends wait only on an event or future before writing; a send
+    that entered a timeout or cancel scope before its first suspension would not be.
     """
 
     __slots__ = ("_coro", "_first")
