@@ -24,7 +24,13 @@ from server.auth import TokenError, Tokens
 from server.config import Settings, load_settings
 from server.spectate import spectator_routes
 from server.wiring import build_brain, build_mirror
-from server.ws import SessionSocketFastPath, TokenBucket, session_socket
+from server.ws import (
+    SessionSocketFastPath,
+    TokenBucket,
+    WsConnection,
+    session_socket,
+    sweep_idle_sockets,
+)
 from session.actor import ActorLimits
 from session.protocols import Brain, Mirror, MirrorUnavailable
 from session.registry import CapacityError, SessionLoader, SessionRegistry
@@ -43,6 +49,7 @@ class Services:
     registry: SessionRegistry
     started_at: float = field(default_factory=time.time)
     connections: int = 0
+    sockets: set[WsConnection] = field(default_factory=set)  # open session sockets
     create_buckets: dict[str, TokenBucket] = field(default_factory=dict)
 
     def allow_create(self, client: str) -> bool:
@@ -288,6 +295,7 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
             if run_mirror is not None:
                 await tg.start(run_mirror)
             await tg.start(services.registry.run)
+            tg.start_soon(sweep_idle_sockets, services)
             log.info("server started", extra={"brain": services.brain.name,
                                                "mirror": getattr(services.mirror, "name", "?")})
             try:

@@ -15,6 +15,7 @@ def _serve(args: argparse.Namespace) -> int:
     from server.app import create_app
     from server.config import ConfigError, load_settings
     from server.logs import configure_logging
+    from server.uvicorn_ws import protocol_class
 
     overrides: dict[str, object] = {}
     if args.host is not None:
@@ -45,7 +46,7 @@ def _serve(args: argparse.Namespace) -> int:
         port=settings.PORT,
         log_config=None,
         access_log=False,
-        ws=settings.UVICORN_WS,
+        ws=protocol_class(settings.UVICORN_WS),
         loop=settings.UVICORN_LOOP,
         http=settings.UVICORN_HTTP,
         ws_max_size=settings.MAX_FRAME_BYTES * 16,  # above this the transport closes with 1009

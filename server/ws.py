@@ -1,19 +1,24 @@
 """The WebSocket endpoint: authenticate, pick the wire format, then pump frames both ways.
 
-Each connection has a reader (this handler) and a writer task draining a bounded queue. The
-session actor only ever calls `send_nowait`; when the queue is full the connection is closed as a
-slow consumer instead of making anyone wait.
+Each connection has a reader (this handler). The session actor only ever calls `send_nowait`,
+which writes straight away while the socket keeps up and otherwise queues behind a task that
+waits for the transport; when that bounded queue is full the connection is closed as a slow
+consumer instead of making anyone wait. An idle connection holds no task besides its reader.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import math
 import time
-from typing import TYPE_CHECKING
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio import CancelScope
+from anyio.abc import TaskGroup
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -22,11 +27,11 @@ from schemas.enums import Role
 from schemas.errors import CloseCode, ErrorCode
 from schemas.frames import Error, PingFrame, Pong, ResumeFrame, SceneFrame, TranscriptFrame
 from server.auth import TokenError
-from session.mailbox import Mailbox
 from session.protocols import MirrorUnavailable
 
 if TYPE_CHECKING:
     from server.app import Services
+    from session.actor import SessionActor
 
 log = logging.getLogger("samvad.ws")
 _conn_ids = itertools.count(1)
@@ -55,32 +60,139 @@ class TokenBucket:
         return False
 
 
-class WsConnection:
-    """A client socket as the session actor sees it."""
+class _Resume:
+    """Awaiting this finishes a coroutine that was started by hand and suspended.
 
-    def __init__(self, websocket: WebSocket, role: Role, fmt: WireFormat, session_id: str, queue: int) -> None:
+    `WsConnection` drives the ASGI `send` coroutine itself so that a write to a socket that is
+    not backed up needs no task. When the transport pushes back the coroutine suspends on
+    whatever its event loop yielded (`first`); a task then awaits this object, which hands that
+    to the loop and passes every result or exception on, as `await coro` would have done.
+
+    The first part of the send runs in whichever task called `send_nowait` (a session's
+    dispatcher, or a socket's reader), the rest in the connection's task. That is sound for
+    uvicorn's protocols, whose sends wait only on an event or future before writing; a send
+    that entered a timeout or cancel scope before its first suspension would not be.
+    """
+
+    __slots__ = ("_coro", "_first")
+
+    def __init__(self, coro: Coroutine[Any, Any, None], first: Any) -> None:
+        self._coro = coro
+        self._first = first
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        coro = self._coro
+        yielded = self._first
+        self._first = None
+        while True:
+            try:
+                sent = yield yielded
+            except BaseException as exc:  # cancellation (or close) goes to the coroutine
+                try:
+                    yielded = coro.throw(exc)
+                except StopIteration:
+                    return
+            else:
+                try:
+                    yielded = coro.send(sent)
+                except StopIteration:
+                    return
+
+
+class WsConnection:
+    """A client socket as the session actor sees it.
+
+    `send_nowait` writes at once while the socket keeps up, so an idle connection holds no task
+    and no queue. When the transport pushes back, the write that blocked finishes in a task of
+    the connection's task group, and later events wait behind it in a queue of at most `queue`
+    events, in order; one more closes the connection as a slow consumer (4430). Nothing the
+    session does ever waits on a connection.
+    """
+
+    __slots__ = ("_backlog", "_capacity", "_open", "_send", "_spawn", "actor", "close_code",
+                 "close_reason", "conn_id", "fmt", "last_frame", "role", "scope", "session_id",
+                 "websocket")
+
+    def __init__(self, websocket: WebSocket, role: Role, fmt: WireFormat, session_id: str,
+                 queue: int, actor: SessionActor | None = None) -> None:
         self.websocket = websocket
         self.role = role.value
         self.fmt = fmt
         self.session_id = session_id
+        self.actor = actor
         self.conn_id = next(_conn_ids)
-        self._outbox: Mailbox[Envelope] = Mailbox(queue)
+        # The raw ASGI send (see `SessionSocketFastPath`): Starlette's per-message state checks
+        # and exception wrappers cost more than the frame itself.
+        self._send = websocket._send
+        self._capacity = queue
+        self._backlog: deque[Envelope] | None = None  # only while a write is blocked
+        self._spawn: Callable[..., object] | None = None
+        self._open = True
         self.close_code: int | None = None
         self.close_reason = ""
         self.scope: CancelScope | None = None
         self.last_frame = time.monotonic()
 
+    def start(self, tg: TaskGroup) -> None:
+        """Writes that block finish in tasks of `tg`; closing cancels it."""
+        self.scope = tg.cancel_scope
+        self._spawn = tg.start_soon
+
+    @property
+    def queued(self) -> int:
+        """Events waiting behind a blocked write."""
+        return len(self._backlog) if self._backlog is not None else 0
+
     def send_nowait(self, envelope: Envelope) -> bool:
-        if self.close_code is not None:
+        if self.close_code is not None or not self._open:
             return False
-        try:
-            self._outbox.send_nowait(envelope)
+        backlog = self._backlog
+        if backlog is not None:
+            if len(backlog) >= self._capacity:
+                self.close_nowait(CloseCode.SLOW_CONSUMER, "outbound queue overflowed")
+                return False
+            backlog.append(envelope)
             return True
-        except anyio.WouldBlock:
-            self.close_nowait(CloseCode.SLOW_CONSUMER, "outbound queue overflowed")
-            return False
-        except anyio.ClosedResourceError:
-            return False
+        pending: Awaitable[None] = self._send(self._message(envelope))
+        if isinstance(pending, Coroutine):
+            try:
+                blocked = pending.send(None)
+            except StopIteration:
+                return True
+            except (OSError, RuntimeError, WebSocketDisconnect):
+                # The peer or the server went away mid-send; the reader sees the disconnect too.
+                self.close_nowait(CloseCode.GOING_AWAY, "connection lost")
+                return True
+            pending = _Resume(pending, blocked)
+        # The transport is backed up: finish this write, then the ones queued behind it, in a
+        # task, and queue everything sent meanwhile.
+        self._backlog = deque()
+        if self._spawn is None:
+            self.close_nowait(CloseCode.GOING_AWAY, "connection not started")
+            return True
+        self._spawn(self._flush, pending)
+        return True
+
+    def _message(self, envelope: Envelope) -> dict[str, Any]:
+        payload = envelope.encode(self.fmt)
+        if isinstance(payload, str):
+            return {"type": "websocket.send", "text": payload}
+        return {"type": "websocket.send", "bytes": payload}
+
+    async def _flush(self, blocked: Awaitable[None]) -> None:
+        send = self._send
+        try:
+            await blocked
+            backlog = self._backlog
+            while backlog:
+                message = self._message(backlog.popleft())
+                await send(message)
+                del message
+            # The queue is empty and no await since: the next event is written directly again.
+            self._backlog = None
+        except (OSError, RuntimeError, WebSocketDisconnect):
+            # The peer or the server went away mid-send; the reader sees the disconnect too.
+            self.close_nowait(CloseCode.GOING_AWAY, "connection lost")
 
     def close_nowait(self, code: int, reason: str) -> None:
         if self.close_code is None:
@@ -90,34 +202,32 @@ class WsConnection:
             self.scope.cancel()
 
     def release(self) -> None:
-        self._outbox.close()
+        """The connection is over: nothing more is sent, and queued events are let go."""
+        self._open = False
+        self._backlog = None
+        self._spawn = None
 
     def error(self, code: ErrorCode, message: str, frame_id: str | None = None) -> None:
         self.send_nowait(Envelope(Error(session_id=self.session_id, code=code, message=message, id=frame_id)))
 
-    async def write(self) -> None:
-        # The raw ASGI send (see `SessionSocketFastPath`): Starlette's per-message state checks
-        # and exception wrappers cost more than the frame itself.
-        send = self.websocket._send
-        receive = self._outbox.receive
-        try:
-            while True:
-                try:
-                    envelope = await receive()
-                except anyio.EndOfStream:
-                    return
-                payload = envelope.encode(self.fmt)
-                # Let go of the event before waiting again: an idle socket would otherwise keep
-                # its last one (often the welcome, with a full snapshot) alive.
-                del envelope
-                if isinstance(payload, str):
-                    await send({"type": "websocket.send", "text": payload})
-                else:
-                    await send({"type": "websocket.send", "bytes": payload})
-                del payload
-        except (OSError, RuntimeError, WebSocketDisconnect):
-            # The peer or the server went away mid-send; the reader sees the disconnect too.
-            self.close_nowait(CloseCode.GOING_AWAY, "connection lost")
+
+def close_idle_sockets(sockets: Iterable[WsConnection], idle_seconds: float) -> int:
+    """Close (4408) every socket quiet for `idle_seconds` whose session was quiet as long."""
+    closed = 0
+    now, wall = time.monotonic(), time.time()
+    for conn in list(sockets):
+        session_quiet = wall - conn.actor.last_activity if conn.actor is not None else math.inf
+        if min(now - conn.last_frame, session_quiet) > idle_seconds:
+            conn.close_nowait(CloseCode.IDLE, "idle")
+            closed += 1
+    return closed
+
+
+async def sweep_idle_sockets(services: Services) -> None:
+    """One timer for every socket rather than one per socket: see `close_idle_sockets`."""
+    while True:
+        await anyio.sleep(IDLE_CHECK_SECONDS)
+        close_idle_sockets(services.sockets, services.settings.CONNECTION_IDLE_SECONDS)
 
 
 def _token(websocket: WebSocket) -> str | None:
@@ -205,12 +315,12 @@ async def session_socket(websocket: WebSocket) -> None:
         return
     fmt, subprotocol = _choose_format(websocket)
     await websocket.accept(subprotocol=subprotocol)
-    conn = WsConnection(websocket, claims.role, fmt, session_id, settings.OUTBOUND_QUEUE)
+    conn = WsConnection(websocket, claims.role, fmt, session_id, settings.OUTBOUND_QUEUE, actor)
     services.connections += 1
+    services.sockets.add(conn)
     try:
         async with anyio.create_task_group() as tg:
-            conn.scope = tg.cancel_scope
-            tg.start_soon(conn.write)
+            conn.start(tg)
             actor.connect(conn)
             try:
                 await _read(websocket, conn, actor, services)
@@ -219,6 +329,7 @@ async def session_socket(websocket: WebSocket) -> None:
                 tg.cancel_scope.cancel()
     finally:
         services.connections -= 1
+        services.sockets.discard(conn)
         conn.release()
         if conn.close_code is not None:
             with anyio.move_on_after(1.0, shield=True):
@@ -228,56 +339,43 @@ async def session_socket(websocket: WebSocket) -> None:
                     pass
 
 
-async def _read(websocket: WebSocket, conn: WsConnection, actor: object, services: Services) -> None:
-    from session.actor import SessionActor
-
-    assert isinstance(actor, SessionActor)
+async def _read(websocket: WebSocket, conn: WsConnection, actor: SessionActor,
+                services: Services) -> None:
     settings = services.settings
     bucket = TokenBucket(settings.RATE_LIMIT_PER_SECOND, settings.RATE_LIMIT_BURST)
     violations = 0
     receive = websocket._receive  # raw ASGI receive; disconnects are handled right here
+    # No timeout here: `sweep_idle_sockets` closes idle connections, all of them on one timer.
     while True:
-        # One cancel scope per idle-check window rather than one per frame: entering and leaving
-        # a scope costs more than handling a small frame. `receive()` is the only await inside.
-        with anyio.move_on_after(IDLE_CHECK_SECONDS):
-            while True:
-                message = await receive()
-                if message["type"] == "websocket.disconnect":
-                    return
-                raw = message.get("text")
-                if raw is None:
-                    raw = message.get("bytes") or b""
-                conn.last_frame = time.monotonic()
-                if not bucket.take():
-                    violations += 1
-                    if violations >= settings.RATE_ABUSE_CLOSE_AFTER:
-                        conn.close_nowait(CloseCode.RATE_ABUSE, "kept flooding past the rate limit")
-                        return
-                    conn.error(ErrorCode.RATE_LIMITED,
-                               f"over {settings.RATE_LIMIT_PER_SECOND:g} frames/s",
-                               _peek_id(raw, conn.fmt, settings.MAX_FRAME_BYTES))
-                    continue
-                try:
-                    frame = decode_frame(raw, conn.fmt, max_bytes=settings.MAX_FRAME_BYTES,
-                                         max_transcript_chars=settings.MAX_TRANSCRIPT_CHARS)
-                except FrameError as exc:
-                    conn.error(exc.code, exc.message, exc.frame_id)
-                    continue
-                if isinstance(frame, PingFrame):
-                    conn.send_nowait(Envelope(Pong(session_id=conn.session_id, id=frame.id,
-                                                   t=frame.t)))
-                    continue
-                if isinstance(frame, (TranscriptFrame, SceneFrame)) and conn.role != Role.PLAYER.value:
-                    conn.error(ErrorCode.FORBIDDEN,
-                               f"a {conn.role} connection may not send {frame.type}", frame.id)
-                    continue
-                assert isinstance(frame, (TranscriptFrame, SceneFrame, ResumeFrame))
-                if not actor.submit(conn, frame):
-                    conn.error(ErrorCode.RATE_LIMITED, "the session is busy; retry shortly",
-                               frame.id)
-        # A window passed: close only if neither this connection nor its session did anything.
-        quiet = time.monotonic() - conn.last_frame
-        session_quiet = time.time() - actor.last_activity
-        if min(quiet, session_quiet) > settings.CONNECTION_IDLE_SECONDS:
-            conn.close_nowait(CloseCode.IDLE, "idle")
+        message = await receive()
+        if message["type"] == "websocket.disconnect":
             return
+        raw = message.get("text")
+        if raw is None:
+            raw = message.get("bytes") or b""
+        conn.last_frame = time.monotonic()
+        if not bucket.take():
+            violations += 1
+            if violations >= settings.RATE_ABUSE_CLOSE_AFTER:
+                conn.close_nowait(CloseCode.RATE_ABUSE, "kept flooding past the rate limit")
+                return
+            conn.error(ErrorCode.RATE_LIMITED,
+                       f"over {settings.RATE_LIMIT_PER_SECOND:g} frames/s",
+                       _peek_id(raw, conn.fmt, settings.MAX_FRAME_BYTES))
+            continue
+        try:
+            frame = decode_frame(raw, conn.fmt, max_bytes=settings.MAX_FRAME_BYTES,
+                                 max_transcript_chars=settings.MAX_TRANSCRIPT_CHARS)
+        except FrameError as exc:
+            conn.error(exc.code, exc.message, exc.frame_id)
+            continue
+        if isinstance(frame, PingFrame):
+            conn.send_nowait(Envelope(Pong(session_id=conn.session_id, id=frame.id, t=frame.t)))
+            continue
+        if isinstance(frame, (TranscriptFrame, SceneFrame)) and conn.role != Role.PLAYER.value:
+            conn.error(ErrorCode.FORBIDDEN,
+                       f"a {conn.role} connection may not send {frame.type}", frame.id)
+            continue
+        assert isinstance(frame, (TranscriptFrame, SceneFrame, ResumeFrame))
+        if not actor.submit(conn, frame):
+            conn.error(ErrorCode.RATE_LIMITED, "the session is busy; retry shortly", frame.id)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,24 +152,31 @@ class SessionActor:
         self.session_id = negotiation.session_id
         self.connections: dict[int, Connection] = {}
         self.player: Connection | None = None
-        self.replay: deque[Envelope] = deque(maxlen=limits.replay_events)
+        # The queues below are made when first needed: an empty deque is 760 bytes, and an idle
+        # session holds several thousand of them between its peers (benchmarks/load.py, d).
+        self._replay: deque[Envelope] | None = None
         self.last_activity = clock()
         self.version = version  # last mirror change version issued
         # Unbounded by type, bounded in practice: client frames are admitted against
         # `limits.inbox_frames` in `submit`, and the other messages come one or a few per turn.
         self._inbox: Mailbox[_Message] = Mailbox()
         self._frames_queued = 0
-        self._waiting: deque[_Frame] = deque()  # transcripts accepted while a turn is in flight
-        self._waiting_ids: set[str] = set()
+        self._waiting: deque[_Frame] | None = None  # transcripts accepted while a turn is in flight
+        self._waiting_ids: set[str] | None = None
         self._thinking: PendingTurn | None = None
         self._thinking_since = 0.0
         self._streamed: list[str] = []
         self._withdrawn = False
-        self._unacked: deque[tuple[int, Connection | None, str, bool]] = deque()
+        self._unacked: deque[tuple[int, Connection | None, str, bool]] | None = None
         self._unacked_ids: dict[str, int] = {}
         self._turn_waiters: dict[str, list[Callable[[Reply | None], None]]] = {}
         self._propose_now: Callable[[BrainRequest], BrainResult] | None = getattr(brain, "propose_now", None)
-        self._tg: TaskGroup | None = None
+        self._tg: TaskGroup | None = None  # where brain calls run
+        self._brain_scope: anyio.CancelScope | None = None  # the brain call in flight, if any
+        # Driven by a registry (`attach`): no task of its own while idle. `_wake` asks the
+        # registry's dispatcher to `drain()` this actor; `_scheduled` says it has been asked.
+        self._wake: Callable[[SessionActor], None] | None = None
+        self._scheduled = False
         self.running = False
 
     # ------------------------------------------------------------------ called by connections
@@ -201,6 +208,11 @@ class SessionActor:
         self._turn_waiters.setdefault(client_id, []).append(callback)
 
     @property
+    def replay(self) -> Sequence[Envelope]:
+        """The sequenced events kept for `resume`, oldest first (at most `replay_events`)."""
+        return self._replay if self._replay is not None else ()
+
+    @property
     def busy(self) -> bool:
         return self._thinking is not None or bool(self._waiting) or self._frames_queued > 0
 
@@ -209,54 +221,101 @@ class SessionActor:
             "connections": len(self.connections),
             "player_connected": self.player is not None,
             "queued_frames": self._frames_queued,
-            "waiting_turns": len(self._waiting),
+            "waiting_turns": len(self._waiting or ()),
             "thinking": self._thinking is not None,
-            "unacked": len(self._unacked),
+            "unacked": len(self._unacked or ()),
             "replay_events": len(self.replay),
         }
 
     # ------------------------------------------------------------------ the loop
 
     async def run(self) -> None:
-        """Process the inbox until `stop()`; cancelling instead leaves the actor restartable."""
+        """Process the inbox in this task until `stop()`; cancelling instead leaves the actor restartable.
+
+        A registry does not use this: it `attach`es its actors, so that an idle session holds no
+        task (see `drain`). Both ways apply the same messages in the same order.
+        """
         self.running = True
         stopped = False
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
-                pending = self.negotiation.pending
-                if pending is not None:
-                    # Recorded but never answered: rebuilt after a restart, or the loop was stopped.
-                    self._think_about(pending, self.negotiation.brain_request(pending), time.perf_counter())
+                self._resume_pending()
                 receive = self._inbox.receive
                 while True:
                     try:
                         message = await receive()
                     except anyio.EndOfStream:
                         break
-                    if isinstance(message, _Stop):
-                        self._close_all(message.code, message.reason)
-                        if message.keep_running:
-                            continue
+                    if not self._process(message):
                         stopped = True
                         tg.cancel_scope.cancel()
                         break
-                    try:
-                        self._handle(message)
-                    except Exception:
-                        # A bug in one message must not take the session down with it.
-                        log.exception("session actor failed on %s", type(message).__name__,
-                                      extra={"session_id": self.session_id})
         finally:
-            self.running = False
-            self._tg = None
-            self._thinking = None
-            if stopped:
-                self.close()
-            for waiters in self._turn_waiters.values():
-                for callback in waiters:
-                    callback(None)
-            self._turn_waiters.clear()
+            self._release(stopped)
+
+    def attach(self, tg: TaskGroup, wake: Callable[[SessionActor], None]) -> None:
+        """Be driven by a dispatcher instead of `run`.
+
+        Posting a message calls `wake(self)` (once until the dispatcher calls `drain`), and the
+        brain is called in tasks of `tg`. `detach` undoes this; cancelling `tg` must come with it.
+        """
+        self.running = True
+        self._tg = tg
+        self._wake = wake
+        self._scheduled = False
+        self._resume_pending()
+        if len(self._inbox):  # posted while detached
+            self._scheduled = True
+            wake(self)
+
+    def detach(self) -> None:
+        """The dispatcher stopped (its task group was cancelled): the actor can be attached again."""
+        self._release(False)
+
+    def drain(self) -> None:
+        """Apply every queued message, in order, without waiting; the dispatcher calls this."""
+        inbox = self._inbox
+        try:
+            while len(inbox):
+                if not self._process(inbox.receive_nowait()):
+                    if self._brain_scope is not None:
+                        self._brain_scope.cancel()
+                    self._release(True)
+                    return
+        finally:
+            self._scheduled = False
+
+    def _resume_pending(self) -> None:
+        pending = self.negotiation.pending
+        if pending is not None and self._thinking is None:
+            # Recorded but never answered: rebuilt after a restart, or the loop was stopped.
+            self._think_about(pending, self.negotiation.brain_request(pending), time.perf_counter())
+
+    def _process(self, message: _Message) -> bool:
+        """Apply one message; False when it stops the actor."""
+        if isinstance(message, _Stop):
+            self._close_all(message.code, message.reason)
+            return message.keep_running
+        try:
+            self._handle(message)
+        except Exception:
+            # A bug in one message must not take the session down with it.
+            log.exception("session actor failed on %s", type(message).__name__,
+                          extra={"session_id": self.session_id})
+        return True
+
+    def _release(self, stopped: bool) -> None:
+        self.running = False
+        self._tg = None
+        self._wake = None
+        self._thinking = None
+        if stopped:
+            self.close()
+        for waiters in self._turn_waiters.values():
+            for callback in waiters:
+                callback(None)
+        self._turn_waiters.clear()
 
     def close(self) -> None:
         """Release the inbox for good; the actor cannot run again."""
@@ -266,7 +325,11 @@ class SessionActor:
         try:
             self._inbox.send_nowait(message)
         except anyio.ClosedResourceError:
-            pass
+            return
+        wake = self._wake
+        if wake is not None and not self._scheduled:
+            self._scheduled = True
+            wake(self)
 
     async def _post(self, message: _Message) -> None:
         self._post_nowait(message)
@@ -340,7 +403,9 @@ class SessionActor:
 
     def _fanout(self, envelope: Envelope) -> None:
         if envelope.seq is not None:
-            self.replay.append(envelope)
+            if self._replay is None:
+                self._replay = deque(maxlen=self.limits.replay_events)
+            self._replay.append(envelope)
         for conn_id, conn in list(self.connections.items()):
             if not conn.send_nowait(envelope):
                 # Its queue overflowed: the connection closes itself as a slow consumer.
@@ -376,26 +441,34 @@ class SessionActor:
         if self.mirror.durable_version(self.session_id) >= version:
             self._ack(conn, frame_id, duplicate)
             return
-        self._unacked.append((version, conn, frame_id, duplicate))
+        self._queue_ack(version, conn, frame_id, duplicate)
         if not duplicate:
             self._unacked_ids[frame_id] = version
 
+    def _queue_ack(self, version: int, conn: Connection | None, frame_id: str, duplicate: bool) -> None:
+        if self._unacked is None:
+            self._unacked = deque()
+        self._unacked.append((version, conn, frame_id, duplicate))
+
     def _flush_acks(self, durable: int) -> None:
-        while self._unacked and self._unacked[0][0] <= durable:
-            _, conn, frame_id, duplicate = self._unacked.popleft()
+        unacked = self._unacked
+        while unacked and unacked[0][0] <= durable:
+            _, conn, frame_id, duplicate = unacked.popleft()
             if not duplicate:
                 self._unacked_ids.pop(frame_id, None)
             self._ack(conn, frame_id, duplicate)
+        if unacked is not None and not unacked and self._unacked is unacked:
+            self._unacked = None
 
     def _duplicate(self, conn: Connection | None, frame_id: str) -> bool:
         """Answer a re-sent id; True when the frame must not be applied again."""
-        if frame_id in self._waiting_ids:
+        if self._waiting_ids is not None and frame_id in self._waiting_ids:
             return True  # queued behind the turn in flight; its ack comes when it starts
         if not self.negotiation.seen(frame_id):
             return False
         pending = self._unacked_ids.get(frame_id)
         if pending is not None:
-            self._unacked.append((pending, conn, frame_id, True))
+            self._queue_ack(pending, conn, frame_id, True)
         else:
             self._ack(conn, frame_id, True)
         return True
@@ -454,6 +527,8 @@ class SessionActor:
             self._resolve(frame.id, reply)
             return
         if self._thinking is not None:
+            if self._waiting is None or self._waiting_ids is None:
+                self._waiting, self._waiting_ids = deque(), set()
             self._waiting.append(message)
             self._waiting_ids.add(frame.id)
             return
@@ -508,16 +583,23 @@ class SessionActor:
         )
 
     async def _think(self, pending: PendingTurn, request: BrainRequest) -> None:
-        started = time.perf_counter()
-        result: BrainResult | None = None
-        with anyio.move_on_after(self.limits.brain_deadline_s):
+        # Its own scope: stopping an attached actor cancels this, not the registry's task group.
+        with anyio.CancelScope() as scope:
+            self._brain_scope = scope
             try:
-                result = await self.brain.propose(request, _Sink(self, pending.turn))
-            except Exception as exc:  # the brain's own failures were translated; this is a last guard
-                result = self._fallback(request, started, f"{type(exc).__name__}: {exc}")
-        if result is None:
-            result = self._fallback(request, started, "brain deadline exceeded")
-        await self._post(_BrainDone(pending, result, started, time.perf_counter()))
+                started = time.perf_counter()
+                result: BrainResult | None = None
+                with anyio.move_on_after(self.limits.brain_deadline_s):
+                    try:
+                        result = await self.brain.propose(request, _Sink(self, pending.turn))
+                    except Exception as exc:  # the brain's own failures were translated; a last guard
+                        result = self._fallback(request, started, f"{type(exc).__name__}: {exc}")
+                if result is None:
+                    result = self._fallback(request, started, "brain deadline exceeded")
+                await self._post(_BrainDone(pending, result, started, time.perf_counter()))
+            finally:
+                if self._brain_scope is scope:
+                    self._brain_scope = None
 
     def _withdraw(self, turn: int, reason: str) -> None:
         self._fanout(Envelope(ReplyWithdrawn(session_id=self.session_id, turn=turn, reason=reason)))
@@ -569,7 +651,10 @@ class SessionActor:
         if self._waiting:
             nxt = self._waiting.popleft()
             assert isinstance(nxt.frame, TranscriptFrame)
-            self._waiting_ids.discard(nxt.frame.id)
+            if self._waiting_ids is not None:
+                self._waiting_ids.discard(nxt.frame.id)
+            if not self._waiting:
+                self._waiting = self._waiting_ids = None
             self._on_transcript(nxt)
 
     def _log_turn(self, reply: Reply, outcome: TurnOutcome, result: BrainResult) -> None:

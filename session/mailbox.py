@@ -24,12 +24,12 @@ class Mailbox(Generic[T]):
 
     def __init__(self, capacity: float = math.inf) -> None:
         self._capacity = capacity
-        self._items: deque[T] = deque()
+        self._items: deque[T] | None = None  # made on the first item, let go when drained
         self._waiter: anyio.Event | None = None
         self._closed = False
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._items) if self._items is not None else 0
 
     @property
     def closed(self) -> bool:
@@ -39,16 +39,21 @@ class Mailbox(Generic[T]):
         """Queue `item` without waiting; the producer decides what a full mailbox means."""
         if self._closed:
             raise anyio.ClosedResourceError
-        if len(self._items) >= self._capacity:
+        items = self._items
+        if items is None:
+            if self._capacity <= 0:
+                raise anyio.WouldBlock
+            items = self._items = deque()
+        elif len(items) >= self._capacity:
             raise anyio.WouldBlock
-        self._items.append(item)
+        items.append(item)
         if self._waiter is not None:
             self._waiter.set()
             self._waiter = None
 
     def receive_nowait(self) -> T:
         if self._items:
-            return self._items.popleft()
+            return self._pop(self._items)
         if self._closed:
             raise anyio.EndOfStream
         raise anyio.WouldBlock
@@ -60,7 +65,13 @@ class Mailbox(Generic[T]):
                 raise anyio.EndOfStream
             self._waiter = waiter = anyio.Event()
             await waiter.wait()
-        return self._items.popleft()
+        return self._pop(self._items)
+
+    def _pop(self, items: deque[T]) -> T:
+        item = items.popleft()
+        if not items:
+            self._items = None  # an empty deque is 760 bytes: idle mailboxes hold none
+        return item
 
     def close(self) -> None:
         """No more items will be accepted; the consumer drains what is queued, then ends."""

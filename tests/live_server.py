@@ -10,14 +10,18 @@ import anyio
 import uvicorn
 from starlette.applications import Starlette
 
+from server.uvicorn_ws import protocol_class
+
 STARTUP_SECONDS = 10.0
 
 
 @asynccontextmanager
 async def serve(app: Starlette) -> AsyncIterator[str]:
     """Yield `127.0.0.1:PORT` while uvicorn serves `app`; shut it down afterwards."""
+    # The WebSocket protocol `samvad serve` uses, so the end-to-end tests exercise it.
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False,
-                            lifespan="on", ws_ping_interval=None, timeout_graceful_shutdown=2)
+                            lifespan="on", ws_ping_interval=None, timeout_graceful_shutdown=2,
+                            ws=protocol_class("auto"))
     server = uvicorn.Server(config)
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)

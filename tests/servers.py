@@ -29,6 +29,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from server.app import Services, create_app
 from server.config import load_settings
+from server.uvicorn_ws import protocol_class
 from session.protocols import Brain
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,7 +73,8 @@ async def running_server(brain: Brain | None = None, **overrides: Any) -> AsyncI
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
                             ws_max_size=settings.MAX_FRAME_BYTES * 16, ws_ping_interval=20.0,
-                            ws_ping_timeout=20.0, timeout_graceful_shutdown=2)
+                            ws_ping_timeout=20.0, timeout_graceful_shutdown=2,
+                            ws=protocol_class(settings.UVICORN_WS))  # as `samvad serve` does
     server = uvicorn.Server(config)
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
     try:

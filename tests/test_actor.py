@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 
 import anyio
@@ -26,14 +26,35 @@ def transcript(fid: str, text: str = "hello", final: bool = True) -> TranscriptF
     return TranscriptFrame(type="transcript", id=fid, text=text, final=final)
 
 
+MODE = "task"
+
+
+@pytest.fixture(autouse=True, params=["task", "dispatched"])
+def actor_mode(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test here runs twice: the actor in its own task (`run`), and attached to a registry
+    whose dispatcher drains it (as the server runs it). Both must behave the same."""
+    global MODE
+    MODE = request.param
+    yield MODE
+    MODE = "task"
+
+
 @asynccontextmanager
 async def running(brain: object, mirror: Mirror | None = None, **limits: object) -> AsyncIterator[SessionActor]:
     negotiation = Negotiation(session_id="s1", scenario_name="jaipur-bazaar", created_at=0.0)
-    actor = SessionActor(negotiation, brain, mirror or MemoryMirror(), limits=ActorLimits(**limits))  # type: ignore[arg-type]
+    mirror = mirror or MemoryMirror()
+    actor = SessionActor(negotiation, brain, mirror, limits=ActorLimits(**limits))  # type: ignore[arg-type]
     async with anyio.create_task_group() as tg:
-        tg.start_soon(actor.run)
-        yield actor
-        actor.stop()
+        if MODE == "task":
+            tg.start_soon(actor.run)
+            yield actor
+            actor.stop()
+        else:
+            registry = SessionRegistry(brain, mirror)  # type: ignore[arg-type]
+            await tg.start(registry.run)
+            registry._start(actor)
+            yield actor
+            tg.cancel_scope.cancel()
 
 
 async def until(condition: Callable[[], bool], limit: float = 3.0) -> None:
@@ -83,6 +104,28 @@ async def test_transcripts_during_a_turn_wait_and_are_answered_in_order() -> Non
         assert [r["in_reply_to"] for r in player.of_type("reply")] == ["t1", "t2", "t3"]
         assert [r.transcript for r in brain.requests] == ["line 1", "line 2", "line 3"]
         assert [r["turn"] for r in player.of_type("reply")] == [1, 2, 3]
+
+
+async def test_an_idle_session_holds_no_queues_until_it_needs_them() -> None:
+    mirror = DeferredMirror()
+    async with running(ScriptedBrain(delay=0.05), mirror) as actor:
+        mirror.subscribe_durable(lambda sid, v: actor.notify_durable(v))
+        assert actor._replay is None and actor._waiting is None and actor._unacked is None
+        assert actor.replay == ()
+        player = FakeConnection()
+        actor.connect(player)
+        actor.submit(player, transcript("t1"))
+        actor.submit(player, transcript("t2"))  # waits behind t1
+        await until(lambda: actor._waiting is not None)
+        await until(lambda: len(player.of_type("reply")) == 2)
+        assert actor._waiting is None and actor._waiting_ids is None
+        assert [r["in_reply_to"] for r in player.of_type("reply")] == ["t1", "t2"]
+        assert actor._unacked is not None and len(actor._unacked) == 2  # not durable yet
+        mirror.flush()
+        await until(lambda: len(player.of_type("ack")) == 2)
+        assert actor._unacked is None
+        assert [e.seq for e in actor.replay] == [f["seq"] for f in player.stream()]
+        assert actor.statistics()["replay_events"] == len(player.stream())
 
 
 async def test_non_final_transcripts_change_nothing() -> None:
@@ -298,3 +341,89 @@ async def test_a_queued_transcripts_ack_follows_the_player_to_its_new_socket() -
         await until(lambda: len(new.of_type("reply")) == 2)
         await until(lambda: [a["id"] for a in new.of_type("ack")] == ["t2"])
         assert [r["in_reply_to"] for r in new.of_type("reply")] == ["t1", "t2"]
+
+
+# ---------------------------------------------------------------------------- the registry's dispatcher
+
+
+def tasks() -> int:
+    import asyncio
+
+    return len(asyncio.all_tasks())
+
+
+async def test_idle_sessions_hold_no_task_and_a_woken_one_lets_go_of_its_work() -> None:
+    registry = SessionRegistry(ScriptedBrain(), MemoryMirror())
+    async with anyio.create_task_group() as tg:
+        await tg.start(registry.run)
+        before = tasks()
+        actors = [registry.create() for _ in range(20)]
+        assert tasks() == before
+        player = FakeConnection()
+        actors[3].connect(player)
+        actors[3].submit(player, transcript("t1"))
+        await until(lambda: len(player.of_type("reply")) == 1)
+        await until(lambda: tasks() == before)  # the brain call's task is done, nothing else
+        assert not actors[3]._scheduled and actors[3].running
+        tg.cancel_scope.cancel()
+    assert not any(a.running for a in actors)
+
+
+async def test_sessions_drained_by_one_dispatcher_each_keep_their_own_order() -> None:
+    registry = SessionRegistry(ScriptedBrain(delay=0.01), MemoryMirror())
+    async with anyio.create_task_group() as tg:
+        await tg.start(registry.run)
+        actors = [registry.create() for _ in range(3)]
+        players = [FakeConnection() for _ in actors]
+        for actor, player in zip(actors, players, strict=True):
+            actor.connect(player)
+        for i in range(4):
+            for actor, player in zip(actors, players, strict=True):
+                assert actor.submit(player, transcript(f"{actor.session_id}-{i}", f"line {i}"))
+        for actor, player in zip(actors, players, strict=True):
+            await until(lambda p=player: len(p.of_type("reply")) == 4)  # type: ignore[misc]
+            assert [r["in_reply_to"] for r in player.of_type("reply")] == [
+                f"{actor.session_id}-{i}" for i in range(4)]
+            assert [f["seq"] for f in player.stream()] == sorted(f["seq"] for f in player.stream())
+        tg.cancel_scope.cancel()
+
+
+async def test_stopping_an_attached_actor_cancels_its_brain_call_and_no_other() -> None:
+    brain = ScriptedBrain(delay=30)
+    registry = SessionRegistry(brain, MemoryMirror())
+    async with anyio.create_task_group() as tg:
+        await tg.start(registry.run)
+        doomed, other = registry.create(), registry.create()
+        for actor in (doomed, other):
+            p = FakeConnection()
+            actor.connect(p)
+            actor.submit(p, transcript("t1"))
+        await until(lambda: len(brain.requests) == 2)
+        before = tasks()
+        resolved: list[object] = []
+        doomed.wait_turn("t1", resolved.append)
+        doomed.stop()
+        await until(lambda: tasks() == before - 1)
+        assert resolved == [None] and not doomed.running
+        assert other.running and other._thinking is not None
+        tg.cancel_scope.cancel()
+
+
+async def test_a_registry_run_again_answers_the_turn_its_last_run_left_pending() -> None:
+    brain = ScriptedBrain(delay=0.2)
+    registry = SessionRegistry(brain, MemoryMirror())
+    player = FakeConnection()
+    async with anyio.create_task_group() as tg:
+        await tg.start(lambda task_status: registry.run(keep_actors=True, task_status=task_status))
+        actor = registry.create()
+        actor.connect(player)
+        actor.submit(player, transcript("t1"))
+        await until(lambda: len(brain.requests) == 1)
+        tg.cancel_scope.cancel()  # mid-turn
+    assert not actor.running and player.of_type("reply") == []
+    actor.submit(player, transcript("t2"))  # posted while no dispatcher runs: kept
+    async with anyio.create_task_group() as tg:
+        await tg.start(lambda task_status: registry.run(keep_actors=True, task_status=task_status))
+        await until(lambda: len(player.of_type("reply")) == 2)
+        assert [r["in_reply_to"] for r in player.of_type("reply")] == ["t1", "t2"]
+        tg.cancel_scope.cancel()

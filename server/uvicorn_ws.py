@@ -1,0 +1,135 @@
+"""uvicorn's websockets sans-I/O protocol, holding less per idle connection.
+
+The stock protocol keeps, for the life of every connection, the parsed handshake request and
+response (their header objects: about 5 KiB) and an `asyncio.Queue` plus an `asyncio.Event`,
+each owning one or more empty deques of 760 bytes. With thousands of idle sockets that is a
+third of what a socket costs the server (benchmarks/load.py, scenario d). This subclass drops
+the handshake once it is done and swaps the queue and the event for list-based equivalents with
+the same behaviour for uvicorn's single reader. Everything else is uvicorn's own code.
+
+`protocol_class()` returns the stock class unchanged if the installed uvicorn does not look the
+way this subclass expects, so an upgrade degrades to the plain protocol instead of breaking.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+
+class ReceiveQueue:
+    """What uvicorn's protocol uses of `asyncio.Queue`: one consumer, unbounded, no deque."""
+
+    __slots__ = ("_items", "_waiter")
+
+    def __init__(self) -> None:
+        self._items: list[Any] = []  # uvicorn pauses reading per message: 0 or 1 item, rarely more
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put_nowait(self, item: Any) -> None:
+        self._items.append(item)
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def get(self) -> Any:
+        while not self._items:
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await waiter
+            finally:
+                if self._waiter is waiter:
+                    self._waiter = None
+        return self._items.pop(0)
+
+    def get_nowait(self) -> Any:
+        if not self._items:
+            raise asyncio.QueueEmpty
+        return self._items.pop(0)
+
+    def empty(self) -> bool:
+        return not self._items
+
+    def qsize(self) -> int:
+        return len(self._items)
+
+
+class WritableFlag:
+    """What the protocol uses of `asyncio.Event`, with waiters in a list made only when waiting."""
+
+    __slots__ = ("_set", "_waiters")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._waiters: list[asyncio.Future[bool]] | None = None
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        if self._set:
+            return
+        self._set = True
+        waiters, self._waiters = self._waiters, None
+        for fut in waiters or ():
+            if not fut.done():
+                fut.set_result(True)
+
+    def clear(self) -> None:
+        self._set = False
+
+    async def wait(self) -> bool:
+        if self._set:
+            return True
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append(fut)
+        try:
+            return await fut
+        finally:
+            if self._waiters is not None and fut in self._waiters:
+                self._waiters.remove(fut)
+
+
+def _looks_compatible() -> bool:
+    cls = WebSocketsSansIOProtocol
+    names = ("handle_connect", "start_keepalive", "receive", "send", "pause_writing",
+             "resume_writing")
+    return all(callable(getattr(cls, name, None)) for name in names)
+
+
+class LeanWebSocketsSansIOProtocol(WebSocketsSansIOProtocol):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if isinstance(self.queue, asyncio.Queue) and self.queue.empty():
+            self.queue = ReceiveQueue()  # type: ignore[assignment]
+        if isinstance(self.writable, asyncio.Event):
+            flag = WritableFlag()
+            if self.writable.is_set():
+                flag.set()
+            self.writable = flag  # type: ignore[assignment]
+
+    def start_keepalive(self) -> None:
+        # Called once the handshake response has been written: the request and response are
+        # never read again, so let their headers go.
+        super().start_keepalive()
+        if getattr(self, "handshake_complete", False):
+            request = getattr(self, "request", None)
+            if request is not None:
+                # websockets' parser generator keeps the request in a local for as long as the
+                # connection lasts: empty its headers, the bulk of it, as well as letting go.
+                request.headers.clear()
+            self.request = None  # type: ignore[assignment]
+            self.response = None  # type: ignore[assignment]
+
+
+def protocol_class(name: str) -> Any:
+    """What to hand uvicorn as `ws=` for the setting UVICORN_WS=`name`."""
+    if name in ("auto", "websockets-sansio") and _looks_compatible():
+        return LeanWebSocketsSansIOProtocol
+    return name

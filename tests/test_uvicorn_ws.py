@@ -1,0 +1,93 @@
+"""The leaner uvicorn WebSocket protocol: its queue and flag, and what a live socket keeps."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+
+import pytest
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.http11 import Request
+
+from server.uvicorn_ws import (
+    LeanWebSocketsSansIOProtocol,
+    ReceiveQueue,
+    WritableFlag,
+    protocol_class,
+)
+from tests.servers import client, create, running_server
+
+pytestmark = pytest.mark.anyio
+
+
+def test_protocol_class_picks_the_lean_protocol_only_for_sans_io() -> None:
+    assert protocol_class("auto") is LeanWebSocketsSansIOProtocol
+    assert protocol_class("websockets-sansio") is LeanWebSocketsSansIOProtocol
+    assert protocol_class("websockets") == "websockets"
+    assert protocol_class("wsproto") == "wsproto"
+    assert issubclass(LeanWebSocketsSansIOProtocol, WebSocketsSansIOProtocol)
+
+
+async def test_receive_queue_is_fifo_and_wakes_its_reader() -> None:
+    q = ReceiveQueue()
+    assert q.empty() and q.qsize() == 0
+    q.put_nowait(1)
+    q.put_nowait(2)
+    assert await q.get() == 1
+    assert q.get_nowait() == 2
+    with pytest.raises(asyncio.QueueEmpty):
+        q.get_nowait()
+    getter = asyncio.ensure_future(q.get())
+    await asyncio.sleep(0)
+    q.put_nowait(3)
+    assert await getter == 3
+
+
+async def test_receive_queue_survives_a_cancelled_get() -> None:
+    q = ReceiveQueue()
+    getter = asyncio.ensure_future(q.get())
+    await asyncio.sleep(0)
+    getter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await getter
+    q.put_nowait("kept")  # nobody waiting now: no error, and the item stays for the next get
+    assert await asyncio.wait_for(q.get(), 1) == "kept"
+
+
+async def test_writable_flag_blocks_while_cleared() -> None:
+    flag = WritableFlag()
+    assert not flag.is_set()
+    flag.set()
+    assert await flag.wait() is True
+    flag.clear()
+    waiters = [asyncio.ensure_future(flag.wait()) for _ in range(2)]
+    cancelled = asyncio.ensure_future(flag.wait())
+    await asyncio.sleep(0)
+    cancelled.cancel()
+    await asyncio.sleep(0)
+    assert not any(w.done() for w in waiters)
+    flag.set()
+    assert await asyncio.gather(*waiters) == [True, True]
+    assert cancelled.cancelled()
+
+
+async def test_a_live_socket_drops_its_handshake_and_uses_the_lean_queue() -> None:
+    async with running_server() as served:
+        created = await create(served)
+        url = served.ws_url(created["session_id"], created["player_token"])
+        async with client(url) as c:
+            await c.recv()  # the welcome
+            got = await c.turn("t1", "namaste bhaiya")
+            assert got[0]["type"] == "reply"
+            protocols = [o for o in gc.get_objects() if isinstance(o, LeanWebSocketsSansIOProtocol)]
+            assert len(protocols) == 1
+            proto = protocols[0]
+            assert proto.request is None and proto.response is None
+            # The request itself lives on in websockets' parser; its headers do not. (The client
+            # runs in this process too: leave its own request out.)
+            mine = [o for o in gc.get_objects() if isinstance(o, Request) and o is not c.ws.request
+                    and o.path.startswith(f"/ws/sessions/{created['session_id']}")]
+            assert len(mine) == 1 and len(mine[0].headers) == 0
+            assert isinstance(proto.queue, ReceiveQueue)
+            assert isinstance(proto.writable, WritableFlag) and proto.writable.is_set()
+
