@@ -104,17 +104,44 @@ class Envelope:
     __slots__ = ("_json", "_msgpack", "event", "seq")
 
     def __init__(self, event: BaseModel) -> None:
-        self.event = event
+        self.event: BaseModel | None = event
         self.seq: int | None = getattr(event, "seq", None) if _is_sequenced(event) else None
         self._json: str | None = None
         self._msgpack: bytes | None = None
 
+    @classmethod
+    def from_json(cls, seq: int | None, encoded: str) -> Envelope:
+        """An event known only by its JSON encoding: what the replay buffer keeps (see `kept`)."""
+        envelope = cls.__new__(cls)
+        envelope.event = None
+        envelope.seq = seq
+        envelope._json = encoded
+        envelope._msgpack = None
+        return envelope
+
+    def kept(self) -> tuple[int | None, str]:
+        """`(seq, json)`: the event as a plain tuple of a number and a string.
+
+        The replay buffer holds these instead of envelopes. A tuple of atomic values is untracked
+        by the garbage collector, while an envelope and its event model (an instance, its
+        `__dict__` and its fields-set, plus nested models) are several tracked objects each; with
+        hundreds of events per session they were half of what every collection had to scan.
+        """
+        encoded = self.encode(WireFormat.JSON)
+        assert isinstance(encoded, str)
+        return self.seq, encoded
+
     def encode(self, fmt: WireFormat) -> str | bytes:
         if fmt is WireFormat.MSGPACK:
             if self._msgpack is None:
-                self._msgpack = msgpack.packb(event_dict(self.event), use_bin_type=True)
+                if self.event is not None:
+                    data = event_dict(self.event)
+                else:
+                    data = orjson.loads(self.encode(WireFormat.JSON))
+                self._msgpack = msgpack.packb(data, use_bin_type=True)
             return self._msgpack
         if self._json is None:
+            assert self.event is not None
             self._json = self.event.model_dump_json(by_alias=True)
         return self._json
 

@@ -154,7 +154,7 @@ class SessionActor:
         self.player: Connection | None = None
         # The queues below are made when first needed: an empty deque is 760 bytes, and an idle
         # session holds several thousand of them between its peers (benchmarks/load.py, d).
-        self._replay: deque[Envelope] | None = None
+        self._replay: deque[tuple[int | None, str]] | None = None  # Envelope.kept() of each event
         self.last_activity = clock()
         self.version = version  # last mirror change version issued
         # Unbounded by type, bounded in practice: client frames are admitted against
@@ -210,7 +210,7 @@ class SessionActor:
     @property
     def replay(self) -> Sequence[Envelope]:
         """The sequenced events kept for `resume`, oldest first (at most `replay_events`)."""
-        return self._replay if self._replay is not None else ()
+        return tuple(Envelope.from_json(seq, encoded) for seq, encoded in self._replay or ())
 
     @property
     def busy(self) -> bool:
@@ -224,7 +224,7 @@ class SessionActor:
             "waiting_turns": len(self._waiting or ()),
             "thinking": self._thinking is not None,
             "unacked": len(self._unacked or ()),
-            "replay_events": len(self.replay),
+            "replay_events": len(self._replay or ()),
         }
 
     # ------------------------------------------------------------------ the loop
@@ -405,7 +405,7 @@ class SessionActor:
         if envelope.seq is not None:
             if self._replay is None:
                 self._replay = deque(maxlen=self.limits.replay_events)
-            self._replay.append(envelope)
+            self._replay.append(envelope.kept())
         for conn_id, conn in list(self.connections.items()):
             if not conn.send_nowait(envelope):
                 # Its queue overflowed: the connection closes itself as a slow consumer.
@@ -686,7 +686,7 @@ class SessionActor:
             return
         latest = self.negotiation.seq
         last = min(frame.last_seq, latest)
-        oldest = self.replay[0].seq if self.replay else None
+        oldest = self._replay[0][0] if self._replay else None
         if frame.last_seq > latest:
             # The client saw events that were never stored (a crash lost them): its state is ahead.
             conn.send_nowait(Envelope(Snapshot(
@@ -696,9 +696,9 @@ class SessionActor:
         elif last == latest:
             pass
         elif oldest is not None and oldest <= last + 1:
-            for envelope in self.replay:
-                assert envelope.seq is not None
-                if envelope.seq > last and not conn.send_nowait(envelope):
+            for seq, encoded in self._replay or ():
+                assert seq is not None
+                if seq > last and not conn.send_nowait(Envelope.from_json(seq, encoded)):
                     return
         else:
             missing = latest - last

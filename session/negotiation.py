@@ -229,6 +229,8 @@ class Negotiation:
     def brain_request(self, pending: PendingTurn, *, rag_context: str = "", context_block: str = "") -> BrainRequest:
         last_vendor = next((h.at for h in reversed(self.history) if h.role == "vendor"), None)
         lines = tuple(h.as_line() for h in self.history[-HISTORY_WINDOW - 1 : -1])
+        for h in self.history[-HISTORY_WINDOW - 3 : -HISTORY_WINDOW - 1]:
+            h._line = None  # out of the window for good (a turn adds two records): keep no copy
         return BrainRequest(
             session_id=self.session_id,
             scenario=self.scenario_name,

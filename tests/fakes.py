@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import anyio
+import orjson
 
 from schemas.brain import BrainRequest, BrainResult, DeltaSink, Ledger
-from schemas.codec import Envelope
+from schemas.codec import Envelope, WireFormat
 from schemas.decision import AIDecision
 from schemas.enums import Mood, Stage
 from session.protocols import Change
@@ -70,7 +71,7 @@ class FakeConnection:
         if len(self.sent) >= self.capacity:
             self.close_nowait(4430, "slow")
             return False
-        self.sent.append(envelope.event.model_dump(mode="json", by_alias=True))
+        self.sent.append(orjson.loads(envelope.encode(WireFormat.JSON)))
         return True
 
     def close_nowait(self, code: int, reason: str) -> None:

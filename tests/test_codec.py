@@ -7,7 +7,7 @@ from typing import Any
 import msgpack
 import orjson
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schemas.codec import Envelope, FrameError, WireFormat, decode_event, decode_frame
@@ -96,3 +96,18 @@ def test_events_encode_once_per_format_and_decode_back() -> None:
     assert decode_event(as_json) == decode_event(envelope.encode(WireFormat.MSGPACK))
     stage = StageChanged.model_validate({"session_id": "s", "seq": 4, "turn": 1, "from": "GREETING", "to": "INQUIRY"})
     assert decode_event(Envelope(stage).encode(WireFormat.JSON))["from"] == "GREETING"
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=80), st.integers(min_value=0, max_value=100), st.integers(min_value=1, max_value=10**6))
+def test_an_event_kept_as_json_encodes_exactly_like_the_event(text: str, happiness: int, seq: int) -> None:
+    reply = Reply(session_id="s", seq=seq, turn=1, text=text or "x", happiness_score=happiness,
+                  negotiation_state=Stage.INQUIRY, vendor_mood=Mood.NEUTRAL, counter_price=None,
+                  suggested_user_response="", is_terminal=False)
+    live = Envelope(reply)
+    kept_seq, kept_json = live.kept()
+    assert kept_seq == seq
+    again = Envelope.from_json(kept_seq, kept_json)
+    assert again.seq == seq and again.event is None
+    for fmt in (WireFormat.JSON, WireFormat.MSGPACK):
+        assert again.encode(fmt) == Envelope(reply).encode(fmt)
