@@ -266,7 +266,7 @@ def plan(fold: SessionFold, change: Change, submitted: float, *, snapshot: bool 
             "closing": False, "timestamp": at, "version": change.version,
         }))
         if stage != previous:
-            transitions.append({"session_id": sid, "at_turn": turn, "props": {
+            transitions.append({"at_turn": turn, "version": change.version, "props": {
                 "from_stage": previous, "to_stage": stage, "happiness_at_transition": happiness, "timestamp": at,
             }})
     elif kind == "closing_reply":
@@ -297,24 +297,34 @@ def _str(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def _rows(batch: Iterable[Entry]) -> dict[str, list[dict[str, Any]]]:
-    """The parameter lists of one batch: the newest snapshot per session, every turn and transition."""
-    sessions: dict[str, dict[str, Any]] = {}
-    turns: list[dict[str, Any]] = []
-    transitions: list[dict[str, Any]] = []
+def _rows(batch: Iterable[Entry]) -> list[dict[str, Any]]:
+    """`WRITE_BATCH`'s rows: one per session in the batch, with its newest snapshot, the items it and its
+    turns are about, its turns (each key once, with its chain neighbours' keys) and its transitions."""
+    groups: dict[str, dict[str, Any]] = {}
+    turns: dict[str, dict[str, dict[str, Any]]] = {}
     for entry in batch:
         sid = entry.change.session_id
-        sessions[sid] = {"session_id": sid, "version": entry.change.version, "props": entry.session}
-        turns.extend(entry.turns)
-        transitions.extend(entry.transitions)
-    for row in sessions.values():
-        row["items"] = {row["props"]["item"]} if row["props"].get("item") else set()
-    for t in turns:
-        if "item" in t["props"]:
-            sessions[t["props"]["session_id"]]["items"].add(t["props"]["item"])
-    for row in sessions.values():
-        row["items"] = sorted(row["items"])
-    return {"sessions": list(sessions.values()), "turns": turns, "transitions": transitions}
+        group = groups.get(sid)
+        if group is None:
+            group = groups[sid] = {"session_id": sid, "items": set(), "transitions": []}
+            turns[sid] = {}
+        group["version"], group["props"] = entry.change.version, entry.session
+        for row in entry.turns:
+            props = row["props"]
+            ordinal = props["ordinal"]
+            turns[sid][row["key"]] = {"key": row["key"], "props": props, "prev": turn_key(sid, ordinal - 1),
+                                      "next": turn_key(sid, ordinal + 1)}
+            if "item" in props:
+                group["items"].add(props["item"])
+        if entry.transitions:
+            group["transitions"].extend(entry.transitions)
+    for sid, group in groups.items():
+        item = group["props"].get("item")
+        if item:
+            group["items"].add(item)
+        group["items"] = sorted(group["items"])
+        group["turns"] = list(turns[sid].values())
+    return list(groups.values())
 
 
 # ---------------------------------------------------------------------------- rebuilding
@@ -795,11 +805,9 @@ class Neo4jMirror:
                 await session.execute_write(work, _rows(batch))
 
     @staticmethod
-    async def _tx_write(tx: AsyncManagedTransaction, rows: dict[str, list[dict[str, Any]]]) -> None:
-        for name, statement in cypher.WRITES:
-            if rows[name]:
-                result = await tx.run(statement, rows=rows[name])
-                await result.consume()
+    async def _tx_write(tx: AsyncManagedTransaction, rows: list[dict[str, Any]]) -> None:
+        result = await tx.run(cypher.WRITE_BATCH, rows=rows)
+        await result.consume()
 
     # ------------------------------------------------------------------ reading
 
