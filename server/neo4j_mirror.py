@@ -110,8 +110,8 @@ class SessionFold:
     accepted_ids: OrderedDict[str, None] = field(default_factory=OrderedDict)
     closings: int = 0
     version: int = 0
-    quotes_json: str = "{}"  # `quotes` and `first_quotes` as stored, redone only when they change
-    first_quotes_json: str = "{}"
+    quotes_json: str | None = "{}"  # `quotes` and `first_quotes` as stored; None: redo at the next snapshot
+    first_quotes_json: str | None = "{}"
     complete: bool = True  # False when changes arrive for a session this process never saw start
 
     def remember(self, client_id: object) -> None:
@@ -124,13 +124,17 @@ class SessionFold:
 
     def quoted(self, item: str, quote: int) -> None:
         self.quotes[item] = quote
-        self.quotes_json = json.dumps(self.quotes, sort_keys=True)
+        self.quotes_json = None
         if item not in self.first_quotes:
             self.first_quotes[item] = quote
-            self.first_quotes_json = json.dumps(self.first_quotes, sort_keys=True)
+            self.first_quotes_json = None
 
     def props(self) -> dict[str, Any]:
         item = self.item
+        if self.quotes_json is None:
+            self.quotes_json = json.dumps(self.quotes, sort_keys=True)
+        if self.first_quotes_json is None:
+            self.first_quotes_json = json.dumps(self.first_quotes, sort_keys=True)
         props: dict[str, Any] = {
             "scenario": self.scenario, "learner_id": self.learner_id, "input_language": self.input_language,
             "target_language": self.target_language, "created_at": self.created_at, "updated_at": self.updated_at,
@@ -481,7 +485,8 @@ class Neo4jMirror:
         self._driver: AsyncDriver | None = None  # lives on self._io's loop
         self._io: _IoThread | None = None
         self._schema_ready = False
-        self._lanes = [_Lane(k) for k in range(max(1, writers))]
+        self.writers = max(1, writers)
+        self._lanes = [_Lane(k) for k in range(self.writers)]
         self._depth = 0  # changes submitted and not yet stored, over every lane
         self._folds: dict[str, SessionFold] = {}
         self._submitted: dict[str, int] = {}
