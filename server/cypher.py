@@ -83,7 +83,7 @@ CALL (s, g) {
 }
 CALL (s, g, stored, items) {
   UNWIND g.turns AS row
-  WITH row, row.props.version <= stored AS seen
+  WITH row, coalesce(row.props.version <= stored, true) AS seen  // no version: look everything up
   OPTIONAL MATCH (old:Turn {turn_key: CASE WHEN seen THEN row.key END})
   WITH row, seen WHERE old IS NULL
   OPTIONAL MATCH (after:Turn {turn_key: CASE WHEN seen THEN row.next END})
@@ -98,7 +98,8 @@ CALL (s, g, stored, items) {
 }
 CALL (s, g, stored) {
   UNWIND g.transitions AS row
-  OPTIONAL MATCH (old:StageTransition {session_id: CASE WHEN row.version <= stored THEN g.session_id END,
+  OPTIONAL MATCH (old:StageTransition {session_id: CASE WHEN coalesce(row.version <= stored, true)
+                                                     THEN g.session_id END,
                                        at_turn: row.at_turn})
   WITH row WHERE old IS NULL
   CREATE (s)-[:STAGE_CHANGED]->(x:StageTransition {session_id: g.session_id, at_turn: row.at_turn})
