@@ -50,8 +50,9 @@ SCHEMA: tuple[LiteralString, ...] = (
 # --------------------------------------------------------------------------- batched writes
 
 # One statement writes a whole batch: `$rows` holds one row per session of the batch, with the newest
-# Session snapshot of that session in the batch, the items its turns are about, its turns (each with the
-# keys of its neighbours on the chain) and its stage transitions. Per session it looks the Session up
+# Session snapshot of that session in the batch, the items its turns are about, its turns (their
+# properties; the statement adds `session_id`, `turn_key` and, when absent, `text_snippet` = the text, and
+# derives the neighbours' keys) and its stage transitions. Per session it looks the Session up
 # once and the items once; per turn it creates the node and looks up at most three turns by unique index.
 #
 # * The snapshot is applied only if its version is newer than the stored one.
@@ -82,16 +83,20 @@ CALL (s, g) {
   RETURN collect(i) AS items
 }
 CALL (s, g, stored, items) {
-  UNWIND g.turns AS row
-  WITH row, coalesce(row.props.version <= stored, true) AS seen  // no version: look everything up
-  OPTIONAL MATCH (old:Turn {turn_key: CASE WHEN seen THEN row.key END})
-  WITH row, seen WHERE old IS NULL
-  OPTIONAL MATCH (after:Turn {turn_key: CASE WHEN seen THEN row.next END})
-  CREATE (s)-[:HAS_TURN]->(t:Turn {turn_key: row.key})
-  SET t += row.props
-  WITH t, row, after
-  OPTIONAL MATCH (before:Turn {turn_key: row.prev})
-  WITH t, after, before, [i IN items WHERE i.name = row.props.item] AS about
+  UNWIND g.turns AS props
+  WITH props, g.session_id + ':' AS prefix,
+       coalesce(props.version <= stored, true) AS seen  // no version: look everything up
+  WITH props, seen, prefix + toString(props.ordinal) AS key, prefix + toString(props.ordinal - 1) AS prev,
+       prefix + toString(props.ordinal + 1) AS next
+  OPTIONAL MATCH (old:Turn {turn_key: CASE WHEN seen THEN key END})
+  WITH props, seen, key, prev, next WHERE old IS NULL
+  OPTIONAL MATCH (after:Turn {turn_key: CASE WHEN seen THEN next END})
+  CREATE (s)-[:HAS_TURN]->(t:Turn {turn_key: key, session_id: g.session_id,
+                                   text_snippet: coalesce(props.text_snippet, props.text)})
+  SET t += props
+  WITH t, props, prev, after
+  OPTIONAL MATCH (before:Turn {turn_key: prev})
+  WITH t, after, before, [i IN items WHERE i.name = props.item] AS about
   FOREACH (i IN about | CREATE (t)-[:ABOUT_ITEM]->(i))
   FOREACH (_ IN CASE WHEN before IS NULL THEN [] ELSE [1] END | CREATE (before)-[:FOLLOWED_BY]->(t))
   FOREACH (_ IN CASE WHEN after IS NULL THEN [] ELSE [1] END | CREATE (t)-[:FOLLOWED_BY]->(after))

@@ -1,22 +1,26 @@
 """The Neo4j mirror: a write-behind copy of every session change, and recovery from it.
 
-The session actor hands over each change with `submit()`, which never waits: the change is folded
-into the session's running state, turned into graph rows and appended to one FIFO buffer shared by
-every session. A single writer task drains the buffer in batches (up to `MIRROR_BATCH_MAX` changes,
-started once the oldest change has waited `MIRROR_FLUSH_MS` or the batch is full), each batch in one
-managed transaction with an explicit timeout. A failed batch stays at the head of the buffer and is
+The session actor hands over each change with `submit()`, which never waits and only appends the
+change to its lane: sessions are spread over `MIRROR_WRITERS` lanes (a session always to the same
+one), each a FIFO with its own writer task. A writer drains its lane in batches (up to
+`MIRROR_BATCH_MAX` changes, started once the oldest change has waited `MIRROR_FLUSH_MS` or the batch
+is full): it folds the batch's changes into their sessions' running state in order, turns them into
+graph rows (one row per session, with one Session snapshot: the newest) and writes the batch in one
+managed transaction, one statement, with an explicit timeout. The lanes' transactions run at once;
+they touch disjoint sessions. A failed batch stays at the head of its lane, planned as it was, and is
 written again after an exponential backoff (capped at `BACKOFF_CAP_S`), so while Neo4j is down the
 sessions keep playing and their changes wait; nothing is dropped.
 
-Ordering. One writer and a FIFO buffer mean a session's changes reach Neo4j in version order, but
-the Cypher does not rely on it: every row is keyed on stable keys and every write is idempotent and
-order-independent (see `server.cypher`). Session scalars are written as a complete snapshot taken
-at the change's version and only applied if that version is newer than the stored one, which is
-why `submit` folds each change into a full picture of the session rather than sending deltas.
+Ordering. One writer per session and a FIFO lane mean a session's changes reach Neo4j in version
+order, but the Cypher does not rely on it: every row is keyed on stable keys and every write is
+idempotent and order-independent (see `server.cypher`). Session scalars are written as a complete
+snapshot taken at the change's version and only applied if that version is newer than the stored
+one, which is why the writer folds each change into a full picture of the session rather than
+sending deltas.
 
 Durability. After a batch commits, each session's durable version moves up and the subscribers
 (the registry, hence the actors) are told, and only then are the frames acknowledged. When the
-buffer holds `MIRROR_BUFFER_CHANGES` changes, `has_room()` turns False and the actors refuse new
+lanes hold `MIRROR_BUFFER_CHANGES` changes, `has_room()` turns False and the actors refuse new
 frames with `unavailable`; changes already made (a vendor turn that was in flight) are still kept.
 """
 
@@ -192,10 +196,16 @@ class Entry:
 
 
 def _turn_row(session_id: str, ordinal: int, props: dict[str, Any]) -> dict[str, Any]:
-    """A Turn node's row. A turn never changes once written, so absent values are simply left out."""
+    """A Turn node's row. A turn never changes once written, so absent values are simply left out.
+
+    What `WRITE_BATCH` can derive is not sent: it sets `session_id` and `turn_key` from the session's
+    row and the ordinal, and `text_snippet` to the text unless the row has one (a long text's start)."""
     text = str(props.get("text") or "")
     props = {k: v for k, v in props.items() if v is not None}
-    props.update(session_id=session_id, ordinal=ordinal, text_snippet=text[:SNIPPET_CHARS])
+    props["ordinal"] = ordinal
+    snippet = text[:SNIPPET_CHARS]
+    if snippet != props.get("text"):
+        props["text_snippet"] = snippet
     return {"key": turn_key(session_id, ordinal), "props": props}
 
 
@@ -303,7 +313,7 @@ def _str(value: object) -> str | None:
 
 def _rows(batch: Iterable[Entry]) -> list[dict[str, Any]]:
     """`WRITE_BATCH`'s rows: one per session in the batch, with its newest snapshot, the items it and its
-    turns are about, its turns (each key once, with its chain neighbours' keys) and its transitions."""
+    turns are about, its turns (each once) and its transitions."""
     groups: dict[str, dict[str, Any]] = {}
     turns: dict[str, dict[str, dict[str, Any]]] = {}
     for entry in batch:
@@ -315,9 +325,7 @@ def _rows(batch: Iterable[Entry]) -> list[dict[str, Any]]:
         group["version"], group["props"] = entry.change.version, entry.session
         for row in entry.turns:
             props = row["props"]
-            ordinal = props["ordinal"]
-            turns[sid][row["key"]] = {"key": row["key"], "props": props, "prev": turn_key(sid, ordinal - 1),
-                                      "next": turn_key(sid, ordinal + 1)}
+            turns[sid][row["key"]] = props
             if "item" in props:
                 group["items"].add(props["item"])
         if entry.transitions:
