@@ -55,6 +55,7 @@ class Settings(BaseSettings):
     MIRROR_BUFFER_CHANGES: int = Field(50_000, ge=1)  # changes held while Neo4j is slow or down
     MIRROR_BATCH_MAX: int = Field(500, ge=1, le=20_000)  # changes written per transaction at most
     MIRROR_FLUSH_MS: float = Field(20.0, ge=0, le=10_000)  # the longest a change waits for its batch
+    MIRROR_WRITERS: int = Field(2, ge=1, le=16)  # concurrent write transactions, each for its own sessions
     USE_MOCKS: bool = False  # forces the rule-based brain and no mirror
     LOG_LEVEL: str = "INFO"
     AI_TIMEOUT_MS: int = Field(10_000, ge=100, le=300_000)

@@ -19,13 +19,15 @@ The graph (seed 000's schema, plus what recovery needs):
 Every write is idempotent and independent of the order in which rows arrive, so a batch that is
 written twice (a retry after a lost commit reply) or two batches that overlap change nothing:
 
-* nodes are MERGEd on stable keys (Turn `turn_key` = "<session_id>:<ordinal>", Item and
-  StageTransition on (session_id, name) and (session_id, at_turn));
+* nodes have stable keys (Turn `turn_key` = "<session_id>:<ordinal>", Item and StageTransition
+  (session_id, name) and (session_id, at_turn)), all backed by uniqueness constraints; Session and Item
+  are MERGEd, and a Turn or StageTransition, which never changes once written, is created with its
+  relationships only if its key is not there yet;
 * Session scalars are a complete snapshot of the session as of one change, applied only when that
   change's version is newer than the one stored (`row.version > s.version`);
-* FOLLOWED_BY is linked from both ends: a turn links to its predecessor and to its successor if
+* FOLLOWED_BY is linked from both ends: a new turn links to its predecessor and to its successor if
   either is already there, so whichever of two neighbours is written second makes the link;
-* Turn, StageTransition and Item writes follow the Session write in the same transaction.
+* a batch is one statement in one transaction (`WRITE_BATCH`).
 """
 
 from __future__ import annotations
@@ -46,63 +48,69 @@ SCHEMA: tuple[LiteralString, ...] = (
 )
 
 # --------------------------------------------------------------------------- batched writes
-# Run in this order inside one transaction; each takes `$rows` and skips an empty list.
 
-# The newest snapshot of each session in a batch (applied only if newer than the stored one), and
-# once per (session, item) of the batch the items its turns are about and its current item.
-WRITE_SESSIONS: LiteralString = """
-UNWIND $rows AS row
-MERGE (s:Session {session_id: row.session_id})
-ON CREATE SET s.version = 0
-WITH s, row
-CALL (s, row) {
-  WITH s, row
-  WHERE row.version > s.version
-  SET s += row.props, s.version = row.version
+# One statement writes a whole batch: `$rows` holds one row per session of the batch, with the newest
+# Session snapshot of that session in the batch, the items its turns are about, its turns (their
+# properties; the statement adds `session_id`, `turn_key` and, when absent, `text_snippet` = the text, and
+# derives the neighbours' keys) and its stage transitions. Per session it looks the Session up
+# once and the items once; per turn it creates the node and looks up at most three turns by unique index.
+#
+# * The snapshot is applied only if its version is newer than the stored one.
+# * Turns and transitions never change once written, so one that exists is skipped whole (with its
+#   relationships, which the transaction that created it made), and a new one is CREATEd with its
+#   relationships. The caller sends each turn key once per batch.
+# * `stored`, the Session's version before this statement, bounds what can exist: every batch writes its
+#   session's snapshot version (the batch's newest) in the same transaction as its turns, so a turn or
+#   transition whose change is newer than `stored` cannot be there yet, and neither can its successor.
+#   Only for an older change (a replay, a write out of order) are they looked up; in order, a turn costs
+#   one lookup, its predecessor's.
+# * FOLLOWED_BY: a new turn links to its successor if the successor existed before this statement, and
+#   to its predecessor if that exists after this session's turns are created. Whichever of two neighbours
+#   is created later makes the link, and two created together make it once (from the successor's side).
+#   `after` is matched before the CREATE clause and `before` after it: Cypher applies each clause to every
+#   row of the subquery before the next clause reads.
+WRITE_BATCH: LiteralString = """
+UNWIND $rows AS g
+MERGE (s:Session {session_id: g.session_id})
+WITH s, g, coalesce(s.version, 0) AS stored
+SET s += CASE WHEN g.version > stored THEN g.props ELSE {} END,
+    s.version = CASE WHEN g.version > stored THEN g.version ELSE stored END
+WITH s, g, stored
+CALL (s, g) {
+  UNWIND g.items AS name
+  MERGE (i:Item {session_id: g.session_id, name: name})
+  MERGE (s)-[:INVOLVES_ITEM]->(i)
+  RETURN collect(i) AS items
 }
-WITH s, row
-UNWIND row.items AS name
-MERGE (i:Item {session_id: row.session_id, name: name})
-MERGE (s)-[:INVOLVES_ITEM]->(i)
-"""
-
-# Turns (immutable once written), their items, and FOLLOWED_BY from both ends: each turn links to its
-# predecessor and successor if they exist, so whichever of two neighbours comes second makes the link.
-# Cypher applies each clause to every row before the next clause reads, so neighbours in one batch see
-# each other. Sessions and items are written first in the same transaction, hence MATCH.
-WRITE_TURNS: LiteralString = """
-UNWIND $rows AS row
-MATCH (s:Session {session_id: row.props.session_id})
-MERGE (t:Turn {turn_key: row.key})
-SET t += row.props
-MERGE (s)-[:HAS_TURN]->(t)
-WITH s, t, row
-CALL (t, row) {
-  WITH t, row
-  WHERE row.props.item IS NOT NULL
-  MATCH (i:Item {session_id: row.props.session_id, name: row.props.item})
-  MERGE (t)-[:ABOUT_ITEM]->(i)
+CALL (s, g, stored, items) {
+  UNWIND g.turns AS props
+  WITH props, g.session_id + ':' AS prefix,
+       coalesce(props.version <= stored, true) AS seen  // no version: look everything up
+  WITH props, seen, prefix + toString(props.ordinal) AS key, prefix + toString(props.ordinal - 1) AS prev,
+       prefix + toString(props.ordinal + 1) AS next
+  OPTIONAL MATCH (old:Turn {turn_key: CASE WHEN seen THEN key END})
+  WITH props, seen, key, prev, next WHERE old IS NULL
+  OPTIONAL MATCH (after:Turn {turn_key: CASE WHEN seen THEN next END})
+  CREATE (s)-[:HAS_TURN]->(t:Turn {turn_key: key, session_id: g.session_id,
+                                   text_snippet: coalesce(props.text_snippet, props.text)})
+  SET t += props
+  WITH t, props, prev, after
+  OPTIONAL MATCH (before:Turn {turn_key: prev})
+  WITH t, after, before, [i IN items WHERE i.name = props.item] AS about
+  FOREACH (i IN about | CREATE (t)-[:ABOUT_ITEM]->(i))
+  FOREACH (_ IN CASE WHEN before IS NULL THEN [] ELSE [1] END | CREATE (before)-[:FOLLOWED_BY]->(t))
+  FOREACH (_ IN CASE WHEN after IS NULL THEN [] ELSE [1] END | CREATE (t)-[:FOLLOWED_BY]->(after))
 }
-WITH t, row.props.session_id + ':' AS prefix, row.props.ordinal AS ordinal
-OPTIONAL MATCH (before:Turn {turn_key: prefix + toString(ordinal - 1)})
-OPTIONAL MATCH (after:Turn {turn_key: prefix + toString(ordinal + 1)})
-FOREACH (_ IN CASE WHEN before IS NULL THEN [] ELSE [1] END | MERGE (before)-[:FOLLOWED_BY]->(t))
-FOREACH (_ IN CASE WHEN after IS NULL THEN [] ELSE [1] END | MERGE (t)-[:FOLLOWED_BY]->(after))
+CALL (s, g, stored) {
+  UNWIND g.transitions AS row
+  OPTIONAL MATCH (old:StageTransition {session_id: CASE WHEN coalesce(row.version <= stored, true)
+                                                     THEN g.session_id END,
+                                       at_turn: row.at_turn})
+  WITH row WHERE old IS NULL
+  CREATE (s)-[:STAGE_CHANGED]->(x:StageTransition {session_id: g.session_id, at_turn: row.at_turn})
+  SET x += row.props
+}
 """
-
-WRITE_TRANSITIONS: LiteralString = """
-UNWIND $rows AS row
-MATCH (s:Session {session_id: row.session_id})
-MERGE (x:StageTransition {session_id: row.session_id, at_turn: row.at_turn})
-SET x += row.props
-MERGE (s)-[:STAGE_CHANGED]->(x)
-"""
-
-WRITES: tuple[tuple[str, LiteralString], ...] = (
-    ("sessions", WRITE_SESSIONS),
-    ("turns", WRITE_TURNS),
-    ("transitions", WRITE_TRANSITIONS),
-)
 
 # --------------------------------------------------------------------------- recovery
 

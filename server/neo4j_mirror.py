@@ -1,22 +1,26 @@
 """The Neo4j mirror: a write-behind copy of every session change, and recovery from it.
 
-The session actor hands over each change with `submit()`, which never waits: the change is folded
-into the session's running state, turned into graph rows and appended to one FIFO buffer shared by
-every session. A single writer task drains the buffer in batches (up to `MIRROR_BATCH_MAX` changes,
-started once the oldest change has waited `MIRROR_FLUSH_MS` or the batch is full), each batch in one
-managed transaction with an explicit timeout. A failed batch stays at the head of the buffer and is
+The session actor hands over each change with `submit()`, which never waits and only appends the
+change to its lane: sessions are spread over `MIRROR_WRITERS` lanes (a session always to the same
+one), each a FIFO with its own writer task. A writer drains its lane in batches (up to
+`MIRROR_BATCH_MAX` changes, started once the oldest change has waited `MIRROR_FLUSH_MS` or the batch
+is full): it folds the batch's changes into their sessions' running state in order, turns them into
+graph rows (one row per session, with one Session snapshot: the newest) and writes the batch in one
+managed transaction, one statement, with an explicit timeout. The lanes' transactions run at once;
+they touch disjoint sessions. A failed batch stays at the head of its lane, planned as it was, and is
 written again after an exponential backoff (capped at `BACKOFF_CAP_S`), so while Neo4j is down the
 sessions keep playing and their changes wait; nothing is dropped.
 
-Ordering. One writer and a FIFO buffer mean a session's changes reach Neo4j in version order, but
-the Cypher does not rely on it: every row is keyed on stable keys and every write is idempotent and
-order-independent (see `server.cypher`). Session scalars are written as a complete snapshot taken
-at the change's version and only applied if that version is newer than the stored one, which is
-why `submit` folds each change into a full picture of the session rather than sending deltas.
+Ordering. One writer per session and a FIFO lane mean a session's changes reach Neo4j in version
+order, but the Cypher does not rely on it: every row is keyed on stable keys and every write is
+idempotent and order-independent (see `server.cypher`). Session scalars are written as a complete
+snapshot taken at the change's version and only applied if that version is newer than the stored
+one, which is why the writer folds each change into a full picture of the session rather than
+sending deltas.
 
 Durability. After a batch commits, each session's durable version moves up and the subscribers
 (the registry, hence the actors) are told, and only then are the frames acknowledged. When the
-buffer holds `MIRROR_BUFFER_CHANGES` changes, `has_room()` turns False and the actors refuse new
+lanes hold `MIRROR_BUFFER_CHANGES` changes, `has_room()` turns False and the actors refuse new
 frames with `unavailable`; changes already made (a vendor turn that was in flight) are still kept.
 """
 
@@ -32,7 +36,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
-from itertools import islice, pairwise
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any, LiteralString, TypeVar
 
 import anyio
@@ -110,8 +114,8 @@ class SessionFold:
     accepted_ids: OrderedDict[str, None] = field(default_factory=OrderedDict)
     closings: int = 0
     version: int = 0
-    quotes_json: str = "{}"  # `quotes` and `first_quotes` as stored, redone only when they change
-    first_quotes_json: str = "{}"
+    quotes_json: str | None = "{}"  # `quotes` and `first_quotes` as stored; None: redo at the next snapshot
+    first_quotes_json: str | None = "{}"
     complete: bool = True  # False when changes arrive for a session this process never saw start
 
     def remember(self, client_id: object) -> None:
@@ -124,13 +128,17 @@ class SessionFold:
 
     def quoted(self, item: str, quote: int) -> None:
         self.quotes[item] = quote
-        self.quotes_json = json.dumps(self.quotes, sort_keys=True)
+        self.quotes_json = None
         if item not in self.first_quotes:
             self.first_quotes[item] = quote
-            self.first_quotes_json = json.dumps(self.first_quotes, sort_keys=True)
+            self.first_quotes_json = None
 
     def props(self) -> dict[str, Any]:
         item = self.item
+        if self.quotes_json is None:
+            self.quotes_json = json.dumps(self.quotes, sort_keys=True)
+        if self.first_quotes_json is None:
+            self.first_quotes_json = json.dumps(self.first_quotes, sort_keys=True)
         props: dict[str, Any] = {
             "scenario": self.scenario, "learner_id": self.learner_id, "input_language": self.input_language,
             "target_language": self.target_language, "created_at": self.created_at, "updated_at": self.updated_at,
@@ -188,10 +196,16 @@ class Entry:
 
 
 def _turn_row(session_id: str, ordinal: int, props: dict[str, Any]) -> dict[str, Any]:
-    """A Turn node's row. A turn never changes once written, so absent values are simply left out."""
+    """A Turn node's row. A turn never changes once written, so absent values are simply left out.
+
+    What `WRITE_BATCH` can derive is not sent: it sets `session_id` and `turn_key` from the session's
+    row and the ordinal, and `text_snippet` to the text unless the row has one (a long text's start)."""
     text = str(props.get("text") or "")
     props = {k: v for k, v in props.items() if v is not None}
-    props.update(session_id=session_id, ordinal=ordinal, text_snippet=text[:SNIPPET_CHARS])
+    props["ordinal"] = ordinal
+    snippet = text[:SNIPPET_CHARS]
+    if snippet != props.get("text"):
+        props["text_snippet"] = snippet
     return {"key": turn_key(session_id, ordinal), "props": props}
 
 
@@ -199,8 +213,11 @@ def _int(value: object) -> int | None:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def plan(fold: SessionFold, change: Change, submitted: float) -> Entry:
-    """Fold `change` into `fold` and return the rows that write it. Pure apart from `fold`."""
+def plan(fold: SessionFold, change: Change, submitted: float, *, snapshot: bool = True) -> Entry:
+    """Fold `change` into `fold` and return the rows that write it. Pure apart from `fold`.
+
+    `snapshot=False` leaves the Session snapshot out (an empty dict): for a change followed by a newer
+    one of the same session in the same batch, whose snapshot is the only one written (see `_rows`)."""
     sid, data = change.session_id, change.data
     stamp = data.get("at")
     at = float(stamp) if isinstance(stamp, int | float) else change.at  # when it happened
@@ -263,7 +280,7 @@ def plan(fold: SessionFold, change: Change, submitted: float) -> Entry:
             "closing": False, "timestamp": at, "version": change.version,
         }))
         if stage != previous:
-            transitions.append({"session_id": sid, "at_turn": turn, "props": {
+            transitions.append({"at_turn": turn, "version": change.version, "props": {
                 "from_stage": previous, "to_stage": stage, "happiness_at_transition": happiness, "timestamp": at,
             }})
     elif kind == "closing_reply":
@@ -287,31 +304,39 @@ def plan(fold: SessionFold, change: Change, submitted: float) -> Entry:
         log.warning("unknown change kind %r; only its version is recorded", kind, extra={"session_id": sid})
     fold.updated_at = at
     fold.version = change.version
-    return Entry(change, submitted, fold.props(), turns, transitions)
+    return Entry(change, submitted, fold.props() if snapshot else {}, turns, transitions)
 
 
 def _str(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def _rows(batch: Iterable[Entry]) -> dict[str, list[dict[str, Any]]]:
-    """The parameter lists of one batch: the newest snapshot per session, every turn and transition."""
-    sessions: dict[str, dict[str, Any]] = {}
-    turns: list[dict[str, Any]] = []
-    transitions: list[dict[str, Any]] = []
+def _rows(batch: Iterable[Entry]) -> list[dict[str, Any]]:
+    """`WRITE_BATCH`'s rows: one per session in the batch, with its newest snapshot, the items it and its
+    turns are about, its turns (each once) and its transitions."""
+    groups: dict[str, dict[str, Any]] = {}
+    turns: dict[str, dict[str, dict[str, Any]]] = {}
     for entry in batch:
         sid = entry.change.session_id
-        sessions[sid] = {"session_id": sid, "version": entry.change.version, "props": entry.session}
-        turns.extend(entry.turns)
-        transitions.extend(entry.transitions)
-    for row in sessions.values():
-        row["items"] = {row["props"]["item"]} if row["props"].get("item") else set()
-    for t in turns:
-        if "item" in t["props"]:
-            sessions[t["props"]["session_id"]]["items"].add(t["props"]["item"])
-    for row in sessions.values():
-        row["items"] = sorted(row["items"])
-    return {"sessions": list(sessions.values()), "turns": turns, "transitions": transitions}
+        group = groups.get(sid)
+        if group is None:
+            group = groups[sid] = {"session_id": sid, "items": set(), "transitions": []}
+            turns[sid] = {}
+        group["version"], group["props"] = entry.change.version, entry.session
+        for row in entry.turns:
+            props = row["props"]
+            turns[sid][row["key"]] = props
+            if "item" in props:
+                group["items"].add(props["item"])
+        if entry.transitions:
+            group["transitions"].extend(entry.transitions)
+    for sid, group in groups.items():
+        item = group["props"].get("item")
+        if item:
+            group["items"].add(item)
+        group["items"] = sorted(group["items"])
+        group["turns"] = list(turns[sid].values())
+    return list(groups.values())
 
 
 # ---------------------------------------------------------------------------- rebuilding
@@ -418,6 +443,30 @@ def _percentile(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
+@dataclass(slots=True, eq=False)
+class _Lane:
+    """One writer's share of the sessions: a FIFO of changes not yet planned, and the planned batch
+    being written (kept as it is until it commits, so a retry writes exactly the same rows).
+
+    A session always maps to the same lane, so its changes are written in order by one writer; the
+    lanes' writers run their transactions concurrently (they touch disjoint sessions' nodes)."""
+
+    index: int
+    changes: deque[Change] = field(default_factory=deque)
+    stamps: deque[float] = field(default_factory=deque)  # perf_counter at submit, parallel to `changes`
+    batch: list[Entry] = field(default_factory=list)
+    wake: anyio.Event | None = None
+
+    def __len__(self) -> int:
+        return len(self.changes) + len(self.batch)
+
+    def oldest(self) -> float | None:
+        """When the oldest change still to be written was submitted (perf_counter)."""
+        if self.batch:
+            return self.batch[0].submitted
+        return self.stamps[0] if self.stamps else None
+
+
 class Neo4jMirror:
     name = "neo4j"
 
@@ -431,6 +480,7 @@ class Neo4jMirror:
         buffer_changes: int = 50_000,
         batch_max: int = 500,
         flush_ms: float = 20.0,
+        writers: int = 2,
         database: str | None = None,
     ) -> None:
         self.uri = uri
@@ -443,7 +493,9 @@ class Neo4jMirror:
         self._driver: AsyncDriver | None = None  # lives on self._io's loop
         self._io: _IoThread | None = None
         self._schema_ready = False
-        self._buffer: deque[Entry] = deque()
+        self.writers = max(1, writers)
+        self._lanes = [_Lane(k) for k in range(self.writers)]
+        self._depth = 0  # changes submitted and not yet stored, over every lane
         self._folds: dict[str, SessionFold] = {}
         self._submitted: dict[str, int] = {}
         self._durable: dict[str, int] = {}
@@ -453,8 +505,9 @@ class Neo4jMirror:
         self._load_wake: anyio.Event | None = None  # set while run() gathers loads
         self._load_pending: list[str] = []
         self._load_slots: dict[str, _LoadSlot] = {}
-        self._wake: anyio.Event | None = None
-        self._lags: deque[tuple[float, float]] = deque(maxlen=LAG_SAMPLES)  # (durable at, lag ms)
+        self._running = False  # the writers are running (submit wakes them)
+        self._lag_at: deque[float] = deque(maxlen=LAG_SAMPLES)  # when a change became durable (time.time)
+        self._lag_ms: deque[float] = deque(maxlen=LAG_SAMPLES)  # and how long after its submit
         self._batch_ms: deque[float] = deque(maxlen=1000)  # the last batches' transaction times
         self._full_since: float | None = None
         self._down_since: float | None = None
@@ -473,12 +526,31 @@ class Neo4jMirror:
             settings.NEO4J_URI, user=settings.NEO4J_USER, password=settings.NEO4J_PASSWORD,
             timeout_ms=settings.NEO4J_TIMEOUT_MS, buffer_changes=settings.MIRROR_BUFFER_CHANGES,
             batch_max=settings.MIRROR_BATCH_MAX, flush_ms=settings.MIRROR_FLUSH_MS,
+            writers=settings.MIRROR_WRITERS,
         )
 
     # ------------------------------------------------------------------ the Mirror protocol
 
     def submit(self, change: Change) -> None:
-        """Buffer `change` (never waits, never raises); the writer task stores it."""
+        """Buffer `change` (never waits, never raises); its lane's writer plans and stores it.
+
+        Only a reference and a timestamp are kept here: the change is folded into its session's state
+        and turned into rows when its batch is formed, off the actor's path and once per batch."""
+        sid = change.session_id
+        lane = self._lanes[hash(sid) % len(self._lanes)]
+        lane.changes.append(change)
+        lane.stamps.append(time.perf_counter())
+        self._depth += 1
+        if self._submitted.get(sid, 0) < change.version:
+            self._submitted[sid] = change.version
+        if self._running and lane.wake is not None:
+            waiting = len(lane)
+            if waiting == 1 or waiting >= self.batch_max:
+                lane.wake.set()
+        if self._depth >= self.buffer_limit:
+            self._check_room()
+
+    def _plan(self, change: Change, submitted: float, snapshot: bool) -> Entry:
         sid = change.session_id
         try:
             fold = self._folds.get(sid)
@@ -487,15 +559,23 @@ class Neo4jMirror:
                 if change.kind != "session":
                     log.warning("change for a session this mirror never saw start; its Session node keeps "
                                 "what it has", extra={"session_id": sid, "version": change.version})
-            entry = plan(fold, change, time.perf_counter())
+            return plan(fold, change, submitted, snapshot=snapshot)
         except Exception:  # a malformed change must not lose the others: keep its version at least
             log.exception("could not plan a %s change", change.kind, extra={"session_id": sid})
-            entry = Entry(change, time.perf_counter(), {}, [], [])
-        self._buffer.append(entry)
-        self._submitted[sid] = max(self._submitted.get(sid, 0), change.version)
-        if self._wake is not None and (len(self._buffer) == 1 or len(self._buffer) >= self.batch_max):
-            self._wake.set()
-        self._check_room()
+            return Entry(change, submitted, {}, [], [])
+
+    def _batch(self, lane: _Lane) -> list[Entry]:
+        """The lane's batch: the one that failed last time, else the next `batch_max` changes, planned in
+        order. Only each session's last change in the batch carries a Session snapshot (`_rows`)."""
+        if lane.batch or not lane.changes:
+            return lane.batch
+        count = min(self.batch_max, len(lane.changes))
+        changes = [lane.changes.popleft() for _ in range(count)]
+        stamps = [lane.stamps.popleft() for _ in range(count)]
+        last = {change.session_id: k for k, change in enumerate(changes)}
+        lane.batch = [self._plan(change, stamp, last[change.session_id] == k)
+                      for k, (change, stamp) in enumerate(zip(changes, stamps, strict=True))]
+        return lane.batch
 
     def has_room(self) -> bool:
         return self._check_room()
@@ -523,7 +603,7 @@ class Neo4jMirror:
         return self._submitted.get(session_id, 0) > self._durable.get(session_id, 0)
 
     def _check_room(self) -> bool:
-        depth = len(self._buffer)
+        depth = self._depth
         if depth < self.buffer_limit:
             return True
         if self._full_since is None:
@@ -582,7 +662,7 @@ class Neo4jMirror:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Write the buffer until cancelled, then flush what is left (bounded, shielded)."""
         await self.open()
-        self._wake = anyio.Event()
+        self._running = True
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._load_loop)
@@ -593,34 +673,46 @@ class Neo4jMirror:
             with anyio.CancelScope(shield=True):
                 budget = max(FINAL_FLUSH_MIN_S, 2 * self.timeout_s)
                 with anyio.move_on_after(budget):
-                    while self._buffer:
-                        await self._write_next()
-                if self._buffer:
+                    async with anyio.create_task_group() as tg:
+                        for lane in self._lanes:
+                            tg.start_soon(self._drain, lane)
+                if self._depth:
                     log.error("shutting down with %d changes not written to Neo4j (their frames were never "
-                              "acknowledged; clients re-send them)", len(self._buffer),
-                              extra={"queue_depth": len(self._buffer), "last_error": self.last_error})
-                self._wake = None
+                              "acknowledged; clients re-send them)", self._depth,
+                              extra={"queue_depth": self._depth, "last_error": self.last_error})
+                self._running = False
                 await self.aclose()
+
+    async def _drain(self, lane: _Lane) -> None:
+        while len(lane):
+            await self._write_next(lane)
 
     async def _write_loop(self) -> None:
         try:
             await self.ensure_schema()
         except (Neo4jError, DriverError, OSError, TimeoutError) as exc:
             self._failed(exc, 0)  # the first batch tries again
-        while True:
-            if not self._buffer:
-                self._wake = anyio.Event()
-                await self._wake.wait()
-                continue
-            waited = time.perf_counter() - self._buffer[0].submitted
-            if len(self._buffer) < self.batch_max and waited < self.flush_s:
-                with anyio.move_on_after(self.flush_s - waited):
-                    while len(self._buffer) < self.batch_max:
-                        self._wake = anyio.Event()
-                        await self._wake.wait()
-            await self._write_next()
+        async with anyio.create_task_group() as tg:
+            for lane in self._lanes:
+                tg.start_soon(self._lane_loop, lane)
 
-    async def _write_next(self) -> None:
+    async def _lane_loop(self, lane: _Lane) -> None:
+        """One writer: a batch once `batch_max` changes wait or the oldest has waited `flush_s`."""
+        while True:
+            oldest = lane.oldest()
+            if oldest is None:
+                lane.wake = anyio.Event()
+                await lane.wake.wait()
+                continue
+            waited = time.perf_counter() - oldest
+            if len(lane) < self.batch_max and waited < self.flush_s:
+                with anyio.move_on_after(self.flush_s - waited):
+                    while len(lane) < self.batch_max:
+                        lane.wake = anyio.Event()
+                        await lane.wake.wait()
+            await self._write_next(lane)
+
+    async def _write_next(self, lane: _Lane) -> None:
         """Write the head of the buffer, retrying with backoff until it is stored.
 
         A transaction that runs out of time is retried with twice the time (up to MAX_TX_TIMEOUT_S): a
@@ -628,7 +720,7 @@ class Neo4jMirror:
         """
         attempt = slow = 0
         while True:
-            batch = list(islice(self._buffer, 0, self.batch_max))
+            batch = self._batch(lane)
             if not batch:
                 return
             started = time.perf_counter()
@@ -643,7 +735,7 @@ class Neo4jMirror:
                 await anyio.sleep(delay)
                 continue
             self._batch_ms.append((time.perf_counter() - started) * 1000)
-            self._committed(batch)
+            self._committed(lane, batch)
             return
 
     def _failed(self, exc: BaseException, attempt: int) -> None:
@@ -654,35 +746,36 @@ class Neo4jMirror:
             self.connected = False
         if not retryable:
             # Not expected to pass on a retry (a bug in a query, a constraint). Keep the data and keep trying.
-            log.error("Neo4j refused a batch: %s", self.last_error, extra={"queue_depth": len(self._buffer)})
+            log.error("Neo4j refused a batch: %s", self.last_error, extra={"queue_depth": self._depth})
         elif self._down_since is None:
             self._down_since = time.monotonic()
             log.warning("Neo4j write failed; sessions keep playing and changes wait in memory "
                         "(acknowledgements pause): %s", self.last_error,
-                        extra={"queue_depth": len(self._buffer), "attempt": attempt})
+                        extra={"queue_depth": self._depth, "attempt": attempt})
 
-    def _committed(self, batch: list[Entry]) -> None:
+    def _committed(self, lane: _Lane, batch: list[Entry]) -> None:
         now_perf, now = time.perf_counter(), time.time()
-        for _ in batch:
-            self._buffer.popleft()
+        lane.batch = []
+        self._depth -= len(batch)
         self.batches += 1
         self.rows += len(batch)
         self.connected = True
         if self._down_since is not None:
             log.warning("Neo4j writes resumed after %.1f s", time.monotonic() - self._down_since,
-                        extra={"queue_depth": len(self._buffer)})
+                        extra={"queue_depth": self._depth})
             self._down_since = None
         advanced: dict[str, int] = {}
         for entry in batch:
-            self._lags.append((now, (now_perf - entry.submitted) * 1000))
+            self._lag_at.append(now)
+            self._lag_ms.append((now_perf - entry.submitted) * 1000)
             self.turns_written += entry.turn_count
             sid = entry.change.session_id
             if entry.change.version > self._durable.get(sid, 0):
                 advanced[sid] = entry.change.version
         self._durable.update(advanced)
-        if self._full_since is not None and len(self._buffer) < self.buffer_limit * ROOM_AGAIN_FRACTION:
+        if self._full_since is not None and self._depth < self.buffer_limit * ROOM_AGAIN_FRACTION:
             log.warning("Neo4j mirror buffer has room again after %.1f s (%d changes waiting)",
-                        time.monotonic() - self._full_since, len(self._buffer))
+                        time.monotonic() - self._full_since, self._depth)
             self._full_since = None
         for sid, version in advanced.items():
             for callback in self._callbacks:
@@ -725,11 +818,9 @@ class Neo4jMirror:
                 await session.execute_write(work, _rows(batch))
 
     @staticmethod
-    async def _tx_write(tx: AsyncManagedTransaction, rows: dict[str, list[dict[str, Any]]]) -> None:
-        for name, statement in cypher.WRITES:
-            if rows[name]:
-                result = await tx.run(statement, rows=rows[name])
-                await result.consume()
+    async def _tx_write(tx: AsyncManagedTransaction, rows: list[dict[str, Any]]) -> None:
+        result = await tx.run(cypher.WRITE_BATCH, rows=rows)
+        await result.consume()
 
     # ------------------------------------------------------------------ reading
 
@@ -899,17 +990,20 @@ class Neo4jMirror:
 
     def statistics(self) -> dict[str, object]:
         now, now_perf = time.time(), time.perf_counter()
-        while self._lags and now - self._lags[0][0] > LAG_WINDOW_S:
-            self._lags.popleft()
-        lags = [lag for _, lag in self._lags]
-        oldest = (now_perf - self._buffer[0].submitted) * 1000 if self._buffer else 0.0
+        while self._lag_at and now - self._lag_at[0] > LAG_WINDOW_S:
+            self._lag_at.popleft()
+            self._lag_ms.popleft()
+        lags = list(self._lag_ms)
+        stamps = [stamp for stamp in (lane.oldest() for lane in self._lanes) if stamp is not None]
+        oldest = (now_perf - min(stamps)) * 1000 if stamps else 0.0
         p50, p99 = _percentile(lags, 0.5), _percentile(lags, 0.99)
         return {
             "kind": self.name,
             "connected": self.connected,
-            "queue_depth": len(self._buffer),
+            "queue_depth": self._depth,
             "buffer_limit": self.buffer_limit,
-            "buffer_full": len(self._buffer) >= self.buffer_limit,
+            "buffer_full": self._depth >= self.buffer_limit,
+            "writers": len(self._lanes),
             "lag_ms": round(oldest, 1),
             "lag_p50_ms": None if p50 is None else round(p50, 1),
             "lag_p99_ms": None if p99 is None else round(p99, 1),
