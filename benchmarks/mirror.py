@@ -16,7 +16,6 @@
      snapshot rebuilt from Neo4j). Reported: total time until all have their snapshot, per-session
      p50/p99 to the welcome and to the snapshot.
 
-Set BENCH_GC_THRESHOLD=g0,g1,g2 to run the server with other garbage-collector thresholds (an experiment).
 Targets: (a) batching >= 20x the one-transaction-per-change throughput; (b) lag p99 < 250 ms.
 The database URI comes from --neo4j-uri, else SAMVAD_TEST_NEO4J_URI, else NEO4J_URI.
 """
@@ -231,9 +230,6 @@ def _watch(phase, info):
     if ms >= 20:
         print(f"GCPAUSE {info['generation']} {ms:.1f}", file=sys.stderr, flush=True)
 gc.callbacks.append(_watch)
-import os
-if os.environ.get("BENCH_GC_THRESHOLD"):
-    gc.set_threshold(*(int(x) for x in os.environ["BENCH_GC_THRESHOLD"].split(",")))
 from server.cli import main
 sys.exit(main(sys.argv[1:]))
 """

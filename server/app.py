@@ -20,6 +20,7 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 
 from schemas.enums import LanguageCode, Role
 from schemas.scenario import DEFAULT_SCENARIO, available_scenarios
+from server import gcpolicy
 from server.auth import TokenError, Tokens
 from server.config import Settings, load_settings
 from server.spectate import spectator_routes
@@ -283,6 +284,13 @@ def build_services(settings: Settings, *, brain: Brain | None = None, mirror: Mi
                     brain=brain, mirror=mirror, registry=registry)
 
 
+async def full_collections(every_s: float) -> None:
+    """The planned full garbage collection of `server.gcpolicy`, every `every_s` seconds."""
+    while True:
+        await anyio.sleep(every_s)
+        gcpolicy.full_collection()
+
+
 def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
                mirror: Mirror | None = None, extra_routes: list[BaseRoute] | None = None) -> Starlette:
     settings = settings or load_settings()
@@ -296,6 +304,8 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
                 await tg.start(run_mirror)
             await tg.start(services.registry.run)
             tg.start_soon(sweep_idle_sockets, services)
+            if gcpolicy.installed():
+                tg.start_soon(full_collections, settings.GC_FULL_EVERY_SECONDS)
             log.info("server started", extra={"brain": services.brain.name,
                                                "mirror": getattr(services.mirror, "name", "?")})
             try:

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
-
-GC_THRESHOLDS = (50_000, 20, 100)  # CPython's defaults are (700, 10, 10)
 
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from server import gcpolicy
     from server.app import create_app
     from server.config import ConfigError, load_settings
     from server.logs import configure_logging
@@ -33,13 +31,8 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"samvad: {exc}", file=sys.stderr)
         return 2
-    # Everything imported and built so far lives for the whole process: keep it out of the
-    # garbage collector's full passes, which otherwise pause the loop for milliseconds.
-    gc.collect()
-    gc.freeze()
-    # Collect less often: at the default thresholds a busy server runs a full pass every few
-    # hundred milliseconds over thousands of live sessions, and each one stalls every socket.
-    gc.set_threshold(*GC_THRESHOLDS)
+    if settings.GC_FULL_EVERY_SECONDS > 0:
+        gcpolicy.install()  # short collector pauses; see server/gcpolicy.py
     uvicorn.run(
         app,
         host=settings.HOST,

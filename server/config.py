@@ -104,6 +104,9 @@ class Settings(BaseSettings):
     # Off by default: frames are small JSON, and each socket's zlib state costs ~45 KiB of memory
     # plus CPU on every frame (measured with tracemalloc on 500 idle sessions).
     WS_PER_MESSAGE_DEFLATE: bool = False
+    # `samvad serve` freezes what survives two young collections (server/gcpolicy.py); every
+    # this many seconds one full pass reclaims frozen cycles. 0 leaves CPython's defaults alone.
+    GC_FULL_EVERY_SECONDS: float = Field(600.0, ge=0)
 
     @field_validator("CORS_ORIGINS", mode="before")
     @classmethod
