@@ -19,7 +19,7 @@ The policy:
   callback timing every pass, 30 s runs): young threshold 10,000 gave gen1 pauses of p50 17 ms,
   max 27 ms and turn latency p99 9.4 ms; 3,000 gave 7 / 9 ms and p99 6.3 ms; 1,500 gave 2-3 /
   5 ms and p99 4.1-4.3 ms; 700 gave 0.6 / 1.8 ms and p99 3.3 ms, with less collector time in
-  all (0.37 s against 0.66 s per 30 s);
+  all (0.36 s against 0.65 s per 30 s);
 * a cycle that dies after being frozen is not collected by those passes. Such garbage is rare
   (about 25 objects a second at 1,160 turns/s with these thresholds), and `full_collection`,
   run every `GC_FULL_EVERY_SECONDS` by the app, unfreezes, collects everything and freezes
