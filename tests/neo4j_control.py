@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 from pathlib import Path
 from urllib.parse import urlparse
@@ -21,7 +22,7 @@ PID_FILE = ROOT / "var" / "neo4j.pid"
 def _running_args() -> str:
     try:
         pid = PID_FILE.read_text().strip()
-        return subprocess.run(["ps", "-p", pid, "-o", "args="], capture_output=True, text=True, check=False).stdout
+        return subprocess.run(["ps", "-ww", "-p", pid, "-o", "args="], capture_output=True, text=True, check=False).stdout
     except OSError:
         return ""
 
@@ -67,3 +68,20 @@ def start() -> None:
 
 def running() -> bool:
     return subprocess.run(["bash", str(SCRIPT), "status"], capture_output=True, check=False).returncode == 0
+
+
+def pid() -> int:
+    """The running launcher's pid (from the pid file scripts/neo4j.sh writes)."""
+    found = PID_FILE.read_text().strip()
+    if not found.isdigit() or "neo4j-launcher" not in _running_args():
+        raise RuntimeError(f"no running Neo4j launcher behind {PID_FILE}")
+    return int(found)
+
+
+def freeze() -> None:
+    """SIGSTOP Neo4j: its sockets stay open and every request on them hangs (a stalled server, a VM pause)."""
+    os.kill(pid(), signal.SIGSTOP)
+
+
+def thaw() -> None:
+    os.kill(pid(), signal.SIGCONT)

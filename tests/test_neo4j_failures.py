@@ -120,6 +120,58 @@ async def test_play_continues_while_neo4j_is_down_and_nothing_is_lost_when_it_re
             neo4j_control.start()
 
 
+# ---------------------------------------------------------------------------- Neo4j hangs
+
+
+@pytest.mark.neo4j
+@pytest.mark.slow
+async def test_a_hung_neo4j_times_out_play_goes_on_and_every_turn_is_stored_once_after_it_wakes(
+        neo4j_uri: str, tmp_path: Path) -> None:
+    # A stopped process is worse than a dead one: the connection stays open and a write sent to it
+    # neither fails nor finishes. The mirror must give up on it by its own clock and write again later,
+    # and the write that hung, which Neo4j may still commit when it wakes, must not store a turn twice.
+    neo4j_control.instance_env()
+    server = ServerProcess(tmp_path / "server.log", NEO4J_URI=neo4j_uri, NEO4J_TIMEOUT_MS=500, MIRROR_FLUSH_MS=10)
+    server.start()
+    try:
+        created = await create(server.http)
+        sid, token = created["session_id"], created["player_token"]
+        async with connect(f"{server.ws}/ws/sessions/{sid}?token={token}") as ws, anyio.create_task_group() as tg:
+            sock = Socket(ws)
+            tg.start_soon(sock.pump)
+            await sock.send({"type": "transcript", "id": "t1", "text": LINES[0]})
+            await wait_for(lambda: sock.acked("t1") and sock.replied("t1"), 10, "t1")
+            failures_before = server.health()["mirror"]["failures"]
+            neo4j_control.freeze()
+            try:
+                for n in (2, 3, 4):
+                    await sock.send({"type": "transcript", "id": f"t{n}", "text": LINES[n - 1]})
+                    await wait_for(lambda n=n: sock.replied(f"t{n}"), 5, f"the reply to t{n}")  # type: ignore[misc]
+                # Past the write's own limit (2 x 0.5 s + 1 s): the mirror has given up on the hung write.
+                await wait_for(lambda: server.health()["mirror"]["failures"] > failures_before, 15,
+                               "the hung write to time out", every=0.2)
+                assert not any(sock.acked(f"t{n}") for n in (2, 3, 4))
+                mirror = server.health()["mirror"]
+                assert mirror["queue_depth"] >= 6 and "Timeout" in mirror["last_error"], mirror
+                await sock.send({"type": "ping"})
+                await wait_for(lambda: sock.of("pong"), 5, "a pong while Neo4j hangs")
+            finally:
+                neo4j_control.thaw()
+            await wait_for(lambda: all(sock.acked(f"t{n}") for n in (2, 3, 4)), 60, "the paused acks")
+            await sock.send({"type": "transcript", "id": "t5", "text": LINES[4]})
+            await wait_for(lambda: sock.acked("t5") and sock.replied("t5"), 10, "t5")
+            assert server.health()["mirror"]["queue_depth"] == 0
+            tg.cancel_scope.cancel()
+        async with httpx.AsyncClient() as client:
+            graph = (await client.get(f"{server.http}/api/sessions/{sid}/graph?token={token}")).json()
+        users = [t["client_id"] for t in graph["turns"] if t["role"] == "user"]
+        assert users == ["t1", "t2", "t3", "t4", "t5"]  # each exactly once, in order
+        assert graph["chains"] == 1 and [t["ordinal"] for t in graph["turns"]] == list(range(1, 11))
+    finally:
+        server.stop()
+        neo4j_control.thaw()  # never leave the shared Neo4j stopped
+
+
 # ---------------------------------------------------------------------------- a full buffer, no database at all
 
 
