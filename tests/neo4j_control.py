@@ -22,7 +22,9 @@ PID_FILE = ROOT / "var" / "neo4j.pid"
 def _running_args() -> str:
     try:
         pid = PID_FILE.read_text().strip()
-        return subprocess.run(["ps", "-ww", "-p", pid, "-o", "args="], capture_output=True, text=True, check=False).stdout
+        # -ww: the whole line, whatever COLUMNS says (pytest sets it to the terminal's width)
+        return subprocess.run(["ps", "-ww", "-p", pid, "-o", "args="], capture_output=True, text=True,
+                              check=False).stdout
     except OSError:
         return ""
 
