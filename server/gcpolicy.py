@@ -15,17 +15,20 @@ The policy:
 * whatever survives a gen1 pass is frozen as well. An object that has lived through two passes
   is, in this server, session state that lives for minutes, so no pass grows with the number of
   sessions. A pass costs in proportion to the young objects it walks, so small and frequent
-  beats large and rare. Measured with 1,000 bot sessions at one turn per second each (a GC
-  callback timing every pass, 30 s runs): young threshold 10,000 gave gen1 pauses of p50 17 ms,
-  max 27 ms and turn latency p99 9.4 ms; 3,000 gave 7 / 9 ms and p99 6.3 ms; 1,500 gave 2-3 /
-  5 ms and p99 4.1-4.3 ms; 700 gave 0.6 / 1.8 ms and p99 3.3 ms, with less collector time in
-  all (0.36 s against 0.65 s per 30 s);
+  beats large and rare. Measured by benchmarks/gc_pauses.py (1,000 bot sessions at one
+  turn per second each, 30 s per setting): young threshold 10,000 gave gen1 pauses of p50 24 ms,
+  max 32 ms and turn latency p99 18.4 ms; 3,000 gave 8 / 11 ms and p99 8.0 ms; 1,500 gave 3.4 /
+  4.8 ms and p99 4.6 ms; 700 gave 1.1 / 1.6 ms and p99 3.8 ms, with the least collector time
+  (0.49 s per 30 s, against 0.89 s at 10,000 and 2.42 s for CPython's defaults unfrozen, whose
+  full passes took up to 0.37 s and p99 248 ms);
 * a cycle that dies after being frozen is not collected by those passes. Such garbage is rare
   (about 25 objects a second at 1,160 turns/s with these thresholds), and `full_collection`,
   run every `GC_FULL_EVERY_SECONDS` by the app, unfreezes, collects everything and freezes
   again. That pass is the one long pause, planned and logged: it walks every live object, so it
   grows with the sessions held in memory (0.27 s at 300,000 objects, 0.44 s at 530,000: 1,000
-  busy sessions after 20 and 40 s).
+  busy sessions after 20 and 40 s). Evicted sessions do not wait for it: their state holds no
+  cycles and is freed by reference counting (after 966 sessions were evicted, the next full
+  pass found 18 objects to collect).
 """
 
 from __future__ import annotations
