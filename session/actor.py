@@ -694,7 +694,13 @@ class SessionActor:
                 reason=f"events after seq {latest} were lost in a restart before they were stored",
             )))
         elif last == latest:
-            pass
+            if not self._replay:
+                # Nothing held for replay: the session was rebuilt from storage (after a restart or
+                # an eviction). The client is level with it, and a snapshot says so explicitly.
+                conn.send_nowait(Envelope(Snapshot(
+                    session_id=self.session_id, seq=latest, state=self.negotiation.snapshot(), replayed=False,
+                    reason="the session was rebuilt from storage; nothing is held for replay",
+                )))
         elif oldest is not None and oldest <= last + 1:
             for seq, encoded in self._replay or ():
                 assert seq is not None

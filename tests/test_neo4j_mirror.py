@@ -17,7 +17,7 @@ import pytest
 
 from brain.rules_vendor import RuleBasedVendor
 from clients.bots.personas import LearnerView, Lowballer, Persona, Polite, Rude, Walker
-from schemas.frames import SceneFrame, TranscriptFrame
+from schemas.frames import ResumeFrame, SceneFrame, TranscriptFrame
 from server import cypher
 from server.app import create_app
 from server.config import load_settings
@@ -321,6 +321,22 @@ async def test_a_session_is_rebuilt_over_http_after_a_restart_and_its_graph_is_s
         # A session that is live but not stored yet is served once its changes are written.
         fresh = await client.get(f"/api/sessions/{other['session_id']}/graph?token={other['player_token']}")
         assert fresh.status_code == 200 and fresh.json()["turns"] == []
+        # The rebuilt session: a resume level with it gets a snapshot, and a transcript the first
+        # server already applied is acknowledged as a duplicate, not applied again.
+        actor = app.state.services.registry.live(sid)
+        assert actor is not None
+        again = FakeConnection()
+        actor.connect(again)
+        actor.submit(again, ResumeFrame(type="resume", id="r1", last_seq=before["seq"]))
+        actor.submit(again, TranscriptFrame(type="transcript", id="t1", text="Namaste!"))
+        await wait_for(lambda: len(again.of_type("ack")) == 2, 5, "two acks")
+        snap = again.of_type("snapshot")
+        assert len(snap) == 1 and snap[0]["seq"] == before["seq"] and "rebuilt" in str(snap[0]["reason"])
+        assert snap[0]["state"]["turn"] == before["turn"]  # type: ignore[index]
+        assert [a.get("duplicate") for a in again.of_type("ack")] == [False, True]
+        assert again.of_type("reply") == [] and actor.negotiation.seq == before["seq"]
+        graph = await client.get(f"/api/sessions/{sid}/graph?token={player}")
+        assert [t["client_id"] for t in graph.json()["turns"] if t["role"] == "user"] == ["t1", "t2", "t3"]
 
 
 async def test_the_graph_endpoint_is_503_without_neo4j() -> None:
