@@ -278,3 +278,8 @@ MATCH (s:Session) WHERE s.session_id IN $session_ids
 OPTIONAL MATCH (s)-[:HAS_TURN|INVOLVES_ITEM|STAGE_CHANGED]->(n)
 DETACH DELETE s, n
 """
+
+# --------------------------------------------------------------------------- scripts/neo4j_smoke.py
+
+SMOKE_WRITE: LiteralString = "CREATE (n:SamvadSmoke {token: $token}) RETURN n.token AS token"
+SMOKE_DELETE: LiteralString = "MATCH (n:SamvadSmoke {token: $token}) DELETE n"

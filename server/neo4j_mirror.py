@@ -46,6 +46,7 @@ from neo4j import (
     AsyncGraphDatabase,
     AsyncManagedTransaction,
     NotificationMinimumSeverity,
+    Query,
     unit_of_work,
 )
 from neo4j.exceptions import DriverError, Neo4jError
@@ -797,9 +798,10 @@ class Neo4jMirror:
 
     async def _ensure_schema(self, time_limit: float | None) -> None:
         driver = await self._driver_here()
-        with anyio.fail_after((time_limit or self.timeout_s) * 2 + 1):
+        seconds = time_limit or self.timeout_s
+        with anyio.fail_after(seconds * 2 + 1):  # the server's own timeout should fire first
             for statement in cypher.SCHEMA:
-                await driver.execute_query(statement, database_=self.database)
+                await driver.execute_query(Query(statement, timeout=seconds), database_=self.database)
         self._schema_ready = True
         self.connected = True
 
