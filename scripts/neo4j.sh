@@ -229,9 +229,16 @@ cmd_stop() {
         say "pid $pid did not stop within ${STOP_TIMEOUT} s; sending SIGKILL (next start runs recovery)"
         kill -KILL "$pid" 2>/dev/null || true
         while alive "$pid"; do sleep 0.2; done
+        rm -f "$PID_FILE"
+        die "killed pid $pid: it did not shut down cleanly"
     fi
     rm -f "$PID_FILE"
-    say "stopped (pid $pid)"
+    # The launcher's shutdown hook prints NEO4J STOPPED once the stores are closed.
+    if ! grep -q '^NEO4J STOPPED' "$LOG_FILE" 2>/dev/null; then
+        tail -n 20 "$LOG_FILE" >&2 2>/dev/null || true
+        die "pid $pid exited without a clean shutdown; see $LOG_FILE"
+    fi
+    say "stopped cleanly (pid $pid)"
 }
 
 cmd_status() {
