@@ -32,7 +32,8 @@ written twice (a retry after a lost commit reply) or two batches that overlap ch
 
 from __future__ import annotations
 
-from typing import LiteralString
+import re
+from typing import Literal, LiteralString
 
 # --------------------------------------------------------------------------- schema
 
@@ -272,6 +273,13 @@ RETURN COUNT { (x:Session {session_id: $session_id}) } AS sessions,
 
 SHOW_CONSTRAINTS: LiteralString = "SHOW CONSTRAINTS YIELD name, type, labelsOrTypes, properties"
 SHOW_INDEXES: LiteralString = "SHOW INDEXES YIELD name, type, labelsOrTypes, properties, state"
+
+def drop_schema(kind: Literal["CONSTRAINT", "INDEX"], name: str) -> LiteralString:
+    """`DROP CONSTRAINT|INDEX name` for one of this module's own names (Cypher takes no parameter there)."""
+    if kind not in ("CONSTRAINT", "INDEX") or not re.fullmatch(r"samvad_[a-z_]+", name):
+        raise ValueError(f"not a Samvad schema object: {kind} {name!r}")
+    return f"DROP {kind} {name} IF EXISTS"  # name checked above: one of ours, never user input
+
 
 DELETE_SESSIONS: LiteralString = """
 MATCH (s:Session) WHERE s.session_id IN $session_ids

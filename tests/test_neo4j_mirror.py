@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from neo4j import AsyncGraphDatabase
 
 from brain.rules_vendor import RuleBasedVendor
 from clients.bots.personas import LearnerView, Lowballer, Persona, Polite, Rude, Walker
@@ -83,11 +84,30 @@ def same_negotiation(a: Negotiation, b: Negotiation) -> None:
 # ---------------------------------------------------------------------------- schema
 
 
+async def samvad_schema(mirror: Neo4jMirror) -> tuple[dict[str, Any], dict[str, Any]]:
+    constraints = {c["name"]: c for c in await mirror.read(cypher.SHOW_CONSTRAINTS) if c["name"].startswith("samvad_")}
+    indexes = {i["name"]: i for i in await mirror.read(cypher.SHOW_INDEXES) if i["name"].startswith("samvad_")}
+    return constraints, indexes
+
+
 async def test_constraints_and_indexes_are_created_at_start_up(neo4j_uri: str) -> None:
-    async with running_mirror(neo4j_uri) as mirror:
-        await mirror.ensure_schema()
-        constraints = {c["name"]: c for c in await mirror.read(cypher.SHOW_CONSTRAINTS)}
-        indexes = {i["name"]: i for i in await mirror.read(cypher.SHOW_INDEXES)}
+    # The test database keeps its schema between runs: take it away first, so that only the
+    # mirror's start-up can have made what is checked below.
+    async with running_mirror(neo4j_uri) as mirror, AsyncGraphDatabase.driver(neo4j_uri, auth=None) as driver:
+        constraints, indexes = await samvad_schema(mirror)
+        for name in constraints:
+            await driver.execute_query(cypher.drop_schema("CONSTRAINT", name))
+        for name in set(indexes) - set(constraints):
+            await driver.execute_query(cypher.drop_schema("INDEX", name))
+        assert await samvad_schema(mirror) == ({}, {})
+    async with running_mirror(neo4j_uri) as mirror:  # run() alone: nothing is written or asked for
+        deadline = time.monotonic() + 15
+        while True:
+            constraints, indexes = await samvad_schema(mirror)
+            online = all(i["state"] == "ONLINE" for i in indexes.values())
+            if (len(constraints) == 4 and len(indexes) == 7 and online) or time.monotonic() > deadline:
+                break
+            await anyio.sleep(0.1)
     expected = {
         "samvad_session_id": (["Session"], ["session_id"]),
         "samvad_turn_key": (["Turn"], ["turn_key"]),
