@@ -49,7 +49,7 @@ from neo4j import (
     Query,
     unit_of_work,
 )
-from neo4j.exceptions import DriverError, Neo4jError
+from neo4j.exceptions import ConstraintError, DriverError, Neo4jError
 
 from schemas.brain import GraphContext, StageVisit
 from schemas.enums import LanguageCode, OfferAssessment, Outcome, Stage
@@ -728,8 +728,8 @@ class Neo4jMirror:
             try:
                 await self.write(batch, time_limit=min(MAX_TX_TIMEOUT_S, self.timeout_s * 2**slow))
             except (Neo4jError, DriverError, OSError, TimeoutError) as exc:
+                self._failed(exc, attempt, after_timeout=slow > 0)
                 slow += _timed_out(exc)
-                self._failed(exc, attempt)
                 delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt) * random.uniform(0.75, 1.0)
                 attempt += 1
                 self.retries += 1
@@ -739,13 +739,18 @@ class Neo4jMirror:
             self._committed(lane, batch)
             return
 
-    def _failed(self, exc: BaseException, attempt: int) -> None:
+    def _failed(self, exc: BaseException, attempt: int, *, after_timeout: bool = False) -> None:
         self.failures += 1
         self.last_error = f"{type(exc).__name__}: {exc}"[:500]
         retryable = _retryable(exc)
         if isinstance(exc, DriverError | OSError | TimeoutError):
             self.connected = False
-        if not retryable:
+        if after_timeout and isinstance(exc, ConstraintError):
+            # The timed-out attempt committed after all (Neo4j stalled, then woke): this one read the
+            # old stored version and collided with it. The next attempt reads the new one and skips.
+            log.warning("Neo4j write conflicted with a write that committed after its timeout; retrying",
+                        extra={"queue_depth": self._depth, "attempt": attempt})
+        elif not retryable:
             # Not expected to pass on a retry (a bug in a query, a constraint). Keep the data and keep trying.
             log.error("Neo4j refused a batch: %s", self.last_error, extra={"queue_depth": self._depth})
         elif self._down_since is None:

@@ -287,3 +287,22 @@ async def test_kill_9_mid_load_loses_no_acknowledged_turn_and_applies_every_rese
         assert "session recovered" in server.log()
     finally:
         server.stop()
+
+
+# ---------------------------------------------------------------------------- a write that committed late
+
+
+def test_a_constraint_clash_after_a_timeout_is_a_warning_and_any_other_is_an_error(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from neo4j.exceptions import Neo4jError
+
+    mirror = Neo4jMirror("bolt://127.0.0.1:1")  # never opened: only its bookkeeping is used
+    clash = Neo4jError._hydrate_neo4j(code="Neo.ClientError.Schema.ConstraintValidationFailed",
+                                      message="Node(7) already exists with label `Turn` and property `turn_key`")
+    with caplog.at_level("WARNING", logger="samvad.mirror"):
+        mirror._failed(clash, 1, after_timeout=True)  # the attempt before it timed out
+        mirror._failed(clash, 0)  # no timeout before: a real refusal
+    levels = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "samvad.mirror"]
+    assert levels[0][0] == "WARNING" and "committed after its timeout" in levels[0][1]
+    assert levels[1][0] == "ERROR" and "refused a batch" in levels[1][1]
+    assert mirror.failures == 2 and "ConstraintError" in mirror.last_error
