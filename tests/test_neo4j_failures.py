@@ -16,11 +16,11 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from clients.bots.personas import Lowballer, Persona, Polite, Rude, Walker
+from clients.bots.resuming import ResumingClient
 from server import cypher
 from server.neo4j_mirror import Neo4jMirror
 from tests import neo4j_control
 from tests.neo4j_support import ServerProcess, free_port, wait_for
-from tests.resuming_client import ResumingClient
 
 pytestmark = pytest.mark.anyio
 
@@ -232,9 +232,8 @@ async def test_kill_9_mid_load_loses_no_acknowledged_turn_and_applies_every_rese
         for i, (persona, item) in zip(range(18), itertools.cycle(PERSONAS), strict=False)
     ]
     try:
-        async with httpx.AsyncClient() as http:
-            for client in clients:
-                await client.create(http)
+        for client in clients:
+            await client.create()
         async with anyio.create_task_group() as tg:
             for client in clients:
                 tg.start_soon(client.run, 90.0)

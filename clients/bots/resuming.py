@@ -1,4 +1,7 @@
-"""A learner client that follows docs/protocol.md §5 to the letter, so nothing it says is lost.
+"""A learner bot that follows docs/protocol.md §5 to the letter, so nothing it says is lost.
+
+The load bots (`runner.py`) measure; this one survives a server crash: the crash test
+(tests/test_neo4j_failures.py) kills the server under a load of these and checks their records.
 
 It keeps every transcript and scene frame until its `ack`; after any reconnect it sends `resume` with
 the last seq it applied and then re-sends every unacknowledged frame, in order, with the same id. It
@@ -14,12 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import httpx
 import orjson
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from clients.bots.personas import LearnerView, Persona
+from clients.bots.runner import create_session
 
 FATAL_CLOSES = {4401, 4403, 4404, 4409}
 TERMINAL = {"DEAL", "CLOSURE"}
@@ -79,10 +82,8 @@ class ResumingClient:
 
     # ------------------------------------------------------------------ driving
 
-    async def create(self, client: httpx.AsyncClient) -> None:
-        answer = await client.post(f"{self.http_base}/api/sessions", json={"learner_id": self.tag})
-        answer.raise_for_status()
-        body = answer.json()
+    async def create(self) -> None:
+        body = await create_session(self.http_base, learner_id=self.tag)
         self.session_id, self.token = body["session_id"], body["player_token"]
 
     async def run(self, limit: float = 120.0) -> None:
