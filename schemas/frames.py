@@ -91,6 +91,33 @@ class TranscriptLine(_Frame):
     text: str
 
 
+# The fields of a turn's `Ledger` that `LedgerTotals` sums (a vendor_turn change carries them).
+LEDGER_SUMMED = frozenset({"llm_calls", "retries", "corrective_asks", "prompt_tokens", "completion_tokens",
+                           "brain_ms"})
+
+
+class LedgerTotals(_Frame):
+    """What the brain cost a whole session: every answered turn's ledger, summed."""
+
+    turns: int = 0
+    llm_calls: int = 0
+    retries: int = 0
+    corrective_asks: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    brain_ms: float = 0.0
+
+    def add(self, ledger: Ledger) -> LedgerTotals:
+        """These totals with one more answered turn (floats rounded the same way wherever summed)."""
+        return LedgerTotals(
+            turns=self.turns + 1, llm_calls=self.llm_calls + ledger.llm_calls,
+            retries=self.retries + ledger.retries, corrective_asks=self.corrective_asks + ledger.corrective_asks,
+            prompt_tokens=self.prompt_tokens + ledger.prompt_tokens,
+            completion_tokens=self.completion_tokens + ledger.completion_tokens,
+            brain_ms=round(self.brain_ms + ledger.brain_ms, 3),
+        )
+
+
 class Summary(_Frame):
     outcome: Outcome
     turns: int
@@ -101,6 +128,7 @@ class Summary(_Frame):
     final_happiness: int
     insults: int
     stages: tuple[Stage, ...]
+    ledger: LedgerTotals = LedgerTotals()
 
 
 class SessionState(_Frame):
@@ -131,6 +159,7 @@ class SessionState(_Frame):
     offers: tuple[Point, ...] = ()
     stage_changes: tuple[StageChange, ...] = ()
     summary: Summary | None = None
+    ledger: LedgerTotals = LedgerTotals()  # the brain's cost so far, summed over answered turns
     transcript: tuple[TranscriptLine, ...] = ()  # the last TRANSCRIPT_LINES lines, oldest first
 
 

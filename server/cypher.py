@@ -5,6 +5,8 @@ The graph (seed 000's schema, plus what recovery needs):
     (:Session {session_id, scenario, learner_id, input_language, target_language, happiness_score,
                negotiation_state, turn_count, last_seq, version, item, object_grabbed, quotes,
                first_quotes, vendor_quote, first_quote, last_offer, outcome, insults, accepted_ids,
+               ledger_turns, ledger_llm_calls, ledger_retries, ledger_corrective_asks,
+               ledger_prompt_tokens, ledger_completion_tokens, ledger_brain_ms,
                closing_replies, created_at, updated_at})
     (:Turn {turn_key, session_id, turn_number, ordinal, role, text, text_snippet, happiness_score,
             stage, object_grabbed, item, offer, quote, assessment, client_id, seq, flags, closing,

@@ -51,8 +51,9 @@ from neo4j import (
 )
 from neo4j.exceptions import ConstraintError, DriverError, Neo4jError
 
-from schemas.brain import GraphContext, StageVisit
+from schemas.brain import GraphContext, Ledger, StageVisit
 from schemas.enums import LanguageCode, OfferAssessment, Outcome, Stage
+from schemas.frames import LedgerTotals
 from server import cypher
 from session.negotiation import (
     REMEMBERED_IDS,
@@ -112,6 +113,7 @@ class SessionFold:
     last_offer: int | None = None
     outcome: str | None = None
     insults: int = 0
+    ledger: LedgerTotals = field(default_factory=LedgerTotals)
     accepted_ids: OrderedDict[str, None] = field(default_factory=OrderedDict)
     closings: int = 0
     version: int = 0
@@ -150,6 +152,7 @@ class SessionFold:
             "first_quote": self.first_quotes.get(item) if item else None,
             "last_offer": self.last_offer, "outcome": self.outcome, "insults": self.insults,
             "accepted_ids": list(self.accepted_ids), "closing_replies": self.closings,
+            **{f"ledger_{name}": value for name, value in self.ledger.model_dump().items()},
         }
         if not self.complete:
             # Never overwrite what the graph knows with defaults this process made up.
@@ -170,6 +173,8 @@ class SessionFold:
             last_offer=s.get("last_offer"), outcome=s.get("outcome"), insults=int(s.get("insults", 0)),
             accepted_ids=OrderedDict.fromkeys(s.get("accepted_ids") or ()),
             closings=int(s.get("closing_replies", 0)), version=int(s.get("version", 0)),
+            ledger=LedgerTotals(**{name: s[f"ledger_{name}"] for name in LedgerTotals.model_fields
+                                   if s.get(f"ledger_{name}") is not None}),
             quotes_json=s.get("quotes") or "{}", first_quotes_json=s.get("first_quotes") or "{}",
         )
 
@@ -272,6 +277,9 @@ def plan(fold: SessionFold, change: Change, submitted: float, *, snapshot: bool 
             fold.quoted(item, quote)
         if assessment == OfferAssessment.INSULT.value:
             fold.insults += 1
+        ledger = data.get("ledger")
+        if isinstance(ledger, dict):
+            fold.ledger = fold.ledger.add(Ledger(**ledger))
         reply_seq = _int(data.get("reply_seq"))
         turns.append(_turn_row(sid, 2 * turn, {
             "turn_number": turn, "role": "vendor", "text": data.get("text"), "stage": stage,
@@ -381,6 +389,7 @@ def rebuild(record: dict[str, Any], limits: Limits) -> tuple[Negotiation, int, S
         last_offer=fold.last_offer, outcome=Outcome(fold.outcome) if fold.outcome else None,
         updated_at=float(s.get("updated_at") or s["created_at"]), history=history, stage_changes=stage_changes,
         accepted_ids=OrderedDict(fold.accepted_ids), pending=pending, insults=fold.insults,
+        ledger=fold.ledger,
     )
     return negotiation, fold.version, fold
 

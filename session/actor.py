@@ -27,6 +27,7 @@ from schemas.codec import Envelope
 from schemas.enums import Role
 from schemas.errors import CloseCode, ErrorCode
 from schemas.frames import (
+    LEDGER_SUMMED,
     Ack,
     Error,
     Reply,
@@ -642,6 +643,7 @@ class SessionActor:
             "forced": bool(outcome.verdict and outcome.verdict.forced_closure),
             "seq": negotiation.seq, "outcome": negotiation.outcome.value if negotiation.outcome else None,
             "reply_seq": reply.seq, "at": negotiation.updated_at,
+            "ledger": ledger.model_dump(include=set(LEDGER_SUMMED)),
         })
         for event in events:
             self._fanout(Envelope(event))

@@ -16,6 +16,7 @@ from schemas.brain import BrainRequest, BrainResult, GraphContext, HistoryLine, 
 from schemas.decision import AIDecision
 from schemas.enums import LanguageCode, OfferAssessment, Outcome, Stage
 from schemas.frames import (
+    LedgerTotals,
     MoodChanged,
     Point,
     Reply,
@@ -132,6 +133,7 @@ class Negotiation:
     accepted_ids: OrderedDict[str, None] = field(default_factory=OrderedDict)
     pending: PendingTurn | None = None
     insults: int = 0
+    ledger: LedgerTotals = field(default_factory=LedgerTotals)  # the brain's cost, summed per session
 
     def __post_init__(self) -> None:
         self.updated_at = self.updated_at or self.created_at
@@ -286,6 +288,7 @@ class Negotiation:
             server_assessment=pending.assessment,
         )
         verdict = validate(position, proposal, self.limits)
+        self.ledger = self.ledger.add(result.ledger)
         previous_stage, previous_happiness = self.stage, self.happiness
         self.stage, self.happiness, self.turn = verdict.stage, verdict.happiness, pending.turn
         if item and verdict.quote is not None:
@@ -383,7 +386,7 @@ class Negotiation:
         return Summary(
             outcome=self.outcome, turns=self.turn, item=self.item, first_quote=self.first_quote,
             final_price=final, discount_pct=discount, final_happiness=self.happiness,
-            insults=self.insults, stages=tuple(stages),
+            insults=self.insults, stages=tuple(stages), ledger=self.ledger,
         )
 
     def graph_context(self) -> GraphContext:
@@ -435,6 +438,7 @@ class Negotiation:
                 StageChange(turn=c.at_turn, from_stage=c.from_stage, to_stage=c.to_stage) for c in self.stage_changes
             ),
             summary=self.summary(),
+            ledger=self.ledger,
             transcript=tuple(
                 TranscriptLine(turn=h.turn, role="learner" if h.role == "user" else "vendor",
                                text=h.text)

@@ -112,7 +112,7 @@ async def test_a_whole_negotiation_streams_every_reply(openai_fake: FakeOpenAI) 
         async with websockets.connect(f"ws://{host}/ws/sessions/{sid}?token={token}") as ws:
             welcome = json.loads(await ws.recv())
             assert welcome["type"] == "welcome" and welcome["state"]["stage"] == "GREETING"
-            stages = []
+            stages, per_turn = [], []
             for n, (text, proposed) in enumerate(SCRIPT, start=1):
                 frames = await say(ws, f"t{n}", text)
                 kinds = [f["type"] for f in frames]
@@ -128,6 +128,9 @@ async def test_a_whole_negotiation_streams_every_reply(openai_fake: FakeOpenAI) 
                 timings = final["timings"]
                 assert timings["brain"] == "openai" and timings["prompt_version"] == PROMPT_VERSION
                 assert timings["llm_calls"] == 1 and timings["first_delta_ms"] is not None
+                assert timings["prompt_tokens"] > 0 and timings["completion_tokens"] > 0
+                assert all("seq" not in d for d in deltas)  # deltas are not part of the seq stream
+                per_turn.append(timings)
                 stages.append(final["negotiation_state"])
                 if n < len(SCRIPT):
                     continue
@@ -135,6 +138,15 @@ async def test_a_whole_negotiation_streams_every_reply(openai_fake: FakeOpenAI) 
                 assert ended["outcome"] == "deal"
                 assert ended["summary"]["final_price"] == 60
                 assert ended["summary"]["first_quote"] == 120
+                # The ledger summed per session: on the summary and on the state snapshot.
+                totals = ended["summary"]["ledger"]
+                assert totals["turns"] == 4 and totals["llm_calls"] == 4 and totals["retries"] == 0
+                for name in ("prompt_tokens", "completion_tokens"):
+                    assert totals[name] == sum(t[name] for t in per_turn) > 0
+                assert totals["brain_ms"] > 0
+                async with httpx.AsyncClient() as http:
+                    state = (await http.get(f"http://{host}/api/sessions/{sid}?token={token}")).json()
+                assert state["ledger"] == totals
     assert stages == ["GREETING", "INQUIRY", "HAGGLING", "DEAL"]
     assert openai_fake.calls == 4 and all(r.stream for r in openai_fake.requests)
     assert "offers 40 INR" in openai_fake.requests[2].system

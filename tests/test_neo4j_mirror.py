@@ -329,6 +329,7 @@ async def test_a_session_is_rebuilt_over_http_after_a_restart_and_its_graph_is_s
         assert app.state.services.registry.live(sid) is None
         after = await client.get(f"/api/sessions/{sid}?token={spectator}")
         assert after.status_code == 200 and after.json() == before
+        assert before["ledger"]["turns"] == 3  # the per-session ledger totals came back from Neo4j too
         assert app.state.services.registry.statistics()["recovered"] == 1
         graph = await client.get(f"/api/sessions/{sid}/graph", headers={"authorization": f"Bearer {player}"})
         assert graph.status_code == 200
