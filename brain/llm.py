@@ -55,6 +55,7 @@ class LLMSettings(Protocol):
     OPENAI_MODEL: str
     OPENAI_BASE_URL: str
     AI_TIMEOUT_MS: int
+    AI_FIRST_TOKEN_TIMEOUT_MS: int
     AI_TEMPERATURE: float
     AI_MAX_TOKENS: int
     AI_STREAM: bool
@@ -247,10 +248,16 @@ class _Turn:
         self.first_delta_ms: float | None = None
         self.live: list[str] = []  # pushed to the sink and not withdrawn
         self.streamed = False
+        self.waiting: anyio.CancelScope | None = None  # the current attempt's wait for its first token
 
     @property
     def remaining(self) -> float:
         return self.deadline - anyio.current_time()
+
+    def tokens_flowing(self) -> None:
+        """The first token is in: the attempt's first-token limit no longer applies."""
+        if self.waiting is not None:
+            self.waiting.deadline = math.inf
 
     def log_extra(self, **more: object) -> dict[str, object]:
         return {"session_id": self.request.session_id, "turn": self.request.turn,
@@ -329,6 +336,7 @@ class OpenAIBrain:
             model=settings.OPENAI_MODEL,
             base_url=settings.OPENAI_BASE_URL or None,
             timeout_ms=settings.AI_TIMEOUT_MS,
+            attempt_timeout_s=settings.AI_FIRST_TOKEN_TIMEOUT_MS / 1000 or None,
             temperature=settings.AI_TEMPERATURE,
             max_tokens=settings.AI_MAX_TOKENS,
             stream=settings.AI_STREAM,
@@ -473,8 +481,19 @@ class OpenAIBrain:
                 if self.attempt_timeout_s is None:
                     text = await self._request(turn, body, started)
                 else:
-                    with anyio.fail_after(min(self.attempt_timeout_s, max(turn.remaining, 0.0))):
-                        text = await self._request(turn, body, started)
+                    # A hung attempt is given up after `attempt_timeout_s` without a first token, so
+                    # the turn's budget has room to retry it; once tokens flow, only the budget counts.
+                    answer: str | None = None
+                    limit = min(self.attempt_timeout_s, max(turn.remaining, 0.0))
+                    with anyio.CancelScope(deadline=anyio.current_time() + limit) as waiting:
+                        turn.waiting = waiting
+                        try:
+                            answer = await self._request(turn, body, started)
+                        finally:
+                            turn.waiting = None
+                    if answer is None:
+                        raise TimeoutError
+                    text = answer
             except openai.OpenAIError as exc:
                 raise _translate(exc) from exc
             except ValueError as exc:  # a stream event or body that is not JSON at all
@@ -497,6 +516,7 @@ class OpenAIBrain:
         if not self.stream:
             completion = await self.client.chat.completions.create(**body)
             turn.first_token_ms = round((time.perf_counter() - started) * 1000, 3)
+            turn.tokens_flowing()
             if completion.usage is not None:
                 turn.add_usage(completion.usage.model_dump())
             if not completion.choices:
@@ -526,6 +546,7 @@ class OpenAIBrain:
                         continue
                     if first:
                         turn.first_token_ms = round((time.perf_counter() - started) * 1000, 3)
+                        turn.tokens_flowing()
                         first = False
                     parts.append(piece)
                     if not extractor.done:

@@ -59,6 +59,9 @@ class Settings(BaseSettings):
     USE_MOCKS: bool = False  # forces the rule-based brain and no mirror
     LOG_LEVEL: str = "INFO"
     AI_TIMEOUT_MS: int = Field(10_000, ge=100, le=300_000)
+    # An attempt with no first token after this long is abandoned and retried within AI_TIMEOUT_MS
+    # (not streaming: no complete answer). 0: only AI_TIMEOUT_MS limits an attempt.
+    AI_FIRST_TOKEN_TIMEOUT_MS: int = Field(5_000, ge=0, le=300_000)
     AI_TEMPERATURE: float = Field(0.7, ge=0.0, le=2.0)
     AI_MAX_TOKENS: int = Field(200, ge=16, le=16_384)
     AI_STREAM: bool = True  # stream reply_text to clients as reply.delta while the model writes

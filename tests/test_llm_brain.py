@@ -338,6 +338,31 @@ async def test_a_per_attempt_timeout_makes_a_hang_retryable(openai_fake: FakeOpe
     assert not result.fallback and openai_fake.calls == 2 and result.ledger.retries == 1
 
 
+async def test_with_the_shipped_settings_a_hung_attempt_is_retried_within_the_budget(openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(hang(), reply(decision("Second try, ji.")))
+    settings = load_settings(SAMVAD_SECRET="s" * 40, BRAIN="openai", OPENAI_API_KEY="test-key",
+                             OPENAI_BASE_URL=openai_fake.base_url, AI_TIMEOUT_MS=4000,
+                             AI_FIRST_TOKEN_TIMEOUT_MS=500)
+    b = OpenAIBrain.from_settings(settings)
+    try:
+        started = time.perf_counter()
+        result = await b.propose(request())
+    finally:
+        await b.aclose()
+    assert not result.fallback and result.decision.reply_text == "Second try, ji."
+    assert openai_fake.calls == 2 and result.ledger.retries == 1
+    assert 1.4 < time.perf_counter() - started < 4.0  # 0.5 s hung + the 1 s backoff + the answer
+
+
+async def test_the_first_token_limit_does_not_cut_a_slow_stream_that_is_flowing(openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(reply(decision("Slowly, slowly, the best price comes."), ttft_ms=50, tokens_per_s=40))
+    async with brain(openai_fake, timeout_ms=5000, attempt_timeout_s=0.3) as b:
+        started = time.perf_counter()
+        result = await b.propose(request())
+    assert time.perf_counter() - started > 0.6  # well past the 0.3 s first-token limit
+    assert not result.fallback and openai_fake.calls == 1 and result.ledger.retries == 0
+
+
 async def test_the_deadline_covers_the_backoff(openai_fake: FakeOpenAI) -> None:
     openai_fake.script(status(500), status(500), status(500))
     started = time.perf_counter()
