@@ -494,6 +494,35 @@ async def test_caller_rag_context_is_used_instead_of_retrieval(openai_fake: Fake
     assert "Caller notes: haggle politely." in user and DATA_NOTE not in user
 
 
+async def test_retrieval_runs_while_the_system_prompt_is_built(
+        openai_fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The retriever can only finish once the system prompt has been built: run one after the
+    # other, it would time out and the turn would go without its notes.
+    import anyio
+
+    import brain.llm as llm
+
+    built = anyio.Event()
+    build = llm.build_system_prompt
+
+    def build_and_tell(r: BrainRequest) -> str:
+        built.set()
+        return build(r)
+
+    monkeypatch.setattr(llm, "build_system_prompt", build_and_tell)
+
+    async def retriever(_: BrainRequest) -> str:
+        with anyio.fail_after(1):
+            await built.wait()
+        return "Tea is offered before the price is named."
+
+    openai_fake.script(reply(decision()))
+    async with brain(openai_fake, retriever=retriever) as b:
+        result = await b.propose(request())
+    assert not result.fallback
+    assert "Tea is offered before the price is named." in openai_fake.requests[0].user
+
+
 async def test_a_failing_retriever_does_not_stop_the_turn(openai_fake: FakeOpenAI) -> None:
     async def broken(_: BrainRequest) -> str:
         raise OSError("vector store down")
