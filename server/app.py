@@ -1,268 +1,31 @@
-"""The Starlette application: HTTP routes, the session socket, and the services they share."""
+"""The Starlette application, assembled: the services, the routes, the middleware and the lifespan."""
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from typing import Annotated, Any
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.routing import BaseRoute
 
-from schemas.enums import LanguageCode, Role
-from schemas.scenario import DEFAULT_SCENARIO, available_scenarios
 from server import gcpolicy
-from server.auth import TokenError, Tokens
+from server.auth import Tokens
 from server.config import Settings, load_settings
+from server.http_api import routes
+from server.services import Services
 from server.spectate import spectator_routes
 from server.wiring import build_brain, build_mirror
-from server.ws import (
-    SessionSocketFastPath,
-    TokenBucket,
-    WsConnection,
-    session_socket,
-    sweep_idle_sockets,
-)
+from server.ws import SessionSocketFastPath, sweep_idle_sockets
 from session.actor import ActorLimits
-from session.protocols import Brain, Mirror, MirrorUnavailable
-from session.registry import CapacityError, SessionLoader, SessionRegistry
+from session.protocols import Brain, Mirror
+from session.registry import SessionLoader, SessionRegistry
 from session.rules import Limits
 
 log = logging.getLogger("samvad.server")
-MAX_BODY_BYTES = 16 * 1024
-
-
-@dataclass
-class Services:
-    settings: Settings
-    tokens: Tokens
-    brain: Brain
-    mirror: Mirror
-    registry: SessionRegistry
-    started_at: float = field(default_factory=time.time)
-    connections: int = 0
-    sockets: set[WsConnection] = field(default_factory=set)  # open session sockets
-    create_buckets: dict[str, TokenBucket] = field(default_factory=dict)
-
-    def allow_create(self, client: str) -> bool:
-        bucket = self.create_buckets.get(client)
-        if bucket is None:
-            if len(self.create_buckets) > 10_000:
-                self.create_buckets.clear()  # bounded: forget old addresses wholesale
-            bucket = self.create_buckets[client] = TokenBucket(
-                self.settings.SESSION_CREATE_PER_SECOND, self.settings.SESSION_CREATE_BURST)
-        return bucket.take()
-
-
-def error_response(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
-
-
-class CreateSession(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    scenario: str = DEFAULT_SCENARIO
-    input_language: LanguageCode = LanguageCode.EN_IN
-    target_language: LanguageCode = LanguageCode.EN_IN
-    learner_id: Annotated[str, StringConstraints(max_length=64)] | None = None
-
-
-class DevGenerate(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    transcribed_text: Annotated[str, StringConstraints(min_length=1, max_length=4000)]
-    context_block: str = Field(default="", max_length=20_000)
-    rag_context: str = Field(default="", max_length=20_000)
-    scene_context: dict[str, Any] = Field(default_factory=dict)
-    session_id: Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[\w.\-:]+$")]
-
-
-async def read_json(request: Request) -> Any:
-    body = await request.body()
-    if len(body) > MAX_BODY_BYTES:
-        raise ValueError(f"body over {MAX_BODY_BYTES} bytes")
-    if not body.strip():
-        return {}
-    import orjson
-
-    return orjson.loads(body)
-
-
-def bearer(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
-    if header[:7].lower() == "bearer ":
-        return header[7:].strip()
-    return request.query_params.get("token")
-
-
-# ---------------------------------------------------------------------------- routes
-
-
-async def health(request: Request) -> JSONResponse:
-    services: Services = request.app.state.services
-    mirror_stats: dict[str, Any] = getattr(services.mirror, "statistics", dict)()
-    status = "ok"
-    if mirror_stats.get("buffer_full"):
-        status = "degraded"
-    return JSONResponse({
-        "status": status,
-        "version": services.settings.APP_VERSION,
-        "brain": services.brain.name,
-        "uptime_s": round(time.time() - services.started_at, 1),
-        "sessions": services.registry.statistics(),
-        "connections": services.connections,
-        "mirror": mirror_stats,
-    })
-
-
-async def create_session(request: Request) -> JSONResponse:
-    services: Services = request.app.state.services
-    client = request.client.host if request.client else "?"
-    if not services.allow_create(client):
-        return error_response(429, "rate_limited", "too many sessions created; slow down")
-    if not services.mirror.has_room():
-        return error_response(503, "unavailable", "the session store is unreachable and its buffer is full")
-    try:
-        body = CreateSession.model_validate(await read_json(request))
-    except (ValidationError, ValueError) as exc:
-        return error_response(422, "invalid", str(exc)[:500])
-    if body.scenario not in available_scenarios():
-        return error_response(422, "invalid", f"unknown scenario {body.scenario!r}")
-    try:
-        actor = services.registry.create(
-            scenario=body.scenario, learner_id=body.learner_id,
-            input_language=body.input_language, target_language=body.target_language,
-        )
-    except CapacityError as exc:
-        return error_response(503, "capacity", str(exc))
-    sid = actor.session_id
-    # With a durable mirror, answer once the session is stored, so that a crash cannot lose a session
-    # whose id the client already holds. While the store is down this waits NEO4J_TIMEOUT_MS at most
-    # and says `"durable": false` (the session plays on and is stored when the store returns).
-    durable = True
-    flushed = getattr(services.mirror, "flushed", None)
-    if flushed is not None:
-        durable = await flushed(sid, services.settings.NEO4J_TIMEOUT_MS / 1000)
-    return JSONResponse(
-        {
-            "session_id": sid,
-            "durable": durable,
-            "player_token": services.tokens.issue(sid, Role.PLAYER),
-            "spectator_token": services.tokens.issue(sid, Role.SPECTATOR),
-            "expires_in": services.tokens.ttl_seconds,
-            "ws_url": f"/ws/sessions/{sid}",
-        },
-        status_code=201,
-    )
-
-
-def refuse_unless_session_token(services: Services, request: Request, sid: str) -> JSONResponse | None:
-    """None when the request carries a valid token (either role) of session `sid`."""
-    try:
-        claims = services.tokens.verify(bearer(request))
-    except TokenError as exc:
-        return error_response(401, "unauthorized", f"bad token: {exc}")
-    if claims.session_id != sid:
-        return error_response(403, "forbidden", "token is for another session")
-    return None
-
-
-async def get_session(request: Request) -> JSONResponse:
-    services: Services = request.app.state.services
-    sid = request.path_params["session_id"]
-    refused = refuse_unless_session_token(services, request, sid)
-    if refused is not None:
-        return refused
-    try:
-        actor = await services.registry.get(sid)
-    except MirrorUnavailable as exc:
-        return error_response(503, "unavailable", str(exc))
-    if actor is None:
-        return error_response(404, "not_found", "no such session")
-    return JSONResponse(actor.negotiation.snapshot().model_dump(mode="json"))
-
-
-async def session_graph(request: Request) -> JSONResponse:
-    """The session's subgraph in Neo4j: session, turns in FOLLOWED_BY order, items, transitions."""
-    services: Services = request.app.state.services
-    sid = request.path_params["session_id"]
-    refused = refuse_unless_session_token(services, request, sid)
-    if refused is not None:
-        return refused
-    graph = getattr(services.mirror, "graph", None)
-    if graph is None:
-        return error_response(503, "unavailable", "no graph store is configured (set NEO4J_URI)")
-    try:
-        data = await graph(sid)
-    except MirrorUnavailable as exc:
-        return error_response(503, "unavailable", str(exc))
-    if data is None:
-        return error_response(404, "not_found", "no such session in the graph")
-    return JSONResponse(data)
-
-
-async def stats(request: Request) -> JSONResponse:
-    """Figures across sessions, computed in Neo4j. `?since=<unix s>&scenario=<name>&limit=<n>`."""
-    services: Services = request.app.state.services
-    if not services.tokens.check_admin(bearer(request), services.settings.ADMIN_KEY):
-        return error_response(401, "unauthorized", "the admin key is required")
-    figures = getattr(services.mirror, "stats", None)
-    if figures is None:
-        return error_response(503, "unavailable", "no graph store is configured (set NEO4J_URI)")
-    try:
-        since = float(request.query_params.get("since", 0))
-        limit = max(1, min(200, int(request.query_params.get("limit", 20))))
-    except ValueError:
-        return error_response(422, "invalid", "since must be a number and limit an integer")
-    try:
-        data = await figures(since=since, scenario=request.query_params.get("scenario"), limit=limit)
-    except MirrorUnavailable as exc:
-        return error_response(503, "unavailable", str(exc))
-    return JSONResponse(data)
-
-
-async def dev_generate(request: Request) -> Response:
-    services: Services = request.app.state.services
-    if not services.settings.dev_endpoints:
-        return error_response(404, "not_found", "dev endpoints are off (set DEV_ENDPOINTS=true or LOG_LEVEL=DEBUG)")
-    try:
-        body = DevGenerate.model_validate(await read_json(request))
-    except (ValidationError, ValueError) as exc:
-        return error_response(422, "invalid", str(exc)[:500])
-    from server.generate import GenerateError, generate_with
-
-    try:
-        result = await generate_with(
-            services.registry, body.transcribed_text, body.context_block, body.rag_context,
-            body.scene_context, body.session_id,
-        )
-    except GenerateError as exc:
-        return error_response(422, "invalid", str(exc))
-    return JSONResponse(result)
-
-
-def routes() -> list[BaseRoute]:
-    return [
-        Route("/health", health, methods=["GET"]),
-        Route("/api/sessions", create_session, methods=["POST"]),
-        Route("/api/sessions/{session_id}", get_session, methods=["GET"]),
-        Route("/api/sessions/{session_id}/graph", session_graph, methods=["GET"]),
-        Route("/api/stats", stats, methods=["GET"]),
-        Route("/api/dev/generate", dev_generate, methods=["POST"]),
-        WebSocketRoute("/ws/sessions/{session_id}", session_socket),
-    ]
-
-
-# ---------------------------------------------------------------------------- assembly
 
 
 def build_services(settings: Settings, *, brain: Brain | None = None, mirror: Mirror | None = None) -> Services:

@@ -38,10 +38,10 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from schemas.enums import Role
 from schemas.errors import CloseCode
+from server.services import Services, error_response
 from session.rules import mood_for
 
 if TYPE_CHECKING:
-    from server.app import Services
     from session.actor import SessionActor
 
 log = logging.getLogger("samvad.spectate")
@@ -65,10 +65,6 @@ def admin_credential(conn: HTTPConnection) -> str | None:
     if header[:7].lower() == "bearer ":
         return header[7:].strip()
     return conn.query_params.get("admin")
-
-
-def _error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
 class _LobbySocket:
@@ -272,15 +268,15 @@ def spectator_routes(services: Services) -> list[BaseRoute]:
 
     async def lobby_api(request: Request) -> JSONResponse:
         if not lobby.allowed(request):
-            return _error(401, "unauthorized", "the lobby needs the admin key")
+            return error_response(401, "unauthorized", "the lobby needs the admin key")
         return JSONResponse(lobby.full_message())
 
     async def spectator_link(request: Request) -> JSONResponse:
         if not lobby.allowed(request):
-            return _error(401, "unauthorized", "spectator links need the admin key")
+            return error_response(401, "unauthorized", "spectator links need the admin key")
         sid = request.path_params["session_id"]
         if await services.registry.get(sid) is None:
-            return _error(404, "not_found", "no such session")
+            return error_response(404, "not_found", "no such session")
         token = services.tokens.issue(sid, Role.SPECTATOR)
         return JSONResponse({"url": lobby.watch_url(sid, token), "spectator_token": token,
                              "expires_in": services.tokens.ttl_seconds})

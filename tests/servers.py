@@ -27,8 +27,9 @@ import orjson
 import uvicorn
 from websockets.asyncio.client import ClientConnection, connect
 
-from server.app import Services, create_app
+from server.app import create_app
 from server.config import load_settings
+from server.services import Services
 from server.uvicorn_ws import protocol_class
 from session.protocols import Brain
 

@@ -13,7 +13,8 @@ from schemas.codec import Envelope, WireFormat
 from schemas.enums import Role
 from schemas.errors import CloseCode
 from schemas.frames import Pong
-from server.ws import WsConnection, close_idle_sockets
+from server.connection import WsConnection
+from server.ws import close_idle_sockets
 
 pytestmark = pytest.mark.anyio
 
