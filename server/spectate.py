@@ -18,7 +18,7 @@ that changed since its last message, not a queue of events: a session that chang
 in a quarter second costs one row. A socket gets at most one message per `COALESCE_SECONDS`; if
 more than `OUTBOUND_QUEUE` distinct sessions are waiting the set collapses into one full list,
 so memory per socket stays bounded, and a socket whose send does not complete within
-`SEND_TIMEOUT_SECONDS` is closed with 4430 (slow consumer), as `server/ws.py` does.
+`SEND_TIMEOUT_SECONDS` is closed with 4430 (slow consumer), as `server/connection.py` does.
 """
 
 from __future__ import annotations
