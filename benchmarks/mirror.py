@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 from brain.rules_vendor import RuleBasedVendor  # noqa: E402
 from clients.bots.personas import PERSONAS, LearnerView  # noqa: E402
 from schemas.frames import SceneFrame, TranscriptFrame  # noqa: E402
-from server.neo4j_mirror import Neo4jMirror, SessionFold, plan  # noqa: E402
+from server.mirror import Neo4jMirror, SessionFold, plan  # noqa: E402
 from session.mirror import MemoryMirror  # noqa: E402
 from session.protocols import Change  # noqa: E402
 from session.registry import SessionRegistry  # noqa: E402

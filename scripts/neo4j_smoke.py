@@ -15,8 +15,8 @@ import uuid
 import neo4j
 from neo4j import GraphDatabase
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from server import cypher  # every Cypher statement of the project lives there
+SMOKE_WRITE = "CREATE (n:SamvadSmoke {token: $token}) RETURN n.token AS token"
+SMOKE_DELETE = "MATCH (n:SamvadSmoke {token: $token}) DELETE n"
 
 
 def main(argv: list[str]) -> int:
@@ -32,9 +32,9 @@ def main(argv: list[str]) -> int:
         with GraphDatabase.driver(uri, auth=auth) as driver:
             driver.verify_connectivity()
             info = driver.get_server_info()
-            records, _, _ = driver.execute_query(cypher.SMOKE_WRITE, token=token)
+            records, _, _ = driver.execute_query(SMOKE_WRITE, token=token)
             ok = records[0]["token"] == token
-            driver.execute_query(cypher.SMOKE_DELETE, token=token)
+            driver.execute_query(SMOKE_DELETE, token=token)
     except (neo4j.exceptions.Neo4jError, neo4j.exceptions.DriverError) as e:
         print(f"neo4j smoke: FAILED at {uri}: {e}", file=sys.stderr)
         return 1

@@ -19,7 +19,7 @@ def build_brain(settings: Settings) -> Brain:
 
 def build_mirror(settings: Settings) -> object:
     if settings.mirror_kind is MirrorChoice.NEO4J:
-        from server.neo4j_mirror import Neo4jMirror
+        from server.mirror import Neo4jMirror
 
         return Neo4jMirror.from_settings(settings)
     return MemoryMirror()

@@ -1,7 +1,7 @@
 """The in-memory mirror: keeps nothing, so every change is durable as soon as it is made.
 
 It is the default when no database is configured: acknowledgements then mean "accepted by this
-process", which a restart loses. `server.neo4j_mirror` is the durable implementation.
+process", which a restart loses. `server.mirror` is the durable implementation.
 """
 
 from __future__ import annotations

@@ -15,17 +15,39 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, LiteralString
 
 import anyio
 import httpx
 import pytest
 
-from server.neo4j_mirror import Neo4jMirror
+from server.mirror import Neo4jMirror
 
 ROOT = Path(__file__).resolve().parents[1]
 URI_ENV = "SAMVAD_TEST_NEO4J_URI"
 SECRET = "test-secret-0123456789-abcdefghijklmnopqrstuvwxyz"  # fixed, so tokens survive a restart
+
+# Statements only the tests run (with `mirror.read`): counts that show what a run left in the graph.
+
+COUNT_TURNS_BY_CLIENT_ID: LiteralString = """
+MATCH (s:Session {session_id: $session_id})
+UNWIND $ids AS id
+RETURN id, COUNT { (s)-[:HAS_TURN]->(:Turn {client_id: id, role: 'user'}) } AS turns
+"""
+
+# Nodes and relationships of one session, counted: a replayed batch must leave every figure unchanged.
+COUNT_SESSION_GRAPH: LiteralString = """
+MATCH (s:Session {session_id: $session_id})
+RETURN COUNT { (x:Session {session_id: $session_id}) } AS sessions,
+       COUNT { (t:Turn {session_id: $session_id}) } AS turns,
+       COUNT { (i:Item {session_id: $session_id}) } AS items,
+       COUNT { (x:StageTransition {session_id: $session_id}) } AS transitions,
+       COUNT { (s)-[:HAS_TURN]->() } AS has_turn,
+       COUNT { (s)-[:HAS_TURN]->(:Turn)-[:FOLLOWED_BY]->() } AS followed_by,
+       COUNT { (s)-[:HAS_TURN]->(:Turn)-[:ABOUT_ITEM]->() } AS about_item,
+       COUNT { (s)-[:INVOLVES_ITEM]->() } AS involves_item,
+       COUNT { (s)-[:STAGE_CHANGED]->() } AS stage_changed
+"""
 
 
 def neo4j_uri() -> str:

@@ -17,10 +17,9 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from clients.bots.personas import Lowballer, Persona, Polite, Rude, Walker
 from clients.bots.resuming import ResumingClient
-from server import cypher
-from server.neo4j_mirror import Neo4jMirror
+from server.mirror import Neo4jMirror
 from tests import neo4j_control
-from tests.neo4j_support import ServerProcess, free_port, wait_for
+from tests.neo4j_support import COUNT_TURNS_BY_CLIENT_ID, ServerProcess, free_port, wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -280,7 +279,7 @@ async def test_kill_9_mid_load_loses_no_acknowledged_turn_and_applies_every_rese
                 assert state.status_code == 200 and state.json()["seq"] == client.last_seq
         async with Neo4jMirror(neo4j_uri) as mirror:
             for client in clients:
-                counts = await mirror.read(cypher.COUNT_TURNS_BY_CLIENT_ID, ids=client.transcripts,
+                counts = await mirror.read(COUNT_TURNS_BY_CLIENT_ID, ids=client.transcripts,
                                            session_id=client.session_id)
                 assert {r["id"]: r["turns"] for r in counts} == dict.fromkeys(client.transcripts, 1)
         assert "session recovered" in server.log()

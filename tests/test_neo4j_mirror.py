@@ -19,17 +19,17 @@ from neo4j import AsyncGraphDatabase
 from brain.rules_vendor import RuleBasedVendor
 from clients.bots.personas import LearnerView, Lowballer, Persona, Polite, Rude, Walker
 from schemas.frames import ResumeFrame, SceneFrame, TranscriptFrame
-from server import cypher
 from server.app import create_app
 from server.config import load_settings
-from server.neo4j_mirror import Entry, Neo4jMirror, SessionFold, plan
+from server.mirror import Entry, Neo4jMirror, SessionFold, plan
+from server.mirror.schema import SHOW_CONSTRAINTS, SHOW_INDEXES, drop_schema
 from session.actor import SessionActor
 from session.negotiation import Negotiation
 from session.protocols import Brain, Change, Mirror
 from session.registry import SessionRegistry
 from session.rules import Limits
 from tests.fakes import DeferredMirror, FakeConnection, ScriptedBrain
-from tests.neo4j_support import SECRET, running_mirror, wait_for
+from tests.neo4j_support import COUNT_SESSION_GRAPH, SECRET, running_mirror, wait_for
 
 pytestmark = [pytest.mark.neo4j, pytest.mark.anyio]
 
@@ -85,8 +85,8 @@ def same_negotiation(a: Negotiation, b: Negotiation) -> None:
 
 
 async def samvad_schema(mirror: Neo4jMirror) -> tuple[dict[str, Any], dict[str, Any]]:
-    constraints = {c["name"]: c for c in await mirror.read(cypher.SHOW_CONSTRAINTS) if c["name"].startswith("samvad_")}
-    indexes = {i["name"]: i for i in await mirror.read(cypher.SHOW_INDEXES) if i["name"].startswith("samvad_")}
+    constraints = {c["name"]: c for c in await mirror.read(SHOW_CONSTRAINTS) if c["name"].startswith("samvad_")}
+    indexes = {i["name"]: i for i in await mirror.read(SHOW_INDEXES) if i["name"].startswith("samvad_")}
     return constraints, indexes
 
 
@@ -96,9 +96,9 @@ async def test_constraints_and_indexes_are_created_at_start_up(neo4j_uri: str) -
     async with running_mirror(neo4j_uri) as mirror, AsyncGraphDatabase.driver(neo4j_uri, auth=None) as driver:
         constraints, indexes = await samvad_schema(mirror)
         for name in constraints:
-            await driver.execute_query(cypher.drop_schema("CONSTRAINT", name))
+            await driver.execute_query(drop_schema("CONSTRAINT", name))
         for name in set(indexes) - set(constraints):
-            await driver.execute_query(cypher.drop_schema("INDEX", name))
+            await driver.execute_query(drop_schema("INDEX", name))
         assert await samvad_schema(mirror) == ({}, {})
     async with running_mirror(neo4j_uri) as mirror:  # run() alone: nothing is written or asked for
         deadline = time.monotonic() + 15
@@ -174,7 +174,7 @@ async def test_replayed_and_reordered_batches_leave_exactly_the_same_graph(neo4j
             await mirror.write(batch)
 
         graphs = {k: normalised(await mirror.graph(sid), sid) for k, sid in ids.items()}  # type: ignore[arg-type]
-        counts = {k: (await mirror.read(cypher.COUNT_SESSION_GRAPH, session_id=sid))[0] for k, sid in ids.items()}
+        counts = {k: (await mirror.read(COUNT_SESSION_GRAPH, session_id=sid))[0] for k, sid in ids.items()}
     assert graphs["once"] == graphs["reversed"] == graphs["shuffled"]
     assert counts["once"] == counts["reversed"] == counts["shuffled"]
     turns = sum(2 for c in stream if c.kind == "closing_reply") + sum(

@@ -1,0 +1,58 @@
+"""Recovery: a session's `Negotiation` rebuilt from its stored graph (a `LOAD_SESSIONS` record).
+
+Pure: `server/mirror/reads.py` fetches the records, gathering the loads that arrive together.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from schemas.brain import StageVisit
+from schemas.enums import LanguageCode, OfferAssessment, Outcome, Stage
+from server.mirror.fold import SessionFold
+from session.negotiation import Negotiation, PendingTurn, TurnRecord
+from session.rules import Limits
+
+
+def rebuild(record: dict[str, Any], limits: Limits) -> tuple[Negotiation, int, SessionFold]:
+    """A Negotiation exactly as the actor had it at the last stored change, from LOAD_SESSIONS' record."""
+    s = record["session"]
+    history: list[TurnRecord] = []
+    for t in record["turns"]:
+        if t.get("closing"):
+            continue  # answers after the end live in the graph, not in the negotiation's history
+        common = {
+            "turn": int(t["turn_number"]), "role": t["role"], "text": t.get("text") or "",
+            "stage": Stage(t["stage"]), "happiness": int(t["happiness_score"]), "at": float(t["timestamp"]),
+            "item": t.get("item"), "object_grabbed": t.get("object_grabbed"), "quote": t.get("quote"),
+        }
+        if t["role"] == "user":
+            history.append(TurnRecord(**common, offer=t.get("offer"), client_id=t.get("client_id"),
+                                      assessment=OfferAssessment(t.get("assessment") or "none")))
+        else:
+            history.append(TurnRecord(**common, seq=t.get("seq"), flags=tuple(t.get("flags") or ())))
+    turn = int(s.get("turn_count", 0))
+    pending = None
+    if history and history[-1].role == "user" and history[-1].turn == turn + 1:
+        last = history[-1]
+        pending = PendingTurn(last.turn, last.text, last.client_id, last.item, last.offer, last.assessment, last.at)
+    stage_changes = [
+        StageVisit(from_stage=Stage(x["from_stage"]), to_stage=Stage(x["to_stage"]), at_turn=int(x["at_turn"]),
+                   happiness=int(x["happiness_at_transition"]))
+        for x in record["transitions"]
+    ]
+    fold = SessionFold.from_graph(s)
+    negotiation = Negotiation(
+        session_id=s["session_id"], scenario_name=s["scenario"], created_at=float(s["created_at"]), limits=limits,
+        learner_id=s.get("learner_id"),
+        input_language=LanguageCode(s.get("input_language") or LanguageCode.EN_IN.value),
+        target_language=LanguageCode(s.get("target_language") or LanguageCode.EN_IN.value),
+        stage=Stage(fold.stage), happiness=fold.happiness, turn=turn, seq=fold.seq, item=fold.item,
+        object_grabbed=fold.object_grabbed, quotes=dict(fold.quotes), first_quotes=dict(fold.first_quotes),
+        last_offer=fold.last_offer, outcome=Outcome(fold.outcome) if fold.outcome else None,
+        updated_at=float(s.get("updated_at") or s["created_at"]), history=history, stage_changes=stage_changes,
+        accepted_ids=OrderedDict(fold.accepted_ids), pending=pending, insults=fold.insults,
+        ledger=fold.ledger,
+    )
+    return negotiation, fold.version, fold
