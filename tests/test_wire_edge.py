@@ -1,12 +1,21 @@
 """The wire edge over a real socket, in both subprotocols: ill-typed values are refused by name
-and change nothing."""
+and change nothing; frames too big, or text that is not UTF-8, get the documented answer."""
 
 from __future__ import annotations
 
+import asyncio
+import socket
 from typing import Any
+from urllib.parse import urlsplit
 
+import msgpack
+import orjson
 import pytest
+from websockets.client import ClientProtocol
+from websockets.typing import Subprotocol
+from websockets.uri import parse_uri
 
+from tests.servers import client, close_code
 from tests.test_bad_input import GOOD_LINE, playing, refused, still_plays
 
 pytestmark = pytest.mark.anyio
@@ -72,3 +81,83 @@ async def test_what_the_docs_allow_still_plays(subprotocol: str) -> None:
         await s.c.send({"type": "transcript", "id": "p3", "text": GOOD_LINE, "confidence": 1,
                         "language": "hi-IN"})
         assert (await s.c.until("reply", in_reply_to="p3"))["type"] == "reply"
+
+
+# ---------------------------------------------------------------------------- size and encoding
+
+
+def write_whole_frame_then_read(url: str, subprotocol: str, payload: bytes, *, text: bool) -> int | None:
+    """A plain blocking client that writes its whole message before reading anything, as simple
+    clients do. Returns the close code it reads, or None when the connection was reset before a
+    close frame could be read (what a client reports as 1006)."""
+    protocol = ClientProtocol(parse_uri(url), subprotocols=[Subprotocol(subprotocol)], max_size=None)
+    where = urlsplit(url)
+    assert where.hostname is not None and where.port is not None
+    with socket.create_connection((where.hostname, where.port), timeout=10) as sock:
+        protocol.send_request(protocol.connect())
+        sock.sendall(b"".join(protocol.data_to_send()))
+        while protocol.handshake_exc is None and not protocol.events_received():
+            protocol.receive_data(sock.recv(65536))  # the response (and then the welcome)
+        assert protocol.handshake_exc is None
+        if text:
+            protocol.send_text(payload)
+        else:
+            protocol.send_binary(payload)
+        try:
+            sock.sendall(b"".join(protocol.data_to_send()))
+            while protocol.close_rcvd is None:
+                data = sock.recv(65536)
+                if not data:
+                    break
+                protocol.receive_data(data)
+        except ConnectionError:  # reset, or a broken pipe while still writing
+            return None
+    return protocol.close_rcvd.code if protocol.close_rcvd is not None else None
+
+
+def oversized(subprotocol: str, size: int) -> tuple[bytes, bool]:
+    frame = {"type": "transcript", "id": "huge", "text": "a" * size}
+    if subprotocol == "samvad.v1.json":
+        return orjson.dumps(frame), True
+    return msgpack.packb(frame, use_bin_type=True), False
+
+
+@pytest.mark.parametrize("subprotocol", SUBPROTOCOLS)
+async def test_a_frame_within_the_transport_limit_is_too_large_and_the_socket_stays(subprotocol: str) -> None:
+    async with playing(subprotocol=subprotocol) as s:
+        for size in (70 * 1024, 16 * 64 * 1024 - 100):  # just over MAX_FRAME_BYTES; just under 16x
+            payload, _ = oversized(subprotocol, size)
+            await s.c.ws.send(payload.decode() if subprotocol == "samvad.v1.json" else payload)
+            error = await refused(s.c, "too_large")
+            assert "65536" in error["message"]
+        await s.unchanged()
+        await still_plays(s.c)
+
+
+@pytest.mark.parametrize("subprotocol", SUBPROTOCOLS)
+@pytest.mark.parametrize("times", [1.1, 10])
+async def test_a_frame_over_the_transport_limit_closes_with_1009(subprotocol: str, times: float) -> None:
+    """Over 16 x MAX_FRAME_BYTES the frame is not read: the socket closes with 1009, and the
+    close frame reaches a client that is still writing the rest of its frame (it once got a
+    reset, seen as 1006). A new connection then plays on, nothing changed."""
+    async with playing(subprotocol=subprotocol) as s:
+        payload, text = oversized(subprotocol, int(16 * 64 * 1024 * times))
+        code = await asyncio.to_thread(write_whole_frame_then_read, s.player_url(), subprotocol,
+                                       payload, text=text)
+        assert code == 1009
+        assert await close_code(s.c) == 4409  # the blocking client had superseded it
+        await s.unchanged()
+        async with client(s.player_url(), subprotocol=subprotocol) as again:
+            assert (await again.recv())["type"] == "welcome"
+            await still_plays(again)
+
+
+async def test_a_text_frame_that_is_not_utf8_closes_with_1007() -> None:
+    async with playing() as s:
+        code = await asyncio.to_thread(write_whole_frame_then_read, s.player_url(), "samvad.v1.json",
+                                       b'{"type": "ping", "id": "\xff"}', text=True)
+        assert code == 1007
+        await s.unchanged()
+        async with client(s.player_url()) as again:
+            assert (await again.recv())["type"] == "welcome"
+            await still_plays(again)
