@@ -1,6 +1,7 @@
 """Error codes sent in `error` frames and the WebSocket close codes the server uses.
 
-Both are part of the wire contract in docs/protocol.md; change them only with that document.
+Both are part of the wire contract in docs/protocol.md; change them only with that document. The
+close codes the WebSocket layer sends by itself (1002, 1007, 1009, 1011, 1012) are listed there too.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ class ErrorCode(str, Enum):
 
 class CloseCode(IntEnum):
     GOING_AWAY = 1001  # server shutting down
-    MESSAGE_TOO_BIG = 1009  # frame over the transport's hard limit (MAX_FRAME_BYTES * 16)
+    MESSAGE_TOO_BIG = 1009  # frame over the transport's hard limit (MAX_FRAME_BYTES * 16), sent by uvicorn
     TRY_AGAIN_LATER = 1013  # the session could not be rebuilt: its store is unreachable
     UNAUTHORIZED = 4401  # token missing, malformed, badly signed or expired
     WRONG_SESSION = 4403  # a valid token for another session

@@ -6,9 +6,11 @@ by the session and encoded by `schemas.codec`. docs/protocol.md is the prose for
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetPydanticSchema, Strict, StringConstraints
+from pydantic_core import core_schema
 
 from schemas.brain import Ledger
 from schemas.enums import LanguageCode, Mood, OfferAssessment, Outcome, Role, Stage
@@ -25,34 +27,54 @@ class _Frame(BaseModel):
 # --------------------------------------------------------------------------- client frames
 
 
-class TranscriptFrame(_Frame):
+def _from_its_string(source: type[Enum], handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+    return core_schema.chain_schema([core_schema.str_schema(strict=True), handler(source)])
+
+
+# An enum member named by its string value, and nothing else. Strict mode takes only members from
+# Python objects (so no msgpack string would do), lax mode takes bytes too: hence a strict string
+# first, then the (lax) lookup by value. All in pydantic-core, no Python call per field.
+WireLanguage = Annotated[LanguageCode, Strict(False), GetPydanticSchema(_from_its_string)]
+WireStage = Annotated[Stage, Strict(False), GetPydanticSchema(_from_its_string)]
+
+
+class _ClientFrame(_Frame):
+    """A frame a client sends, validated in strict mode: a value of the wrong JSON or msgpack type
+    is refused, never coerced (`"final": "no"` is not false, `"confidence": "0.5"` is not a
+    number, msgpack bin is not a string). The one leniency pydantic's strict mode keeps is
+    deliberate and documented in docs/protocol.md §3: an integer where a float is expected."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class TranscriptFrame(_ClientFrame):
     type: Literal["transcript"]
     id: FrameId
     text: str
     final: bool = True
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
-    language: LanguageCode | None = None
+    language: WireLanguage | None = None
 
 
-class SceneFrame(_Frame):
+class SceneFrame(_ClientFrame):
     type: Literal["scene"]
     id: FrameId
     object_grabbed: ItemName | None = None
     object_in_view: ItemName | None = None
-    input_language: LanguageCode | None = None
-    target_language: LanguageCode | None = None
+    input_language: WireLanguage | None = None
+    target_language: WireLanguage | None = None
     # Older Unity builds echo these back; the server is authoritative and ignores them.
     happiness_score: int | None = Field(default=None, ge=0, le=100)
-    negotiation_state: Stage | None = None
+    negotiation_state: WireStage | None = None
 
 
-class ResumeFrame(_Frame):
+class ResumeFrame(_ClientFrame):
     type: Literal["resume"]
     id: FrameId | None = None
     last_seq: int = Field(ge=0)
 
 
-class PingFrame(_Frame):
+class PingFrame(_ClientFrame):
     type: Literal["ping"]
     id: FrameId | None = None
     t: float | None = None
@@ -61,7 +83,7 @@ class PingFrame(_Frame):
 ClientFrame = Annotated[
     TranscriptFrame | SceneFrame | ResumeFrame | PingFrame, Field(discriminator="type")
 ]
-CLIENT_FRAME_TYPES: dict[str, type[_Frame]] = {
+CLIENT_FRAME_TYPES: dict[str, type[_ClientFrame]] = {
     "transcript": TranscriptFrame,
     "scene": SceneFrame,
     "resume": ResumeFrame,

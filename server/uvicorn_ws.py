@@ -5,7 +5,9 @@ response (their header objects: about 5 KiB) and an `asyncio.Queue` plus an `asy
 each owning one or more empty deques of 760 bytes. With thousands of idle sockets that is a
 third of what a socket costs the server (benchmarks/load.py, scenario d). This subclass drops
 the handshake once it is done and swaps the queue and the event for list-based equivalents with
-the same behaviour for uvicorn's single reader. Everything else is uvicorn's own code.
+the same behaviour for uvicorn's single reader. It also fails a connection the way websockets' own
+server does (see `handle_parser_exception`), so that a client always reads the close code.
+Everything else is uvicorn's own code.
 
 `protocol_class()` returns the stock class unchanged if the installed uvicorn does not look the
 way this subclass expects, so an upgrade degrades to the plain protocol instead of breaking.
@@ -99,7 +101,7 @@ class WritableFlag:
 def _looks_compatible() -> bool:
     cls = WebSocketsSansIOProtocol
     names = ("handle_connect", "start_keepalive", "receive", "send", "pause_writing",
-             "resume_writing")
+             "resume_writing", "data_received", "handle_parser_exception")
     return all(callable(getattr(cls, name, None)) for name in names)
 
 
@@ -126,6 +128,33 @@ class LeanWebSocketsSansIOProtocol(WebSocketsSansIOProtocol):
                 request.headers.clear()
             self.request = None  # type: ignore[assignment]
             self.response = None  # type: ignore[assignment]
+
+    def handle_parser_exception(self) -> None:
+        """The client broke the protocol (a frame over `ws_max_size`: 1009, text that is not
+        UTF-8: 1007, a malformed frame: 1002): websockets' `fail()` has queued the close frame and
+        the end of our stream. Write both, then go on reading, and discarding, until the client
+        closes its side, for `close_timeout` at most.
+
+        uvicorn closes the socket at once instead. With the rest of an oversized frame unread in
+        the kernel, closing makes it send a reset, which throws away the close frame still in
+        flight: a client that writes its whole frame before reading saw 1006, not 1009.
+        """
+        if not self.close_sent:
+            close = self.conn.close_sent
+            assert close is not None
+            self.queue.put_nowait({"type": "websocket.disconnect", "code": close.code, "reason": close.reason})
+            self.close_sent = True
+        for data in self.conn.data_to_send():  # b"" stands for the end of the stream
+            if data:
+                self.transport.write(data)
+            elif self.transport.can_write_eof() and not self.transport.is_closing():
+                self.transport.write_eof()
+        # websockets' parser now discards whatever arrives; it must keep arriving.
+        if self.read_paused:
+            self.read_paused = False
+            self.transport.resume_reading()
+        if self.close_timer is None:
+            self.close_timer = self.loop.call_later(self.close_timeout, self.transport.close)
 
 
 def protocol_class(name: str) -> Any:

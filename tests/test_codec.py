@@ -111,3 +111,137 @@ def test_an_event_kept_as_json_encodes_exactly_like_the_event(text: str, happine
     assert again.seq == seq and again.event is None
     for fmt in (WireFormat.JSON, WireFormat.MSGPACK):
         assert again.encode(fmt) == Envelope(reply).encode(fmt)
+
+
+# ---------------------------------------------------------------------------- strict types
+
+# Each row: a frame that is valid but for one field, that field's name, and the ill-typed value.
+# Every value is one a lax decoder would coerce ("no" to false, "0.5" to 0.5, 1 to true, ...).
+ILL_TYPED: list[tuple[dict[str, Any], str, Any]] = [
+    *[({"type": "transcript", "id": "x1", "text": "kitne ka hai?"}, "final", v)
+      for v in ("no", "f", "0", "false", 0, 1, 1.0, None)],
+    *[({"type": "transcript", "id": "x1", "text": "hi"}, "confidence", v) for v in ("0.5", True, "1")],
+    *[({"type": "transcript", "id": "x1", "text": "hi"}, "language", v) for v in (1, True, ["hi-IN"])],
+    ({"type": "transcript", "id": "x1"}, "text", 42),
+    ({"type": "transcript", "id": "x1"}, "text", None),
+    ({"type": "transcript", "text": "hi"}, "id", 7),
+    *[({"type": "scene", "id": "s1"}, "happiness_score", v) for v in ("50.0", "50", 50.0, 50.5, True)],
+    *[({"type": "scene", "id": "s1"}, field, v)
+      for field in ("object_grabbed", "object_in_view") for v in (1, True, ["Tomato"])],
+    *[({"type": "scene", "id": "s1"}, field, v)
+      for field in ("input_language", "target_language", "negotiation_state") for v in (0, True)],
+    *[({"type": "resume", "id": "r1"}, "last_seq", v) for v in ("3", 3.0, True, None)],
+    ({"type": "resume", "last_seq": 3}, "id", 3),
+    *[({"type": "ping", "id": "p1"}, "t", v) for v in ("1.5", True, [1.5])],
+]
+# Where msgpack would carry a string, bin (bytes) is refused: a client that packs with
+# use_bin_type=False is fine (raw strings), one that sends real bytes has a bug.
+AS_BYTES: list[tuple[dict[str, Any], str, bytes]] = [
+    ({"type": "transcript", "id": "x1"}, "text", b"kitne ka hai?"),
+    ({"type": "transcript", "text": "hi"}, "id", b"x1"),
+    ({"type": "transcript", "id": "x1", "text": "hi"}, "language", b"hi-IN"),
+    ({"type": "scene", "id": "s1"}, "object_grabbed", b"Tomato"),
+    ({"type": "scene", "id": "s1"}, "object_in_view", b"Tomato"),
+    ({"type": "scene", "id": "s1"}, "input_language", b"hi-IN"),
+    ({"type": "scene", "id": "s1"}, "target_language", b"en-IN"),
+    ({"type": "scene", "id": "s1"}, "negotiation_state", b"DEAL"),
+    ({"type": "resume", "last_seq": 0}, "id", b"r1"),
+    ({"type": "ping"}, "id", b"p1"),
+]
+
+
+def refusal(frame: dict[str, Any], fmt: WireFormat) -> FrameError:
+    with pytest.raises(FrameError) as caught:
+        decode_frame(msgpack.packb(frame, use_bin_type=True) if fmt is WireFormat.MSGPACK
+                     else orjson.dumps(frame).decode(), fmt)
+    return caught.value
+
+
+@pytest.mark.parametrize("fmt", list(WireFormat))
+@pytest.mark.parametrize(("base", "field", "value"), ILL_TYPED)
+def test_a_value_of_the_wrong_type_is_invalid_and_names_its_field(
+        base: dict[str, Any], field: str, value: Any, fmt: WireFormat) -> None:
+    error = refusal({**base, field: value}, fmt)
+    assert error.code is ErrorCode.INVALID
+    assert error.message.startswith(f"{field}:"), error.message
+    assert error.frame_id == (base.get("id") if field != "id" else None)
+
+
+@pytest.mark.parametrize(("base", "field", "value"), AS_BYTES)
+def test_msgpack_bytes_where_a_string_belongs_are_invalid(base: dict[str, Any], field: str, value: bytes) -> None:
+    error = refusal({**base, field: value}, WireFormat.MSGPACK)
+    assert error.code is ErrorCode.INVALID
+    assert error.message.startswith(f"{field}:"), error.message
+    # The same values as msgpack strings are fine, packed either way (str or legacy raw).
+    good = {**base, field: value.decode()}
+    for bin_type in (True, False):
+        assert decode_frame(msgpack.packb(good, use_bin_type=bin_type), WireFormat.MSGPACK)
+
+
+@pytest.mark.parametrize("fmt", list(WireFormat))
+def test_an_integer_where_a_float_is_documented_is_accepted(fmt: WireFormat) -> None:
+    for frame in ({"type": "transcript", "id": "x1", "text": "hi", "confidence": 1},
+                  {"type": "transcript", "id": "x1", "text": "hi", "confidence": 0},
+                  {"type": "ping", "id": "p1", "t": 1234}):
+        raw = encode(frame, fmt)
+        decoded = decode_frame(raw, fmt)
+        value = decoded.confidence if isinstance(decoded, TranscriptFrame) else getattr(decoded, "t", None)
+        assert isinstance(value, float) and value == next(v for k, v in frame.items() if k in ("confidence", "t"))
+
+
+@pytest.mark.parametrize("fmt", list(WireFormat))
+def test_enums_are_read_from_their_string_values(fmt: WireFormat) -> None:
+    frame = decode_frame(encode({"type": "scene", "id": "s1", "input_language": "hi-IN",
+                                 "target_language": "kn-IN", "negotiation_state": "HAGGLING"}, fmt), fmt)
+    assert isinstance(frame, SceneFrame)
+    assert (frame.input_language, frame.target_language, frame.negotiation_state) == (
+        LanguageCode.HI_IN, LanguageCode.KN_IN, Stage.HAGGLING)
+
+
+def test_non_finite_floats_are_what_they_were() -> None:
+    """Strictness changes types only: JSON has no NaN or Infinity (orjson refuses them), and
+    msgpack's non-finite floats are as before: kept in a ping's `t`, out of range as confidence."""
+    for raw in ('{"type": "ping", "t": NaN}', '{"type": "ping", "t": Infinity}', '{"type": "ping", "t": 1e400}'):
+        with pytest.raises(FrameError) as caught:
+            decode_frame(raw, WireFormat.JSON)
+        assert caught.value.code is ErrorCode.BAD_FRAME
+    pinged = decode_frame(msgpack.packb({"type": "ping", "t": float("inf")}), WireFormat.MSGPACK)
+    assert isinstance(pinged, PingFrame) and pinged.t == float("inf")
+    for odd in (float("nan"), float("inf"), float("-inf")):
+        error = refusal({"type": "transcript", "id": "x1", "text": "hi", "confidence": odd}, WireFormat.MSGPACK)
+        assert error.code is ErrorCode.INVALID and error.message.startswith("confidence:")
+
+
+def _wrong_for(field: str) -> st.SearchStrategy[Any]:
+    """Values of every msgpack type but the ones the field is documented to take."""
+    ints = st.integers(-(2**63), 2**64 - 1)
+    floats = st.floats(allow_nan=False)
+    strings, blobs = st.text(max_size=8), st.binary(max_size=8)
+    lists = st.lists(st.integers(-100, 100), max_size=2)
+    maps = st.dictionaries(st.text(max_size=3), st.integers(-100, 100), max_size=2)
+    others = {
+        "final": st.one_of(ints, floats, strings, blobs, lists, maps, st.none()),
+        "confidence": st.one_of(st.booleans(), strings, blobs, lists, maps),
+        "text": st.one_of(st.booleans(), ints, floats, blobs, lists, maps, st.none()),
+        "language": st.one_of(st.booleans(), ints, floats, blobs, lists, maps),
+        "last_seq": st.one_of(st.booleans(), floats, strings, blobs, lists, maps, st.none()),
+        "t": st.one_of(st.booleans(), strings, blobs, lists, maps),
+    }
+    return others[field]
+
+
+_bases = {"final": {"type": "transcript", "id": "h1", "text": "hi"},
+          "confidence": {"type": "transcript", "id": "h1", "text": "hi"},
+          "text": {"type": "transcript", "id": "h1"},
+          "language": {"type": "transcript", "id": "h1", "text": "hi"},
+          "last_seq": {"type": "resume", "id": "h1"},
+          "t": {"type": "ping", "id": "h1"}}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(_bases)).flatmap(lambda f: st.tuples(st.just(f), _wrong_for(f))))
+def test_no_value_of_another_msgpack_type_is_coerced(case: tuple[str, Any]) -> None:
+    field, value = case
+    error = refusal({**_bases[field], field: value}, WireFormat.MSGPACK)
+    assert error.code is ErrorCode.INVALID and error.message.startswith(f"{field}:")
+    assert error.frame_id == "h1"
