@@ -14,8 +14,9 @@ import pytest
 
 from brain.culture import DATA_NOTE
 from brain.errors import BrainServiceError
-from brain.llm import DEFAULT_BACKOFF, FALLBACK_LINES, OpenAIBrain
+from brain.llm import FALLBACK_LINES, OpenAIBrain
 from brain.prompt import DELIMITER_LINES, PROMPT_VERSION
+from brain.transport import DEFAULT_BACKOFF
 from schemas.brain import BrainRequest, BrainResult
 from schemas.enums import Stage
 from server.config import load_settings
@@ -125,13 +126,14 @@ def test_defaults_follow_the_seed() -> None:
     settings = load_settings(SAMVAD_SECRET="x" * 40, BRAIN="openai", OPENAI_API_KEY="sk-test")
     the_brain = OpenAIBrain.from_settings(settings)
     assert DEFAULT_BACKOFF == (1.0, 2.0)
-    assert the_brain.backoff == (1.0, 2.0)
     assert the_brain.timeout_s == 10.0
-    assert the_brain.temperature == 0.7 and the_brain.max_tokens == 200
-    assert the_brain.model == "gpt-4o"
-    assert the_brain.stream is True
-    assert the_brain.response_format == {"type": "json_object"}
-    assert the_brain.client.max_retries == 0  # the brain's policy is the only retry policy
+    transport = the_brain.transport
+    assert transport.backoff == (1.0, 2.0)
+    assert transport.temperature == 0.7 and transport.max_tokens == 200
+    assert transport.model == "gpt-4o"
+    assert transport.stream is True
+    assert transport.response_format == {"type": "json_object"}
+    assert transport.client.max_retries == 0  # the brain's policy is the only retry policy
     assert the_brain.name == "openai"
 
 
@@ -568,6 +570,6 @@ async def test_delimiter_injection_is_neutralised_in_the_recorded_request(
     ("not an object", None),
 ])
 def test_a_streamed_choice_adds_only_the_text_of_the_first_answer(choice: object, expected: str | None) -> None:
-    from brain.llm import _content
+    from brain.transport import _content
 
     assert _content(choice) == expected
