@@ -1,4 +1,24 @@
-"""Brains: whatever proposes Ramesh's next turn for the session to validate."""
+"""Brains: whatever proposes Ramesh's next turn for the session to validate.
+
+Two brains implement the session's `Brain` protocol: `RuleBasedVendor` (no model; the default
+without an OpenAI key) and `brain.llm.OpenAIBrain` (a chat model; `server/wiring.py` imports it
+only when it is chosen). Whatever either proposes, the rules engine (`session/rules.py`) validates.
+
+The modules:
+
+- `errors`: the package's exception tree; every model failure becomes one of these.
+- `rules_vendor`: `RuleBasedVendor`, a deterministic, keyword-driven Ramesh.
+- `intents`: what the learner meant, read from English and Hinglish cue words (rule-based vendor).
+- `vendor_lines`: the rule-based vendor's spoken lines and how one is picked.
+- `llm`: `OpenAIBrain`, one turn through a chat model: prepare, call, validate, re-ask, fall back.
+- `transport`: `ChatTransport`, the model calls over the openai SDK: retries, Retry-After,
+  per-attempt limits, streaming, and the one place SDK exceptions are translated.
+- `decision`: the model's text to an `AIDecision`: the response format, validation, the re-ask.
+- `turn`: `Turn`, one `propose` call's deadline, counters, ledger and streamed text.
+- `partial_json`: `FieldExtractor`, `reply_text` pulled out of JSON that is still arriving.
+- `prompt`: the system prompt and the delimited user message, versioned as `PROMPT_VERSION`.
+- `culture`: the cultural notes retrieved for the prompt, ranked in-process.
+"""
 
 from brain.rules_vendor import RuleBasedVendor
 

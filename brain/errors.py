@@ -1,8 +1,8 @@
 """The brain package's exceptions.
 
 Every failure of a model call is translated into one of these at a single boundary
-(`brain.llm._translate`, always with `raise ... from exc`), so nothing above the brain ever sees
-an SDK exception type:
+(`brain.transport._translate`, always with `raise ... from exc`), so nothing above the brain
+ever sees an SDK exception type:
 
     BrainError                      base of everything a brain raises
     +-- BrainServiceError           not worth retrying: 400, 401, 403, 404, 409, 422 and every

@@ -1,0 +1,261 @@
+"""`ChatTransport`: one logical model call over the openai SDK, with the retry policy and deadlines.
+
+`ChatTransport.call` sends the messages to an OpenAI-compatible chat-completions endpoint and
+returns the model's whole text. When streaming, the `reply_text` value is pulled out of the JSON
+as it arrives (`brain.partial_json`) and pushed to the turn's sink (`brain.turn.Turn.push`), so
+the learner hears the first words long before the object is complete.
+
+Failures (`brain.errors`): 5xx, 429, timeouts and dropped connections (including a stream cut
+mid-way, or an event that is not JSON at all) are retried twice, after `backoff` (1 s, then 2 s),
+or after the server's Retry-After when that is shorter than the time left. Any other 4xx raises
+`BrainServiceError` at once. An attempt that has no first token within `attempt_timeout_s` is
+given up so the turn has room to retry it; once tokens flow only the turn's deadline counts.
+Text streamed by an attempt that fails is withdrawn before the retry.
+
+SDK exceptions are translated into the brain's own in exactly one place, `_translate`, called
+from one `except` clause with `raise ... from exc`. The SDK's own retries are off
+(`max_retries=0`, see `sdk_client`) so that this policy is the only one.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import anyio
+import openai
+
+from brain.errors import BrainServiceError, BrainTransientError
+from brain.partial_json import FieldExtractor
+from brain.turn import Turn
+
+log = logging.getLogger("samvad.brain")
+
+DEFAULT_BACKOFF = (1.0, 2.0)  # seconds before the first and the second retry
+
+
+def sdk_client(*, api_key: str, base_url: str | None, timeout_s: float) -> openai.AsyncOpenAI:
+    """The SDK client, with its own retries off: `ChatTransport.call` is the only retry policy.
+
+    Its timeout is a backstop, a second past the turn's budget; the turn's deadline is what
+    normally ends a slow call.
+    """
+    return openai.AsyncOpenAI(
+        api_key=api_key, base_url=base_url or None, max_retries=0, timeout=timeout_s + 1.0)
+
+
+# --------------------------------------------------------------------------- the one boundary
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds the server asked us to wait (`retry-after-ms`, or `retry-after` in seconds or as
+    an HTTP date), or None."""
+    raw_ms = headers.get("retry-after-ms")
+    if raw_ms:
+        try:
+            value = float(raw_ms) / 1000
+            if math.isfinite(value) and value >= 0:
+                return value
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError, IndexError):
+            return None
+        value = when.timestamp() - time.time()
+        return max(0.0, value)
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "..."
+
+
+def _translate(exc: openai.OpenAIError) -> BrainServiceError | BrainTransientError:
+    """Map an SDK exception to the brain's own. Called from exactly one `except` clause."""
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        message = f"HTTP {status}: {_short(exc.message)}"
+        if status == 429 or status >= 500:
+            wait = _retry_after(exc.response.headers)
+            return BrainTransientError(message, status=status, retry_after=wait)
+        return BrainServiceError(message, status=status, request_id=exc.request_id)
+    if isinstance(exc, openai.APITimeoutError):
+        return BrainTransientError("the model request timed out")
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__
+        detail = f": {_short(str(cause), 120)}" if cause is not None and str(cause) else ""
+        return BrainTransientError(f"connection to the model failed{detail}")
+    if isinstance(exc, openai.APIError):  # an error event inside a stream, or a malformed response
+        return BrainTransientError(f"the model service reported an error: {_short(exc.message)}")
+    return BrainServiceError(f"{type(exc).__name__}: {_short(str(exc))}")
+
+
+# --------------------------------------------------------------------------- the calls
+
+
+class ChatTransport:
+    """Chat-completions calls with one request body, one retry policy and per-attempt limits."""
+
+    def __init__(
+        self,
+        *,
+        client: openai.AsyncOpenAI,
+        model: str,
+        temperature: float,
+        max_tokens: int,
+        stream: bool,
+        response_format: dict[str, Any],
+        backoff: Sequence[float] = DEFAULT_BACKOFF,
+        attempt_timeout_s: float | None = None,
+    ) -> None:
+        self.client = client
+        self.model = model
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.stream = stream
+        self.response_format = response_format
+        self.backoff = tuple(float(b) for b in backoff)
+        self.attempt_timeout_s = attempt_timeout_s
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+    async def call(self, turn: Turn, messages: list[dict[str, str]]) -> str:
+        """One logical model call, with up to `len(backoff)` retries on transient failures."""
+        attempt = 0
+        while True:
+            try:
+                return await self._attempt(turn, messages, attempt)
+            except BrainTransientError as exc:
+                await turn.withdraw("retrying after a failed model call")
+                if attempt >= len(self.backoff):
+                    raise BrainTransientError(
+                        f"{exc} (gave up after {attempt} retries)", status=exc.status) from exc
+                delay = self._delay(exc, attempt, turn.remaining)
+                if delay is None:
+                    raise BrainTransientError(
+                        f"{exc} (no time left to retry before the deadline)", status=exc.status
+                    ) from exc
+                turn.retries += 1
+                extra = turn.log_extra(attempt=attempt + 1, status=exc.status, retry_in_s=delay)
+                log.warning("model call failed, retrying in %.2f s: %s", delay, exc, extra=extra)
+                await anyio.sleep(delay)
+                attempt += 1
+
+    def _delay(self, exc: BrainTransientError, attempt: int, remaining: float) -> float | None:
+        """How long to wait before the next attempt; None when that would outlive the deadline.
+
+        The server's Retry-After wins over the backoff whenever it fits in the time left (even when
+        it is shorter than the backoff); one that does not fit means giving up now.
+        """
+        if exc.retry_after is not None:
+            return exc.retry_after if exc.retry_after < remaining else None
+        wait = self.backoff[attempt]
+        return wait if wait < remaining else None
+
+    async def _attempt(self, turn: Turn, messages: list[dict[str, str]], attempt: int) -> str:
+        turn.llm_calls += 1
+        turn.first_token_ms = None  # reported for the attempt whose answer is used
+        started = time.perf_counter()
+        outcome = "cancelled"
+        body: dict[str, Any] = {
+            "model": self.model, "messages": messages, "temperature": self.temperature,
+            "max_tokens": self.max_tokens, "response_format": self.response_format,
+        }
+        try:
+            try:
+                if self.attempt_timeout_s is None:
+                    text = await self._request(turn, body, started)
+                else:
+                    # A hung attempt is given up after `attempt_timeout_s` without a first token, so
+                    # the turn's budget has room to retry it; once tokens flow, only the budget counts.
+                    answer: str | None = None
+                    limit = min(self.attempt_timeout_s, max(turn.remaining, 0.0))
+                    with anyio.CancelScope(deadline=anyio.current_time() + limit) as waiting:
+                        turn.waiting = waiting
+                        try:
+                            answer = await self._request(turn, body, started)
+                        finally:
+                            turn.waiting = None
+                    if answer is None:
+                        raise TimeoutError
+                    text = answer
+            except openai.OpenAIError as exc:
+                raise _translate(exc) from exc
+            except ValueError as exc:  # a stream event or body that is not JSON at all
+                raise BrainTransientError(f"malformed response from the model service: "
+                                          f"{_short(str(exc), 120)}") from exc
+            except TimeoutError as exc:
+                raise BrainTransientError("the model attempt timed out") from exc
+            outcome = "ok"
+            return text
+        except BaseException as exc:
+            outcome = f"{type(exc).__name__}: {exc}" if isinstance(exc, Exception) else "cancelled"
+            raise
+        finally:
+            log.info("llm call", extra=turn.log_extra(
+                model=self.model, stream=self.stream, attempt=attempt + 1, call=turn.llm_calls,
+                outcome=outcome, ms=round((time.perf_counter() - started) * 1000, 1)))
+
+    async def _request(self, turn: Turn, body: dict[str, Any], started: float) -> str:
+        """One chat-completions exchange through the SDK; returns the model's text."""
+        if not self.stream:
+            completion = await self.client.chat.completions.create(**body)
+            turn.first_token_ms = round((time.perf_counter() - started) * 1000, 3)
+            turn.tokens_flowing()
+            if completion.usage is not None:
+                turn.add_usage(completion.usage.model_dump())
+            if not completion.choices:
+                return ""
+            return completion.choices[0].message.content or ""
+        # The stream goes through the SDK's generic `post` with `cast_to=object`: the SDK still
+        # builds the request, decodes the server-sent events, raises on error events and maps
+        # transport failures to its exceptions, but hands each chunk over as the parsed JSON
+        # dict instead of building a `ChatCompletionChunk` model per token -- that construction
+        # was about 85% of the brain's CPU time on a streamed turn.
+        stream = await self.client.post(
+            "/chat/completions", cast_to=object, stream=True, stream_cls=openai.AsyncStream[object],
+            body={**body, "stream": True, "stream_options": {"include_usage": True}})
+        extractor = FieldExtractor("reply_text")
+        parts: list[str] = []
+        first = True
+        async with stream:
+            async for chunk in stream:
+                if not isinstance(chunk, dict):
+                    raise BrainTransientError("malformed stream event from the model service")
+                usage = chunk.get("usage")
+                if usage:
+                    turn.add_usage(usage)
+                for choice in chunk.get("choices") or ():
+                    piece = _content(choice)
+                    if not piece:
+                        continue
+                    if first:
+                        turn.first_token_ms = round((time.perf_counter() - started) * 1000, 3)
+                        turn.tokens_flowing()
+                        first = False
+                    parts.append(piece)
+                    if not extractor.done:
+                        await turn.push(extractor.feed(piece))
+        return "".join(parts)
+
+
+def _content(choice: object) -> str | None:
+    """The text a streamed choice adds to the first (index 0) answer, if any."""
+    if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+        return None
+    delta = choice.get("delta")
+    piece = delta.get("content") if isinstance(delta, dict) else None
+    return piece if isinstance(piece, str) else None

@@ -1,0 +1,78 @@
+"""`Turn`: what one `OpenAIBrain.propose` call has done so far.
+
+One `Turn` is made per `propose` call and shared by the brain (`brain.llm`) and the model calls
+it makes (`brain.transport`). It holds the turn's deadline on the anyio clock, the counters and
+timings that become its `Ledger`, and the text pushed to the session's `DeltaSink` that has not
+been withdrawn, so that whichever step finds the streamed text will not stand can withdraw it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import anyio
+
+from brain.prompt import PROMPT_VERSION
+from schemas.brain import BrainRequest, DeltaSink, Ledger
+
+
+class Turn:
+    """What one `propose` call has done so far: counters, timings and the text on the wire."""
+
+    def __init__(self, request: BrainRequest, sink: DeltaSink | None, deadline: float) -> None:
+        self.request = request
+        self.sink = sink
+        self.deadline = deadline  # anyio clock
+        self.started = time.perf_counter()
+        self.llm_calls = 0
+        self.retries = 0
+        self.corrective_asks = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.first_token_ms: float | None = None
+        self.first_delta_ms: float | None = None
+        self.live: list[str] = []  # pushed to the sink and not withdrawn
+        self.streamed = False
+        self.waiting: anyio.CancelScope | None = None  # the current attempt's wait for its first token
+
+    @property
+    def remaining(self) -> float:
+        return self.deadline - anyio.current_time()
+
+    def tokens_flowing(self) -> None:
+        """The first token is in: the attempt's first-token limit no longer applies."""
+        if self.waiting is not None:
+            self.waiting.deadline = math.inf
+
+    def log_extra(self, **more: object) -> dict[str, object]:
+        return {"session_id": self.request.session_id, "turn": self.request.turn,
+                "prompt_version": PROMPT_VERSION, **more}
+
+    def add_usage(self, usage: object) -> None:
+        if isinstance(usage, dict):
+            self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+            self.completion_tokens += int(usage.get("completion_tokens") or 0)
+
+    async def push(self, text: str) -> None:
+        if self.sink is None or not text:
+            return
+        if self.first_delta_ms is None:
+            self.first_delta_ms = round((time.perf_counter() - self.started) * 1000, 3)
+        self.live.append(text)
+        self.streamed = True
+        await self.sink.delta(text)
+
+    async def withdraw(self, reason: str) -> None:
+        if self.sink is not None and self.live:
+            await self.sink.withdraw(reason)
+            self.live.clear()
+
+    def ledger(self) -> Ledger:
+        return Ledger(
+            llm_calls=self.llm_calls, retries=self.retries, corrective_asks=self.corrective_asks,
+            prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
+            first_token_ms=self.first_token_ms, first_delta_ms=self.first_delta_ms,
+            brain_ms=round((time.perf_counter() - self.started) * 1000, 3),
+            prompt_version=PROMPT_VERSION,
+        )

@@ -1,0 +1,226 @@
+"""`OpenAIBrain`'s model calls (brain/transport.py) through the real openai SDK, over real HTTP,
+against tests/openai_server.py: the call log, retries, the deadline and per-attempt limits, and
+reading streamed chunks."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from brain.errors import BrainServiceError
+from brain.llm import FALLBACK_LINES, OpenAIBrain
+from brain.prompt import PROMPT_VERSION
+from brain.transport import DEFAULT_BACKOFF, _content
+from schemas.enums import Stage
+from server.config import load_settings
+from tests.llm_support import FAST, Sink, brain, decision, gaps, negotiation, play, request
+from tests.openai_server import FakeOpenAI, disconnect, garbage, hang, reply, status
+
+pytestmark = pytest.mark.anyio
+
+
+# --------------------------------------------------------------------------- the call log
+
+
+async def test_prompt_version_is_logged_with_every_call(openai_fake: FakeOpenAI,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    openai_fake.script(status(500), reply(decision()))
+    with caplog.at_level(logging.INFO, logger="samvad.brain"):
+        async with brain(openai_fake) as b:
+            await b.propose(request(session_id="sess-9", turn=4))
+    calls = [r for r in caplog.records if r.name == "samvad.brain" and r.getMessage() == "llm call"]
+    assert len(calls) == 2
+    for record in calls:
+        assert record.prompt_version == PROMPT_VERSION  # type: ignore[attr-defined]
+        assert record.session_id == "sess-9" and record.turn == 4  # type: ignore[attr-defined]
+    assert [r.outcome.startswith("BrainTransientError") for r in calls] == [True, False]  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------- retries
+
+
+async def test_5xx_is_retried_twice_with_growing_backoff(openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(status(500), status(503), reply(decision()))
+    async with brain(openai_fake, backoff=(0.1, 0.3)) as b:
+        result = await b.propose(request())
+    assert not result.fallback
+    assert openai_fake.calls == 3
+    assert result.ledger.llm_calls == 3 and result.ledger.retries == 2
+    first, second = gaps(openai_fake)
+    assert 0.1 <= first < 0.3 <= second < 0.8
+    assert second > first
+
+
+async def test_429_is_retried(openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(status(429), reply(decision()))
+    async with brain(openai_fake) as b:
+        result = await b.propose(request())
+    assert not result.fallback and openai_fake.calls == 2 and result.ledger.retries == 1
+
+
+async def test_retry_after_is_used_instead_of_the_default_backoff(openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(status(429, retry_after=0.2), status(503, retry_after_ms=150),
+                       reply(decision()))
+    async with brain(openai_fake, backoff=DEFAULT_BACKOFF) as b:  # 1 s and 2 s
+        result = await b.propose(request())
+    assert not result.fallback and openai_fake.calls == 3
+    first, second = gaps(openai_fake)
+    assert 0.2 <= first < 0.9
+    assert 0.15 <= second < 0.9
+
+
+async def test_retry_after_longer_than_the_budget_falls_back_at_once(
+        openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(status(429, retry_after=30))
+    started = time.perf_counter()
+    async with brain(openai_fake, timeout_ms=2000) as b:
+        result = await b.propose(request())
+    assert time.perf_counter() - started < 1.0
+    assert result.fallback and openai_fake.calls == 1
+    assert "no time left" in (result.error or "")
+
+
+@pytest.mark.parametrize("code", [400, 401, 403, 404, 422])
+async def test_other_4xx_are_never_retried(openai_fake: FakeOpenAI, code: int) -> None:
+    openai_fake.script(status(code), reply(decision()))
+    async with brain(openai_fake) as b:
+        with pytest.raises(BrainServiceError) as caught:
+            await b.propose(request())
+    assert caught.value.status == code
+    assert isinstance(caught.value.__cause__, Exception)  # translated with `raise ... from`
+    assert openai_fake.calls == 1
+
+
+async def test_exhausted_retries_fall_back_keeping_stage_and_happiness(
+        openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(status(500), status(502), status(503), reply(decision()))
+    n = negotiation(stage=Stage.HAGGLING, happiness=62, item="Tomato", quote=90)
+    async with brain(openai_fake) as b:
+        _, result, outcome = await play(n, b, "Sixty rupees, final!")
+    assert openai_fake.calls == 3  # the first try and two retries, no more
+    assert result.fallback and result.ledger.retries == 2
+    assert "gave up after 2 retries" in (result.error or "")
+    assert result.decision.reply_text in FALLBACK_LINES
+    reply_event = outcome.events[0]
+    assert reply_event.text in FALLBACK_LINES and reply_event.fallback
+    assert n.stage is Stage.HAGGLING and reply_event.negotiation_state is Stage.HAGGLING
+    # happiness only moves when the server itself judged an offer (60 of 90 is fair: no forced drop)
+    assert n.happiness == 62 and n.quote == 90
+
+
+async def test_a_connection_refused_is_retried_then_falls_back(openai_fake: FakeOpenAI) -> None:
+    the_brain = OpenAIBrain(api_key="test", base_url="http://127.0.0.1:9/v1", backoff=FAST,
+                            timeout_ms=3000)
+    try:
+        result = await the_brain.propose(request())
+    finally:
+        await the_brain.aclose()
+    assert result.fallback and result.ledger.llm_calls == 3 and result.ledger.retries == 2
+    assert "connection" in (result.error or "")
+
+
+async def test_disconnect_mid_stream_withdraws_and_retries(openai_fake: FakeOpenAI) -> None:
+    good = decision("Arre, two kilos? For you, eighty rupees only.")
+    openai_fake.script(disconnect(after_chars=32, content=good, tokens_per_s=500),
+                       reply(good, tokens_per_s=500))
+    sink = Sink()
+    async with brain(openai_fake) as b:
+        result = await b.propose(request(), sink)
+    assert not result.fallback and openai_fake.calls == 2 and result.ledger.retries == 1
+    assert sink.withdrawals == ["retrying after a failed model call"]
+    cut = sink.events.index(next(e for e in sink.events if e[0] == "withdraw"))
+    assert "".join(sink.deltas[:cut]) and good["reply_text"].startswith("".join(sink.deltas[:cut]))
+    assert sink.standing() == result.decision.reply_text
+
+
+async def test_a_malformed_stream_event_is_retried(openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(garbage(), reply(decision()))
+    async with brain(openai_fake) as b:
+        result = await b.propose(request())
+    assert not result.fallback and openai_fake.calls == 2 and result.ledger.retries == 1
+
+
+# --------------------------------------------------------------------------- the deadline
+
+
+async def test_a_hang_falls_back_within_the_timeout(openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(hang())
+    started = time.perf_counter()
+    async with brain(openai_fake, timeout_ms=600) as b:
+        result = await b.propose(request())
+    elapsed = time.perf_counter() - started
+    assert 0.55 <= elapsed < 0.6 + 0.4
+    assert result.fallback and "AI_TIMEOUT_MS" in (result.error or "")
+    assert result.decision.negotiation_state is Stage.GREETING
+
+
+async def test_a_slow_stream_is_cut_at_the_deadline_and_withdrawn(openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(reply(decision("This sentence will never be finished in time, my friend."),
+                             tokens_per_s=20))
+    sink = Sink()
+    started = time.perf_counter()
+    async with brain(openai_fake, timeout_ms=500) as b:
+        result = await b.propose(request(), sink)
+    assert time.perf_counter() - started < 0.9
+    assert result.fallback and result.streamed
+    assert sink.deltas and sink.withdrawals == ["fallback"]
+
+
+async def test_a_per_attempt_timeout_makes_a_hang_retryable(openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(hang(), reply(decision()))
+    async with brain(openai_fake, timeout_ms=3000, attempt_timeout_s=0.3) as b:
+        result = await b.propose(request())
+    assert not result.fallback and openai_fake.calls == 2 and result.ledger.retries == 1
+
+
+async def test_with_the_shipped_settings_a_hung_attempt_is_retried_within_the_budget(openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(hang(), reply(decision("Second try, ji.")))
+    settings = load_settings(SAMVAD_SECRET="s" * 40, BRAIN="openai", OPENAI_API_KEY="test-key",
+                             OPENAI_BASE_URL=openai_fake.base_url, AI_TIMEOUT_MS=4000,
+                             AI_FIRST_TOKEN_TIMEOUT_MS=500)
+    b = OpenAIBrain.from_settings(settings)
+    try:
+        started = time.perf_counter()
+        result = await b.propose(request())
+    finally:
+        await b.aclose()
+    assert not result.fallback and result.decision.reply_text == "Second try, ji."
+    assert openai_fake.calls == 2 and result.ledger.retries == 1
+    assert 1.4 < time.perf_counter() - started < 4.0  # 0.5 s hung + the 1 s backoff + the answer
+
+
+async def test_the_first_token_limit_does_not_cut_a_slow_stream_that_is_flowing(openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(reply(decision("Slowly, slowly, the best price comes."), ttft_ms=50, tokens_per_s=40))
+    async with brain(openai_fake, timeout_ms=5000, attempt_timeout_s=0.3) as b:
+        started = time.perf_counter()
+        result = await b.propose(request())
+    assert time.perf_counter() - started > 0.6  # well past the 0.3 s first-token limit
+    assert not result.fallback and openai_fake.calls == 1 and result.ledger.retries == 0
+
+
+async def test_the_deadline_covers_the_backoff(openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(status(500), status(500), status(500))
+    started = time.perf_counter()
+    async with brain(openai_fake, timeout_ms=800, backoff=(0.5, 1.0)) as b:
+        result = await b.propose(request())
+    assert time.perf_counter() - started < 1.0
+    assert result.fallback and openai_fake.calls == 2  # the second backoff no longer fits
+
+
+# --------------------------------------------------------------------------- reading the stream
+
+
+@pytest.mark.parametrize(("choice", "expected"), [
+    ({"index": 0, "delta": {"content": "Namaste"}}, "Namaste"),
+    ({"delta": {"content": "ji"}}, "ji"),  # servers that leave out the index mean the first answer
+    ({"index": 1, "delta": {"content": "another answer"}}, None),
+    ({"index": 0, "delta": {"role": "assistant"}}, None),
+    ({"index": 0, "delta": {"content": None}}, None),
+    ({"index": 0, "delta": {"content": 42}}, None),
+    ({"index": 0, "delta": "not an object"}, None),
+    ("not an object", None),
+])
+def test_a_streamed_choice_adds_only_the_text_of_the_first_answer(choice: object, expected: str | None) -> None:
+    assert _content(choice) == expected
