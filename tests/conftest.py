@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import gc
 import warnings
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 
@@ -50,3 +51,29 @@ def neo4j_uri() -> str:
     from tests.neo4j_support import neo4j_uri as uri
 
     return uri()
+
+
+@pytest.fixture
+def collect_servers() -> Iterator[None]:
+    """After the test, garbage-collect what its stopped servers left (tests/live_server.py)."""
+    from tests.live_server import collect_stopped_servers
+
+    yield
+    collect_stopped_servers()
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    """Debian's headless Chromium through Playwright; skips without it, fails without it in CI."""
+    from tests.browser_support import CHROMIUM, CHROMIUM_ARGS, chromium_or_skip
+
+    chromium_or_skip()
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        launched = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
+                                            headless=True)
+        try:
+            yield launched
+        finally:
+            await launched.close()

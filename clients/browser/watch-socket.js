@@ -1,0 +1,141 @@
+// The watch page's socket: connects to /ws/sessions/{id} with a spectator token and applies the
+// session stream by the rules of docs/protocol.md section 5: keep lastSeq, apply only lastSeq + 1,
+// drop anything older, and after a reconnect (or a gap) send `resume` and let the replay or a
+// `snapshot` fill in. It never sends `transcript` or `scene`: only `resume`.
+
+import { Backoff, wsUrl } from "./common.js";
+import { render, renderStream, setStatus, showFatal } from "./watch-render.js";
+import { apply, rebuild, streamDelta, streamWithdrawn, view } from "./watch-state.js";
+
+// Close codes after which reconnecting cannot help (docs/protocol.md section 6).
+const FATAL = {
+  4401: "This link's token is missing, wrong or expired. Ask for a new watch link.",
+  4403: "This link's token is for another session.",
+  4404: "No such session: it has ended and been cleared, or the link is wrong.",
+  4409: "Superseded by a newer connection.",
+};
+
+let path = ""; // /ws/sessions/{id}?token=..., set by start()
+let ws = null;
+let welcomed = false;
+let resumeId = null;
+let resumeCount = 0;
+let holdUntil = 0;
+let fatal = null;
+const backoff = new Backoff();
+
+// Connects, and reconnects whenever the close code allows it.
+export function start(sessionId, token) {
+  path = `/ws/sessions/${encodeURIComponent(sessionId)}?token=${encodeURIComponent(token)}`;
+  connect();
+}
+
+function connect() {
+  const url = wsUrl(path);
+  const sock = new WebSocket(url, ["samvad.v1.json"]);
+  ws = sock;
+  sock.onmessage = (event) => {
+    if (sock !== ws) return;
+    let message;
+    try {
+      message = JSON.parse(event.data);
+    } catch {
+      return;
+    }
+    handle(message);
+  };
+  sock.onclose = (event) => {
+    if (sock === ws) closed(event.code);
+  };
+}
+
+function closed(code) {
+  ws = null;
+  resumeId = null;
+  view.connected = false;
+  if (FATAL[code]) {
+    fatal = FATAL[code];
+    setStatus("failed", "not connected");
+    showFatal(fatal);
+    return;
+  }
+  setStatus("reconnecting", "reconnecting…");
+  const wait = Math.max(backoff.take(), holdUntil - Date.now());
+  setTimeout(connect, wait);
+}
+
+// Test hook: close the socket as a network drop would. `holdMs` keeps it down that long.
+export function dropSocket({ holdMs = 0 } = {}) {
+  holdUntil = Date.now() + holdMs;
+  if (ws) ws.close(4000, "dropped by samvadView.dropSocket");
+}
+
+function send(message) {
+  if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(message));
+}
+
+function askResume() {
+  resumeId = `resume-${++resumeCount}`;
+  view.resumes += 1;
+  send({ type: "resume", id: resumeId, last_seq: view.lastSeq });
+}
+
+function handle(message) {
+  switch (message.type) {
+    case "welcome":
+      welcome(message);
+      return;
+    case "ack":
+      if (message.id && message.id === resumeId) resumeId = null;
+      return;
+    case "reply.delta":
+      if (streamDelta(message)) renderStream();
+      return;
+    case "reply.withdrawn":
+      if (streamWithdrawn(message)) renderStream();
+      return;
+    case "error":
+      console.warn("samvad:", message.code, message.message);
+      return;
+    default:
+      if (typeof message.seq === "number") sequenced(message);
+  }
+}
+
+function welcome(message) {
+  view.connected = true;
+  backoff.reset();
+  if (!welcomed) {
+    welcomed = true;
+    view.lastSeq = message.seq;
+    rebuild(message.state);
+  } else {
+    view.reconnects += 1;
+    if (message.seq > view.lastSeq) askResume();
+    else if (message.seq < view.lastSeq) {
+      // The server lost events we had seen (a restart without the mirror): start from its state.
+      view.lastSeq = message.seq;
+      rebuild(message.state);
+    }
+  }
+  render();
+}
+
+function sequenced(event) {
+  if (event.type === "snapshot") {
+    view.snapshots += 1;
+    view.lastSeq = event.seq;
+    rebuild(event.state);
+    render();
+    return;
+  }
+  if (event.seq <= view.lastSeq) return; // seen already
+  if (event.seq !== view.lastSeq + 1) {
+    if (resumeId === null) askResume(); // a gap: the replay brings it in order
+    return;
+  }
+  apply(event);
+  view.lastSeq = event.seq;
+  view.applied += 1;
+  render();
+}

@@ -1,0 +1,59 @@
+using System.Collections.Generic;
+using Samvad.Client;
+
+namespace Samvad.Harness
+{
+    /// <summary>Everything one client saw, recorded from its events (raised on its receive thread).</summary>
+    sealed class Recorder
+    {
+        readonly object _gate = new object();
+        public readonly List<long> AppliedSeqs = new List<long>();
+        public readonly List<ReplyEvent> Replies = new List<ReplyEvent>();
+        public readonly List<string> Errors = new List<string>();
+        public long WelcomeSeq = -1;
+        public int Disconnects;
+        public int ReconnectAttempts;
+        public int Connects;
+        public int Deltas;
+        public SessionEndedEvent Ended;
+
+        public void Attach(SamvadClient client)
+        {
+            client.Connected += w => { lock (_gate) { if (WelcomeSeq < 0) WelcomeSeq = w.Seq; Connects++; } };
+            client.Disconnected += d => { lock (_gate) Disconnects++; };
+            client.Reconnecting += r => { lock (_gate) ReconnectAttempts++; };
+            client.Reply += r => { lock (_gate) { AppliedSeqs.Add(r.Seq); Replies.Add(r); } };
+            client.ReplyDelta += d => { lock (_gate) Deltas++; };
+            client.Mood += m => { lock (_gate) AppliedSeqs.Add(m.Seq); };
+            client.Stage += s => { lock (_gate) AppliedSeqs.Add(s.Seq); };
+            client.SessionEnded += e => { lock (_gate) { AppliedSeqs.Add(e.Seq); Ended = e; } };
+            client.Snapshot += s => { lock (_gate) Errors.Add("unexpected snapshot at seq " + s.Seq + ": " + s.Reason); };
+            client.Error += e => { lock (_gate) Errors.Add(e.Code + ": " + e.Message + " (id " + e.Id + ")"); };
+        }
+
+
+        public List<long> Seqs() { lock (_gate) return new List<long>(AppliedSeqs); }
+        public List<ReplyEvent> RepliesCopy() { lock (_gate) return new List<ReplyEvent>(Replies); }
+        public List<string> ErrorsCopy() { lock (_gate) return new List<string>(Errors); }
+
+        /// <summary>True when the applied seqs run welcome.seq+1, +2, ... with no hole and no repeat.</summary>
+        public bool Contiguous(out string problem)
+        {
+            lock (_gate)
+            {
+                long expected = WelcomeSeq + 1;
+                foreach (long seq in AppliedSeqs)
+                {
+                    if (seq != expected)
+                    {
+                        problem = "applied seq " + seq + " where " + expected + " was due";
+                        return false;
+                    }
+                    expected++;
+                }
+                problem = null;
+                return true;
+            }
+        }
+    }
+}
