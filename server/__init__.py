@@ -1,5 +1,18 @@
 """The server layer: settings, HTTP and WebSocket routes, and the wiring of concrete parts.
 
+Modules, from the outside in:
+
+- `cli`: the `samvad` command (`serve`, `bots`); `gcpolicy` tunes the garbage collector for it.
+- `config`: `Settings`, read and validated once at start-up.
+- `app`: assembles the Starlette application. Nothing in this package imports it.
+- `services`: `Services`, the parts one running server shares with every route.
+- `http_api`: the HTTP routes; `spectate`: the spectator pages, lobby and links.
+- `ws`: the WebSocket endpoint; `connection`: a socket as the actor sees it, and its rate limit;
+  `uvicorn_ws`: a leaner uvicorn WebSocket protocol.
+- `auth`: signed tokens; `logs`: JSON log lines; `wiring`: picks the brain and the mirror.
+- `generate`: the seed's library call, `generate_vendor_response()`.
+- `mirror/`: the Neo4j mirror, one module per concern (see its `__init__`).
+
 `create_app` is imported on first use: `server.app` imports every route module, and importing any
 module of this package (`server.config`, `server.mirror`) runs this file first.
 """

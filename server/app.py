@@ -16,9 +16,10 @@ from server import gcpolicy
 from server.auth import Tokens
 from server.config import Settings, load_settings
 from server.http_api import routes
+from server.knowledge_api import knowledge_routes
 from server.services import Services
 from server.spectate import spectator_routes
-from server.wiring import build_brain, build_mirror
+from server.wiring import build_brain, build_knowledge, build_mirror
 from server.ws import SessionSocketFastPath, sweep_idle_sockets
 from session.actor import ActorLimits
 from session.protocols import Brain, Mirror
@@ -44,7 +45,7 @@ def build_services(settings: Settings, *, brain: Brain | None = None, mirror: Mi
         loader=loader,
     )
     return Services(settings=settings, tokens=Tokens(settings.signing_secret, settings.TOKEN_TTL_SECONDS),
-                    brain=brain, mirror=mirror, registry=registry)
+                    brain=brain, mirror=mirror, registry=registry, knowledge=build_knowledge(settings))
 
 
 async def full_collections(every_s: float) -> None:
@@ -83,7 +84,7 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
                 await closer()
 
     app = Starlette(
-        routes=[*(extra_routes or []), *routes(), *spectator_routes(services)],
+        routes=[*(extra_routes or []), *routes(), *knowledge_routes(), *spectator_routes(services)],
         middleware=[Middleware(SessionSocketFastPath),
                     Middleware(CORSMiddleware, allow_origins=settings.CORS_ORIGINS,
                                allow_methods=["GET", "POST"], allow_headers=["authorization", "content-type"])],

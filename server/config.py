@@ -97,6 +97,11 @@ class Settings(BaseSettings):
     SESSION_IDLE_SECONDS: float = Field(1800.0, gt=0)
     CONNECTION_IDLE_SECONDS: float = Field(900.0, gt=0)
     DEV_ENDPOINTS: bool = False  # POST /api/dev/generate; also on when LOG_LEVEL=DEBUG
+    # --- cultural knowledge (docs/knowledge.md)
+    KNOWLEDGE_DIR: str = "var/knowledge"  # uploaded playbooks when there is no Neo4j
+    RETRIEVAL_TOP_K: int = Field(3, ge=1, le=20)  # chunks retrieved per query
+    RETRIEVAL_MIN_SCORE: float = Field(1.0, gt=0)  # BM25 score below which nothing is "found"
+    RETRIEVE_PER_SECOND: float = Field(20.0, gt=0)  # POST /retrieve per client address
     # uvicorn's implementations; "auto" is uvicorn's own choice (uvloop, httptools and the
     # websockets sans-I/O protocol when installed). For "auto" and "websockets-sansio" the
     # server runs a subclass of that protocol that holds less per idle socket and delivers the

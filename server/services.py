@@ -9,8 +9,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse
 
+from brain.knowledge.library import KnowledgeLibrary
 from server.auth import Tokens
 from server.config import Settings
 from server.connection import TokenBucket, WsConnection
@@ -25,20 +27,39 @@ class Services:
     brain: Brain
     mirror: Mirror
     registry: SessionRegistry
+    knowledge: KnowledgeLibrary
     started_at: float = field(default_factory=time.time)
     connections: int = 0
     sockets: set[WsConnection] = field(default_factory=set)  # open session sockets
     create_buckets: dict[str, TokenBucket] = field(default_factory=dict)
+    retrieve_buckets: dict[str, TokenBucket] = field(default_factory=dict)
 
     def allow_create(self, client: str) -> bool:
-        bucket = self.create_buckets.get(client)
-        if bucket is None:
-            if len(self.create_buckets) > 10_000:
-                self.create_buckets.clear()  # bounded: forget old addresses wholesale
-            bucket = self.create_buckets[client] = TokenBucket(
-                self.settings.SESSION_CREATE_PER_SECOND, self.settings.SESSION_CREATE_BURST)
-        return bucket.take()
+        settings = self.settings
+        return _take(self.create_buckets, client, settings.SESSION_CREATE_PER_SECOND,
+                     settings.SESSION_CREATE_BURST)
+
+    def allow_retrieve(self, client: str) -> bool:
+        rate = self.settings.RETRIEVE_PER_SECOND
+        return _take(self.retrieve_buckets, client, rate, max(1, int(rate * 2)))
+
+
+def _take(buckets: dict[str, TokenBucket], client: str, rate: float, burst: int) -> bool:
+    bucket = buckets.get(client)
+    if bucket is None:
+        if len(buckets) > 10_000:
+            buckets.clear()  # bounded: forget old addresses wholesale
+        bucket = buckets[client] = TokenBucket(rate, burst)
+    return bucket.take()
 
 
 def error_response(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def admin_credential(conn: HTTPConnection) -> str | None:
+    """The admin key a request presents: a bearer header, else the `admin` query parameter."""
+    header = conn.headers.get("authorization", "")
+    if header[:7].lower() == "bearer ":
+        return header[7:].strip()
+    return conn.query_params.get("admin")

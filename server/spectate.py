@@ -38,7 +38,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from schemas.enums import Role
 from schemas.errors import CloseCode
-from server.services import Services, error_response
+from server.services import Services, admin_credential, error_response
 from session.rules import mood_for
 
 if TYPE_CHECKING:
@@ -57,14 +57,6 @@ _NEED_ADMIN_PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"
 <body class="page-message"><main><h1>Admin key needed</h1>
 <p>This server protects its lobby. Open <code>/view/lobby.html?admin=YOUR_ADMIN_KEY</code>,
 or ask for a watch link for one session (see docs/spectator.md).</p></main></body></html>"""
-
-
-def admin_credential(conn: HTTPConnection) -> str | None:
-    """The admin key a request presents: a bearer header, else the `admin` query parameter."""
-    header = conn.headers.get("authorization", "")
-    if header[:7].lower() == "bearer ":
-        return header[7:].strip()
-    return conn.query_params.get("admin")
 
 
 class _LobbySocket:

@@ -1,7 +1,9 @@
-"""Build the concrete brain and mirror that the settings ask for."""
+"""Build the concrete brain, mirror and knowledge library that the settings ask for."""
 
 from __future__ import annotations
 
+from brain.knowledge.library import KnowledgeLibrary
+from brain.knowledge.store import DiskPlaybookStore
 from server.config import BrainChoice, MirrorChoice, Settings
 from session.mirror import MemoryMirror
 from session.protocols import Brain
@@ -23,3 +25,8 @@ def build_mirror(settings: Settings) -> object:
 
         return Neo4jMirror.from_settings(settings)
     return MemoryMirror()
+
+
+def build_knowledge(settings: Settings) -> KnowledgeLibrary:
+    return KnowledgeLibrary(DiskPlaybookStore(settings.KNOWLEDGE_DIR), top_k=settings.RETRIEVAL_TOP_K,
+                            min_score=settings.RETRIEVAL_MIN_SCORE)

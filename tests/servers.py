@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -41,6 +42,8 @@ TEST_SETTINGS: dict[str, Any] = {
     "USE_MOCKS": True,  # the rule-based brain and no mirror, whatever the environment says
     "SESSION_CREATE_PER_SECOND": 1000.0,
     "SESSION_CREATE_BURST": 1000,
+    # uploaded playbooks go to a folder of this test process, never to the checkout's var/
+    "KNOWLEDGE_DIR": tempfile.mkdtemp(prefix="samvad-knowledge-"),
 }
 
 
@@ -108,7 +111,7 @@ def server_process(env: dict[str, str] | None = None, *,
     child_env = {**os.environ, "PYTHONPATH": str(ROOT), "SAMVAD_SECRET": SECRET,
                  "LOG_LEVEL": "WARNING", "USE_MOCKS": "true",
                  "SESSION_CREATE_PER_SECOND": "1000", "SESSION_CREATE_BURST": "1000",
-                 **(env or {})}
+                 "KNOWLEDGE_DIR": tempfile.mkdtemp(prefix="samvad-knowledge-"), **(env or {})}
     log = log_path.open("wb") if log_path is not None else None
     proc = subprocess.Popen(
         [sys.executable, "-m", "server.cli", "serve", "--port", str(port)], cwd=ROOT,
