@@ -17,7 +17,7 @@ The modules:
 - `turn`: `Turn`, one `propose` call's deadline, counters, ledger and streamed text.
 - `partial_json`: `FieldExtractor`, `reply_text` pulled out of JSON that is still arriving.
 - `prompt`: the system prompt and the delimited user message, versioned as `PROMPT_VERSION`.
-- `culture`: the cultural notes retrieved for the prompt, ranked in-process.
+- `knowledge/`: playbooks, BM25 retrieval and grounded tip cards; fills the prompt's cultural notes.
 """
 
 from brain.rules_vendor import RuleBasedVendor

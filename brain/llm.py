@@ -24,16 +24,16 @@ ever reach a client; the raw model text goes back to the model (in a re-ask) and
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 import anyio
 import anyio.lowlevel
 import openai
 
-from brain.culture import retrieve_customs
 from brain.decision import parse_decision, reask_messages, response_format
 from brain.errors import BrainOutputError, BrainServiceError, BrainTransientError
+from brain.knowledge.retriever import Retriever, knowledge_retriever
 from brain.prompt import build_system_prompt, build_user_message
 from brain.transport import DEFAULT_BACKOFF, ChatTransport, sdk_client
 from brain.turn import Turn
@@ -64,12 +64,6 @@ FALLBACK_LINES = (
     "Just a moment, let me weigh this for the lady... yes, yes, I am listening, say it again?",
 )
 
-Retriever = Callable[[BrainRequest], Awaitable[str]]
-
-
-async def customs_retriever(request: BrainRequest) -> str:
-    """The default retriever: the scenario's customs notes, ranked in-process (no I/O)."""
-    return retrieve_customs(request)
 
 
 def fallback_line(request: BrainRequest) -> str:
@@ -98,7 +92,7 @@ class OpenAIBrain:
         client: openai.AsyncOpenAI | None = None,
     ) -> None:
         self.timeout_s = timeout_ms / 1000
-        self.retriever: Retriever = retriever or customs_retriever
+        self.retriever: Retriever = retriever or knowledge_retriever()
         self.transport = ChatTransport(
             client=client or sdk_client(api_key=api_key, base_url=base_url, timeout_s=self.timeout_s),
             model=model, temperature=temperature, max_tokens=max_tokens, stream=stream,
@@ -107,8 +101,9 @@ class OpenAIBrain:
         )
 
     @classmethod
-    def from_settings(cls, settings: LLMSettings) -> OpenAIBrain:
+    def from_settings(cls, settings: LLMSettings, *, retriever: Retriever | None = None) -> OpenAIBrain:
         return cls(
+            retriever=retriever,
             api_key=settings.OPENAI_API_KEY,
             model=settings.OPENAI_MODEL,
             base_url=settings.OPENAI_BASE_URL or None,

@@ -30,7 +30,8 @@ log = logging.getLogger("samvad.server")
 
 
 def build_services(settings: Settings, *, brain: Brain | None = None, mirror: Mirror | None = None) -> Services:
-    brain = brain or build_brain(settings)
+    knowledge = build_knowledge(settings)
+    brain = brain or build_brain(settings, knowledge)
     mirror = mirror or build_mirror(settings)  # type: ignore[assignment]
     assert mirror is not None
     loader: SessionLoader | None = mirror if hasattr(mirror, "load") else None  # type: ignore[assignment]
@@ -45,7 +46,7 @@ def build_services(settings: Settings, *, brain: Brain | None = None, mirror: Mi
         loader=loader,
     )
     return Services(settings=settings, tokens=Tokens(settings.signing_secret, settings.TOKEN_TTL_SECONDS),
-                    brain=brain, mirror=mirror, registry=registry, knowledge=build_knowledge(settings))
+                    brain=brain, mirror=mirror, registry=registry, knowledge=knowledge)
 
 
 async def full_collections(every_s: float) -> None:

@@ -9,11 +9,12 @@ from session.mirror import MemoryMirror
 from session.protocols import Brain
 
 
-def build_brain(settings: Settings) -> Brain:
+def build_brain(settings: Settings, knowledge: KnowledgeLibrary | None = None) -> Brain:
     if settings.brain_kind is BrainChoice.OPENAI:
+        from brain.knowledge.retriever import knowledge_retriever
         from brain.llm import OpenAIBrain
 
-        return OpenAIBrain.from_settings(settings)
+        return OpenAIBrain.from_settings(settings, retriever=knowledge_retriever(knowledge))
     from brain.rules_vendor import RuleBasedVendor
 
     return RuleBasedVendor()

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from brain.culture import DATA_NOTE
+from brain.knowledge.retriever import DATA_NOTE
 from brain.llm import OpenAIBrain
 from brain.prompt import DELIMITER_LINES, PROMPT_VERSION
 from brain.transport import DEFAULT_BACKOFF

@@ -24,7 +24,7 @@ from typing import Protocol
 
 from schemas.knowledge import Chunk, Playbook
 
-__all__ = ["DiskPlaybookStore", "PlaybookConflict", "PlaybookStore"]
+__all__ = ["DiskPlaybookStore", "MemoryPlaybookStore", "PlaybookConflict", "PlaybookStore"]
 
 _SCENARIO = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
@@ -47,6 +47,36 @@ class PlaybookStore(Protocol):
     def chunk(self, scenario: str, chunk_id: str) -> Chunk | None: ...
 
     def scenarios(self) -> list[str]: ...
+
+
+class MemoryPlaybookStore:
+    """Playbooks in a dict: for a brain used as a library, and for tests. Lost on exit."""
+
+    def __init__(self) -> None:
+        self._versions: dict[str, list[Playbook]] = {}
+
+    def active(self, scenario: str) -> Playbook | None:
+        versions = self._versions.get(scenario)
+        return versions[-1] if versions else None
+
+    def next_version(self, scenario: str) -> str:
+        return f"v{len(self._versions.get(scenario, ())) + 1}"
+
+    def add(self, playbook: Playbook, *, replace: bool) -> None:
+        current = self.active(playbook.scenario)
+        if current is not None and not replace:
+            raise PlaybookConflict(current)
+        self._versions.setdefault(playbook.scenario, []).append(playbook)
+
+    def chunk(self, scenario: str, chunk_id: str) -> Chunk | None:
+        for playbook in reversed(self._versions.get(scenario, ())):
+            for chunk in playbook.chunks:
+                if chunk.chunk_id == chunk_id:
+                    return chunk
+        return None
+
+    def scenarios(self) -> list[str]:
+        return sorted(self._versions)
 
 
 class DiskPlaybookStore:
