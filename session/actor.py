@@ -16,7 +16,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -41,6 +41,7 @@ from schemas.frames import (
     Welcome,
 )
 from session.mailbox import Mailbox
+from session.messages import BrainDone, Connect, Delta, Disconnect, Durable, Frame, Message, Stop, Withdraw
 from session.negotiation import Negotiation, PendingTurn, TurnOutcome, fallback_decision
 from session.protocols import Brain, Change, Connection, Mirror
 
@@ -56,63 +57,6 @@ class ActorLimits:
     brain_deadline_s: float = 30.0  # a brain that outlives this is abandoned for the fallback
 
 
-# ---------------------------------------------------------------------------- inbox messages
-
-
-@dataclass(slots=True)
-class _Connect:
-    conn: Connection
-
-
-@dataclass(slots=True)
-class _Disconnect:
-    conn: Connection
-
-
-@dataclass(slots=True)
-class _Frame:
-    conn: Connection | None
-    frame: TranscriptFrame | SceneFrame | ResumeFrame
-    received_at: float  # wall clock, for the record
-    received_perf: float  # monotonic, for timings
-    extra: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class _BrainDone:
-    pending: PendingTurn
-    result: BrainResult
-    started: float
-    finished: float
-
-
-@dataclass(slots=True)
-class _Delta:
-    turn: int
-    text: str
-
-
-@dataclass(slots=True)
-class _Withdraw:
-    turn: int
-    reason: str
-
-
-@dataclass(slots=True)
-class _Durable:
-    version: int
-
-
-@dataclass(slots=True)
-class _Stop:
-    code: int
-    reason: str
-    keep_running: bool = False
-
-
-_Message = _Connect | _Disconnect | _Frame | _BrainDone | _Delta | _Withdraw | _Durable | _Stop
-
-
 class _Sink:
     """The DeltaSink a brain gets for one turn: posts into the actor's inbox."""
 
@@ -124,12 +68,10 @@ class _Sink:
 
     async def delta(self, text: str) -> None:
         if text:
-            await self._actor._post(_Delta(self._turn, text))
+            await self._actor._post(Delta(self._turn, text))
 
     async def withdraw(self, reason: str) -> None:
-        await self._actor._post(_Withdraw(self._turn, reason))
-
-
+        await self._actor._post(Withdraw(self._turn, reason))
 
 
 class SessionActor:
@@ -160,9 +102,9 @@ class SessionActor:
         self.version = version  # last mirror change version issued
         # Unbounded by type, bounded in practice: client frames are admitted against
         # `limits.inbox_frames` in `submit`, and the other messages come one or a few per turn.
-        self._inbox: Mailbox[_Message] = Mailbox()
+        self._inbox: Mailbox[Message] = Mailbox()
         self._frames_queued = 0
-        self._waiting: deque[_Frame] | None = None  # transcripts accepted while a turn is in flight
+        self._waiting: deque[Frame] | None = None  # transcripts accepted while a turn is in flight
         self._waiting_ids: set[str] | None = None
         self._thinking: PendingTurn | None = None
         self._thinking_since = 0.0
@@ -183,10 +125,10 @@ class SessionActor:
     # ------------------------------------------------------------------ called by connections
 
     def connect(self, conn: Connection) -> None:
-        self._post_nowait(_Connect(conn))
+        self._post_nowait(Connect(conn))
 
     def disconnect(self, conn: Connection) -> None:
-        self._post_nowait(_Disconnect(conn))
+        self._post_nowait(Disconnect(conn))
 
     def submit(
         self, conn: Connection | None, frame: TranscriptFrame | SceneFrame | ResumeFrame, **extra: str
@@ -195,14 +137,14 @@ class SessionActor:
         if self._frames_queued >= self.limits.inbox_frames:
             return False
         self._frames_queued += 1
-        self._post_nowait(_Frame(conn, frame, self.clock(), time.perf_counter(), dict(extra)))
+        self._post_nowait(Frame(conn, frame, self.clock(), time.perf_counter(), dict(extra)))
         return True
 
     def stop(self, code: int = CloseCode.GOING_AWAY, reason: str = "server shutting down") -> None:
-        self._post_nowait(_Stop(code, reason))
+        self._post_nowait(Stop(code, reason))
 
     def notify_durable(self, version: int) -> None:
-        self._post_nowait(_Durable(version))
+        self._post_nowait(Durable(version))
 
     def wait_turn(self, client_id: str, callback: Callable[[Reply | None], None]) -> None:
         """Call `callback` with the reply to frame `client_id` (None if the actor stops first)."""
@@ -293,9 +235,9 @@ class SessionActor:
             # Recorded but never answered: rebuilt after a restart, or the loop was stopped.
             self._think_about(pending, self.negotiation.brain_request(pending), time.perf_counter())
 
-    def _process(self, message: _Message) -> bool:
+    def _process(self, message: Message) -> bool:
         """Apply one message; False when it stops the actor."""
-        if isinstance(message, _Stop):
+        if isinstance(message, Stop):
             self._close_all(message.code, message.reason)
             return message.keep_running
         try:
@@ -322,7 +264,7 @@ class SessionActor:
         """Release the inbox for good; the actor cannot run again."""
         self._inbox.close()
 
-    def _post_nowait(self, message: _Message) -> None:
+    def _post_nowait(self, message: Message) -> None:
         try:
             self._inbox.send_nowait(message)
         except anyio.ClosedResourceError:
@@ -332,11 +274,11 @@ class SessionActor:
             self._scheduled = True
             wake(self)
 
-    async def _post(self, message: _Message) -> None:
+    async def _post(self, message: Message) -> None:
         self._post_nowait(message)
 
-    def _handle(self, message: _Message) -> None:
-        if isinstance(message, _Frame):
+    def _handle(self, message: Message) -> None:
+        if isinstance(message, Frame):
             self._frames_queued -= 1
             self.last_activity = message.received_at
             if isinstance(message.frame, TranscriptFrame):
@@ -345,21 +287,21 @@ class SessionActor:
                 self._on_scene(message)
             else:
                 self._on_resume(message.conn, message.frame)
-        elif isinstance(message, _BrainDone):
+        elif isinstance(message, BrainDone):
             self._on_brain_done(message)
-        elif isinstance(message, _Delta):
+        elif isinstance(message, Delta):
             if self._thinking is not None and message.turn == self._thinking.turn:
                 self._streamed.append(message.text)
                 self._fanout(Envelope(ReplyDelta(session_id=self.session_id, turn=message.turn, text=message.text)))
-        elif isinstance(message, _Withdraw):
+        elif isinstance(message, Withdraw):
             if self._thinking is not None and message.turn == self._thinking.turn and self._streamed:
                 self._withdraw(message.turn, message.reason)
-        elif isinstance(message, _Durable):
+        elif isinstance(message, Durable):
             self._flush_acks(message.version)
-        elif isinstance(message, _Connect):
+        elif isinstance(message, Connect):
             self._on_connect(message.conn)
 
-        elif isinstance(message, _Disconnect):
+        elif isinstance(message, Disconnect):
             self._on_disconnect(message.conn)
 
     # ------------------------------------------------------------------ connections
@@ -394,7 +336,7 @@ class SessionActor:
         self._changed()
 
     def close_connections(self, code: int, reason: str) -> None:
-        self._post_nowait(_Stop(code, reason, keep_running=True))
+        self._post_nowait(Stop(code, reason, keep_running=True))
 
     def _close_all(self, code: int, reason: str) -> None:
         for conn in list(self.connections.values()):
@@ -484,7 +426,7 @@ class SessionActor:
                     frame_id)
         return False
 
-    def _on_scene(self, message: _Frame) -> None:
+    def _on_scene(self, message: Frame) -> None:
         frame = message.frame
         assert isinstance(frame, SceneFrame)
         if self._duplicate(message.conn, frame.id):
@@ -509,7 +451,7 @@ class SessionActor:
         self._ack_when_durable(version, message.conn, frame.id, False)
         self._changed()
 
-    def _on_transcript(self, message: _Frame) -> None:
+    def _on_transcript(self, message: Frame) -> None:
         frame = message.frame
         assert isinstance(frame, TranscriptFrame)
         if not frame.final:
@@ -535,7 +477,7 @@ class SessionActor:
             return
         self._begin(message)
 
-    def _begin(self, message: _Frame) -> None:
+    def _begin(self, message: Frame) -> None:
         frame = message.frame
         assert isinstance(frame, TranscriptFrame)
         pending = self.negotiation.begin_turn(frame.text.strip(), frame.id, message.received_at)
@@ -569,7 +511,7 @@ class SessionActor:
                 result = self._propose_now(request)
             except Exception as exc:
                 result = self._fallback(request, started, f"{type(exc).__name__}: {exc}")
-            self._on_brain_done(_BrainDone(pending, result, started, time.perf_counter()))
+            self._on_brain_done(BrainDone(pending, result, started, time.perf_counter()))
             return
         assert self._tg is not None
         self._tg.start_soon(self._think, pending, request)
@@ -597,7 +539,7 @@ class SessionActor:
                         result = self._fallback(request, started, f"{type(exc).__name__}: {exc}")
                 if result is None:
                     result = self._fallback(request, started, "brain deadline exceeded")
-                await self._post(_BrainDone(pending, result, started, time.perf_counter()))
+                await self._post(BrainDone(pending, result, started, time.perf_counter()))
             finally:
                 if self._brain_scope is scope:
                     self._brain_scope = None
@@ -607,7 +549,7 @@ class SessionActor:
         self._streamed = []
         self._withdrawn = True
 
-    def _on_brain_done(self, done: _BrainDone) -> None:
+    def _on_brain_done(self, done: BrainDone) -> None:
         pending = done.pending
         if self._thinking is not pending:
             return

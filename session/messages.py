@@ -1,0 +1,90 @@
+"""The messages a session actor receives in its inbox, one small dataclass per kind.
+
+Everything that changes a session goes through the actor's inbox as one of these, and the actor's
+loop applies them one at a time, in the order they were posted (`session/actor.py`). That is what
+makes the actor the single writer of its session: a connection, the mirror or a brain call running
+in a child task never touches the session's state; it posts a message and returns.
+
+Who posts what:
+
+- `Connect`, `Disconnect`: a connection opening or closing (`SessionActor.connect`, `.disconnect`).
+- `Frame`: a client frame accepted by the codec (`SessionActor.submit`), with when it arrived and
+  any extra context the caller passes along (the library interface sends `rag_context` and
+  `context_block`).
+- `BrainDone`: the brain's result for a pending turn, posted by the brain call's task (or made
+  inline for a brain that answers at once, `propose_now`).
+- `Delta`, `Withdraw`: a streaming brain's partial reply text, and its retraction, posted through
+  the turn's `DeltaSink`.
+- `Durable`: the mirror made every change up to `version` durable (`SessionActor.notify_durable`),
+  so acknowledgements waiting on it can go out.
+- `Stop`: close every connection and, unless `keep_running`, stop the actor. The loop handles it
+  itself, before dispatch, because it decides whether the loop goes on.
+
+A new kind of message (a timer for silence, say) is a dataclass here, added to `Message`, plus a
+handler in the actor (`session/actor.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from schemas.brain import BrainResult
+from schemas.frames import ResumeFrame, SceneFrame, TranscriptFrame
+from session.negotiation import PendingTurn
+from session.protocols import Connection
+
+
+@dataclass(slots=True)
+class Connect:
+    conn: Connection
+
+
+@dataclass(slots=True)
+class Disconnect:
+    conn: Connection
+
+
+@dataclass(slots=True)
+class Frame:
+    """A client frame; `conn` is None for frames from the library interface (no socket)."""
+
+    conn: Connection | None
+    frame: TranscriptFrame | SceneFrame | ResumeFrame
+    received_at: float  # wall clock, for the record
+    received_perf: float  # monotonic, for timings
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class BrainDone:
+    pending: PendingTurn
+    result: BrainResult
+    started: float  # perf_counter when the brain was called
+    finished: float  # and when it answered
+
+
+@dataclass(slots=True)
+class Delta:
+    turn: int
+    text: str
+
+
+@dataclass(slots=True)
+class Withdraw:
+    turn: int
+    reason: str
+
+
+@dataclass(slots=True)
+class Durable:
+    version: int
+
+
+@dataclass(slots=True)
+class Stop:
+    code: int
+    reason: str
+    keep_running: bool = False  # close the connections only (`SessionActor.close_connections`)
+
+
+Message = Connect | Disconnect | Frame | BrainDone | Delta | Withdraw | Durable | Stop
