@@ -41,7 +41,19 @@ from schemas.frames import (
     Welcome,
 )
 from session.mailbox import Mailbox
-from session.messages import BrainDone, Connect, Delta, Disconnect, Durable, Frame, Message, Stop, Withdraw
+from session.messages import (
+    BrainDone,
+    ClientFrame,
+    Connect,
+    Delta,
+    Disconnect,
+    Durable,
+    Frame,
+    Handler,
+    Message,
+    Stop,
+    Withdraw,
+)
 from session.negotiation import Negotiation, PendingTurn, TurnOutcome, fallback_decision
 from session.protocols import Brain, Change, Connection, Mirror
 
@@ -130,9 +142,7 @@ class SessionActor:
     def disconnect(self, conn: Connection) -> None:
         self._post_nowait(Disconnect(conn))
 
-    def submit(
-        self, conn: Connection | None, frame: TranscriptFrame | SceneFrame | ResumeFrame, **extra: str
-    ) -> bool:
+    def submit(self, conn: Connection | None, frame: ClientFrame, **extra: str) -> bool:
         """Queue a client frame; False when the session's inbox is full (answer `rate_limited`)."""
         if self._frames_queued >= self.limits.inbox_frames:
             return False
@@ -237,11 +247,11 @@ class SessionActor:
 
     def _process(self, message: Message) -> bool:
         """Apply one message; False when it stops the actor."""
-        if isinstance(message, Stop):
+        if isinstance(message, Stop):  # the loop's own message: it decides whether the loop goes on
             self._close_all(message.code, message.reason)
             return message.keep_running
         try:
-            self._handle(message)
+            MESSAGE_HANDLERS[type(message)](self, message)
         except Exception:
             # A bug in one message must not take the session down with it.
             log.exception("session actor failed on %s", type(message).__name__,
@@ -277,36 +287,27 @@ class SessionActor:
     async def _post(self, message: Message) -> None:
         self._post_nowait(message)
 
-    def _handle(self, message: Message) -> None:
-        if isinstance(message, Frame):
-            self._frames_queued -= 1
-            self.last_activity = message.received_at
-            if isinstance(message.frame, TranscriptFrame):
-                self._on_transcript(message)
-            elif isinstance(message.frame, SceneFrame):
-                self._on_scene(message)
-            else:
-                self._on_resume(message.conn, message.frame)
-        elif isinstance(message, BrainDone):
-            self._on_brain_done(message)
-        elif isinstance(message, Delta):
-            if self._thinking is not None and message.turn == self._thinking.turn:
-                self._streamed.append(message.text)
-                self._fanout(Envelope(ReplyDelta(session_id=self.session_id, turn=message.turn, text=message.text)))
-        elif isinstance(message, Withdraw):
-            if self._thinking is not None and message.turn == self._thinking.turn and self._streamed:
-                self._withdraw(message.turn, message.reason)
-        elif isinstance(message, Durable):
-            self._flush_acks(message.version)
-        elif isinstance(message, Connect):
-            self._on_connect(message.conn)
+    def _on_frame(self, message: Frame) -> None:
+        self._frames_queued -= 1
+        self.last_activity = message.received_at
+        FRAME_HANDLERS[type(message.frame)](self, message)
 
-        elif isinstance(message, Disconnect):
-            self._on_disconnect(message.conn)
+    def _on_delta(self, message: Delta) -> None:
+        if self._thinking is not None and message.turn == self._thinking.turn:
+            self._streamed.append(message.text)
+            self._fanout(Envelope(ReplyDelta(session_id=self.session_id, turn=message.turn, text=message.text)))
+
+    def _on_withdraw(self, message: Withdraw) -> None:
+        if self._thinking is not None and message.turn == self._thinking.turn and self._streamed:
+            self._withdraw(message.turn, message.reason)
+
+    def _on_durable(self, message: Durable) -> None:
+        self._flush_acks(message.version)
 
     # ------------------------------------------------------------------ connections
 
-    def _on_connect(self, conn: Connection) -> None:
+    def _on_connect(self, message: Connect) -> None:
+        conn = message.conn
         if conn.role == Role.PLAYER.value:
             if self.player is not None and self.player.conn_id in self.connections:
                 old = self.connections.pop(self.player.conn_id)
@@ -326,7 +327,8 @@ class SessionActor:
                                              "connections": len(self.connections)})
         self._changed()
 
-    def _on_disconnect(self, conn: Connection) -> None:
+    def _on_disconnect(self, message: Disconnect) -> None:
+        conn = message.conn
         if self.connections.pop(conn.conn_id, None) is None:
             return
         if self.player is conn:
@@ -625,7 +627,9 @@ class SessionActor:
         for callback in self._turn_waiters.pop(client_id, ()):
             callback(reply)
 
-    def _on_resume(self, conn: Connection | None, frame: ResumeFrame) -> None:
+    def _on_resume(self, message: Frame) -> None:
+        conn, frame = message.conn, message.frame
+        assert isinstance(frame, ResumeFrame)
         if conn is None or conn.conn_id not in self.connections:
             return
         latest = self.negotiation.seq
@@ -658,3 +662,26 @@ class SessionActor:
             )))
         if frame.id is not None:
             conn.send_nowait(Envelope(Ack(session_id=self.session_id, id=frame.id)))
+
+
+# ---------------------------------------------------------------------------- dispatch
+
+# What the loop does with each message, by its exact type (`Stop` excepted: `_process` handles it).
+# A new command or timer brings its message type or client frame type and its handler, and adds
+# the pair here.
+MESSAGE_HANDLERS: dict[type[Message], Handler] = {
+    Frame: SessionActor._on_frame,
+    BrainDone: SessionActor._on_brain_done,
+    Delta: SessionActor._on_delta,
+    Withdraw: SessionActor._on_withdraw,
+    Durable: SessionActor._on_durable,
+    Connect: SessionActor._on_connect,
+    Disconnect: SessionActor._on_disconnect,
+}
+
+# And with each client frame (`_on_frame` looks it up, after the bookkeeping every frame needs).
+FRAME_HANDLERS: dict[type[ClientFrame], Handler] = {
+    TranscriptFrame: SessionActor._on_transcript,
+    SceneFrame: SessionActor._on_scene,
+    ResumeFrame: SessionActor._on_resume,
+}

@@ -21,17 +21,29 @@ Who posts what:
   itself, before dispatch, because it decides whether the loop goes on.
 
 A new kind of message (a timer for silence, say) is a dataclass here, added to `Message`, plus a
-handler in the actor (`session/actor.py`).
+handler registered in the actor's dispatch table, `MESSAGE_HANDLERS` (`session/actor.py`); a new
+client frame (a hint, a repeat) goes into `ClientFrame` and its handler into `FRAME_HANDLERS`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from schemas.brain import BrainResult
 from schemas.frames import ResumeFrame, SceneFrame, TranscriptFrame
 from session.negotiation import PendingTurn
 from session.protocols import Connection
+
+ClientFrame = TranscriptFrame | SceneFrame | ResumeFrame
+"""The client frames that reach the actor (the codec answers `ping` and refuses the rest itself)."""
+
+Handler = Callable[[Any, Any], None]
+"""How the actor applies one message, or one client frame: `handler(actor, message)`.
+
+The dispatch tables map a type to one (`{Delta: SessionActor._on_delta}`). The arguments are `Any`
+because a table holds handlers for every type at once; each handler's own signature says what it takes."""
 
 
 @dataclass(slots=True)
@@ -49,7 +61,7 @@ class Frame:
     """A client frame; `conn` is None for frames from the library interface (no socket)."""
 
     conn: Connection | None
-    frame: TranscriptFrame | SceneFrame | ResumeFrame
+    frame: ClientFrame
     received_at: float  # wall clock, for the record
     received_perf: float  # monotonic, for timings
     extra: dict[str, str] = field(default_factory=dict)
