@@ -24,12 +24,10 @@ from anyio.abc import TaskGroup
 
 from schemas.brain import BrainRequest, BrainResult, Ledger
 from schemas.codec import Envelope
-from schemas.enums import Role
 from schemas.errors import CloseCode, ErrorCode
 from schemas.frames import (
     LEDGER_SUMMED,
     Ack,
-    Error,
     Reply,
     ReplyDelta,
     ReplyWithdrawn,
@@ -38,8 +36,9 @@ from schemas.frames import (
     Snapshot,
     TranscriptFrame,
     TurnTimings,
-    Welcome,
 )
+from session import fanout
+from session.fanout import ActorFanout
 from session.mailbox import Mailbox
 from session.messages import (
     BrainDone,
@@ -55,7 +54,7 @@ from session.messages import (
     Withdraw,
 )
 from session.negotiation import Negotiation, PendingTurn, TurnOutcome, fallback_decision
-from session.protocols import Brain, Change, Connection, Mirror
+from session.protocols import Brain, Connection, Mirror
 
 log = logging.getLogger("samvad.session")
 
@@ -86,7 +85,7 @@ class _Sink:
         await self._actor._post(Withdraw(self._turn, reason))
 
 
-class SessionActor:
+class SessionActor(ActorFanout):
     def __init__(
         self,
         negotiation: Negotiation,
@@ -105,13 +104,13 @@ class SessionActor:
         self.clock = clock
         self.on_change = on_change
         self.session_id = negotiation.session_id
-        self.connections: dict[int, Connection] = {}
-        self.player: Connection | None = None
+        self.connections = {}
+        self.player = None
         # The queues below are made when first needed: an empty deque is 760 bytes, and an idle
         # session holds several thousand of them between its peers (benchmarks/load.py, d).
-        self._replay: deque[tuple[int | None, str]] | None = None  # Envelope.kept() of each event
+        self._replay = None
         self.last_activity = clock()
-        self.version = version  # last mirror change version issued
+        self.version = version
         # Unbounded by type, bounded in practice: client frames are admitted against
         # `limits.inbox_frames` in `submit`, and the other messages come one or a few per turn.
         self._inbox: Mailbox[Message] = Mailbox()
@@ -122,8 +121,8 @@ class SessionActor:
         self._thinking_since = 0.0
         self._streamed: list[str] = []
         self._withdrawn = False
-        self._unacked: deque[tuple[int, Connection | None, str, bool]] | None = None
-        self._unacked_ids: dict[str, int] = {}
+        self._unacked = None
+        self._unacked_ids = {}
         self._turn_waiters: dict[str, list[Callable[[Reply | None], None]]] = {}
         self._propose_now: Callable[[BrainRequest], BrainResult] | None = getattr(brain, "propose_now", None)
         self._tg: TaskGroup | None = None  # where brain calls run
@@ -152,6 +151,9 @@ class SessionActor:
 
     def stop(self, code: int = CloseCode.GOING_AWAY, reason: str = "server shutting down") -> None:
         self._post_nowait(Stop(code, reason))
+
+    def close_connections(self, code: int, reason: str) -> None:
+        self._post_nowait(Stop(code, reason, keep_running=True))
 
     def notify_durable(self, version: int) -> None:
         self._post_nowait(Durable(version))
@@ -287,6 +289,10 @@ class SessionActor:
     async def _post(self, message: Message) -> None:
         self._post_nowait(message)
 
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change(self)
+
     def _on_frame(self, message: Frame) -> None:
         self._frames_queued -= 1
         self.last_activity = message.received_at
@@ -301,132 +307,7 @@ class SessionActor:
         if self._thinking is not None and message.turn == self._thinking.turn and self._streamed:
             self._withdraw(message.turn, message.reason)
 
-    def _on_durable(self, message: Durable) -> None:
-        self._flush_acks(message.version)
-
-    # ------------------------------------------------------------------ connections
-
-    def _on_connect(self, message: Connect) -> None:
-        conn = message.conn
-        if conn.role == Role.PLAYER.value:
-            if self.player is not None and self.player.conn_id in self.connections:
-                old = self.connections.pop(self.player.conn_id)
-                old.close_nowait(CloseCode.SUPERSEDED, "a newer player connection took over")
-            self.player = conn
-        self.connections[conn.conn_id] = conn
-        self.last_activity = self.clock()
-        welcome = Welcome(
-            session_id=self.session_id,
-            role=Role(conn.role),
-            seq=self.negotiation.seq,
-            state=self.negotiation.snapshot(),
-            limits={"replay_events": self.limits.replay_events},
-        )
-        conn.send_nowait(Envelope(welcome))
-        log.info("connection opened", extra={"session_id": self.session_id, "role": conn.role,
-                                             "connections": len(self.connections)})
-        self._changed()
-
-    def _on_disconnect(self, message: Disconnect) -> None:
-        conn = message.conn
-        if self.connections.pop(conn.conn_id, None) is None:
-            return
-        if self.player is conn:
-            self.player = None
-        log.info("connection closed", extra={"session_id": self.session_id, "role": conn.role,
-                                             "connections": len(self.connections)})
-        self._changed()
-
-    def close_connections(self, code: int, reason: str) -> None:
-        self._post_nowait(Stop(code, reason, keep_running=True))
-
-    def _close_all(self, code: int, reason: str) -> None:
-        for conn in list(self.connections.values()):
-            conn.close_nowait(code, reason)
-        self.connections.clear()
-        self.player = None
-
-    def _fanout(self, envelope: Envelope) -> None:
-        if envelope.seq is not None:
-            if self._replay is None:
-                self._replay = deque(maxlen=self.limits.replay_events)
-            self._replay.append(envelope.kept())
-        for conn_id, conn in list(self.connections.items()):
-            if not conn.send_nowait(envelope):
-                # Its queue overflowed: the connection closes itself as a slow consumer.
-                self.connections.pop(conn_id, None)
-                if self.player is conn:
-                    self.player = None
-                log.warning("slow consumer dropped", extra={"session_id": self.session_id, "role": conn.role})
-
-    def _reply_to(self, conn: Connection | None, event: Any) -> None:
-        if conn is not None and conn.conn_id in self.connections:
-            conn.send_nowait(Envelope(event))
-
-    def _error(self, conn: Connection | None, code: ErrorCode, message: str, frame_id: str | None) -> None:
-        self._reply_to(conn, Error(session_id=self.session_id, code=code, message=message, id=frame_id))
-
-    def _changed(self) -> None:
-        if self.on_change is not None:
-            self.on_change(self)
-
-    # ------------------------------------------------------------------ durability and acks
-
-    def _record(self, kind: str, data: dict[str, object]) -> int:
-        self.version += 1
-        self.mirror.submit(Change(self.session_id, self.version, kind, self.clock(), data))
-        return self.version
-
-    def _ack(self, conn: Connection | None, frame_id: str, duplicate: bool) -> None:
-        if conn is not None and conn.conn_id not in self.connections and conn.role == Role.PLAYER.value:
-            conn = self.player  # the player reconnected since sending it: ack on the new socket
-        self._reply_to(conn, Ack(session_id=self.session_id, id=frame_id, duplicate=duplicate))
-
-    def _ack_when_durable(self, version: int, conn: Connection | None, frame_id: str, duplicate: bool) -> None:
-        if self.mirror.durable_version(self.session_id) >= version:
-            self._ack(conn, frame_id, duplicate)
-            return
-        self._queue_ack(version, conn, frame_id, duplicate)
-        if not duplicate:
-            self._unacked_ids[frame_id] = version
-
-    def _queue_ack(self, version: int, conn: Connection | None, frame_id: str, duplicate: bool) -> None:
-        if self._unacked is None:
-            self._unacked = deque()
-        self._unacked.append((version, conn, frame_id, duplicate))
-
-    def _flush_acks(self, durable: int) -> None:
-        unacked = self._unacked
-        while unacked and unacked[0][0] <= durable:
-            _, conn, frame_id, duplicate = unacked.popleft()
-            if not duplicate:
-                self._unacked_ids.pop(frame_id, None)
-            self._ack(conn, frame_id, duplicate)
-        if unacked is not None and not unacked and self._unacked is unacked:
-            self._unacked = None
-
-    def _duplicate(self, conn: Connection | None, frame_id: str) -> bool:
-        """Answer a re-sent id; True when the frame must not be applied again."""
-        if self._waiting_ids is not None and frame_id in self._waiting_ids:
-            return True  # queued behind the turn in flight; its ack comes when it starts
-        if not self.negotiation.seen(frame_id):
-            return False
-        pending = self._unacked_ids.get(frame_id)
-        if pending is not None:
-            self._queue_ack(pending, conn, frame_id, True)
-        else:
-            self._ack(conn, frame_id, True)
-        return True
-
     # ------------------------------------------------------------------ frames
-
-    def _mirror_has_room(self, conn: Connection | None, frame_id: str) -> bool:
-        if self.mirror.has_room():
-            return True
-        self._error(conn, ErrorCode.UNAVAILABLE,
-                    "the session store is unreachable and its buffer is full; re-send later with the same id",
-                    frame_id)
-        return False
 
     def _on_scene(self, message: Frame) -> None:
         frame = message.frame
@@ -674,9 +555,7 @@ MESSAGE_HANDLERS: dict[type[Message], Handler] = {
     BrainDone: SessionActor._on_brain_done,
     Delta: SessionActor._on_delta,
     Withdraw: SessionActor._on_withdraw,
-    Durable: SessionActor._on_durable,
-    Connect: SessionActor._on_connect,
-    Disconnect: SessionActor._on_disconnect,
+    **fanout.MESSAGE_HANDLERS,
 }
 
 # And with each client frame (`_on_frame` looks it up, after the bookkeeping every frame needs).
