@@ -61,7 +61,7 @@ class ActorFanout:
     _replay: deque[tuple[int | None, str]] | None  # Envelope.kept() of each sequenced event, for resume
     _unacked: deque[tuple[int, Connection | None, str, bool]] | None  # (version, conn, frame id, duplicate)
     _unacked_ids: dict[str, int]  # frame id -> the version its ack waits for (originals only)
-    _waiting_ids: set[str] | None  # ids of transcripts queued behind the turn in flight
+    _waiting_ids: set[str] | None  # ids of transcripts queued behind the turn in flight (session/turns.py)
     _changed: Callable[[], None]  # the actor's: tell the registry the session changed
 
     # ------------------------------------------------------------------ connections

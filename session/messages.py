@@ -14,7 +14,7 @@ Who posts what:
 - `BrainDone`: the brain's result for a pending turn, posted by the brain call's task (or made
   inline for a brain that answers at once, `propose_now`).
 - `Delta`, `Withdraw`: a streaming brain's partial reply text, and its retraction, posted through
-  the turn's `DeltaSink`.
+  the turn's `DeltaSink` (`session/turns.py`).
 - `Durable`: the mirror made every change up to `version` durable (`SessionActor.notify_durable`),
   so acknowledgements waiting on it can go out.
 - `Stop`: close every connection and, unless `keep_running`, stop the actor. The loop handles it
