@@ -1,36 +1,49 @@
-"""The session actor: the single writer of one session's state.
+"""The session actor: the single writer of one session's state, its mailbox loop and its dispatch.
 
 Connections post accepted frames into the actor's inbox; the actor applies them strictly in
 order through `Negotiation`, asks the brain in a child task whose result comes back through the
 same inbox, and fans every event out to every connection without ever waiting on one. A slow
-reader is dropped (its queue is bounded), so no spectator can delay the player.
+reader is dropped (its queue is bounded), so no spectator can delay the player. Acknowledgements
+wait until the mirror says the change is durable, which is what lets a client that re-sends every
+unacknowledged frame after a crash lose nothing.
 
-Acknowledgements wait until the mirror says the change is durable. With no mirror configured
-that is immediate; with Neo4j it is a few milliseconds later, and it is what lets a client that
-re-sends every unacknowledged frame after a crash lose nothing.
+The loop. An actor runs either in a task of its own (`run`) or, in a registry, driven by the
+registry's dispatcher (`attach`, then `drain` whenever it has mail), so that an idle session
+holds no task; both apply the same messages in the same order. `_process` handles `Stop` itself,
+since it decides whether the loop goes on, and hands every other message to its handler in
+`MESSAGE_HANDLERS`, looked up by the message's exact type. A client frame (`Frame`) goes through
+`_on_frame`, which does the bookkeeping every frame needs and hands it on to `FRAME_HANDLERS`, by
+the frame's type. A handler that raises is logged, and the session carries on with the next message.
+
+The parts. Like the Neo4j mirror (`server/mirror/`), `SessionActor` is assembled from parts, one
+module per concern, each a mixin that declares the state it reads; `__init__` here sets all of it,
+and each part contributes its handlers to the tables at the bottom of this module:
+
+- `session/fanout.py`, `ActorFanout`: connections, fan-out, the replay ring, durability and acks;
+- `session/turns.py`, `ActorTurns`: the turn pipeline, from a final transcript to the vendor's reply;
+- `session/scene.py`, `ActorScene`: `scene` frames;
+- `session/resume.py`, `ActorResume`: `resume` frames, by replay or snapshot;
+- `session/messages.py`: the messages themselves.
+
+A new command or timer gets a module of its own in the same shape: its message or client frame
+type, a part with its handler, and a table that the two dispatch tables below take in, with the
+part added to `SessionActor`'s bases. A timer is a child task in the actor's task group (`_tg`)
+that sleeps and then posts a message; like a brain call, it never touches the session's state.
 """
-
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
-from schemas.codec import Envelope
-from schemas.errors import CloseCode, ErrorCode
-from schemas.frames import (
-    Ack,
-    Reply,
-    ResumeFrame,
-    SceneFrame,
-    Snapshot,
-)
-from session import fanout, turns
+from schemas.errors import CloseCode
+from schemas.frames import Reply
+from session import fanout, resume, scene, turns
 from session.mailbox import Mailbox
 from session.messages import (
     ClientFrame,
@@ -44,6 +57,8 @@ from session.messages import (
 )
 from session.negotiation import Negotiation
 from session.protocols import Brain, Connection, Mirror
+from session.resume import ActorResume
+from session.scene import ActorScene
 from session.turns import FALLBACK_LINE, ActorTurns
 
 __all__ = ["FALLBACK_LINE", "ActorLimits", "SessionActor"]
@@ -58,7 +73,9 @@ class ActorLimits:
     brain_deadline_s: float = 30.0  # a brain that outlives this is abandoned for the fallback
 
 
-class SessionActor(ActorTurns):
+class SessionActor(ActorTurns, ActorScene, ActorResume):
+    """One session's actor: its state, its inbox, and the loop that applies the inbox in order."""
+
     def __init__(
         self,
         negotiation: Negotiation,
@@ -89,7 +106,7 @@ class SessionActor(ActorTurns):
         self._inbox: Mailbox[Message] = Mailbox()
         self._frames_queued = 0
         self._waiting = None
-        self._waiting_ids: set[str] | None = None
+        self._waiting_ids = None
         self._thinking = None
         self._thinking_since = 0.0
         self._streamed = []
@@ -134,11 +151,6 @@ class SessionActor(ActorTurns):
     def wait_turn(self, client_id: str, callback: Callable[[Reply | None], None]) -> None:
         """Call `callback` with the reply to frame `client_id` (None if the actor stops first)."""
         self._turn_waiters.setdefault(client_id, []).append(callback)
-
-    @property
-    def replay(self) -> Sequence[Envelope]:
-        """The sequenced events kept for `resume`, oldest first (at most `replay_events`)."""
-        return tuple(Envelope.from_json(seq, encoded) for seq, encoded in self._replay or ())
 
     @property
     def busy(self) -> bool:
@@ -265,84 +277,31 @@ class SessionActor(ActorTurns):
         self.last_activity = message.received_at
         FRAME_HANDLERS[type(message.frame)](self, message)
 
-    # ------------------------------------------------------------------ frames
-
-    def _on_scene(self, message: Frame) -> None:
-        frame = message.frame
-        assert isinstance(frame, SceneFrame)
-        if self._duplicate(message.conn, frame.id):
-            return
-        if self.negotiation.is_terminal:
-            self._error(message.conn, ErrorCode.SESSION_ENDED, "the negotiation is over", frame.id)
-            return
-        if not self._mirror_has_room(message.conn, frame.id):
-            return
-        self.negotiation.apply_scene(
-            object_grabbed=frame.object_grabbed,
-            input_language=frame.input_language,
-            target_language=frame.target_language,
-            now=message.received_at,
-        )
-        self.negotiation.remember(frame.id)
-        version = self._record("scene", {"id": frame.id, "object_grabbed": frame.object_grabbed,
-                                         "item": self.negotiation.item,
-                                         "input_language": self.negotiation.input_language.value,
-                                         "target_language": self.negotiation.target_language.value,
-                                         "at": message.received_at})
-        self._ack_when_durable(version, message.conn, frame.id, False)
-        self._changed()
-
-    def _on_resume(self, message: Frame) -> None:
-        conn, frame = message.conn, message.frame
-        assert isinstance(frame, ResumeFrame)
-        if conn is None or conn.conn_id not in self.connections:
-            return
-        latest = self.negotiation.seq
-        last = min(frame.last_seq, latest)
-        oldest = self._replay[0][0] if self._replay else None
-        if frame.last_seq > latest:
-            # The client saw events that were never stored (a crash lost them): its state is ahead.
-            conn.send_nowait(Envelope(Snapshot(
-                session_id=self.session_id, seq=latest, state=self.negotiation.snapshot(), replayed=False,
-                reason=f"events after seq {latest} were lost in a restart before they were stored",
-            )))
-        elif last == latest:
-            if not self._replay:
-                # Nothing held for replay: the session was rebuilt from storage (after a restart or
-                # an eviction). The client is level with it, and a snapshot says so explicitly.
-                conn.send_nowait(Envelope(Snapshot(
-                    session_id=self.session_id, seq=latest, state=self.negotiation.snapshot(), replayed=False,
-                    reason="the session was rebuilt from storage; nothing is held for replay",
-                )))
-        elif oldest is not None and oldest <= last + 1:
-            for seq, encoded in self._replay or ():
-                assert seq is not None
-                if seq > last and not conn.send_nowait(Envelope.from_json(seq, encoded)):
-                    return
-        else:
-            missing = latest - last
-            conn.send_nowait(Envelope(Snapshot(
-                session_id=self.session_id, seq=latest, state=self.negotiation.snapshot(), replayed=False,
-                reason=f"{missing} events after seq {last} are no longer held for replay",
-            )))
-        if frame.id is not None:
-            conn.send_nowait(Envelope(Ack(session_id=self.session_id, id=frame.id)))
-
 
 # ---------------------------------------------------------------------------- dispatch
 
-# What the loop does with each message, by its exact type (`Stop` excepted: `_process` handles it).
-# A new command or timer brings its message type or client frame type and its handler, and adds
-# the pair here.
-MESSAGE_HANDLERS: dict[type[Message], Handler] = {
-    Frame: SessionActor._on_frame,
-    **fanout.MESSAGE_HANDLERS,
-    **turns.MESSAGE_HANDLERS,
-}
 
-# And with each client frame (`_on_frame` looks it up, after the bookkeeping every frame needs).
-FRAME_HANDLERS: dict[type[ClientFrame], Handler] = {
-    **turns.FRAME_HANDLERS,
-    SceneFrame: SessionActor._on_scene,
-    ResumeFrame: SessionActor._on_resume,
-}
+def _table(*parts: Mapping[type[Any], Handler]) -> dict[type[Any], Handler]:
+    """One dispatch table from the parts' own; a type that two parts claim is a bug, caught at import."""
+    table: dict[type[Any], Handler] = {}
+    for part in parts:
+        for kind, handler in part.items():
+            if kind in table:
+                raise RuntimeError(f"two handlers for {kind.__name__}")
+            table[kind] = handler
+    return table
+
+
+# What the loop does with each message, by its exact type (`Stop` excepted: `_process` handles it).
+MESSAGE_HANDLERS: dict[type[Message], Handler] = _table(
+    {Frame: SessionActor._on_frame},
+    fanout.MESSAGE_HANDLERS,
+    turns.MESSAGE_HANDLERS,
+)
+
+# What `_on_frame` does with each client frame, by its exact type.
+FRAME_HANDLERS: dict[type[ClientFrame], Handler] = _table(
+    turns.FRAME_HANDLERS,
+    scene.FRAME_HANDLERS,
+    resume.FRAME_HANDLERS,
+)
