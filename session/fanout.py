@@ -8,7 +8,7 @@ Fan-out. Every event goes to every connection with `send_nowait`: the actor neve
 socket. A connection whose bounded queue is full closes itself as a slow consumer and is dropped
 here, so no spectator can delay the player (the `websockets` docs on broadcasting say why). An
 event with a `seq` is also kept, encoded once (`Envelope.kept()`), in a ring of
-`limits.replay_events` events, which is what `resume` replays. An answer to
+`limits.replay_events` events, which is what `resume` replays (`session/resume.py`). An answer to
 one connection (an ack, an error) goes only to it, and only if it is still connected.
 
 Durability and acknowledgements. Each change of state is handed to the mirror as a `Change` with
@@ -21,8 +21,9 @@ original's if that is not durable yet. An ack owed to the player goes to its new
 it reconnected meanwhile. When the mirror's buffer is full a frame is refused with `unavailable`
 before it changes anything (`_mirror_has_room`), and the client re-sends it later.
 
-`ActorFanout` is a part of `SessionActor` (`session/actor.py`), which inherits it. It declares the
-state it reads; the actor's `__init__` sets it.
+`ActorFanout` is the bottom part of `SessionActor` (`session/actor.py`): the other parts
+(`session/turns.py`, `session/scene.py`, `session/resume.py`) build on it. It declares the state
+it reads; the actor's `__init__` sets it.
 """
 
 from __future__ import annotations

@@ -16,13 +16,14 @@ Who posts what:
 - `Delta`, `Withdraw`: a streaming brain's partial reply text, and its retraction, posted through
   the turn's `DeltaSink` (`session/turns.py`).
 - `Durable`: the mirror made every change up to `version` durable (`SessionActor.notify_durable`),
-  so acknowledgements waiting on it can go out.
+  so acknowledgements waiting on it can go out (`session/fanout.py`).
 - `Stop`: close every connection and, unless `keep_running`, stop the actor. The loop handles it
   itself, before dispatch, because it decides whether the loop goes on.
 
-A new kind of message (a timer for silence, say) is a dataclass here, added to `Message`, plus a
-handler registered in the actor's dispatch table, `MESSAGE_HANDLERS` (`session/actor.py`); a new
-client frame (a hint, a repeat) goes into `ClientFrame` and its handler into `FRAME_HANDLERS`.
+A new kind of message (a timer for silence, say) is a dataclass here, added to `Message`, and a
+handler in a part of the actor whose table the actor's `MESSAGE_HANDLERS` takes in
+(`session/actor.py`, `session/README.md`). A new client frame (a hint, a repeat) is added to
+`ClientFrame` instead, and its handler goes into `FRAME_HANDLERS`.
 """
 
 from __future__ import annotations
