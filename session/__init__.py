@@ -1,4 +1,27 @@
-"""The session layer: the pure negotiation core, its rules, and the actor that owns each session."""
+"""The session layer: the pure negotiation core, its rules, and the actor that owns each session.
+
+The pure core (synchronous: no await, no sockets, no clock reads):
+
+- `negotiation`: `Negotiation`, one session's authoritative state; inputs in, state and events out.
+- `rules`: the rules engine; every stage and happiness rule, the transition table, `validate`.
+- `offers`: finding the learner's price offer in a transcript, and judging it against the quote.
+
+The actor around it (I/O and ordering; session/README.md tells how a turn flows through these):
+
+- `actor`: `SessionActor`, the single writer of a session: its inbox loop and dispatch tables.
+- `messages`: the messages the actor's inbox carries, one dataclass per kind.
+- `fanout`: connections, fan-out of events, the replay ring, durability and acknowledgements.
+- `turns`: the turn pipeline: transcript, brain call, validation, applying the outcome.
+- `scene`: `scene` frames, which change the context and never make the vendor speak.
+- `resume`: `resume` frames, answered by replay or by a snapshot.
+- `mailbox`: the bounded single-consumer queue behind the inbox and each connection's sends.
+- `registry`: the live sessions of a process: creation, lookup, recovery, eviction, the dispatcher.
+
+What the session needs from outside:
+
+- `protocols`: the `Brain`, `Mirror` and `Connection` it needs, declared as protocols.
+- `mirror`: `MemoryMirror`, the mirror that keeps nothing (the default without a database).
+"""
 
 from schemas.brain import DeltaSink
 from session.negotiation import Negotiation, PendingTurn, TurnOutcome, TurnRecord

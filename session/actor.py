@@ -1,52 +1,69 @@
-"""The session actor: the single writer of one session's state.
+"""The session actor: the single writer of one session's state, its mailbox loop and its dispatch.
 
 Connections post accepted frames into the actor's inbox; the actor applies them strictly in
 order through `Negotiation`, asks the brain in a child task whose result comes back through the
 same inbox, and fans every event out to every connection without ever waiting on one. A slow
-reader is dropped (its queue is bounded), so no spectator can delay the player.
+reader is dropped (its queue is bounded), so no spectator can delay the player. Acknowledgements
+wait until the mirror says the change is durable, which is what lets a client that re-sends every
+unacknowledged frame after a crash lose nothing.
 
-Acknowledgements wait until the mirror says the change is durable. With no mirror configured
-that is immediate; with Neo4j it is a few milliseconds later, and it is what lets a client that
-re-sends every unacknowledged frame after a crash lose nothing.
+The loop. An actor runs either in a task of its own (`run`) or, in a registry, driven by the
+registry's dispatcher (`attach`, then `drain` whenever it has mail), so that an idle session
+holds no task; both apply the same messages in the same order. `_process` handles `Stop` itself,
+since it decides whether the loop goes on, and hands every other message to its handler in
+`MESSAGE_HANDLERS`, looked up by the message's exact type. A client frame (`Frame`) goes through
+`_on_frame`, which does the bookkeeping every frame needs and hands it on to `FRAME_HANDLERS`, by
+the frame's type. A handler that raises is logged, and the session carries on with the next message.
+
+The parts. Like the Neo4j mirror (`server/mirror/`), `SessionActor` is assembled from parts, one
+module per concern, each a mixin that declares the state it reads; `__init__` here sets all of it,
+and each part contributes its handlers to the tables at the bottom of this module:
+
+- `session/fanout.py`, `ActorFanout`: connections, fan-out, the replay ring, durability and acks;
+- `session/turns.py`, `ActorTurns`: the turn pipeline, from a final transcript to the vendor's reply;
+- `session/scene.py`, `ActorScene`: `scene` frames;
+- `session/resume.py`, `ActorResume`: `resume` frames, by replay or snapshot;
+- `session/messages.py`: the messages themselves.
+
+A new command or timer gets a module of its own in the same shape: its message or client frame
+type, a part with its handler, and a table that the two dispatch tables below take in, with the
+part added to `SessionActor`'s bases. A timer is a child task in the actor's task group (`_tg`)
+that sleeps and then posts a message; like a brain call, it never touches the session's state.
 """
-
 from __future__ import annotations
 
 import logging
 import time
-from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
-from schemas.brain import BrainRequest, BrainResult, Ledger
-from schemas.codec import Envelope
-from schemas.enums import Role
-from schemas.errors import CloseCode, ErrorCode
-from schemas.frames import (
-    LEDGER_SUMMED,
-    Ack,
-    Error,
-    Reply,
-    ReplyDelta,
-    ReplyWithdrawn,
-    ResumeFrame,
-    SceneFrame,
-    Snapshot,
-    TranscriptFrame,
-    TurnTimings,
-    Welcome,
-)
+from schemas.errors import CloseCode
+from schemas.frames import Reply
+from session import fanout, resume, scene, turns
 from session.mailbox import Mailbox
-from session.negotiation import Negotiation, PendingTurn, TurnOutcome, fallback_decision
-from session.protocols import Brain, Change, Connection, Mirror
+from session.messages import (
+    ClientFrame,
+    Connect,
+    Disconnect,
+    Durable,
+    Frame,
+    Handler,
+    Message,
+    Stop,
+)
+from session.negotiation import Negotiation
+from session.protocols import Brain, Connection, Mirror
+from session.resume import ActorResume
+from session.scene import ActorScene
+from session.turns import FALLBACK_LINE, ActorTurns
+
+__all__ = ["FALLBACK_LINE", "ActorLimits", "SessionActor"]
 
 log = logging.getLogger("samvad.session")
-
-FALLBACK_LINE = "Ek minute, bhaiya, let me just serve this lady... yes, what were you saying?"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,83 +73,9 @@ class ActorLimits:
     brain_deadline_s: float = 30.0  # a brain that outlives this is abandoned for the fallback
 
 
-# ---------------------------------------------------------------------------- inbox messages
+class SessionActor(ActorTurns, ActorScene, ActorResume):
+    """One session's actor: its state, its inbox, and the loop that applies the inbox in order."""
 
-
-@dataclass(slots=True)
-class _Connect:
-    conn: Connection
-
-
-@dataclass(slots=True)
-class _Disconnect:
-    conn: Connection
-
-
-@dataclass(slots=True)
-class _Frame:
-    conn: Connection | None
-    frame: TranscriptFrame | SceneFrame | ResumeFrame
-    received_at: float  # wall clock, for the record
-    received_perf: float  # monotonic, for timings
-    extra: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class _BrainDone:
-    pending: PendingTurn
-    result: BrainResult
-    started: float
-    finished: float
-
-
-@dataclass(slots=True)
-class _Delta:
-    turn: int
-    text: str
-
-
-@dataclass(slots=True)
-class _Withdraw:
-    turn: int
-    reason: str
-
-
-@dataclass(slots=True)
-class _Durable:
-    version: int
-
-
-@dataclass(slots=True)
-class _Stop:
-    code: int
-    reason: str
-    keep_running: bool = False
-
-
-_Message = _Connect | _Disconnect | _Frame | _BrainDone | _Delta | _Withdraw | _Durable | _Stop
-
-
-class _Sink:
-    """The DeltaSink a brain gets for one turn: posts into the actor's inbox."""
-
-    __slots__ = ("_actor", "_turn")
-
-    def __init__(self, actor: SessionActor, turn: int) -> None:
-        self._actor = actor
-        self._turn = turn
-
-    async def delta(self, text: str) -> None:
-        if text:
-            await self._actor._post(_Delta(self._turn, text))
-
-    async def withdraw(self, reason: str) -> None:
-        await self._actor._post(_Withdraw(self._turn, reason))
-
-
-
-
-class SessionActor:
     def __init__(
         self,
         negotiation: Negotiation,
@@ -151,29 +94,29 @@ class SessionActor:
         self.clock = clock
         self.on_change = on_change
         self.session_id = negotiation.session_id
-        self.connections: dict[int, Connection] = {}
-        self.player: Connection | None = None
+        self.connections = {}
+        self.player = None
         # The queues below are made when first needed: an empty deque is 760 bytes, and an idle
         # session holds several thousand of them between its peers (benchmarks/load.py, d).
-        self._replay: deque[tuple[int | None, str]] | None = None  # Envelope.kept() of each event
+        self._replay = None
         self.last_activity = clock()
-        self.version = version  # last mirror change version issued
+        self.version = version
         # Unbounded by type, bounded in practice: client frames are admitted against
         # `limits.inbox_frames` in `submit`, and the other messages come one or a few per turn.
-        self._inbox: Mailbox[_Message] = Mailbox()
+        self._inbox: Mailbox[Message] = Mailbox()
         self._frames_queued = 0
-        self._waiting: deque[_Frame] | None = None  # transcripts accepted while a turn is in flight
-        self._waiting_ids: set[str] | None = None
-        self._thinking: PendingTurn | None = None
+        self._waiting = None
+        self._waiting_ids = None
+        self._thinking = None
         self._thinking_since = 0.0
-        self._streamed: list[str] = []
+        self._streamed = []
         self._withdrawn = False
-        self._unacked: deque[tuple[int, Connection | None, str, bool]] | None = None
-        self._unacked_ids: dict[str, int] = {}
-        self._turn_waiters: dict[str, list[Callable[[Reply | None], None]]] = {}
-        self._propose_now: Callable[[BrainRequest], BrainResult] | None = getattr(brain, "propose_now", None)
-        self._tg: TaskGroup | None = None  # where brain calls run
-        self._brain_scope: anyio.CancelScope | None = None  # the brain call in flight, if any
+        self._unacked = None
+        self._unacked_ids = {}
+        self._turn_waiters = {}
+        self._propose_now = getattr(brain, "propose_now", None)
+        self._tg = None
+        self._brain_scope = None
         # Driven by a registry (`attach`): no task of its own while idle. `_wake` asks the
         # registry's dispatcher to `drain()` this actor; `_scheduled` says it has been asked.
         self._wake: Callable[[SessionActor], None] | None = None
@@ -183,35 +126,31 @@ class SessionActor:
     # ------------------------------------------------------------------ called by connections
 
     def connect(self, conn: Connection) -> None:
-        self._post_nowait(_Connect(conn))
+        self._post_nowait(Connect(conn))
 
     def disconnect(self, conn: Connection) -> None:
-        self._post_nowait(_Disconnect(conn))
+        self._post_nowait(Disconnect(conn))
 
-    def submit(
-        self, conn: Connection | None, frame: TranscriptFrame | SceneFrame | ResumeFrame, **extra: str
-    ) -> bool:
+    def submit(self, conn: Connection | None, frame: ClientFrame, **extra: str) -> bool:
         """Queue a client frame; False when the session's inbox is full (answer `rate_limited`)."""
         if self._frames_queued >= self.limits.inbox_frames:
             return False
         self._frames_queued += 1
-        self._post_nowait(_Frame(conn, frame, self.clock(), time.perf_counter(), dict(extra)))
+        self._post_nowait(Frame(conn, frame, self.clock(), time.perf_counter(), dict(extra)))
         return True
 
     def stop(self, code: int = CloseCode.GOING_AWAY, reason: str = "server shutting down") -> None:
-        self._post_nowait(_Stop(code, reason))
+        self._post_nowait(Stop(code, reason))
+
+    def close_connections(self, code: int, reason: str) -> None:
+        self._post_nowait(Stop(code, reason, keep_running=True))
 
     def notify_durable(self, version: int) -> None:
-        self._post_nowait(_Durable(version))
+        self._post_nowait(Durable(version))
 
     def wait_turn(self, client_id: str, callback: Callable[[Reply | None], None]) -> None:
         """Call `callback` with the reply to frame `client_id` (None if the actor stops first)."""
         self._turn_waiters.setdefault(client_id, []).append(callback)
-
-    @property
-    def replay(self) -> Sequence[Envelope]:
-        """The sequenced events kept for `resume`, oldest first (at most `replay_events`)."""
-        return tuple(Envelope.from_json(seq, encoded) for seq, encoded in self._replay or ())
 
     @property
     def busy(self) -> bool:
@@ -287,19 +226,13 @@ class SessionActor:
         finally:
             self._scheduled = False
 
-    def _resume_pending(self) -> None:
-        pending = self.negotiation.pending
-        if pending is not None and self._thinking is None:
-            # Recorded but never answered: rebuilt after a restart, or the loop was stopped.
-            self._think_about(pending, self.negotiation.brain_request(pending), time.perf_counter())
-
-    def _process(self, message: _Message) -> bool:
+    def _process(self, message: Message) -> bool:
         """Apply one message; False when it stops the actor."""
-        if isinstance(message, _Stop):
+        if isinstance(message, Stop):  # the loop's own message: it decides whether the loop goes on
             self._close_all(message.code, message.reason)
             return message.keep_running
         try:
-            self._handle(message)
+            MESSAGE_HANDLERS[type(message)](self, message)
         except Exception:
             # A bug in one message must not take the session down with it.
             log.exception("session actor failed on %s", type(message).__name__,
@@ -322,7 +255,7 @@ class SessionActor:
         """Release the inbox for good; the actor cannot run again."""
         self._inbox.close()
 
-    def _post_nowait(self, message: _Message) -> None:
+    def _post_nowait(self, message: Message) -> None:
         try:
             self._inbox.send_nowait(message)
         except anyio.ClosedResourceError:
@@ -332,387 +265,43 @@ class SessionActor:
             self._scheduled = True
             wake(self)
 
-    async def _post(self, message: _Message) -> None:
+    async def _post(self, message: Message) -> None:
         self._post_nowait(message)
-
-    def _handle(self, message: _Message) -> None:
-        if isinstance(message, _Frame):
-            self._frames_queued -= 1
-            self.last_activity = message.received_at
-            if isinstance(message.frame, TranscriptFrame):
-                self._on_transcript(message)
-            elif isinstance(message.frame, SceneFrame):
-                self._on_scene(message)
-            else:
-                self._on_resume(message.conn, message.frame)
-        elif isinstance(message, _BrainDone):
-            self._on_brain_done(message)
-        elif isinstance(message, _Delta):
-            if self._thinking is not None and message.turn == self._thinking.turn:
-                self._streamed.append(message.text)
-                self._fanout(Envelope(ReplyDelta(session_id=self.session_id, turn=message.turn, text=message.text)))
-        elif isinstance(message, _Withdraw):
-            if self._thinking is not None and message.turn == self._thinking.turn and self._streamed:
-                self._withdraw(message.turn, message.reason)
-        elif isinstance(message, _Durable):
-            self._flush_acks(message.version)
-        elif isinstance(message, _Connect):
-            self._on_connect(message.conn)
-
-        elif isinstance(message, _Disconnect):
-            self._on_disconnect(message.conn)
-
-    # ------------------------------------------------------------------ connections
-
-    def _on_connect(self, conn: Connection) -> None:
-        if conn.role == Role.PLAYER.value:
-            if self.player is not None and self.player.conn_id in self.connections:
-                old = self.connections.pop(self.player.conn_id)
-                old.close_nowait(CloseCode.SUPERSEDED, "a newer player connection took over")
-            self.player = conn
-        self.connections[conn.conn_id] = conn
-        self.last_activity = self.clock()
-        welcome = Welcome(
-            session_id=self.session_id,
-            role=Role(conn.role),
-            seq=self.negotiation.seq,
-            state=self.negotiation.snapshot(),
-            limits={"replay_events": self.limits.replay_events},
-        )
-        conn.send_nowait(Envelope(welcome))
-        log.info("connection opened", extra={"session_id": self.session_id, "role": conn.role,
-                                             "connections": len(self.connections)})
-        self._changed()
-
-    def _on_disconnect(self, conn: Connection) -> None:
-        if self.connections.pop(conn.conn_id, None) is None:
-            return
-        if self.player is conn:
-            self.player = None
-        log.info("connection closed", extra={"session_id": self.session_id, "role": conn.role,
-                                             "connections": len(self.connections)})
-        self._changed()
-
-    def close_connections(self, code: int, reason: str) -> None:
-        self._post_nowait(_Stop(code, reason, keep_running=True))
-
-    def _close_all(self, code: int, reason: str) -> None:
-        for conn in list(self.connections.values()):
-            conn.close_nowait(code, reason)
-        self.connections.clear()
-        self.player = None
-
-    def _fanout(self, envelope: Envelope) -> None:
-        if envelope.seq is not None:
-            if self._replay is None:
-                self._replay = deque(maxlen=self.limits.replay_events)
-            self._replay.append(envelope.kept())
-        for conn_id, conn in list(self.connections.items()):
-            if not conn.send_nowait(envelope):
-                # Its queue overflowed: the connection closes itself as a slow consumer.
-                self.connections.pop(conn_id, None)
-                if self.player is conn:
-                    self.player = None
-                log.warning("slow consumer dropped", extra={"session_id": self.session_id, "role": conn.role})
-
-    def _reply_to(self, conn: Connection | None, event: Any) -> None:
-        if conn is not None and conn.conn_id in self.connections:
-            conn.send_nowait(Envelope(event))
-
-    def _error(self, conn: Connection | None, code: ErrorCode, message: str, frame_id: str | None) -> None:
-        self._reply_to(conn, Error(session_id=self.session_id, code=code, message=message, id=frame_id))
 
     def _changed(self) -> None:
         if self.on_change is not None:
             self.on_change(self)
 
-    # ------------------------------------------------------------------ durability and acks
+    def _on_frame(self, message: Frame) -> None:
+        self._frames_queued -= 1
+        self.last_activity = message.received_at
+        FRAME_HANDLERS[type(message.frame)](self, message)
 
-    def _record(self, kind: str, data: dict[str, object]) -> int:
-        self.version += 1
-        self.mirror.submit(Change(self.session_id, self.version, kind, self.clock(), data))
-        return self.version
 
-    def _ack(self, conn: Connection | None, frame_id: str, duplicate: bool) -> None:
-        if conn is not None and conn.conn_id not in self.connections and conn.role == Role.PLAYER.value:
-            conn = self.player  # the player reconnected since sending it: ack on the new socket
-        self._reply_to(conn, Ack(session_id=self.session_id, id=frame_id, duplicate=duplicate))
+# ---------------------------------------------------------------------------- dispatch
 
-    def _ack_when_durable(self, version: int, conn: Connection | None, frame_id: str, duplicate: bool) -> None:
-        if self.mirror.durable_version(self.session_id) >= version:
-            self._ack(conn, frame_id, duplicate)
-            return
-        self._queue_ack(version, conn, frame_id, duplicate)
-        if not duplicate:
-            self._unacked_ids[frame_id] = version
 
-    def _queue_ack(self, version: int, conn: Connection | None, frame_id: str, duplicate: bool) -> None:
-        if self._unacked is None:
-            self._unacked = deque()
-        self._unacked.append((version, conn, frame_id, duplicate))
+def _table(*parts: Mapping[type[Any], Handler]) -> dict[type[Any], Handler]:
+    """One dispatch table from the parts' own; a type that two parts claim is a bug, caught at import."""
+    table: dict[type[Any], Handler] = {}
+    for part in parts:
+        for kind, handler in part.items():
+            if kind in table:
+                raise RuntimeError(f"two handlers for {kind.__name__}")
+            table[kind] = handler
+    return table
 
-    def _flush_acks(self, durable: int) -> None:
-        unacked = self._unacked
-        while unacked and unacked[0][0] <= durable:
-            _, conn, frame_id, duplicate = unacked.popleft()
-            if not duplicate:
-                self._unacked_ids.pop(frame_id, None)
-            self._ack(conn, frame_id, duplicate)
-        if unacked is not None and not unacked and self._unacked is unacked:
-            self._unacked = None
 
-    def _duplicate(self, conn: Connection | None, frame_id: str) -> bool:
-        """Answer a re-sent id; True when the frame must not be applied again."""
-        if self._waiting_ids is not None and frame_id in self._waiting_ids:
-            return True  # queued behind the turn in flight; its ack comes when it starts
-        if not self.negotiation.seen(frame_id):
-            return False
-        pending = self._unacked_ids.get(frame_id)
-        if pending is not None:
-            self._queue_ack(pending, conn, frame_id, True)
-        else:
-            self._ack(conn, frame_id, True)
-        return True
+# What the loop does with each message, by its exact type (`Stop` excepted: `_process` handles it).
+MESSAGE_HANDLERS: dict[type[Message], Handler] = _table(
+    {Frame: SessionActor._on_frame},
+    fanout.MESSAGE_HANDLERS,
+    turns.MESSAGE_HANDLERS,
+)
 
-    # ------------------------------------------------------------------ frames
-
-    def _mirror_has_room(self, conn: Connection | None, frame_id: str) -> bool:
-        if self.mirror.has_room():
-            return True
-        self._error(conn, ErrorCode.UNAVAILABLE,
-                    "the session store is unreachable and its buffer is full; re-send later with the same id",
-                    frame_id)
-        return False
-
-    def _on_scene(self, message: _Frame) -> None:
-        frame = message.frame
-        assert isinstance(frame, SceneFrame)
-        if self._duplicate(message.conn, frame.id):
-            return
-        if self.negotiation.is_terminal:
-            self._error(message.conn, ErrorCode.SESSION_ENDED, "the negotiation is over", frame.id)
-            return
-        if not self._mirror_has_room(message.conn, frame.id):
-            return
-        self.negotiation.apply_scene(
-            object_grabbed=frame.object_grabbed,
-            input_language=frame.input_language,
-            target_language=frame.target_language,
-            now=message.received_at,
-        )
-        self.negotiation.remember(frame.id)
-        version = self._record("scene", {"id": frame.id, "object_grabbed": frame.object_grabbed,
-                                         "item": self.negotiation.item,
-                                         "input_language": self.negotiation.input_language.value,
-                                         "target_language": self.negotiation.target_language.value,
-                                         "at": message.received_at})
-        self._ack_when_durable(version, message.conn, frame.id, False)
-        self._changed()
-
-    def _on_transcript(self, message: _Frame) -> None:
-        frame = message.frame
-        assert isinstance(frame, TranscriptFrame)
-        if not frame.final:
-            return  # partial speech never changes state
-        if self._duplicate(message.conn, frame.id):
-            return
-        if not self._mirror_has_room(message.conn, frame.id):
-            return
-        if self.negotiation.is_terminal:
-            self.negotiation.remember(frame.id)
-            reply = self.negotiation.closing_reply(frame.id, message.received_at, frame.text.strip())
-            version = self._record("closing_reply", {"id": frame.id, "seq": reply.seq, "text": frame.text,
-                                                     "reply": reply.text, "at": message.received_at})
-            self._ack_when_durable(version, message.conn, frame.id, False)
-            self._fanout(Envelope(reply))
-            self._resolve(frame.id, reply)
-            return
-        if self._thinking is not None:
-            if self._waiting is None or self._waiting_ids is None:
-                self._waiting, self._waiting_ids = deque(), set()
-            self._waiting.append(message)
-            self._waiting_ids.add(frame.id)
-            return
-        self._begin(message)
-
-    def _begin(self, message: _Frame) -> None:
-        frame = message.frame
-        assert isinstance(frame, TranscriptFrame)
-        pending = self.negotiation.begin_turn(frame.text.strip(), frame.id, message.received_at)
-        self.negotiation.remember(frame.id)
-        negotiation = self.negotiation
-        version = self._record("learner_turn", {
-            "id": frame.id, "turn": pending.turn, "text": pending.text, "item": pending.item,
-            "offer": pending.offer, "assessment": pending.assessment.value,
-            "stage": negotiation.stage.value, "happiness": negotiation.happiness,
-            "object_grabbed": negotiation.object_grabbed,
-            "quote": negotiation.quotes.get(pending.item) if pending.item else None,
-            "session_item": negotiation.item, "at": pending.received_at,
-        })
-        self._ack_when_durable(version, message.conn, frame.id, False)
-        request = self.negotiation.brain_request(
-            pending,
-            rag_context=message.extra.get("rag_context", ""),
-            context_block=message.extra.get("context_block", ""),
-        )
-        self._think_about(pending, request, message.received_perf)
-
-    def _think_about(self, pending: PendingTurn, request: BrainRequest, since: float) -> None:
-        self._thinking = pending
-        self._thinking_since = since
-        self._streamed = []
-        self._withdrawn = False
-        if self._propose_now is not None:
-            # A rules brain answers in microseconds: no task, no round trip through the inbox.
-            started = time.perf_counter()
-            try:
-                result = self._propose_now(request)
-            except Exception as exc:
-                result = self._fallback(request, started, f"{type(exc).__name__}: {exc}")
-            self._on_brain_done(_BrainDone(pending, result, started, time.perf_counter()))
-            return
-        assert self._tg is not None
-        self._tg.start_soon(self._think, pending, request)
-
-    def _fallback(self, request: BrainRequest, started: float, error: str) -> BrainResult:
-        log.error("brain failed: %s", error, extra={"session_id": self.session_id, "turn": request.turn})
-        return BrainResult(
-            decision=fallback_decision(request.stage, request.happiness_score, FALLBACK_LINE),
-            fallback=True,
-            error=error,
-            ledger=Ledger(brain_ms=(time.perf_counter() - started) * 1000),
-        )
-
-    async def _think(self, pending: PendingTurn, request: BrainRequest) -> None:
-        # Its own scope: stopping an attached actor cancels this, not the registry's task group.
-        with anyio.CancelScope() as scope:
-            self._brain_scope = scope
-            try:
-                started = time.perf_counter()
-                result: BrainResult | None = None
-                with anyio.move_on_after(self.limits.brain_deadline_s):
-                    try:
-                        result = await self.brain.propose(request, _Sink(self, pending.turn))
-                    except Exception as exc:  # the brain's own failures were translated; a last guard
-                        result = self._fallback(request, started, f"{type(exc).__name__}: {exc}")
-                if result is None:
-                    result = self._fallback(request, started, "brain deadline exceeded")
-                await self._post(_BrainDone(pending, result, started, time.perf_counter()))
-            finally:
-                if self._brain_scope is scope:
-                    self._brain_scope = None
-
-    def _withdraw(self, turn: int, reason: str) -> None:
-        self._fanout(Envelope(ReplyWithdrawn(session_id=self.session_id, turn=turn, reason=reason)))
-        self._streamed = []
-        self._withdrawn = True
-
-    def _on_brain_done(self, done: _BrainDone) -> None:
-        pending = done.pending
-        if self._thinking is not pending:
-            return
-        validate_start = time.perf_counter()
-        result = done.result
-        streamed = "".join(self._streamed)
-        if streamed and streamed.strip() != result.decision.reply_text.strip():
-            self._withdraw(pending.turn, "fallback" if result.fallback else "the final reply differs")
-        previous_stage = self.negotiation.stage
-        outcome = self.negotiation.complete_turn(pending, result, self.clock(), withdrawn_stream=self._withdrawn)
-        finished = time.perf_counter()
-        ledger = result.ledger
-        timings = TurnTimings(**{
-            **ledger.__dict__,  # the brain's own accounting, field for field
-            "brain": self.brain.name,
-            "queue_ms": round(max(0.0, (done.started - self._thinking_since) * 1000), 3),
-            "brain_ms": round(ledger.brain_ms or (done.finished - done.started) * 1000, 3),
-            "validation_ms": round((finished - validate_start) * 1000, 3),
-            "total_ms": round((finished - self._thinking_since) * 1000, 3),
-        })
-        first = outcome.events[0]
-        assert isinstance(first, Reply)
-        reply = first.model_copy(update={"timings": timings})
-        events = (reply, *outcome.events[1:])
-        self._thinking = None
-        self._streamed = []
-        negotiation = self.negotiation
-        self._record("vendor_turn", {
-            "turn": pending.turn, "text": reply.text, "stage": reply.negotiation_state.value,
-            "previous_stage": previous_stage.value, "happiness": reply.happiness_score,
-            "quote": reply.counter_price, "item": reply.item, "flags": list(reply.flags),
-            "assessment": reply.offer_assessment.value,
-            "forced": bool(outcome.verdict and outcome.verdict.forced_closure),
-            "seq": negotiation.seq, "outcome": negotiation.outcome.value if negotiation.outcome else None,
-            "reply_seq": reply.seq, "at": negotiation.updated_at,
-            "ledger": ledger.model_dump(include=set(LEDGER_SUMMED)),
-        })
-        for event in events:
-            self._fanout(Envelope(event))
-        self._log_turn(reply, outcome, result)
-        self._resolve(pending.client_id, reply)
-        self._changed()
-        if self._waiting:
-            nxt = self._waiting.popleft()
-            assert isinstance(nxt.frame, TranscriptFrame)
-            if self._waiting_ids is not None:
-                self._waiting_ids.discard(nxt.frame.id)
-            if not self._waiting:
-                self._waiting = self._waiting_ids = None
-            self._on_transcript(nxt)
-
-    def _log_turn(self, reply: Reply, outcome: TurnOutcome, result: BrainResult) -> None:
-        if not (outcome.overrides or result.fallback) and not log.isEnabledFor(logging.INFO):
-            return  # nothing to log: do not build the record's fields either
-        extra = {
-            "session_id": self.session_id, "turn": reply.turn, "stage": reply.negotiation_state.value,
-            "happiness": reply.happiness_score, "timings": reply.timings.model_dump() if reply.timings else None,
-        }
-        for override in outcome.overrides:
-            log.warning("rules override: %s", override.rule,
-                        extra={**extra, "rule": override.rule, "proposed": override.proposed,
-                               "applied": override.applied})
-        if result.fallback:
-            log.warning("brain fell back: %s", result.error, extra=extra)
-        log.info("turn", extra=extra)
-        summary = self.negotiation.summary()
-        if summary is not None:
-            log.info("session ended", extra={**extra, "summary": summary.model_dump(mode="json")})
-
-    def _resolve(self, client_id: str | None, reply: Reply | None) -> None:
-        if client_id is None:
-            return
-        for callback in self._turn_waiters.pop(client_id, ()):
-            callback(reply)
-
-    def _on_resume(self, conn: Connection | None, frame: ResumeFrame) -> None:
-        if conn is None or conn.conn_id not in self.connections:
-            return
-        latest = self.negotiation.seq
-        last = min(frame.last_seq, latest)
-        oldest = self._replay[0][0] if self._replay else None
-        if frame.last_seq > latest:
-            # The client saw events that were never stored (a crash lost them): its state is ahead.
-            conn.send_nowait(Envelope(Snapshot(
-                session_id=self.session_id, seq=latest, state=self.negotiation.snapshot(), replayed=False,
-                reason=f"events after seq {latest} were lost in a restart before they were stored",
-            )))
-        elif last == latest:
-            if not self._replay:
-                # Nothing held for replay: the session was rebuilt from storage (after a restart or
-                # an eviction). The client is level with it, and a snapshot says so explicitly.
-                conn.send_nowait(Envelope(Snapshot(
-                    session_id=self.session_id, seq=latest, state=self.negotiation.snapshot(), replayed=False,
-                    reason="the session was rebuilt from storage; nothing is held for replay",
-                )))
-        elif oldest is not None and oldest <= last + 1:
-            for seq, encoded in self._replay or ():
-                assert seq is not None
-                if seq > last and not conn.send_nowait(Envelope.from_json(seq, encoded)):
-                    return
-        else:
-            missing = latest - last
-            conn.send_nowait(Envelope(Snapshot(
-                session_id=self.session_id, seq=latest, state=self.negotiation.snapshot(), replayed=False,
-                reason=f"{missing} events after seq {last} are no longer held for replay",
-            )))
-        if frame.id is not None:
-            conn.send_nowait(Envelope(Ack(session_id=self.session_id, id=frame.id)))
+# What `_on_frame` does with each client frame, by its exact type.
+FRAME_HANDLERS: dict[type[ClientFrame], Handler] = _table(
+    turns.FRAME_HANDLERS,
+    scene.FRAME_HANDLERS,
+    resume.FRAME_HANDLERS,
+)

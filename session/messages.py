@@ -1,0 +1,103 @@
+"""The messages a session actor receives in its inbox, one small dataclass per kind.
+
+Everything that changes a session goes through the actor's inbox as one of these, and the actor's
+loop applies them one at a time, in the order they were posted (`session/actor.py`). That is what
+makes the actor the single writer of its session: a connection, the mirror or a brain call running
+in a child task never touches the session's state; it posts a message and returns.
+
+Who posts what:
+
+- `Connect`, `Disconnect`: a connection opening or closing (`SessionActor.connect`, `.disconnect`).
+- `Frame`: a client frame accepted by the codec (`SessionActor.submit`), with when it arrived and
+  any extra context the caller passes along (the library interface sends `rag_context` and
+  `context_block`).
+- `BrainDone`: the brain's result for a pending turn, posted by the brain call's task (or made
+  inline for a brain that answers at once, `propose_now`).
+- `Delta`, `Withdraw`: a streaming brain's partial reply text, and its retraction, posted through
+  the turn's `DeltaSink` (`session/turns.py`).
+- `Durable`: the mirror made every change up to `version` durable (`SessionActor.notify_durable`),
+  so acknowledgements waiting on it can go out (`session/fanout.py`).
+- `Stop`: close every connection and, unless `keep_running`, stop the actor. The loop handles it
+  itself, before dispatch, because it decides whether the loop goes on.
+
+A new kind of message (a timer for silence, say) is a dataclass here, added to `Message`, and a
+handler in a part of the actor whose table the actor's `MESSAGE_HANDLERS` takes in
+(`session/actor.py`, `session/README.md`). A new client frame (a hint, a repeat) is added to
+`ClientFrame` instead, and its handler goes into `FRAME_HANDLERS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from schemas.brain import BrainResult
+from schemas.frames import ResumeFrame, SceneFrame, TranscriptFrame
+from session.negotiation import PendingTurn
+from session.protocols import Connection
+
+ClientFrame = TranscriptFrame | SceneFrame | ResumeFrame
+"""The client frames that reach the actor (the codec answers `ping` and refuses the rest itself)."""
+
+Handler = Callable[[Any, Any], None]
+"""How the actor applies one message, or one client frame: `handler(actor, message)`.
+
+The dispatch tables map a type to one (`{Delta: SessionActor._on_delta}`). The arguments are `Any`
+because a table holds handlers for every type at once; each handler's own signature says what it takes."""
+
+
+@dataclass(slots=True)
+class Connect:
+    conn: Connection
+
+
+@dataclass(slots=True)
+class Disconnect:
+    conn: Connection
+
+
+@dataclass(slots=True)
+class Frame:
+    """A client frame; `conn` is None for frames from the library interface (no socket)."""
+
+    conn: Connection | None
+    frame: ClientFrame
+    received_at: float  # wall clock, for the record
+    received_perf: float  # monotonic, for timings
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class BrainDone:
+    pending: PendingTurn
+    result: BrainResult
+    started: float  # perf_counter when the brain was called
+    finished: float  # and when it answered
+
+
+@dataclass(slots=True)
+class Delta:
+    turn: int
+    text: str
+
+
+@dataclass(slots=True)
+class Withdraw:
+    turn: int
+    reason: str
+
+
+@dataclass(slots=True)
+class Durable:
+    version: int
+
+
+@dataclass(slots=True)
+class Stop:
+    code: int
+    reason: str
+    keep_running: bool = False  # close the connections only (`SessionActor.close_connections`)
+
+
+Message = Connect | Disconnect | Frame | BrainDone | Delta | Withdraw | Durable | Stop

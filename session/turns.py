@@ -1,0 +1,283 @@
+"""The turn pipeline: from a learner's final transcript to the vendor's validated reply.
+
+One turn is in flight at a time. The path of a turn through `ActorTurns`:
+
+1. `_on_transcript`: a final transcript frame (partial speech never changes state). A re-sent id
+   is answered as a duplicate and a frame the mirror has no room for is refused
+   (`session/fanout.py`). After the negotiation has ended the vendor answers with a closing line
+   and no brain call. While another turn is in flight the frame waits, in order, in `_waiting`.
+2. `_begin`: `Negotiation.begin_turn` judges the learner's offer on the server, the turn is
+   recorded for the mirror (`learner_turn`, acknowledged once durable) and becomes a
+   `BrainRequest`.
+3. `_think_about`: a brain that can answer at once (`propose_now`, the rules vendor) is called
+   inline. Any other runs in `_think`, a child task of the actor's task group, in a cancel scope
+   of its own and under `limits.brain_deadline_s`. A failure or the deadline turns into the
+   fallback decision (`FALLBACK_LINE`, and nothing else changes). The task does not touch the
+   session: its result comes back through the inbox as `BrainDone`, and a streaming brain's
+   partial text as `Delta` and `Withdraw` through the turn's sink (`_Sink`), which the actor fans
+   out as `reply.delta` and `reply.withdrawn` while that turn is the one in flight.
+4. `_on_brain_done`: a result for a turn no longer in flight is dropped. Streamed text that the
+   final reply does not match is withdrawn. `Negotiation.complete_turn` validates the brain's
+   proposal against the rules (an illegal move is overridden, and logged), the reply gets its
+   timings (queue, brain, validation, total), the vendor turn is recorded (`vendor_turn`), its
+   events are fanned out, whoever waits for that frame's reply is told (`wait_turn`, the library
+   interface), and the next waiting transcript starts.
+
+A turn recorded but never answered (the server restarted, or the actor was stopped mid-call) is
+asked again when the actor starts (`_resume_pending`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+
+import anyio
+from anyio.abc import TaskGroup
+
+from schemas.brain import BrainRequest, BrainResult, Ledger
+from schemas.codec import Envelope
+from schemas.frames import LEDGER_SUMMED, Reply, ReplyDelta, ReplyWithdrawn, TranscriptFrame, TurnTimings
+from session.fanout import ActorFanout
+from session.messages import BrainDone, ClientFrame, Delta, Frame, Handler, Message, Withdraw
+from session.negotiation import PendingTurn, TurnOutcome, fallback_decision
+from session.protocols import Brain
+
+log = logging.getLogger("samvad.session")
+
+FALLBACK_LINE = "Ek minute, bhaiya, let me just serve this lady... yes, what were you saying?"
+
+
+class _Sink:
+    """The DeltaSink a brain gets for one turn: posts into the actor's inbox."""
+
+    __slots__ = ("_actor", "_turn")
+
+    def __init__(self, actor: ActorTurns, turn: int) -> None:
+        self._actor = actor
+        self._turn = turn
+
+    async def delta(self, text: str) -> None:
+        if text:
+            await self._actor._post(Delta(self._turn, text))
+
+    async def withdraw(self, reason: str) -> None:
+        await self._actor._post(Withdraw(self._turn, reason))
+
+
+class ActorTurns(ActorFanout):
+    """The turn pipeline: the part of `SessionActor` that asks the brain and applies its answer."""
+
+    brain: Brain
+    _thinking: PendingTurn | None  # the turn in flight
+    _thinking_since: float  # perf_counter when its transcript arrived
+    _streamed: list[str]  # its reply text streamed so far
+    _withdrawn: bool  # and whether a streamed reply was withdrawn
+    _waiting: deque[Frame] | None  # transcripts accepted while a turn is in flight, in order
+    _turn_waiters: dict[str, list[Callable[[Reply | None], None]]]  # by frame id (`wait_turn`)
+    _propose_now: Callable[[BrainRequest], BrainResult] | None  # the brain's, if it answers at once
+    _tg: TaskGroup | None  # where brain calls run
+    _brain_scope: anyio.CancelScope | None  # the brain call in flight, if any
+    _post: Callable[[Message], Awaitable[None]]  # the actor's: post into its own inbox
+
+    def _resume_pending(self) -> None:
+        pending = self.negotiation.pending
+        if pending is not None and self._thinking is None:
+            # Recorded but never answered: rebuilt after a restart, or the loop was stopped.
+            self._think_about(pending, self.negotiation.brain_request(pending), time.perf_counter())
+
+    def _on_transcript(self, message: Frame) -> None:
+        frame = message.frame
+        assert isinstance(frame, TranscriptFrame)
+        if not frame.final:
+            return  # partial speech never changes state
+        if self._duplicate(message.conn, frame.id):
+            return
+        if not self._mirror_has_room(message.conn, frame.id):
+            return
+        if self.negotiation.is_terminal:
+            self.negotiation.remember(frame.id)
+            reply = self.negotiation.closing_reply(frame.id, message.received_at, frame.text.strip())
+            version = self._record("closing_reply", {"id": frame.id, "seq": reply.seq, "text": frame.text,
+                                                     "reply": reply.text, "at": message.received_at})
+            self._ack_when_durable(version, message.conn, frame.id, False)
+            self._fanout(Envelope(reply))
+            self._resolve(frame.id, reply)
+            return
+        if self._thinking is not None:
+            if self._waiting is None or self._waiting_ids is None:
+                self._waiting, self._waiting_ids = deque(), set()
+            self._waiting.append(message)
+            self._waiting_ids.add(frame.id)
+            return
+        self._begin(message)
+
+    def _begin(self, message: Frame) -> None:
+        frame = message.frame
+        assert isinstance(frame, TranscriptFrame)
+        pending = self.negotiation.begin_turn(frame.text.strip(), frame.id, message.received_at)
+        self.negotiation.remember(frame.id)
+        negotiation = self.negotiation
+        version = self._record("learner_turn", {
+            "id": frame.id, "turn": pending.turn, "text": pending.text, "item": pending.item,
+            "offer": pending.offer, "assessment": pending.assessment.value,
+            "stage": negotiation.stage.value, "happiness": negotiation.happiness,
+            "object_grabbed": negotiation.object_grabbed,
+            "quote": negotiation.quotes.get(pending.item) if pending.item else None,
+            "session_item": negotiation.item, "at": pending.received_at,
+        })
+        self._ack_when_durable(version, message.conn, frame.id, False)
+        request = self.negotiation.brain_request(
+            pending,
+            rag_context=message.extra.get("rag_context", ""),
+            context_block=message.extra.get("context_block", ""),
+        )
+        self._think_about(pending, request, message.received_perf)
+
+    def _think_about(self, pending: PendingTurn, request: BrainRequest, since: float) -> None:
+        self._thinking = pending
+        self._thinking_since = since
+        self._streamed = []
+        self._withdrawn = False
+        if self._propose_now is not None:
+            # A rules brain answers in microseconds: no task, no round trip through the inbox.
+            started = time.perf_counter()
+            try:
+                result = self._propose_now(request)
+            except Exception as exc:
+                result = self._fallback(request, started, f"{type(exc).__name__}: {exc}")
+            self._on_brain_done(BrainDone(pending, result, started, time.perf_counter()))
+            return
+        assert self._tg is not None
+        self._tg.start_soon(self._think, pending, request)
+
+    def _fallback(self, request: BrainRequest, started: float, error: str) -> BrainResult:
+        log.error("brain failed: %s", error, extra={"session_id": self.session_id, "turn": request.turn})
+        return BrainResult(
+            decision=fallback_decision(request.stage, request.happiness_score, FALLBACK_LINE),
+            fallback=True,
+            error=error,
+            ledger=Ledger(brain_ms=(time.perf_counter() - started) * 1000),
+        )
+
+    async def _think(self, pending: PendingTurn, request: BrainRequest) -> None:
+        # Its own scope: stopping an attached actor cancels this, not the registry's task group.
+        with anyio.CancelScope() as scope:
+            self._brain_scope = scope
+            try:
+                started = time.perf_counter()
+                result: BrainResult | None = None
+                with anyio.move_on_after(self.limits.brain_deadline_s):
+                    try:
+                        result = await self.brain.propose(request, _Sink(self, pending.turn))
+                    except Exception as exc:  # the brain's own failures were translated; a last guard
+                        result = self._fallback(request, started, f"{type(exc).__name__}: {exc}")
+                if result is None:
+                    result = self._fallback(request, started, "brain deadline exceeded")
+                await self._post(BrainDone(pending, result, started, time.perf_counter()))
+            finally:
+                if self._brain_scope is scope:
+                    self._brain_scope = None
+
+    def _on_delta(self, message: Delta) -> None:
+        if self._thinking is not None and message.turn == self._thinking.turn:
+            self._streamed.append(message.text)
+            self._fanout(Envelope(ReplyDelta(session_id=self.session_id, turn=message.turn, text=message.text)))
+
+    def _on_withdraw(self, message: Withdraw) -> None:
+        if self._thinking is not None and message.turn == self._thinking.turn and self._streamed:
+            self._withdraw(message.turn, message.reason)
+
+    def _withdraw(self, turn: int, reason: str) -> None:
+        self._fanout(Envelope(ReplyWithdrawn(session_id=self.session_id, turn=turn, reason=reason)))
+        self._streamed = []
+        self._withdrawn = True
+
+    def _on_brain_done(self, done: BrainDone) -> None:
+        pending = done.pending
+        if self._thinking is not pending:
+            return
+        validate_start = time.perf_counter()
+        result = done.result
+        streamed = "".join(self._streamed)
+        if streamed and streamed.strip() != result.decision.reply_text.strip():
+            self._withdraw(pending.turn, "fallback" if result.fallback else "the final reply differs")
+        previous_stage = self.negotiation.stage
+        outcome = self.negotiation.complete_turn(pending, result, self.clock(), withdrawn_stream=self._withdrawn)
+        finished = time.perf_counter()
+        ledger = result.ledger
+        timings = TurnTimings(**{
+            **ledger.__dict__,  # the brain's own accounting, field for field
+            "brain": self.brain.name,
+            "queue_ms": round(max(0.0, (done.started - self._thinking_since) * 1000), 3),
+            "brain_ms": round(ledger.brain_ms or (done.finished - done.started) * 1000, 3),
+            "validation_ms": round((finished - validate_start) * 1000, 3),
+            "total_ms": round((finished - self._thinking_since) * 1000, 3),
+        })
+        first = outcome.events[0]
+        assert isinstance(first, Reply)
+        reply = first.model_copy(update={"timings": timings})
+        events = (reply, *outcome.events[1:])
+        self._thinking = None
+        self._streamed = []
+        negotiation = self.negotiation
+        self._record("vendor_turn", {
+            "turn": pending.turn, "text": reply.text, "stage": reply.negotiation_state.value,
+            "previous_stage": previous_stage.value, "happiness": reply.happiness_score,
+            "quote": reply.counter_price, "item": reply.item, "flags": list(reply.flags),
+            "assessment": reply.offer_assessment.value,
+            "forced": bool(outcome.verdict and outcome.verdict.forced_closure),
+            "seq": negotiation.seq, "outcome": negotiation.outcome.value if negotiation.outcome else None,
+            "reply_seq": reply.seq, "at": negotiation.updated_at,
+            "ledger": ledger.model_dump(include=set(LEDGER_SUMMED)),
+        })
+        for event in events:
+            self._fanout(Envelope(event))
+        self._log_turn(reply, outcome, result)
+        self._resolve(pending.client_id, reply)
+        self._changed()
+        if self._waiting:
+            nxt = self._waiting.popleft()
+            assert isinstance(nxt.frame, TranscriptFrame)
+            if self._waiting_ids is not None:
+                self._waiting_ids.discard(nxt.frame.id)
+            if not self._waiting:
+                self._waiting = self._waiting_ids = None
+            self._on_transcript(nxt)
+
+    def _log_turn(self, reply: Reply, outcome: TurnOutcome, result: BrainResult) -> None:
+        if not (outcome.overrides or result.fallback) and not log.isEnabledFor(logging.INFO):
+            return  # nothing to log: do not build the record's fields either
+        extra = {
+            "session_id": self.session_id, "turn": reply.turn, "stage": reply.negotiation_state.value,
+            "happiness": reply.happiness_score, "timings": reply.timings.model_dump() if reply.timings else None,
+        }
+        for override in outcome.overrides:
+            log.warning("rules override: %s", override.rule,
+                        extra={**extra, "rule": override.rule, "proposed": override.proposed,
+                               "applied": override.applied})
+        if result.fallback:
+            log.warning("brain fell back: %s", result.error, extra=extra)
+        log.info("turn", extra=extra)
+        summary = self.negotiation.summary()
+        if summary is not None:
+            log.info("session ended", extra={**extra, "summary": summary.model_dump(mode="json")})
+
+    def _resolve(self, client_id: str | None, reply: Reply | None) -> None:
+        if client_id is None:
+            return
+        for callback in self._turn_waiters.pop(client_id, ()):
+            callback(reply)
+
+
+# This part's entries in the actor's dispatch tables (`session/actor.py`).
+MESSAGE_HANDLERS: dict[type[Message], Handler] = {
+    BrainDone: ActorTurns._on_brain_done,
+    Delta: ActorTurns._on_delta,
+    Withdraw: ActorTurns._on_withdraw,
+}
+FRAME_HANDLERS: dict[type[ClientFrame], Handler] = {
+    TranscriptFrame: ActorTurns._on_transcript,
+}
