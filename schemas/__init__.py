@@ -1,4 +1,12 @@
-"""Data contracts shared by every layer. This package imports nothing else of the project's."""
+"""Data contracts shared by every layer. This package imports nothing else of the project's.
+
+- `frames`: the wire frames clients send (strictly typed) and the events the server sends back.
+- `codec`: decoding and encoding those frames as JSON text or msgpack binary.
+- `enums`, `errors`: closed vocabularies (stage, mood, role, ...), error and close codes.
+- `brain`, `decision`: what a brain is told and what it proposes for one turn.
+- `policy`: the negotiation's published numbers; `scenario`: items, prices and customs, loaded
+  from the JSON files in `data/`.
+"""
 
 from schemas.brain import BrainRequest, BrainResult, GraphContext, HistoryLine, Ledger, StageVisit
 from schemas.codec import Envelope, FrameError, WireFormat, decode_event, decode_frame, encode_event

@@ -35,7 +35,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -46,6 +45,7 @@ from schemas.frames import Reply
 from session import fanout, resume, scene, turns
 from session.mailbox import Mailbox
 from session.messages import (
+    ActorLimits,
     ClientFrame,
     Connect,
     Disconnect,
@@ -64,13 +64,6 @@ from session.turns import FALLBACK_LINE, ActorTurns
 __all__ = ["FALLBACK_LINE", "ActorLimits", "SessionActor"]
 
 log = logging.getLogger("samvad.session")
-
-
-@dataclass(frozen=True, slots=True)
-class ActorLimits:
-    replay_events: int = 512  # events kept for `resume`
-    inbox_frames: int = 32  # client frames queued per session before `rate_limited`
-    brain_deadline_s: float = 30.0  # a brain that outlives this is abandoned for the fallback
 
 
 class SessionActor(ActorTurns, ActorScene, ActorResume):

@@ -31,18 +31,15 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from schemas.codec import Envelope
 from schemas.enums import Role
 from schemas.errors import CloseCode, ErrorCode
 from schemas.frames import Ack, Error, Welcome
-from session.messages import Connect, Disconnect, Durable, Handler, Message
+from session.messages import ActorLimits, Connect, Disconnect, Durable, Handler, Message
 from session.negotiation import Negotiation
 from session.protocols import Change, Connection, Mirror
-
-if TYPE_CHECKING:
-    from session.actor import ActorLimits
 
 log = logging.getLogger("samvad.session")
 

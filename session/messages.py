@@ -37,6 +37,17 @@ from schemas.frames import ResumeFrame, SceneFrame, TranscriptFrame
 from session.negotiation import PendingTurn
 from session.protocols import Connection
 
+
+@dataclass(frozen=True, slots=True)
+class ActorLimits:
+    """The bounds every part of an actor works within (here, so that the parts need not import
+    `session.actor`, which imports them)."""
+
+    replay_events: int = 512  # events kept for `resume`
+    inbox_frames: int = 32  # client frames queued per session before `rate_limited`
+    brain_deadline_s: float = 30.0  # a brain that outlives this is abandoned for the fallback
+
+
 ClientFrame = TranscriptFrame | SceneFrame | ResumeFrame
 """The client frames that reach the actor (the codec answers `ping` and refuses the rest itself)."""
 
