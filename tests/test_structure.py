@@ -1,0 +1,213 @@
+"""The project's shape: no import cycles between its modules, no oversized modules, every folder explained.
+
+Imports are read from the source with `ast`, wherever they stand: at the top, inside a function
+(a lazy import still ties the two modules together) or under `TYPE_CHECKING` (a cycle that only the
+type checker sees is still two modules that cannot be understood apart). An edge goes to the module
+named, not to the packages above it that Python also runs first: a package's `__init__` re-exports
+would otherwise tie every package to its own modules.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGES = ("schemas", "session", "brain", "server", "clients")
+# Source files a person writes and reads; vendored, generated and data files are not modules.
+SOURCE_SUFFIXES = {".py", ".js", ".cs", ".css", ".html", ".sh"}
+MAX_LINES = 500
+LEFT_OUT = ("clients/browser/vendor/",)
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def project_modules() -> dict[str, pathlib.Path]:
+    modules: dict[str, pathlib.Path] = {}
+    for package in (*PACKAGES, "tests", "benchmarks"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            modules[module_name(path)] = path
+    return modules
+
+
+def resolve(name: str, modules: dict[str, pathlib.Path]) -> str | None:
+    """The longest prefix of a dotted name that is one of our modules."""
+    parts = name.split(".")
+    while parts:
+        candidate = ".".join(parts)
+        if candidate in modules:
+            return candidate
+        parts.pop()
+    return None
+
+
+def imports_of(module: str, path: pathlib.Path, modules: dict[str, pathlib.Path]) -> set[str]:
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = module.split(".")
+                drop = node.level - 1 if is_package else node.level
+                anchor = anchor[: len(anchor) - drop] if drop else anchor
+                base = ".".join([*anchor, node.module] if node.module else anchor)
+            else:
+                base = node.module or ""
+            # `from pkg import name` imports the submodule pkg.name when there is one, else pkg.
+            targets = [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            resolved = resolve(target, modules)
+            if resolved is not None and resolved != module:
+                found.add(resolved)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = project_modules()
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            advanced = False
+            for succ in successors:
+                if succ not in graph:
+                    continue
+                if succ not in index:
+                    index[succ] = low[succ] = counter
+                    counter += 1
+                    stack.append(succ)
+                    on_stack.add(succ)
+                    work.append((succ, iter(sorted(graph[succ]))))
+                    advanced = True
+                    break
+                if succ in on_stack:
+                    low[node] = min(low[node], index[succ])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_relative_and_submodule_imports_are_resolved(tmp_path: pathlib.Path) -> None:
+    modules = {"pkg": tmp_path / "__init__.py", "pkg.a": tmp_path / "a.py", "pkg.b": tmp_path / "b.py"}
+    (tmp_path / "a.py").write_text("from . import b\nfrom pkg.b import thing\n")
+    assert imports_of("pkg.a", modules["pkg.a"], modules) == {"pkg.b"}
+    (tmp_path / "__init__.py").write_text("from .a import name\n")
+    assert imports_of("pkg", modules["pkg"], modules) == {"pkg.a"}
+
+
+def test_no_module_of_the_project_is_part_of_an_import_cycle() -> None:
+    graph = import_graph()
+    assert len(graph) > 50, "the import graph looks empty: is ROOT right?"
+    assert cycles(graph) == []
+
+
+def test_nothing_in_server_imports_the_application_assembly() -> None:
+    graph = import_graph()
+    # The package re-exports create_app and the CLI runs it; nothing else in server/ may lean on it.
+    importers = sorted(m for m, deps in graph.items() if "server.app" in deps and m.startswith("server"))
+    assert set(importers) <= {"server", "server.cli"}, importers
+
+
+def source_files() -> list[pathlib.Path]:
+    files = []
+    for package in (*PACKAGES, "tests", "benchmarks", "scripts"):
+        for path in sorted((ROOT / package).rglob("*")):
+            relative = path.relative_to(ROOT).as_posix()
+            if path.suffix in SOURCE_SUFFIXES and not relative.startswith(LEFT_OUT) and "/bin/" not in relative:
+                files.append(path)
+    return files
+
+
+def test_no_source_file_is_over_the_line_limit() -> None:
+    files = source_files()
+    assert len(files) > 50
+    long = {
+        path.relative_to(ROOT).as_posix(): n
+        for path in files
+        if (n := len(path.read_text("utf-8").splitlines())) > MAX_LINES
+    }
+    assert long == {}
+
+
+def folders() -> list[pathlib.Path]:
+    found = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*")):
+            if path.is_dir() and path.name not in {"__pycache__", "bin", "obj"}:
+                found.append(path)
+        found.append(ROOT / package)
+    return sorted(set(found))
+
+
+def explained_by_parent(folder: pathlib.Path) -> bool:
+    """Whether a README.md in an enclosing folder (up to the project root) names `folder/`."""
+    for parent in folder.parents:
+        readme = parent / "README.md"
+        if readme.exists() and f"{folder.name}/" in readme.read_text("utf-8"):
+            return True
+        if parent == ROOT:
+            return False
+    return False
+
+
+@pytest.mark.parametrize("folder", folders(), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_folder_says_what_lives_there(folder: pathlib.Path) -> None:
+    for name in ("README.md", "VENDORED.md"):
+        if (folder / name).exists():
+            assert len((folder / name).read_text("utf-8").strip()) > 80
+            return
+    if explained_by_parent(folder):
+        return
+    init = folder / "__init__.py"
+    where = folder.relative_to(ROOT)
+    assert init.exists(), f"{where} has no README.md, no __init__.py and no mention in a parent's README"
+    docstring = ast.get_docstring(ast.parse(init.read_text("utf-8")))
+    assert docstring and len(docstring) > 40, f"{init.relative_to(ROOT)} has no docstring saying what lives there"
