@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from brain.knowledge.library import KnowledgeLibrary
-from brain.knowledge.store import DiskPlaybookStore
+from brain.knowledge.store import DiskPlaybookStore, PlaybookStore
 from server.config import BrainChoice, MirrorChoice, Settings
 from session.mirror import MemoryMirror
 from session.protocols import Brain
@@ -29,5 +29,12 @@ def build_mirror(settings: Settings) -> object:
 
 
 def build_knowledge(settings: Settings) -> KnowledgeLibrary:
-    return KnowledgeLibrary(DiskPlaybookStore(settings.KNOWLEDGE_DIR), top_k=settings.RETRIEVAL_TOP_K,
-                            min_score=settings.RETRIEVAL_MIN_SCORE)
+    """Playbooks in Neo4j when the mirror is (server/playbooks.py), else on disk in KNOWLEDGE_DIR."""
+    store: PlaybookStore
+    if settings.mirror_kind is MirrorChoice.NEO4J:
+        from server.playbooks import Neo4jPlaybookStore
+
+        store = Neo4jPlaybookStore.from_settings(settings)
+    else:
+        store = DiskPlaybookStore(settings.KNOWLEDGE_DIR)
+    return KnowledgeLibrary(store, top_k=settings.RETRIEVAL_TOP_K, min_score=settings.RETRIEVAL_MIN_SCORE)
