@@ -15,6 +15,7 @@ from pydantic_core import core_schema
 from schemas.brain import Ledger
 from schemas.enums import LanguageCode, Mood, OfferAssessment, Outcome, Role, Stage
 from schemas.errors import ErrorCode
+from schemas.knowledge import TipCard
 
 FrameId = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[\x21-\x7e]+$")]
 ItemName = Annotated[str, StringConstraints(max_length=64)]
@@ -300,11 +301,21 @@ class Snapshot(_Event):
     reason: str = ""
 
 
+class Tips(_Event):
+    """Coaching cards for the learner's turn `turn`, grounded in the scenario's knowledge
+    (docs/knowledge.md): each card's words are a chunk's own, or one generic card."""
+
+    type: Literal["tips"] = "tips"
+    seq: int
+    turn: int
+    cards: tuple[TipCard, ...]
+
+
 ServerEvent = (
     Welcome | Ack | Pong | Error | Reply | ReplyDelta | ReplyWithdrawn | MoodChanged | StageChanged
-    | SessionEnded | Snapshot
+    | SessionEnded | Snapshot | Tips
 )
-SEQUENCED_TYPES = frozenset({"reply", "mood", "stage", "session.ended", "snapshot"})
+SEQUENCED_TYPES = frozenset({"reply", "mood", "stage", "session.ended", "snapshot", "tips"})
 
 
 def event_dict(event: BaseModel) -> dict[str, Any]:

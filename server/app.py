@@ -12,6 +12,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute
 
+from schemas.scenario import available_scenarios
 from server import gcpolicy
 from server.auth import Tokens
 from server.config import Settings, load_settings
@@ -44,9 +45,17 @@ def build_services(settings: Settings, *, brain: Brain | None = None, mirror: Mi
         idle_seconds=settings.SESSION_IDLE_SECONDS,
         max_sessions=settings.MAX_SESSIONS,
         loader=loader,
+        tips=knowledge if settings.TIP_CARDS else None,
     )
     return Services(settings=settings, tokens=Tokens(settings.signing_secret, settings.TOKEN_TTL_SECONDS),
                     brain=brain, mirror=mirror, registry=registry, knowledge=knowledge)
+
+
+async def refresh_knowledge(services: Services, every_s: float = 30.0) -> None:
+    """Re-read the playbooks of scenarios indexed while their store (Neo4j) was down."""
+    while True:
+        await anyio.sleep(every_s)
+        await anyio.to_thread.run_sync(services.knowledge.refresh_stale)
 
 
 async def full_collections(every_s: float) -> None:
@@ -67,8 +76,11 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
             run_mirror = getattr(services.mirror, "run", None)
             if run_mirror is not None:
                 await tg.start(run_mirror)
+            # The knowledge indexes are built before the first learner turn can need one.
+            await anyio.to_thread.run_sync(services.knowledge.warm, available_scenarios())
             await tg.start(services.registry.run)
             tg.start_soon(sweep_idle_sockets, services)
+            tg.start_soon(refresh_knowledge, services)
             if gcpolicy.installed():
                 tg.start_soon(full_collections, settings.GC_FULL_EVERY_SECONDS)
             log.info("server started", extra={"brain": services.brain.name,
@@ -79,6 +91,9 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
                 services.registry.close_all()
                 await anyio.sleep(0.05)  # let writers send their close frames
                 tg.cancel_scope.cancel()
+        store_closer = getattr(services.knowledge.store, "close", None)
+        if store_closer is not None:
+            await anyio.to_thread.run_sync(store_closer)
         closer = getattr(services.brain, "aclose", None)
         if closer is not None:
             with anyio.CancelScope(shield=True):

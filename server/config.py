@@ -102,6 +102,7 @@ class Settings(BaseSettings):
     RETRIEVAL_TOP_K: int = Field(3, ge=1, le=20)  # chunks retrieved per query
     RETRIEVAL_MIN_SCORE: float = Field(1.0, gt=0)  # BM25 score below which nothing is "found"
     RETRIEVE_PER_SECOND: float = Field(20.0, gt=0)  # POST /retrieve per client address
+    TIP_CARDS: bool = True  # a `tips` event after each learner turn
     # uvicorn's implementations; "auto" is uvicorn's own choice (uvloop, httptools and the
     # websockets sans-I/O protocol when installed). For "auto" and "websockets-sansio" the
     # server runs a subclass of that protocol that holds less per idle socket and delivers the

@@ -56,7 +56,7 @@ from session.messages import (
     Stop,
 )
 from session.negotiation import Negotiation
-from session.protocols import Brain, Connection, Mirror
+from session.protocols import Brain, Connection, Mirror, TipSource
 from session.resume import ActorResume
 from session.scene import ActorScene
 from session.turns import FALLBACK_LINE, ActorTurns
@@ -79,10 +79,12 @@ class SessionActor(ActorTurns, ActorScene, ActorResume):
         clock: Callable[[], float] = time.time,
         on_change: Callable[[SessionActor], None] | None = None,
         version: int = 0,
+        tips: TipSource | None = None,
     ) -> None:
         self.negotiation = negotiation
         self.brain = brain
         self.mirror = mirror
+        self.tips = tips
         self.limits = limits
         self.clock = clock
         self.on_change = on_change

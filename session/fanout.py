@@ -39,7 +39,7 @@ from schemas.errors import CloseCode, ErrorCode
 from schemas.frames import Ack, Error, Welcome
 from session.messages import ActorLimits, Connect, Disconnect, Durable, Handler, Message
 from session.negotiation import Negotiation
-from session.protocols import Change, Connection, Mirror
+from session.protocols import Change, Connection, Mirror, TipSource
 
 log = logging.getLogger("samvad.session")
 
@@ -50,6 +50,7 @@ class ActorFanout:
     session_id: str
     negotiation: Negotiation
     mirror: Mirror
+    tips: TipSource | None  # coaching cards after each learner turn (session/tips.py); None: no tips
     limits: ActorLimits
     clock: Callable[[], float]
     connections: dict[int, Connection]  # by conn_id

@@ -4,12 +4,13 @@ no database and no web framework. `server` wires concrete implementations in.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from schemas.brain import BrainRequest, BrainResult, DeltaSink
 from schemas.codec import Envelope
+from schemas.knowledge import TipCard
 
 
 class Brain(Protocol):
@@ -26,6 +27,16 @@ class InstantBrain(Brain, Protocol):
     """A brain that answers synchronously in microseconds; the actor calls it inline."""
 
     def propose_now(self, request: BrainRequest) -> BrainResult: ...
+
+
+class TipSource(Protocol):
+    """Coaching cards for what the learner just said, from the scenario's knowledge.
+
+    Called on the actor's loop once per learner turn, so it must be quick and must not block:
+    the server's implementation (`brain.knowledge.library.KnowledgeLibrary`) answers from an
+    in-memory index in well under a millisecond. Deterministic: same input, same cards."""
+
+    def cards(self, scenario: str, transcript_window: str) -> Sequence[TipCard]: ...
 
 
 class Connection(Protocol):

@@ -25,7 +25,7 @@ from schemas.errors import CloseCode
 from schemas.scenario import DEFAULT_SCENARIO
 from session.actor import ActorLimits, SessionActor
 from session.negotiation import Negotiation
-from session.protocols import Brain, Mirror
+from session.protocols import Brain, Mirror, TipSource
 from session.rules import Limits
 
 log = logging.getLogger("samvad.registry")
@@ -56,9 +56,11 @@ class SessionRegistry:
         max_sessions: int = 10_000,
         loader: SessionLoader | None = None,
         clock: Callable[[], float] = time.time,
+        tips: TipSource | None = None,
     ) -> None:
         self.brain = brain
         self.mirror = mirror
+        self.tips = tips
         self.limits = limits
         self.actor_limits = actor_limits
         self.idle_seconds = idle_seconds
@@ -180,7 +182,7 @@ class SessionRegistry:
     def _new_actor(self, negotiation: Negotiation, version: int) -> SessionActor:
         return SessionActor(
             negotiation, self.brain, self.mirror, limits=self.actor_limits, clock=self.clock,
-            on_change=self._on_change, version=version,
+            on_change=self._on_change, version=version, tips=self.tips,
         )
 
     def live(self, session_id: str) -> SessionActor | None:

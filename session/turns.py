@@ -39,11 +39,20 @@ from anyio.abc import TaskGroup
 
 from schemas.brain import BrainRequest, BrainResult, Ledger
 from schemas.codec import Envelope
-from schemas.frames import LEDGER_SUMMED, Reply, ReplyDelta, ReplyWithdrawn, TranscriptFrame, TurnTimings
+from schemas.frames import (
+    LEDGER_SUMMED,
+    Reply,
+    ReplyDelta,
+    ReplyWithdrawn,
+    ServerEvent,
+    TranscriptFrame,
+    TurnTimings,
+)
 from session.fanout import ActorFanout
 from session.messages import BrainDone, ClientFrame, Delta, Frame, Handler, Message, Withdraw
 from session.negotiation import PendingTurn, TurnOutcome, fallback_decision
 from session.protocols import Brain
+from session.tips import tips_event
 
 log = logging.getLogger("samvad.session")
 
@@ -219,7 +228,9 @@ class ActorTurns(ActorFanout):
         first = outcome.events[0]
         assert isinstance(first, Reply)
         reply = first.model_copy(update={"timings": timings})
-        events = (reply, *outcome.events[1:])
+        events: tuple[ServerEvent, ...] = (reply, *outcome.events[1:])
+        if self.tips is not None:
+            events = (*events, tips_event(self.tips, self.negotiation, pending))
         self._thinking = None
         self._streamed = []
         negotiation = self.negotiation

@@ -34,7 +34,7 @@ def wobble(request: BrainRequest) -> AIDecision:
 
 
 def sequenced(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [f for f in frames if f["type"] in ("reply", "mood", "stage", "session.ended")]
+    return [f for f in frames if f["type"] in ("reply", "mood", "stage", "session.ended", "tips")]
 
 
 async def player(served: Served, created: dict[str, Any], **kw: Any) -> Any:
@@ -59,14 +59,16 @@ async def test_create_connect_scene_transcript_reply_mood_and_stage() -> None:
                                       "id": "s1", "duplicate": False}
             got = await c.turn("t1", "Namaste bhaiya, tamatar kitne ka hai?")
             kinds = [f["type"] for f in c.seen[2:] if f["type"] != "pong"]
-            assert kinds == ["ack", "reply", "mood", "stage"], kinds
-            reply, mood, stage = got[0], got[1], got[2]
+            assert kinds == ["ack", "reply", "mood", "stage", "tips"], kinds
+            reply, mood, stage, tips = got[0], got[1], got[2], got[3]
             assert reply["seq"] == 1 and reply["turn"] == 1 and reply["in_reply_to"] == "t1"
             assert reply["item"] == "Tomato" and reply["negotiation_state"] == "INQUIRY"
             assert reply["timings"]["brain"] == "scripted"
             assert mood == {**mood, "seq": 2, "delta": 5, "happiness_score": 55}
             assert stage == {**stage, "seq": 3, "from": "GREETING", "to": "INQUIRY",
                              "forced": False}
+            assert tips["seq"] == 4 and tips["turn"] == 1
+            assert "kitne ka hai" in tips["cards"][0]["body"] and tips["cards"][0]["grounded"] is True
 
 
 async def test_the_default_rule_brain_answers_over_the_socket() -> None:
@@ -159,10 +161,10 @@ async def test_resume_beyond_the_replay_buffer_gets_a_snapshot() -> None:
         created = await create(served)
         async with await player(served, created) as c:
             await c.recv()
-            for i in range(12):  # two events a turn: 24 events, more than 16 are held
+            for i in range(12):  # three events a turn (reply, mood, tips): 36, more than 16 are held
                 await c.turn(f"t{i}", "hello")
             latest = sequenced(c.seen)[-1]["seq"]
-            assert latest == 24
+            assert latest == 36
             await c.send({"type": "resume", "id": "r1", "last_seq": 2})
             snapshot = await c.recv()
             assert snapshot["type"] == "snapshot" and snapshot["replayed"] is False
@@ -207,7 +209,9 @@ async def test_a_transcript_after_the_end_gets_a_closing_reply_without_the_brain
             assert stage["forced"] is True and stage["to"] == "CLOSURE"
             closing = await c.turn("t3", "one more thing?")
             assert closing[0]["is_terminal"] is True and closing[0]["turn"] == 2
-            assert closing[0]["in_reply_to"] == "t3" and closing[0]["seq"] == ended[0]["seq"] + 1
+            tips = got[-1]
+            assert tips["type"] == "tips" and tips["seq"] == ended[0]["seq"] + 1  # the last turn's cards
+            assert closing[0]["in_reply_to"] == "t3" and closing[0]["seq"] == tips["seq"] + 1
             assert closing[1:] == [] or [f["type"] for f in closing[1:]] == ["ack"]
             await c.send({"type": "scene", "id": "s9", "object_grabbed": "Apple"})
             assert (await c.until("error"))["code"] == "session_ended"
@@ -257,7 +261,8 @@ async def test_the_msgpack_subprotocol_round_trip() -> None:
             assert msgpack.unpackb(raw, raw=False)["type"] == "welcome"
             got = await c.turn("t1", "hello")
             assert got[0]["type"] == "reply" and got[0]["in_reply_to"] == "t1"
-            assert [f["type"] for f in got[1:]] == ["mood", "stage"]
+            assert [f["type"] for f in got[1:]] == ["mood", "stage", "tips"]
+            assert got[-1]["cards"] and isinstance(got[-1]["cards"][0]["source_chunk_ids"], list)
             await c.ws.send('{"type": "ping"}')  # a text frame on a msgpack connection
             assert (await c.recv())["code"] == "bad_frame"
 

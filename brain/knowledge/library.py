@@ -15,9 +15,11 @@ one, never a half-built one.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import uuid
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from importlib import resources
 
@@ -27,8 +29,10 @@ from brain.knowledge.index import DEFAULT_MIN_SCORE, DEFAULT_TOP_K, KnowledgeInd
 from brain.knowledge.store import PlaybookStore
 from schemas.knowledge import Chunk, Playbook, Retrieved, TipCard
 
-__all__ = ["KnowledgeLibrary", "pack_chunks"]
+__all__ = ["CARD_CACHE", "KnowledgeLibrary", "pack_chunks"]
 
+log = logging.getLogger("samvad.knowledge")
+CARD_CACHE = 4096
 _PLAYBOOK_NAMESPACE = uuid.UUID("2d4f6a81-9c3b-5e07-a1d2-8f5b3c6e9a40")
 
 
@@ -66,6 +70,10 @@ class KnowledgeLibrary:
         self._loaded_at = _now()
         self._indexes: dict[str, KnowledgeIndex] = {}
         self._lock = threading.Lock()
+        self._stale: set[str] = set()  # scenarios indexed without their playbook: the store failed
+        # Cards are a pure function of (index, words): learners and bots repeat themselves, so the
+        # last CARD_CACHE answers are kept, and dropped with the index they came from.
+        self._cards: OrderedDict[tuple[str, str], tuple[TipCard, ...]] = OrderedDict()
 
     def index(self, scenario: str) -> KnowledgeIndex:
         """The scenario's index, built on first use (blocking: call it from a worker thread)."""
@@ -77,14 +85,39 @@ class KnowledgeLibrary:
                     index = self._indexes[scenario] = self._build(scenario)
         return index
 
+    def warm(self, scenarios: Iterable[str]) -> None:
+        """Build the indexes of `scenarios` now (blocking), so no learner turn waits for one."""
+        for scenario in scenarios:
+            self.index(scenario)
+
     def cached(self, scenario: str) -> KnowledgeIndex | None:
         """The scenario's index if it is already built; never blocks."""
         return self._indexes.get(scenario)
 
     def _build(self, scenario: str) -> KnowledgeIndex:
-        playbook = self.store.active(scenario)
+        try:
+            playbook = self.store.active(scenario)
+        except Exception as exc:  # the store is down (Neo4j): serve the pack's notes meanwhile
+            log.warning("playbook store unavailable; %s uses its pack's notes until it answers: %s",
+                        scenario, exc)
+            self._stale.add(scenario)
+            playbook = None
+        else:
+            self._stale.discard(scenario)
         chunks = pack_chunks(scenario, self._loaded_at) + (playbook.chunks if playbook else ())
         return KnowledgeIndex(chunks)
+
+    def refresh_stale(self) -> list[str]:
+        """Rebuild the indexes built while the store was down (blocking); returns those now fresh."""
+        fresh = []
+        for scenario in sorted(self._stale):
+            index = self._build(scenario)
+            if scenario not in self._stale:
+                with self._lock:
+                    self._indexes[scenario] = index
+                    self._cards.clear()
+                fresh.append(scenario)
+        return fresh
 
     def retrieve(
         self, scenario: str, query: str, top_k: int | None = None, min_score: float | None = None
@@ -95,12 +128,23 @@ class KnowledgeLibrary:
             self.min_score if min_score is None else min_score,
         )
 
-    def cards(self, scenario: str, transcript_window: str) -> list[TipCard]:
-        """Tip cards for what the learner just said: grounded in the scenario's knowledge or generic."""
+    def cards(self, scenario: str, transcript_window: str) -> tuple[TipCard, ...]:
+        """Tip cards for what the learner just said: grounded in the scenario's knowledge or generic.
+
+        The `session.protocols.TipSource` the actors call once per learner turn, on their loop."""
+        key = (scenario, transcript_window)
+        found = self._cards.get(key)
+        if found is not None:
+            self._cards.move_to_end(key)
+            return found
         hits = self.retrieve(scenario, transcript_window)
-        return generate_cards(
+        cards = tuple(generate_cards(
             transcript_window, hits, generic=self._generic(scenario), min_score=self.min_score
-        )
+        ))
+        self._cards[key] = cards
+        if len(self._cards) > CARD_CACHE:
+            self._cards.popitem(last=False)
+        return cards
 
     def ingest(self, scenario: str, filename: str, data: bytes, *, replace: bool) -> Playbook:
         """Extract, chunk, store and index an uploaded playbook; the new version is active at once.
@@ -125,6 +169,7 @@ class KnowledgeLibrary:
             )
             self.store.add(playbook, replace=replace)
             self._indexes[scenario] = KnowledgeIndex(pack_chunks(scenario, self._loaded_at) + chunks)
+            self._cards.clear()
         return playbook
 
     def chunk(self, scenario: str, chunk_id: str) -> Chunk | None:

@@ -7,7 +7,7 @@ Feed it every decoded server frame (`feed`) and tell it what the client sent (`s
 What it checks (docs/protocol.md §4-§5, session/rules.py):
 
 - the stream: `seq` rises by exactly 1 per sequenced event (`reply`, `mood`, `stage`,
-  `session.ended`); a `snapshot` carries the latest seq and does not consume one. An event with
+  `session.ended`, `tips`); a `snapshot` carries the latest seq and does not consume one. An event with
   `seq <= last` is dropped (a violation unless a `resume` is outstanding, since one connection
   never sees an event twice otherwise); a gap is dropped while a `resume` is outstanding and is a
   violation otherwise;
@@ -18,7 +18,10 @@ What it checks (docs/protocol.md §4-§5, session/rules.py):
   `happiness_score` (on `reply` and `mood`), and the score is within 0..100;
 - turns: `reply.turn` rises by one per learner turn; closing replies (after the end) repeat the
   last turn; `in_reply_to` names a transcript this client sent, when it sent any;
-- the end: after `session.ended` only closing replies (`is_terminal: true`) may come.
+- tips: one `tips` event per answered learner turn, after that turn's reply, mood, stage and end
+  events, with 1-6 cards; a grounded card names its sources, an ungrounded one is the only card;
+- the end: after `session.ended` only the last turn's `tips` and closing replies
+  (`is_terminal: true`) may come.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from typing import Any
 from schemas.enums import Stage
 from session.rules import DEFAULT_MAX_MOOD_DELTA, TRANSITIONS, mood_for
 
-SEQUENCED = frozenset({"reply", "mood", "stage", "session.ended"})
+SEQUENCED = frozenset({"reply", "mood", "stage", "session.ended", "tips"})
+MAX_CARDS = 6
 UNSEQUENCED = frozenset({"welcome", "ack", "pong", "error", "reply.delta", "reply.withdrawn"})
 _STAGES = {s.value: s for s in Stage}
 
@@ -59,6 +63,7 @@ class SessionChecker:
     _expect_stage: tuple[Stage, Stage] | None = None  # (from, to) the reply just made
     _expect_end: bool = False
     _turn_open: bool = False  # a reply was applied and its follow-up events may still come
+    _tips_turn: int = -1  # the turn whose `tips` came last
     _last_kind: str = ""
 
     # ------------------------------------------------------------------ what the client did
@@ -197,6 +202,8 @@ class SessionChecker:
             self._mood(frame)
         elif kind == "stage":
             self._stage(frame)
+        elif kind == "tips":
+            self._tips(frame)
         else:
             self._ended(frame)
         self._last_kind = kind
@@ -366,6 +373,30 @@ class SessionChecker:
         if outcome == "deal" and self.stage is not Stage.DEAL:
             self._violate(f"session.ended seq {seq}: outcome deal in stage "
                           f"{self.stage.value if self.stage else None}")
+
+
+    def _tips(self, frame: dict[str, Any]) -> None:
+        seq = frame.get("seq")
+        if frame.get("turn") != self.turn or self.turn == 0:
+            self._violate(f"tips seq {seq}: turn {frame.get('turn')} is not the answered turn {self.turn}")
+        if self._tips_turn == self.turn:
+            self._violate(f"tips seq {seq}: a second tips event for turn {self.turn}")
+        self._tips_turn = self.turn
+        if self._expect_mood is not None or self._expect_stage is not None or self._expect_end:
+            self._violate(f"tips seq {seq} came before the turn's mood, stage or end event")
+        cards = frame.get("cards")
+        if not isinstance(cards, list) or not 1 <= len(cards) <= MAX_CARDS:
+            self._violate(f"tips seq {seq}: {len(cards) if isinstance(cards, list) else cards!r} cards, "
+                          f"not 1..{MAX_CARDS}")
+            return
+        for card in cards:
+            grounded, sources = card.get("grounded"), card.get("source_chunk_ids")
+            if not card.get("body") or not card.get("title"):
+                self._violate(f"tips seq {seq}: a card without a title or body")
+            if grounded is True and (card.get("type") != "coaching" or not sources):
+                self._violate(f"tips seq {seq}: grounded card {card.get('card_id')} without its sources")
+            if grounded is False and (card.get("type") != "generic" or sources or len(cards) != 1):
+                self._violate(f"tips seq {seq}: an ungrounded card that is not the one generic card")
 
 
 def _short(frame: Any) -> str:

@@ -30,6 +30,7 @@ export function render() {
   renderStages();
   renderTimings();
   renderOutcome();
+  renderTips();
 }
 
 function renderHeader() {
@@ -230,4 +231,30 @@ function renderOutcome() {
       h("dd", { dataset: { field: k.toLowerCase().replace(/ /g, "_") } }, v)))),
     h("p", { class: "path" }, (s.stages || []).join(" → ")),
   );
+}
+
+// --- coaching cards: the latest turn's, each with where its words come from
+
+function renderTips() {
+  const box = $("tips");
+  const tips = model.tips;
+  const key = tips ? `${tips.turn}:${tips.cards.map((c) => c.card_id).join(",")}` : "";
+  if (box.dataset.key === key) return;
+  box.dataset.key = key;
+  box.dataset.turn = tips ? tips.turn : "";
+  $("tips-earned").textContent = model.earned.size ? `${model.earned.size} grounded so far` : "";
+  if (!tips) {
+    box.replaceChildren(h("p", { class: "empty" }, "Cards appear after the learner's first turn."));
+    return;
+  }
+  box.replaceChildren(...tips.cards.map((card) => h("article", {
+    class: `tip-card ${card.grounded ? "grounded" : "generic"}`,
+    dataset: { cardId: card.card_id, grounded: String(card.grounded) },
+  },
+  h("h3", {}, card.title),
+  h("p", { class: "body" }, card.body),
+  h("p", { class: "source" }, card.grounded
+    ? `from the teacher's notes · ${card.source_chunk_ids.map((id) => id.slice(0, 8)).join(", ")}`
+      + ` · confidence ${Math.round(card.confidence_score * 100)}%`
+    : "general advice: nothing in the teacher's notes matched"))));
 }

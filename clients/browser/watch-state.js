@@ -16,6 +16,8 @@ export const model = {
   timings: new Map(), // turn -> timings (never in snapshots, so kept across them)
   summary: null,
   stream: null, // {turn, text, withdrawn}
+  tips: null, // the latest `tips` event: {turn, cards}
+  earned: new Map(), // card_id -> card: every grounded card this page has seen
 };
 
 export const view = {
@@ -37,6 +39,7 @@ export const view = {
     stages: model.stages.length,
     timings: model.timings.size,
   }),
+  tips: () => (model.tips ? { turn: model.tips.turn, cards: model.tips.cards.length } : null),
   lines: () => sortedLines().map(({ turn, role, text }) => ({ turn, role, text })),
 };
 
@@ -127,6 +130,12 @@ export function apply(event) {
         model.stages.push({ turn: event.turn, from: event.from, to: event.to, forced: event.forced });
       }
       state.stage = event.to;
+      return;
+    case "tips":
+      model.tips = { turn: event.turn, cards: event.cards || [] };
+      for (const card of model.tips.cards) {
+        if (card.grounded) model.earned.set(card.card_id, card);
+      }
       return;
     case "session.ended":
       model.summary = event.summary;

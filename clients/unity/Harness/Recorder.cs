@@ -10,6 +10,7 @@ namespace Samvad.Harness
         public readonly List<long> AppliedSeqs = new List<long>();
         public readonly List<ReplyEvent> Replies = new List<ReplyEvent>();
         public readonly List<string> Errors = new List<string>();
+        public readonly List<TipsEvent> Tips = new List<TipsEvent>();
         public long WelcomeSeq = -1;
         public int Disconnects;
         public int ReconnectAttempts;
@@ -27,6 +28,7 @@ namespace Samvad.Harness
             client.Mood += m => { lock (_gate) AppliedSeqs.Add(m.Seq); };
             client.Stage += s => { lock (_gate) AppliedSeqs.Add(s.Seq); };
             client.SessionEnded += e => { lock (_gate) { AppliedSeqs.Add(e.Seq); Ended = e; } };
+            client.Tips += t => { lock (_gate) { AppliedSeqs.Add(t.Seq); Tips.Add(t); } };
             client.Snapshot += s => { lock (_gate) Errors.Add("unexpected snapshot at seq " + s.Seq + ": " + s.Reason); };
             client.Error += e => { lock (_gate) Errors.Add(e.Code + ": " + e.Message + " (id " + e.Id + ")"); };
         }
@@ -35,6 +37,7 @@ namespace Samvad.Harness
         public List<long> Seqs() { lock (_gate) return new List<long>(AppliedSeqs); }
         public List<ReplyEvent> RepliesCopy() { lock (_gate) return new List<ReplyEvent>(Replies); }
         public List<string> ErrorsCopy() { lock (_gate) return new List<string>(Errors); }
+        public List<TipsEvent> TipsCopy() { lock (_gate) return new List<TipsEvent>(Tips); }
 
         /// <summary>True when the applied seqs run welcome.seq+1, +2, ... with no hole and no repeat.</summary>
         public bool Contiguous(out string problem)

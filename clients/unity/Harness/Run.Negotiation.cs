@@ -55,7 +55,8 @@ namespace Samvad.Harness
 
             // Let the events that follow the last reply (mood, stage, session.ended) arrive.
             var settle = DateTime.UtcNow + TimeSpan.FromSeconds(5);
-            while (seen.Ended == null && DateTime.UtcNow < settle)
+            while ((seen.Ended == null || seen.TipsCopy().Count < seen.RepliesCopy().Count)
+                   && DateTime.UtcNow < settle)
             {
                 await Task.Delay(25).ConfigureAwait(false);
             }
@@ -75,6 +76,13 @@ namespace Samvad.Harness
             Check(doubled.Count == 0, "turns applied twice: " + string.Join(",", doubled));
             Check(answeredTwice.Count == 0, "transcripts answered twice: " + string.Join(",", answeredTwice));
             Check(turnCount == sent.Count, turnCount + " turns for " + sent.Count + " transcripts");
+            var tips = seen.TipsCopy();
+            Check(tips.Select(t => t.Turn).SequenceEqual(Enumerable.Range(1, turnCount)),
+                  "tips for turns " + string.Join(",", tips.Select(t => t.Turn)) + ", expected 1.." + turnCount);
+            Check(tips.All(t => t.Cards != null && t.Cards.Count >= 1 && t.Cards.Count <= 6), "a tips event without 1-6 cards");
+            Check(tips.Any(t => t.Cards.Any(c => c.Grounded && c.SourceChunkIds != null && c.SourceChunkIds.Count > 0)),
+                  "no grounded card in " + tips.Count + " turns");
+            Check(player.LatestTips != null && player.LatestTips.Turn == turnCount, "LatestTips is not the last turn's");
             Check(player.PendingCount == 0, player.PendingCount + " frames never acknowledged");
             Check(seen.Ended != null && seen.Ended.Outcome == Outcomes.Deal,
                   "outcome " + (seen.Ended == null ? "none" : seen.Ended.Outcome) + ", expected deal");

@@ -294,6 +294,26 @@ namespace Samvad.Client
         [JsonProperty("summary")] public Summary Summary { get; set; }
     }
 
+    /// <summary>One coaching card. A grounded card's title and body are the teacher's own words
+    /// (docs/knowledge.md); SourceChunkIds say which note they come from.</summary>
+    public sealed class TipCard
+    {
+        [JsonProperty("card_id")] public string CardId { get; set; }
+        [JsonProperty("title")] public string Title { get; set; }
+        [JsonProperty("body")] public string Body { get; set; }
+        [JsonProperty("type")] public string Type { get; set; }
+        [JsonProperty("grounded")] public bool Grounded { get; set; }
+        [JsonProperty("confidence_score")] public double ConfidenceScore { get; set; }
+        [JsonProperty("source_chunk_ids")] public List<string> SourceChunkIds { get; set; }
+    }
+
+    /// <summary>The coaching cards for learner turn `Turn`, after that turn's other events.</summary>
+    public sealed class TipsEvent : SequencedEvent
+    {
+        [JsonProperty("turn")] public int Turn { get; set; }
+        [JsonProperty("cards")] public List<TipCard> Cards { get; set; }
+    }
+
     /// <summary>Sent instead of a replay that the server can no longer give: replace your state.</summary>
     public sealed class SnapshotEvent : SequencedEvent
     {

@@ -52,6 +52,7 @@ namespace Samvad.Client
                     case "stage": OnSequenced(conn, frame.ToObject<StageEvent>(), after); break;
                     case "session.ended": OnSequenced(conn, frame.ToObject<SessionEndedEvent>(), after); break;
                     case "snapshot": OnSequenced(conn, frame.ToObject<SnapshotEvent>(), after); break;
+                    case "tips": OnSequenced(conn, frame.ToObject<TipsEvent>(), after); break;
                     default:
                         LogLine("ignoring server frame of unknown type " + type);
                         break;
@@ -259,6 +260,10 @@ namespace Samvad.Client
                     var snapshot = (SnapshotEvent)ev;
                     after.Add(() => { var h = Snapshot; if (h != null) h(snapshot); });
                     break;
+                case "tips":
+                    var tips = (TipsEvent)ev;
+                    after.Add(() => { var h = Tips; if (h != null) h(tips); });
+                    break;
             }
         }
 
@@ -300,6 +305,12 @@ namespace Samvad.Client
             if (stage != null)
             {
                 _state.Stage = stage.To;
+                return;
+            }
+            var tips = ev as TipsEvent;
+            if (tips != null)
+            {
+                _latestTips = tips;
                 return;
             }
             var ended = ev as SessionEndedEvent;

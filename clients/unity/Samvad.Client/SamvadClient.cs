@@ -52,6 +52,7 @@ namespace Samvad.Client
         bool _live; // `welcome` arrived on _current and the unacknowledged frames were queued behind it
         string _resumeId;
         SessionState _state;
+        TipsEvent _latestTips;
         string _role;
         bool _closing;
         Exception _stoppedBecause;
@@ -98,6 +99,9 @@ namespace Samvad.Client
         public event Action<ErrorEvent> Error;
         public event Action<AckEvent> Ack;
         public event Action<PongEvent> Pong;
+        /// <summary>Coaching cards after each answered learner turn (grounded in the teacher's notes,
+        /// or one generic card); the game shows them however it likes.</summary>
+        public event Action<TipsEvent> Tips;
 
         // ------------------------------------------------------------------ state
 
@@ -112,6 +116,9 @@ namespace Samvad.Client
         /// <summary>The client's view of the session: welcome's state with every applied event folded in.
         /// A copy; null before the first welcome.</summary>
         public SessionState State { get { lock (_gate) return _state == null ? null : _state.Copy(); } }
+
+        /// <summary>The latest `tips` event applied, or null before the first answered turn.</summary>
+        public TipsEvent LatestTips { get { lock (_gate) return _latestTips; } }
 
         public bool IsConnected { get { lock (_gate) return _live; } }
 
