@@ -117,6 +117,11 @@ async def test_forced_disconnect_resumes_without_gaps_or_repeats(browser: Any) -
             "happiness": len(PLAN), "quotes": len(PLAN), "offers": len(state["offers"]),
             "stages": 3, "timings": len(PLAN)}
         assert await watch.locator("#outcome:not([hidden])").count() == 1
+        # The last turn's coaching cards, drawn with where their words come from.
+        tips = await watch.evaluate("window.samvadView.tips()")
+        assert tips["turn"] == len(PLAN) and tips["cards"] >= 1
+        assert await watch.locator("#tips .tip-card").count() == tips["cards"]
+        assert await watch.locator("#tips-earned").inner_text() != ""  # "kitne ka hai" earned a grounded card
         assert sent_types(watch) == {"resume"}  # read-only: never a transcript or a scene
         assert watch.js_errors == []
 
