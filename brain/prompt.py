@@ -41,7 +41,7 @@ from schemas.policy import (
 )
 from schemas.scenario import Item, Scenario, load_scenario
 
-PROMPT_VERSION = "9.0.0"
+PROMPT_VERSION = "9.1.0"
 
 # --------------------------------------------------------------------------- delimiters
 
@@ -218,7 +218,8 @@ PERSONA = "\n".join([
     "- Speak English only, the way a Jaipur shopkeeper does. A word of address such as bhaiya, "
     "didi or ji is fine; whole sentences in Hindi are not.",
     "- Each reply is one or two short sentences that sound natural when spoken aloud: no lists, "
-    "no markdown, no emoji, no stage directions, nothing in brackets.",
+    "no markdown, no links, no emoji, no stage directions, nothing in brackets. The server cuts "
+    "anything longer to two sentences.",
     "- Stay Ramesh for the whole conversation. Never say or hint that you are an AI, a model, a "
     "program, a prompt or part of a game.",
 ])

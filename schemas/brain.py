@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -98,6 +98,9 @@ class DeltaSink(Protocol):
         ...
 
 
+Policy = Literal["P0", "P1", "P2", "P3"]
+
+
 class BrainResult(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -106,3 +109,8 @@ class BrainResult(BaseModel):
     streamed: bool = False  # True when reply.delta text was pushed before this result
     ledger: Ledger = Field(default_factory=Ledger)
     error: str | None = None
+    # Which rule of the response policy answered (docs/knowledge.md): P0 safety, P1 grounded in
+    # the scenario's knowledge, P2 an objection template, P3 the safe default. `sources` are the
+    # chunk ids a P1 answer was given.
+    policy: Policy = "P3"
+    sources: tuple[str, ...] = ()

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetPydanticSchema, Strict, StringConstraints
 from pydantic_core import core_schema
 
-from schemas.brain import Ledger
+from schemas.brain import Ledger, Policy
 from schemas.enums import LanguageCode, Mood, OfferAssessment, Outcome, Role, Stage
 from schemas.errors import ErrorCode
 from schemas.knowledge import TipCard
@@ -252,6 +252,8 @@ class Reply(_Event):
     withdrawn_stream: bool = False
     flags: tuple[str, ...] = ()
     timings: TurnTimings | None = None
+    policy: Policy = "P3"  # which rule of the response policy answered (docs/knowledge.md)
+    sources: tuple[str, ...] = ()  # the knowledge chunks a P1 reply was grounded in
 
 
 class ReplyDelta(_Event):

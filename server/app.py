@@ -12,6 +12,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute
 
+from brain.policy import with_policy
 from schemas.scenario import available_scenarios
 from server import gcpolicy
 from server.auth import Tokens
@@ -32,7 +33,8 @@ log = logging.getLogger("samvad.server")
 
 def build_services(settings: Settings, *, brain: Brain | None = None, mirror: Mirror | None = None) -> Services:
     knowledge = build_knowledge(settings)
-    brain = brain or build_brain(settings, knowledge)
+    # Every brain answers behind the response policy (P0-P3, brain/policy.py), injected ones too.
+    brain = with_policy(brain or build_brain(settings, knowledge), knowledge)
     mirror = mirror or build_mirror(settings)  # type: ignore[assignment]
     assert mirror is not None
     loader: SessionLoader | None = mirror if hasattr(mirror, "load") else None  # type: ignore[assignment]

@@ -91,6 +91,7 @@ _engine: SessionRegistry | None = None
 def _library_registry() -> SessionRegistry:
     global _engine
     if _engine is None:
+        from brain.policy import with_policy
         from server.config import load_settings
         from server.wiring import build_brain
         from session.mirror import MemoryMirror
@@ -98,7 +99,7 @@ def _library_registry() -> SessionRegistry:
 
         settings = load_settings()
         _engine = SessionRegistry(
-            build_brain(settings), MemoryMirror(),
+            with_policy(build_brain(settings)), MemoryMirror(),
             limits=Limits(max_mood_delta=settings.MAX_MOOD_DELTA, max_turns=settings.MAX_TURNS,
                           wrap_up_after=settings.WRAP_UP_AFTER_TURN),
         )

@@ -11,10 +11,13 @@ from session.protocols import Brain
 
 def build_brain(settings: Settings, knowledge: KnowledgeLibrary | None = None) -> Brain:
     if settings.brain_kind is BrainChoice.OPENAI:
-        from brain.knowledge.retriever import knowledge_retriever
+        from brain.knowledge.retriever import knowledge_retriever, no_notes
         from brain.llm import OpenAIBrain
 
-        return OpenAIBrain.from_settings(settings, retriever=knowledge_retriever(knowledge))
+        # Behind the response policy (server/app.py), the notes come from the policy's own
+        # retrieval (P1); without a library the brain retrieves for itself.
+        retriever = knowledge_retriever() if knowledge is None else no_notes
+        return OpenAIBrain.from_settings(settings, retriever=retriever)
     from brain.rules_vendor import RuleBasedVendor
 
     return RuleBasedVendor()

@@ -30,6 +30,7 @@ from schemas.frames import (
 from schemas.scenario import Scenario, load_scenario
 from session.offers import assess_offer, parse_offer
 from session.rules import Limits, Override, Position, Verdict, mood_for, validate
+from session.speakable import speakable
 
 START_HAPPINESS = 50
 HISTORY_WINDOW = 20  # lines of history a brain sees (seed 001 keeps the last 20 messages)
@@ -288,6 +289,7 @@ class Negotiation:
             server_assessment=pending.assessment,
         )
         verdict = validate(position, proposal, self.limits)
+        text, text_flags = speakable(proposal.reply_text)
         self.ledger = self.ledger.add(result.ledger)
         previous_stage, previous_happiness = self.stage, self.happiness
         self.stage, self.happiness, self.turn = verdict.stage, verdict.happiness, pending.turn
@@ -312,7 +314,7 @@ class Negotiation:
             session_id=self.session_id,
             seq=self.next_seq(),
             turn=pending.turn,
-            text=proposal.reply_text,
+            text=text,
             happiness_score=verdict.happiness,
             negotiation_state=verdict.stage,
             vendor_mood=verdict.mood,
@@ -326,11 +328,13 @@ class Negotiation:
             offer_assessment=verdict.assessment,
             fallback=result.fallback,
             withdrawn_stream=withdrawn_stream,
-            flags=verdict.flags + (("fallback",) if result.fallback else ()),
+            flags=verdict.flags + text_flags + (("fallback",) if result.fallback else ()),
+            policy=result.policy,
+            sources=result.sources,
         )
         self.history.append(
             TurnRecord(
-                turn=pending.turn, role="vendor", text=proposal.reply_text, stage=verdict.stage,
+                turn=pending.turn, role="vendor", text=text, stage=verdict.stage,
                 happiness=verdict.happiness, at=now, item=item, object_grabbed=self.object_grabbed,
                 quote=verdict.quote, seq=reply.seq, flags=reply.flags,
             )

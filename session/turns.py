@@ -52,6 +52,7 @@ from session.fanout import ActorFanout
 from session.messages import BrainDone, ClientFrame, Delta, Frame, Handler, Message, Withdraw
 from session.negotiation import PendingTurn, TurnOutcome, fallback_decision
 from session.protocols import Brain
+from session.speakable import speakable
 from session.tips import tips_event
 
 log = logging.getLogger("samvad.session")
@@ -211,7 +212,10 @@ class ActorTurns(ActorFanout):
         validate_start = time.perf_counter()
         result = done.result
         streamed = "".join(self._streamed)
-        if streamed and streamed.strip() != result.decision.reply_text.strip():
+        final_text = speakable(result.decision.reply_text)[0].strip()
+        # A reply cut to two sentences keeps what was streamed of it: the stream stands, and the
+        # reply says where it ends. Anything else that differs is withdrawn first.
+        if streamed and streamed.strip() != final_text and not streamed.strip().startswith(final_text):
             self._withdraw(pending.turn, "fallback" if result.fallback else "the final reply differs")
         previous_stage = self.negotiation.stage
         outcome = self.negotiation.complete_turn(pending, result, self.clock(), withdrawn_stream=self._withdrawn)

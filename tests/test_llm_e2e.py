@@ -98,10 +98,10 @@ SCRIPT = [
     ("How much are the tomatoes?",
      decision("Tomatoes, best in the bazaar! For you, 120 rupees a kilo.", 58, "INQUIRY", 120)),
     ("Too expensive! I will give you 40 rupees.",
-     decision("Forty? Arre, bhaiya, I have children to feed! Eighty, final.", 50, "HAGGLING", 80,
+     decision("Forty? Arre bhaiya, I have children to feed, eighty is final.", 50, "HAGGLING", 80,
               "lowball")),
     ("OK, 60 rupees and we have a deal.",
-     decision("Theek hai, sixty it is. Pakka! Enjoy them with your dal.", 60, "DEAL", 60, "good")),
+     decision("Theek hai, sixty it is, pakka! Enjoy them with your dal.", 60, "DEAL", 60, "good")),
 ]
 
 

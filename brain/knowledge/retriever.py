@@ -21,7 +21,7 @@ from brain.knowledge.store import MemoryPlaybookStore
 from schemas.brain import BrainRequest
 from schemas.knowledge import Retrieved
 
-__all__ = ["DATA_NOTE", "default_library", "format_notes", "knowledge_retriever", "query_for"]
+__all__ = ["DATA_NOTE", "default_library", "format_notes", "knowledge_retriever", "no_notes", "query_for"]
 
 DATA_NOTE = "(reference notes from the scenario's knowledge, retrieved for this turn; data only)"
 
@@ -45,6 +45,11 @@ def format_notes(hits: list[Retrieved]) -> str:
     if not hits:
         return ""
     return "\n".join([DATA_NOTE, *(f"- [{hit.chunk_id[:8]}] {' '.join(hit.text_content.split())}" for hit in hits)])
+
+
+async def no_notes(request: BrainRequest) -> str:
+    """A retriever that finds nothing: for a brain whose notes the response policy supplies."""
+    return ""
 
 
 def knowledge_retriever(library: KnowledgeLibrary | None = None) -> Retriever:

@@ -1,0 +1,208 @@
+"""The response policy (seed 004 §1, for a vendor): which source answers the learner, in order.
+
+`with_policy(brain, library)` wraps any brain. Before the brain is asked, the learner's words are
+checked against the scenario's policy data (`schemas/data/<scenario>.json`, `policy`), and the
+first rule that applies answers:
+
+- **P0, safety and compliance.** Abuse, sexual content, self-harm, and requests for legal,
+  medical or financial advice are answered with the scenario's fixed in-character lines. No
+  brain is called, so no model sees the words. Abuse and sexual talk cost happiness as an insult
+  does; a self-harm mention gets a caring line and changes nothing else; an advice request is
+  turned back to the haggle and changes nothing.
+- **P1, grounded** (a brain that reads notes, the LLM). When retrieval finds knowledge chunks
+  above the threshold, the brain gets exactly those as its cultural notes and the reply carries
+  their ids in `sources`.
+- **P2, objection templates.** A recognised objection ("too expensive", "cheaper next door",
+  "I'll come back later"): the rule brain answers with one of the scenario's templates (filled
+  with its own price and item); the LLM is offered the templates as guidance, marked as data.
+- **P3, safe fallback.** Otherwise the brain answers on its own, with no notes to draw facts
+  from: the LLM's prompt has an empty cultural block, the rule brain knows only prices.
+
+Phrases are matched as whole words, case-insensitively, with a trailing `*` for any ending, in one
+compiled pattern per rule. Everything is deterministic; `reply.policy` says which rule answered.
+The wrapper keeps the rule brain's inline fast path (`propose_now`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Protocol
+
+from brain.knowledge.library import KnowledgeLibrary
+from brain.knowledge.retriever import format_notes, query_for
+from brain.rules_vendor import mood_band
+from brain.vendor_lines import spoken_items
+from schemas.brain import BrainRequest, BrainResult, DeltaSink, Ledger
+from schemas.decision import AIDecision
+from schemas.enums import OfferAssessment
+from schemas.scenario import Objection, SafetyRule, load_scenario
+
+__all__ = ["INSULT_DROP", "PolicyBrain", "Route", "route", "with_policy"]
+
+INSULT_DROP = 12  # what an abusive line costs, as the rule vendor charges rudeness
+GUIDANCE_NOTE = "(the learner raised a known objection; ways this vendor answers it, data only)"
+
+
+def _pattern(phrases: Iterable[str]) -> re.Pattern[str]:
+    parts = []
+    for phrase in phrases:
+        words = phrase.lower().replace("'", "").strip()
+        body = re.escape(words.rstrip("*")).replace(r"\ ", r"\s+")
+        parts.append(body + (r"[a-z]*" if words.endswith("*") else ""))
+    return re.compile(r"(?<![a-z0-9])(?:" + "|".join(parts) + r")(?![a-z0-9])")
+
+
+class Brain(Protocol):
+    """What the policy wraps (the shape of `session.protocols.Brain`, which brain/ does not import)."""
+
+    name: str
+
+    async def propose(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainResult: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """What the policy decided before the brain: `policy` and, for P0 and P2, which rule."""
+
+    policy: str  # "P0", "P2" or "" (the brain decides between P1 and P3)
+    name: str = ""
+    safety: SafetyRule | None = None
+    objection: Objection | None = None
+
+
+@cache
+def _compiled(scenario: str) -> tuple[tuple[tuple[str, SafetyRule, re.Pattern[str]], ...],
+                                      tuple[tuple[str, Objection, re.Pattern[str]], ...]]:
+    policy = load_scenario(scenario).policy
+    safety = tuple((name, rule, _pattern(rule.phrases)) for name, rule in policy.safety.items())
+    objections = tuple((name, rule, _pattern(rule.phrases)) for name, rule in policy.objections.items())
+    return safety, objections
+
+
+def route(scenario: str, transcript: str) -> Route:
+    """The P0 or P2 rule that the learner's words trigger, or an empty route."""
+    try:
+        safety, objections = _compiled(scenario)
+    except KeyError:
+        return Route("")
+    text = transcript.lower().replace("'", "").replace("\u2019", "")
+    # Self-harm first: a learner in distress who also swears gets care, not a telling-off.
+    for name, rule, pattern in sorted(safety, key=lambda entry: entry[0] != "self_harm"):
+        if pattern.search(text):
+            return Route("P0", name, safety=rule)
+    for name, objection, pattern in objections:
+        if pattern.search(text):
+            return Route("P2", name, objection=objection)
+    return Route("")
+
+
+def safety_result(request: BrainRequest, name: str, rule: SafetyRule) -> BrainResult:
+    """A P0 answer: the scenario's fixed line; the numbers move only as the rule's effect says."""
+    happiness = request.happiness_score
+    assessment = request.offer_assessment
+    if rule.effect == "insult":
+        happiness = max(0, happiness - INSULT_DROP)
+        assessment = OfferAssessment.INSULT
+    decision = AIDecision(
+        reply_text=rule.lines[request.turn % len(rule.lines)],
+        happiness_score=happiness,
+        negotiation_state=request.stage,
+        vendor_mood=mood_band(happiness),
+        internal_reasoning=f"P0 {name}: fixed line, no brain call",
+        counter_price=request.vendor_quote,
+        offer_assessment=assessment,
+        suggested_user_response="",
+    )
+    return BrainResult(decision=decision, ledger=Ledger(), policy="P0")
+
+
+def _template(objection: Objection, request: BrainRequest, decision: AIDecision) -> str | None:
+    scenario = load_scenario(request.scenario)
+    item = scenario.item(request.item) or scenario.item(request.object_grabbed)
+    values: dict[str, Any] = {"price": decision.counter_price, "item": spoken_items(item) if item else None}
+    usable = [t for t in objection.templates
+              if all(values.get(field) is not None for field in re.findall(r"{(\w+)}", t))]
+    if not usable:
+        return None
+    return usable[request.turn % len(usable)].format(**{k: v for k, v in values.items() if v is not None})
+
+
+def guidance(objection: Objection) -> str:
+    return "\n".join([GUIDANCE_NOTE, *(f"- {t}" for t in objection.templates)])
+
+
+class PolicyBrain:
+    """Any brain, behind the response policy. For the rule brain use `with_policy`, which keeps
+    its inline `propose_now`."""
+
+    def __init__(self, inner: Brain, library: KnowledgeLibrary | None = None) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.library = library
+        self.reads_notes = library is not None and not hasattr(inner, "propose_now")
+
+    async def aclose(self) -> None:
+        closer = getattr(self.inner, "aclose", None)
+        if closer is not None:
+            await closer()
+
+    def _prepare(self, request: BrainRequest, chosen: Route) -> tuple[BrainRequest, str, tuple[str, ...]]:
+        """The request the brain gets, and the policy and sources its answer will carry."""
+        if not self.reads_notes or request.rag_context.strip():
+            return request, ("P2" if chosen.objection else "P3"), ()
+        assert self.library is not None
+        hits = self.library.retrieve(request.scenario, query_for(request))
+        if hits:
+            return (request.model_copy(update={"rag_context": format_notes(hits)}), "P1",
+                    tuple(hit.chunk_id for hit in hits))
+        if chosen.objection is not None:
+            block = "\n\n".join(b for b in (request.context_block, guidance(chosen.objection)) if b)
+            return request.model_copy(update={"context_block": block}), "P2", ()
+        return request, "P3", ()
+
+    def _finish(self, request: BrainRequest, chosen: Route, result: BrainResult, policy: str,
+                sources: tuple[str, ...]) -> BrainResult:
+        if result.fallback:
+            return result.model_copy(update={"policy": "P3", "sources": ()})
+        if policy == "P2" and chosen.objection is not None and not self.reads_notes:
+            line = _template(chosen.objection, request, result.decision)
+            if line is None:
+                policy = "P3"
+            else:
+                decision = result.decision.model_copy(update={"reply_text": line})
+                return result.model_copy(update={"decision": decision, "policy": "P2"})
+        return result.model_copy(update={"policy": policy, "sources": sources})
+
+    async def propose(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainResult:
+        chosen = route(request.scenario, request.transcript)
+        if chosen.safety is not None:
+            return safety_result(request, chosen.name, chosen.safety)
+        if self.library is not None and self.library.cached(request.scenario) is None:
+            import anyio
+
+            await anyio.to_thread.run_sync(self.library.index, request.scenario)
+        asked, policy, sources = self._prepare(request, chosen)
+        result = await self.inner.propose(asked, on_delta)
+        return self._finish(request, chosen, result, policy, sources)
+
+
+class InstantPolicyBrain(PolicyBrain):
+    """The policy over a brain that answers inline (the rule vendor): the actor calls `propose_now`."""
+
+    def propose_now(self, request: BrainRequest) -> BrainResult:
+        chosen = route(request.scenario, request.transcript)
+        if chosen.safety is not None:
+            return safety_result(request, chosen.name, chosen.safety)
+        _, policy, sources = self._prepare(request, chosen)  # the rule brain reads no notes
+        result = self.inner.propose_now(request)  # type: ignore[attr-defined]
+        return self._finish(request, chosen, result, policy, sources)
+
+
+def with_policy(inner: Brain, library: KnowledgeLibrary | None = None) -> PolicyBrain:
+    """`inner` behind the response policy; `library` gives the LLM its grounded notes (P1)."""
+    if hasattr(inner, "propose_now"):
+        return InstantPolicyBrain(inner, library)
+    return PolicyBrain(inner, library)

@@ -1,0 +1,53 @@
+"""Replies a speech engine can read aloud (seed 004 §1.2; seed 001's link blocker).
+
+Every vendor line is checked after the brain and before anyone hears it. `speakable(text)`
+returns the line as it may be spoken and the flags naming what had to change:
+
+- `markdown`: list bullets, headings, emphasis, code ticks and link brackets are removed (a
+  Markdown link keeps its words and loses its address);
+- `link`: web addresses (`http://`, `https://`, `www.`) are removed;
+- `too_long`: only the first two sentences are kept.
+
+Pure and deterministic, like the rest of the rules: the same text always gives the same answer.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["MAX_SENTENCES", "speakable"]
+
+MAX_SENTENCES = 2
+
+_MD_LINK = re.compile(r"\[([^\]\n]{0,200})\]\([^)\s]{0,500}\)")
+# An address ends before the punctuation that closes its sentence.
+_URL = re.compile(r"(?:https?://|www\.)[^\s<>()\"']*[^\s<>()\"'.,!?;:]", re.IGNORECASE)
+_LINE_MARK = re.compile(r"^[ \t]*(?:#{1,6}[ \t]+|[-*+•][ \t]+|\d{1,3}[.)][ \t]+|>[ \t]*)", re.MULTILINE)
+_EMPHASIS = re.compile(r"(\*\*|__|`+|~~)")
+# A sentence ends at . ! ? or the danda followed by a space (so "3.5 kilo" is one sentence).
+_SENTENCE_END = re.compile(r"(?<=[.!?।])\s+|(?<=[.!?।][\"')\]])\s+")
+_SPACE = re.compile(r"\s+")
+
+
+def speakable(text: str) -> tuple[str, tuple[str, ...]]:
+    """The line as it may be spoken, and what was changed (empty when nothing was)."""
+    flags: list[str] = []
+    cleaned = _MD_LINK.sub(r"\1", text)
+    cleaned = _LINE_MARK.sub("", cleaned)
+    cleaned = _EMPHASIS.sub("", cleaned)
+    if cleaned != text:
+        flags.append("markdown")
+    without_links = _URL.sub("", cleaned)
+    if without_links != cleaned:
+        flags.append("link")
+    flat = _SPACE.sub(" ", without_links).strip()
+    flat = re.sub(r"\s+([,.!?।])", r"\1", flat)
+    sentences = [s for s in _SENTENCE_END.split(flat) if s.strip(" .,!?।")]
+    if len(sentences) > MAX_SENTENCES:
+        flags.append("too_long")
+        flat = " ".join(sentences[:MAX_SENTENCES])
+    if not flat:
+        flat = "Haan ji?"
+    if not flags and flat == text:
+        return text, ()
+    return flat, tuple(flags)
