@@ -9,7 +9,7 @@ The modules:
 - `errors`: the package's exception tree; every model failure becomes one of these.
 - `rules_vendor`: `RuleBasedVendor`, a deterministic, keyword-driven Ramesh.
 - `intents`: what the learner meant, read from English and Hinglish cue words (rule-based vendor).
-- `vendor_lines`: the rule-based vendor's spoken lines and how one is picked.
+- `vendor_lines`: how the rule-based vendor picks and fills a line from his scenario pack.
 - `llm`: `OpenAIBrain`, one turn through a chat model: prepare, call, validate, re-ask, fall back.
 - `transport`: `ChatTransport`, the model calls over the openai SDK: retries, Retry-After,
   per-attempt limits, streaming, and the one place SDK exceptions are translated.
@@ -17,6 +17,7 @@ The modules:
 - `turn`: `Turn`, one `propose` call's deadline, counters, ledger and streamed text.
 - `partial_json`: `FieldExtractor`, `reply_text` pulled out of JSON that is still arriving.
 - `prompt`: the system prompt and the delimited user message, versioned as `PROMPT_VERSION`.
+- `delimiters`: the user message's blocks, and `neutralise`, which keeps untrusted text inside them.
 - `knowledge/`: playbooks, BM25 retrieval and grounded tip cards; fills the prompt's cultural notes.
 - `policy`: the response policy (P0 safety, P1 grounded, P2 objections, P3 fallback) around any brain.
 """

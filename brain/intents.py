@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
+
+from schemas.pack import Cues
+from schemas.scenario import Scenario
 
 _WORD = re.compile(r"[a-z]+|\d+")
 
@@ -127,27 +131,47 @@ def _quantity(tokens: list[str]) -> int:
     return best
 
 
-def read_intents(text: str) -> Intents:
-    """Spot the learner's intents in a transcript."""
+Cue = tuple[frozenset[str], tuple[str, ...]]
+_BASE: dict[str, Cue] = {
+    "greeting": _GREETING, "polite": _POLITE, "inquiry": _INQUIRY, "pushback": _PUSHBACK,
+    "walk": _WALK, "accept": _ACCEPT, "compliment": _COMPLIMENT, "reengage": _REENGAGE,
+}
+
+
+@lru_cache(maxsize=64)
+def _tables(cues: Cues | None) -> dict[str, Cue]:
+    """The English and Hinglish cues, with a scenario pack's own words for each intent added."""
+    if cues is None:
+        return _BASE
+    tables = {}
+    for intent, (singles, multis) in _BASE.items():
+        extra_singles, extra_multis = _cues(*(w.lower().replace("'", "") for w in getattr(cues, intent)))
+        tables[intent] = (singles | extra_singles, multis + extra_multis)
+    return tables
+
+
+def read_intents(text: str, scenario: Scenario | None = None) -> Intents:
+    """Spot the learner's intents in a transcript (with the scenario pack's cue words, if given)."""
+    tables = _tables(scenario.cues if scenario is not None else None)
     tokens = _WORD.findall(text.lower().replace("'", "").replace("\u2019", ""))
     words = frozenset(tokens)
     padded = f" {' '.join(tokens)} "
     refuse = _has(_REFUSE, words, padded)
-    accept = _has(_ACCEPT, words, padded) and not refuse
-    pushback = _has(_PUSHBACK, words, padded)
-    walk = _has(_WALK, words, padded)
+    accept = _has(tables["accept"], words, padded) and not refuse
+    pushback = _has(tables["pushback"], words, padded)
+    walk = _has(tables["walk"], words, padded)
     if not walk and not accept and not pushback and _has(_WEAK_WALK, words, padded):
         walk = True
     return Intents(
-        greeting=_has(_GREETING, words, padded),
-        polite=_has(_POLITE, words, padded),
-        inquiry=_has(_INQUIRY, words, padded),
+        greeting=_has(tables["greeting"], words, padded),
+        polite=_has(tables["polite"], words, padded),
+        inquiry=_has(tables["inquiry"], words, padded),
         pushback=pushback,
         walk=walk,
         accept=accept and not walk,
         rude=_has(_RUDE, words, padded),
-        compliment=_has(_COMPLIMENT, words, padded),
-        reengage=_has(_REENGAGE, words, padded) and not walk,
+        compliment=_has(tables["compliment"], words, padded),
+        reengage=_has(tables["reengage"], words, padded) and not walk,
         cash=_has(_CASH, words, padded),
         quantity=_quantity(tokens),
         padded=padded,

@@ -122,7 +122,7 @@ def safety_result(request: BrainRequest, name: str, rule: SafetyRule) -> BrainRe
 def _template(objection: Objection, request: BrainRequest, decision: AIDecision) -> str | None:
     scenario = load_scenario(request.scenario)
     item = scenario.item(request.item) or scenario.item(request.object_grabbed)
-    values: dict[str, Any] = {"price": decision.counter_price, "item": spoken_items(item) if item else None}
+    values: dict[str, Any] = {"price": decision.counter_price, "item": spoken_items(item, scenario) if item else None}
     usable = [t for t in objection.templates
               if all(values.get(field) is not None for field in re.findall(r"{(\w+)}", t))]
     if not usable:

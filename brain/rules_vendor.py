@@ -1,10 +1,15 @@
-"""Ramesh without a language model: a deterministic, keyword-driven vendor.
+"""The vendor without a language model: deterministic and keyword-driven, for every scenario pack.
 
 This is the default brain when no OpenAI key is set, and the one load tests hammer. It reads cue
-words (`brain.intents`), takes the server's own judgement of any offer from the request, and
-plays a simple haggling policy: quote high, concede a share of the gap each turn (more when
-happy), never below an acceptable price that falls with good mood and with the clock, accept
-anything at or above it, and call the learner back when they walk.
+words (`brain.intents`, plus the pack's own), takes the server's own judgement of any offer from
+the request, and plays a simple haggling policy: quote high, concede a share of the gap each turn
+(more when happy), never below an acceptable price that falls with good mood and with the clock,
+accept anything at or above it, and call the learner back when they walk.
+
+What differs between cultures comes from the pack (`schemas.pack.RuleParams`): what a lowball,
+an insult or a taboo phrase costs, how fast he concedes, what respect earns, and whether walking
+away is part of the game (if not, he lets the learner go at the same price and soon closes). His
+words are the pack's lines in the session's language, and his suggestions the pack's hints.
 
 It proposes moves the session's rules would allow (it mirrors their limits below) so that
 validation rarely has to overrule it; the rules engine stays the authority either way. No
@@ -148,8 +153,8 @@ class RuleBasedVendor:
         """The whole policy, synchronously: one request in, one proposal out."""
         scenario = load_scenario(req.scenario)
         item = scenario.item(req.item) or scenario.item(req.object_grabbed)
-        said = read_intents(req.transcript)
-        happiness = _clamp(req.happiness_score + _mood_shift(req, said))
+        said = read_intents(req.transcript, scenario)
+        happiness = _clamp(req.happiness_score + _mood_shift(req, said, scenario))
         accept_at = acceptable_price(item, happiness, req.turn, req.wrap_up, said) if item else None
         turn = _Turn(req, scenario, item, said, happiness, req.vendor_quote, req.learner_offer,
                      accept_at)
@@ -157,12 +162,12 @@ class RuleBasedVendor:
         if req.turn >= req.max_turns and move.stage is not Stage.DEAL and move.key != "over":
             # The session closes this turn whatever is proposed; say goodbye rather than haggle.
             move = _Move(Stage.CLOSURE, "close_late", move.price, "turn limit", 0,
-                         "Theek hai bhaiya, kal milte hain.")
-        shift = _bounded(happiness - req.happiness_score + move.bonus, req.offer_assessment)
+                         _hint(turn, "goodbye_late"))
+        shift = _bounded(happiness - req.happiness_score + move.bonus, req.offer_assessment, scenario)
         score = _clamp(req.happiness_score + shift)
         fields = {"price": move.price, "offer": req.learner_offer, "qty": said.quantity}
         return AIDecision(
-            reply_text=say(move.key, req.turn, item, **fields),
+            reply_text=say(scenario, req.target_language, move.key, req.turn, item, **fields),
             happiness_score=score,
             negotiation_state=move.stage,
             vendor_mood=mood_band(score),
@@ -183,24 +188,37 @@ def _clamp(score: int) -> int:
     return max(0, min(100, score))
 
 
-def _bounded(delta: int, assessment: OfferAssessment) -> int:
-    """Honour the session's minimum drops and its per-turn step, so validation need not."""
+def _bounded(delta: int, assessment: OfferAssessment, scenario: Scenario) -> int:
+    """Honour the pack's costs (never under the session's minimum drops) and the per-turn step."""
     if assessment is OfferAssessment.INSULT:
-        delta = min(delta, -INSULT_DROP)
+        delta = min(delta, -max(INSULT_DROP, scenario.rules.insult_cost))
     elif assessment is OfferAssessment.LOWBALL:
-        delta = min(delta, -LOWBALL_DROP)
+        delta = min(delta, -max(LOWBALL_DROP, scenario.rules.lowball_cost))
     return max(-MAX_STEP, min(MAX_STEP, delta))
 
 
-def _mood_shift(req: BrainRequest, said: Intents) -> int:
-    """How the learner's words move Ramesh's mood this turn, before any deal."""
-    delta = OFFER_MOOD[req.offer_assessment]
-    if said.polite or said.greeting:
-        delta += 2 if req.happiness_score < 70 else 1  # rapport helps, with diminishing returns
+def _respectful(said: Intents, scenario: Scenario) -> bool:
+    return said.polite or any(said.mentions(word) for word in scenario.rules.respectful_address)
+
+
+def _taboo(said: Intents, scenario: Scenario) -> bool:
+    return any(said.mentions(phrase) for phrase in scenario.rules.taboo_phrases)
+
+
+def _mood_shift(req: BrainRequest, said: Intents, scenario: Scenario) -> int:
+    """How the learner's words move the vendor's mood this turn, before any deal."""
+    rules = scenario.rules
+    delta = {OfferAssessment.INSULT: -rules.insult_cost,
+             OfferAssessment.LOWBALL: -rules.lowball_cost}.get(req.offer_assessment, OFFER_MOOD[req.offer_assessment])
+    if _respectful(said, scenario) or said.greeting:
+        # rapport helps, with diminishing returns
+        delta += rules.rapport if req.happiness_score < 70 else max(1, rules.rapport // 2)
     if said.compliment:
         delta += 3
     if said.rude:
         delta -= 12
+    if _taboo(said, scenario):
+        delta -= rules.insult_cost
     if said.bulk:
         delta += 2
     if said.cash:
@@ -212,32 +230,38 @@ def _mood_shift(req: BrainRequest, said: Intents) -> int:
         delta += RETURN_JOY
     if req.turn > 20 and req.learner_offer is None and not said.accept:
         delta -= 2  # a long haggle without numbers wears his patience
-    return _bounded(delta, req.offer_assessment)
+    return _bounded(delta, req.offer_assessment, scenario)
 
 
 # --------------------------------------------------------------------------- hints
 
 
-def _hindi(t: _Turn) -> str:
+def _local(t: _Turn) -> str:
     if t.item is not None:
-        return t.item.hindi
+        return t.item.local
     scene = [i for i in t.scenario.items if i.in_scene] or list(t.scenario.items)
-    return scene[t.req.turn % len(scene)].hindi
+    return scene[t.req.turn % len(scene)].local
+
+
+def _hint(t: _Turn, key: str, **fields: object) -> str:
+    """The pack's suggested next line for the learner (`schemas.pack.HINT_KEYS`), filled in."""
+    values: dict[str, object] = {"local": _local(t), "items": spoken_items(t.item, t.scenario), **fields}
+    return t.scenario.hints[key].format(**values)
 
 
 def _ask_hint(t: _Turn) -> str:
-    return f"Bhaiya, ye {_hindi(t)} kitne ka hai?"
+    return _hint(t, "ask")
 
 
 def _offer_hint(t: _Turn, price: int) -> str:
-    """A next offer a third of the way from the learner's last one up to Ramesh's price."""
+    """A next offer a third of the way from the learner's last one up to the vendor's price."""
     base = t.offer if t.offer is not None and t.offer < price else round(price * OPENING_HINT)
     if t.accept_at is not None and price <= t.accept_at:
-        return "Theek hai, pakka."
+        return _hint(t, "accept")
     suggestion = round_price(base + (price - base) / 3)
     if suggestion >= price:
-        return "Theek hai, pakka."
-    return f"Thoda kam karo, bhaiya. {suggestion} mein de do?"
+        return _hint(t, "accept")
+    return _hint(t, "counter", offer=suggestion)
 
 
 # --------------------------------------------------------------------------- stages
@@ -246,19 +270,19 @@ def _offer_hint(t: _Turn, price: int) -> str:
 def _greeting(t: _Turn) -> _Move:
     said, item = t.said, t.item
     named = item is not None and (
-        said.mentions(item.name) or said.mentions(item.hindi) or said.mentions(spoken_items(item))
+        said.mentions(item.name) or said.mentions(item.local) or said.mentions(spoken_items(item, t.scenario))
     )
     asks = said.inquiry or said.pushback or t.offer is not None or named or t.req.wrap_up
     if asks and item is None:
         return _Move(Stage.INQUIRY, "which_item", None, "asked, item unknown", hint=_ask_hint(t))
     if asks and item is not None:
         price = t.quote or item.opening_quote
-        hint = f"Bahut mehenga hai, bhaiya. {round_price(price * OPENING_HINT)} mein de do?"
+        hint = _hint(t, "open", offer=round_price(price * OPENING_HINT))
         return _Move(Stage.INQUIRY, "quote", price, "asked, opening quote", hint=hint)
     if said.rude:
         return _Move(Stage.GREETING, "greet_cold", t.quote, "rude greeting", hint=_ask_hint(t))
     key = "greet_item" if item is not None else "greet"
-    hint = f"Namaste bhaiya, ye {_hindi(t)} kitne ka hai?"
+    hint = _hint(t, "greet")
     return _Move(Stage.GREETING, key, t.quote, "greeting", hint=hint)
 
 
@@ -272,25 +296,28 @@ def _inquiry(t: _Turn) -> _Move:
     assert t.accept_at is not None
     if t.quote is None:
         price = item.opening_quote
-        hint = f"Bahut mehenga hai, bhaiya. {round_price(price * OPENING_HINT)} mein de do?"
+        hint = _hint(t, "open", offer=round_price(price * OPENING_HINT))
         return _Move(Stage.INQUIRY, "quote", price, "opening quote", hint=hint)
     quote = t.quote
     if t.happiness <= CLOSE_AT:
         return _Move(Stage.WALKAWAY, "shoo", quote, "too cross to sell",
-                     hint="Sorry bhaiya, galti ho gayi.")
+                     hint=_hint(t, "apologise"))
     if said.walk:
+        if not t.scenario.rules.walkaway_expected:
+            return _Move(Stage.WALKAWAY, "callback", quote, "learner leaving; no call-back price here",
+                         hint=_hint(t, "return", price=quote))
         price = concede(quote, t.accept_at, 0.3, t.accept_at)
         return _Move(Stage.WALKAWAY, "callback", price, "learner leaving, call back",
-                     hint=f"Acha bhaiya, {price} mein de do.")
+                     hint=_hint(t, "take_callback", price=price))
     if t.offer is not None:
         if _takes(t, quote):
             price = min(t.offer, quote)
             return _Move(Stage.HAGGLING, "agree_pending", price, "offer acceptable",
-                         hint="Theek hai, pakka.")
+                         hint=_hint(t, "accept"))
         return _counter(t, quote, Stage.HAGGLING)
     if said.accept:
         return _Move(Stage.HAGGLING, "inquiry_accept", quote, "accepts the quote",
-                     hint="Theek hai, pakka.")
+                     hint=_hint(t, "accept"))
     if said.pushback or said.bulk or req.wrap_up:
         return _nudge(t, quote, Stage.HAGGLING)
     if said.rude:
@@ -306,21 +333,24 @@ def _haggling(t: _Turn) -> _Move:
     quote = t.quote or item.opening_quote
     if t.happiness <= CLOSE_AT:
         return _Move(Stage.CLOSURE, "close_angry", quote, "too cross to go on",
-                     hint="Maaf kijiye, bhaiya.")
+                     hint=_hint(t, "apologise"))
     if said.walk:
         if req.wrap_up:
             return _Move(Stage.CLOSURE, "close_late", quote, "leaving late in the day",
-                         hint="Theek hai bhaiya, kal milte hain.")
+                         hint=_hint(t, "goodbye_late"))
+        if not t.scenario.rules.walkaway_expected:
+            return _Move(Stage.WALKAWAY, "callback", quote, "learner leaving; no call-back price here",
+                         hint=_hint(t, "return", price=quote))
         lowest = max(item.floor, round(t.accept_at * 0.95))  # walking away is the best lever
         price = concede(quote, lowest, 0.5, lowest)
         return _Move(Stage.WALKAWAY, "callback", price, "learner leaving, call back",
-                     hint=f"Acha bhaiya, {price} mein de do.")
+                     hint=_hint(t, "take_callback", price=price))
     if t.offer is not None:
         if _takes(t, quote):
-            return _deal(min(t.offer, quote), "offer acceptable")
+            return _deal(t, min(t.offer, quote), "offer acceptable")
         return _counter(t, quote, Stage.HAGGLING)
     if said.accept:
-        return _deal(quote, "accepts the standing quote")
+        return _deal(t, quote, "accepts the standing quote")
     if said.rude:
         return _Move(Stage.HAGGLING, "rude_hold", quote, "rude, holds", hint=_offer_hint(t, quote))
     if said.pushback or said.bulk or req.wrap_up:
@@ -333,31 +363,32 @@ def _walkaway(t: _Turn) -> _Move:
     quote = t.quote
     if t.happiness <= CLOSE_AT or (said.rude and t.happiness <= 30):
         return _Move(Stage.CLOSURE, "close_angry", quote, "too cross to call back",
-                     hint="Maaf kijiye, bhaiya.")
+                     hint=_hint(t, "apologise"))
     if said.walk:
         return _Move(Stage.CLOSURE, "close_walk", quote, "left for good",
-                     hint="Theek hai bhaiya, phir milenge.")
+                     hint=_hint(t, "goodbye"))
     returning = (said.reengage or said.accept or t.offer is not None or said.pushback
                  or said.inquiry or said.compliment or said.polite)
     if req.wrap_up and t.offer is None and not said.accept:
         return _Move(Stage.CLOSURE, "close_late", quote, "late, stops calling",
-                     hint="Theek hai bhaiya, kal milte hain.")
+                     hint=_hint(t, "goodbye_late"))
     if not returning or item is None or quote is None or t.accept_at is None:
-        if req.graph.turns_in_current_stage >= WALKAWAY_PATIENCE:
+        patience = WALKAWAY_PATIENCE if t.scenario.rules.walkaway_expected else 1
+        if req.graph.turns_in_current_stage >= patience:
             return _Move(Stage.CLOSURE, "close_walk", quote, "gave up calling",
-                         hint="Theek hai bhaiya, phir milenge.")
+                         hint=_hint(t, "goodbye"))
         key = "walk_wait" if quote is not None else "callback_plain"
         return _Move(Stage.WALKAWAY, key, quote, "still calling", hint=_ask_hint(t))
     # Mirror the session's re-entry rule so the line fits the stage that will stand.
     stage = Stage.HAGGLING if t.happiness > REENTRY_HAPPINESS else Stage.WALKAWAY
-    sorry = f"Sorry bhaiya, aapke {spoken_items(item)} bahut fresh hain. {quote} mein de do?"
+    sorry = _hint(t, "return", price=quote)
     if t.offer is not None and _takes(t, quote):
         price = min(t.offer, quote)
         return _Move(stage, "agree_pending", price, "back with an acceptable offer",
-                     hint="Theek hai, pakka." if stage is Stage.HAGGLING else sorry)
+                     hint=_hint(t, "accept") if stage is Stage.HAGGLING else sorry)
     if said.accept:
         return _Move(stage, "agree_pending", quote, "back, takes the call-back price",
-                     hint="Theek hai, pakka." if stage is Stage.HAGGLING else sorry)
+                     hint=_hint(t, "accept") if stage is Stage.HAGGLING else sorry)
     if t.offer is not None:
         move = _counter(t, quote, stage)
         key = move.key if stage is Stage.HAGGLING else "walk_wait"
@@ -368,7 +399,7 @@ def _walkaway(t: _Turn) -> _Move:
 
 
 def _over(t: _Turn) -> _Move:
-    return _Move(t.req.stage, "over", t.quote, "already ended", hint="Dhanyavaad, bhaiya!")
+    return _Move(t.req.stage, "over", t.quote, "already ended", hint=_hint(t, "thanks"))
 
 
 _HANDLERS = {
@@ -391,8 +422,8 @@ def _takes(t: _Turn, quote: int) -> bool:
     return t.offer >= t.accept_at or t.offer >= quote
 
 
-def _deal(price: int, reason: str) -> _Move:
-    return _Move(Stage.DEAL, "deal", price, reason, DEAL_JOY, "Dhanyavaad, bhaiya!")
+def _deal(t: _Turn, price: int, reason: str) -> _Move:
+    return _Move(Stage.DEAL, "deal", price, reason, DEAL_JOY, _hint(t, "thanks"))
 
 
 def _counter(t: _Turn, quote: int, stage: Stage) -> _Move:
@@ -403,7 +434,7 @@ def _counter(t: _Turn, quote: int, stage: Stage) -> _Move:
         return _Move(stage, "counter_insult", quote, "insulting offer, holds",
                      hint=_offer_hint(t, quote))
     warmth = max(0.0, min(1.0, (t.happiness - 40) / 50))
-    share = CONCESSION[label] + 0.15 * warmth + (0.2 if t.req.wrap_up else 0.0)
+    share = CONCESSION[label] * t.scenario.rules.concession + 0.15 * warmth + (0.2 if t.req.wrap_up else 0.0)
     price = concede(quote, t.offer, share, t.accept_at)
     if t.req.wrap_up:
         key = "wrap_final"
@@ -420,8 +451,8 @@ def _nudge(t: _Turn, quote: int, stage: Stage) -> _Move:
     assert t.accept_at is not None
     if t.req.wrap_up:
         price = concede(quote, t.accept_at, 0.6, t.accept_at)
-        return _Move(stage, "wrap_final", price, "late, final price", hint="Theek hai, pakka.")
-    share = 0.25 if t.said.bulk else 0.15
+        return _Move(stage, "wrap_final", price, "late, final price", hint=_hint(t, "accept"))
+    share = (0.25 if t.said.bulk else 0.15) * t.scenario.rules.concession
     price = concede(quote, t.accept_at, share, t.accept_at)
     key = "bulk" if t.said.bulk else "pushback"
     if price >= quote:

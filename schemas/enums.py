@@ -41,6 +41,10 @@ class LanguageCode(str, Enum):
     TA_IN = "ta-IN"
     EN_IN = "en-IN"
     HI_EN = "hi-EN"
+    EN = "en"  # English, no region: the language of the non-Indian scenario packs' vendor lines
+    JA_JP = "ja-JP"
+    AR_MA = "ar-MA"
+    FR_MA = "fr-MA"
 
 
 class Role(str, Enum):

@@ -1,22 +1,62 @@
-"""Scenario data: the vendor's items, prices and customs, loaded from the package's JSON files."""
+"""Scenario packs: the vendor, the items and prices, the culture's rules and the vendor's lines,
+loaded from the package's folders `schemas/data/<scenario>/manifest.json` (docs/scenarios.md).
+
+A pack that does not validate stops the server at start-up (`check_scenarios`) with an error
+that names the file and the field, never at the first learner who opens it.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from importlib import resources
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from schemas.enums import LanguageCode
+from schemas.pack import (
+    HINT_KEYS,
+    LINE_FIELDS,
+    LINE_KEYS,
+    SAFETY_CATEGORIES,
+    Cues,
+    GenericTip,
+    Objection,
+    Persona,
+    ResponsePolicy,
+    RuleParams,
+    SafetyRule,
+)
+
+__all__ = [
+    "DEFAULT_SCENARIO",
+    "GenericTip",
+    "Item",
+    "Objection",
+    "SafetyRule",
+    "Scenario",
+    "ScenarioError",
+    "available_scenarios",
+    "check_scenarios",
+    "load_scenario",
+]
 
 DEFAULT_SCENARIO = "jaipur-bazaar"
+MANIFEST = "manifest.json"
+_FIELD = re.compile(r"{(\w+)}")
+
+
+class ScenarioError(ValueError):
+    """A pack that cannot be used; the message names the file and the field."""
 
 
 class Item(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     name: str
-    hindi: str
+    local: str = Field(validation_alias=AliasChoices("local", "hindi"))
+    """The item's name in the place's language, as learners say it (tamatar, kyusu, tajine)."""
     unit: str
     wholesale: tuple[int, int]
     fair: tuple[int, int]
@@ -26,11 +66,24 @@ class Item(BaseModel):
     estimate: bool = False
     quality: str = ""
     note: str = ""
+    spoken: str = ""
+    """How the vendor says the item in a sentence ("tomatoes", "tea bowls"); "<name>s" if empty."""
+    unit_word: str = ""
+    """How the vendor says the unit ("kilo" for kg); the unit itself if empty."""
 
     @property
     def opening_quote(self) -> int:
         """The first price an outsider hears: the top of the tourist range."""
         return self.tourist_quote[1]
+
+    @model_validator(mode="after")
+    def _prices(self) -> Item:
+        if not self.wholesale[0] <= self.floor <= self.tourist_quote[1]:
+            raise ValueError(f"{self.name}: the floor {self.floor} must lie between the wholesale "
+                             f"price and the opening quote")
+        if not self.floor <= self.fair[1] <= self.tourist_quote[1]:
+            raise ValueError(f"{self.name}: the fair range must end between the floor and the opening quote")
+        return self
 
 
 class Phrase(BaseModel):
@@ -41,70 +94,68 @@ class Phrase(BaseModel):
     use: str
 
 
-SafetyCategory = Literal["abuse", "sexual", "self_harm", "legal", "medical", "financial"]
-ObjectionKind = Literal["too_expensive", "cheaper_elsewhere", "come_back_later"]
-
-
-class SafetyRule(BaseModel):
-    """P0: what the learner may say that the vendor answers with fixed lines and no model call.
-
-    `phrases` are matched as whole words, case-insensitively; a trailing `*` matches any ending
-    (`diagnos*`). `effect` says what the turn does to the negotiation: `insult` costs happiness as
-    an insult does, `none` changes nothing, `care` changes nothing and stops the haggle's tone."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    phrases: tuple[str, ...] = Field(min_length=1)
-    lines: tuple[str, ...] = Field(min_length=1)
-    effect: Literal["insult", "none", "care"] = "none"
-
-
-class Objection(BaseModel):
-    """P2: a recognised objection and the vendor's answers to it. `{price}` and `{item}` in a
-    template are filled with the vendor's standing quote and the item; a template that needs a
-    value the turn lacks is skipped."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    phrases: tuple[str, ...] = Field(min_length=1)
-    templates: tuple[str, ...] = Field(min_length=1)
-
-
-class GenericTip(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    title: str = "Keep the conversation going"
-    body: str = "Listen, answer what was asked, and ask one question back."
-
-
-class ResponsePolicy(BaseModel):
-    """The scenario's P0-P3 data (docs/knowledge.md, the response policy)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    safety: dict[SafetyCategory, SafetyRule] = Field(default_factory=dict)
-    objections: dict[ObjectionKind, Objection] = Field(default_factory=dict)
-    generic_tip: GenericTip = Field(default_factory=GenericTip)
-
-
 class Scenario(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     scenario: str
     title: str
-    vendor: dict[str, str | int]
+    vendor: Persona
     currency: str
-    items: tuple[Item, ...]
-    haggling: dict[str, tuple[float, float]]
+    currency_word: str = Field(min_length=1)
+    """How the vendor says the currency in a sentence: rupees, yen, dirhams."""
+    goods: str = Field(min_length=1)
+    """What the vendor calls his wares when no item is chosen: vegetables, antiques, lamps."""
+    default_quality: str = Field(min_length=1)
+    """What he says of an item's quality when the catalog has no words for it."""
+    items: tuple[Item, ...] = Field(min_length=1)
+    haggling: dict[str, tuple[float, float]] = Field(default_factory=dict)
     phrases: tuple[Phrase, ...] = Field(default_factory=tuple)
     customs: tuple[str, ...] = Field(default_factory=tuple)
-    policy: ResponsePolicy = Field(default_factory=ResponsePolicy)
+    rules: RuleParams = Field(default_factory=RuleParams)
+    cues: Cues = Field(default_factory=Cues)
+    lines: dict[LanguageCode, dict[str, tuple[str, ...]]]
+    """The rule-based vendor's lines, per language and pool (`schemas.pack.LINE_KEYS`)."""
+    hints: dict[str, str]
+    """What the learner could say next, by situation (`schemas.pack.HINT_KEYS`), in the phrases the
+    culture expects."""
+    policy: ResponsePolicy
+
+    @model_validator(mode="after")
+    def _complete(self) -> Scenario:
+        if self.vendor.languages[0] not in self.lines:
+            raise ValueError(f"lines: no lines in the vendor's first language {self.vendor.languages[0].value}")
+        for language, pools in self.lines.items():
+            missing = [key for key in LINE_KEYS if not pools.get(key)]
+            if missing:
+                raise ValueError(f"lines.{language.value}: missing {', '.join(missing)}")
+            unknown = sorted(set(pools) - set(LINE_KEYS))
+            if unknown:
+                raise ValueError(f"lines.{language.value}: unknown pools {', '.join(unknown)}")
+            for key, pool in pools.items():
+                for line in pool:
+                    extra = set(_FIELD.findall(line)) - LINE_FIELDS[key]
+                    if extra:
+                        raise ValueError(f"lines.{language.value}.{key}: {line!r} uses "
+                                         f"{', '.join(sorted(extra))}, which this pool does not fill")
+        missing_hints = [key for key in HINT_KEYS if not self.hints.get(key)]
+        if missing_hints:
+            raise ValueError(f"hints: missing {', '.join(missing_hints)}")
+        absent = [c for c in SAFETY_CATEGORIES if c not in self.policy.safety]
+        if absent:
+            raise ValueError(f"policy.safety: missing {', '.join(absent)} (every pack answers every category)")
+        return self
 
     def item(self, name: str | None) -> Item | None:
-        """Look an item up by English or Hindi name, case-insensitively."""
+        """Look an item up by its English or local name, case-insensitively."""
         if not name:
             return None
         return _index(self.scenario).get(name.strip().lower())
+
+    def lines_for(self, language: LanguageCode | None) -> dict[str, tuple[str, ...]]:
+        """The vendor's lines in `language`, or in his first language when he has none in it."""
+        if language is not None and language in self.lines:
+            return self.lines[language]
+        return self.lines[self.vendor.languages[0]]
 
 
 @cache
@@ -112,20 +163,44 @@ def _index(scenario: str) -> dict[str, Item]:
     found: dict[str, Item] = {}
     for item in load_scenario(scenario).items:
         found[item.name.lower()] = item
-        found[item.hindi.lower()] = item
+        found[item.local.lower()] = item
     return found
 
 
 @cache
 def available_scenarios() -> tuple[str, ...]:
-    """The scenarios shipped in the package (read once: package data does not change)."""
-    files = resources.files("schemas").joinpath("data").iterdir()
-    return tuple(sorted(f.name.removesuffix(".json") for f in files if f.name.endswith(".json")))
+    """The packs shipped in the package: folders with a manifest (read once: package data does not change)."""
+    folders = resources.files("schemas").joinpath("data").iterdir()
+    return tuple(sorted(f.name for f in folders if f.is_dir() and f.joinpath(MANIFEST).is_file()))
+
+
+def parse_manifest(text: str, where: str) -> Scenario:
+    """Validate a manifest's text; a `ScenarioError` names `where` and the field that is wrong."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ScenarioError(f"{where}: not JSON: {exc}") from None
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc']) or '(top level)'}: {error['msg']}"
+            for error in exc.errors(include_url=False)[:5]
+        )
+        raise ScenarioError(f"{where}: {problems}") from None
 
 
 @cache
 def load_scenario(name: str = DEFAULT_SCENARIO) -> Scenario:
     if name not in available_scenarios():
         raise KeyError(name)
-    text = resources.files("schemas").joinpath("data", f"{name}.json").read_text("utf-8")
-    return Scenario.model_validate(json.loads(text))
+    where = f"schemas/data/{name}/{MANIFEST}"
+    scenario = parse_manifest(resources.files("schemas").joinpath("data", name, MANIFEST).read_text("utf-8"), where)
+    if scenario.scenario != name:
+        raise ScenarioError(f"{where}: scenario: {scenario.scenario!r} is not the folder's name {name!r}")
+    return scenario
+
+
+def check_scenarios() -> tuple[Scenario, ...]:
+    """Load every pack now; the first broken one raises `ScenarioError` naming its file and field."""
+    return tuple(load_scenario(name) for name in available_scenarios())

@@ -13,7 +13,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute
 
 from brain.policy import with_policy
-from schemas.scenario import available_scenarios
+from schemas.scenario import available_scenarios, check_scenarios
 from server import gcpolicy
 from server.auth import Tokens
 from server.config import Settings, load_settings
@@ -70,6 +70,7 @@ async def full_collections(every_s: float) -> None:
 def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
                mirror: Mirror | None = None, extra_routes: list[BaseRoute] | None = None) -> Starlette:
     settings = settings or load_settings()
+    check_scenarios()  # a broken scenario pack stops the server here, naming its file and field
     services = build_services(settings, brain=brain, mirror=mirror)
 
     @asynccontextmanager

@@ -9,6 +9,7 @@ import sys
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from schemas.scenario import ScenarioError
     from server import gcpolicy
     from server.app import create_app
     from server.config import ConfigError, load_settings
@@ -28,7 +29,7 @@ def _serve(args: argparse.Namespace) -> int:
     configure_logging(settings.LOG_LEVEL)
     try:
         app = create_app(settings)
-    except ConfigError as exc:
+    except (ConfigError, ScenarioError) as exc:  # a bad setting, or a scenario pack that does not validate
         print(f"samvad: {exc}", file=sys.stderr)
         return 2
     if settings.GC_FULL_EVERY_SECONDS > 0:

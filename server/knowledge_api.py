@@ -69,7 +69,10 @@ async def list_scenarios(request: Request) -> Response:
         packs.append({
             "id": scenario_id,
             "title": scenario.title,
-            "vendor": scenario.vendor.get("name", ""),
+            "vendor": scenario.vendor.name,
+            "place": scenario.vendor.place,
+            "languages": [language.value for language in scenario.vendor.languages],
+            "voice": scenario.vendor.voice,
             "currency": scenario.currency,
             "items": [item.name for item in scenario.items],
             "knowledge": {

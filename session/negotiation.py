@@ -48,7 +48,7 @@ def _item_words(scenario: str) -> tuple[dict[str, str], tuple[tuple[str, str], .
     singles: dict[str, str] = {}
     phrases: list[tuple[str, str]] = []
     for item in load_scenario(scenario).items:
-        for name in (item.name.lower(), item.hindi.lower()):
+        for name in (item.name.lower(), item.local.lower()):
             for form in (name, name + "s", name + "es"):
                 if " " in form:
                     phrases.append((f" {form} ", item.name))
@@ -214,7 +214,7 @@ class Negotiation:
             self.item = item
         standing = self.quotes.get(item) if item else None
         offer = parse_offer(text, standing)
-        assessment = assess_offer(offer, standing)
+        assessment = assess_offer(offer, standing, self.scenario.rules.offer_bands)
         turn = self.turn + 1
         self.pending = PendingTurn(turn, text, client_id, item, offer, assessment, now)
         self.history.append(

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from schemas.enums import OfferAssessment
+from schemas.pack import OfferBands
 
 INSULT_BELOW = 0.25  # an offer under a quarter of the quote is an insult (seed 000)
 LOWBALL_BELOW = 0.40  # 25-40 % of the quote is a lowball (seed 000)
@@ -38,7 +39,8 @@ _UNITS = {
 _FRACTIONS = {"dedh": 1.5, "dhai": 2.5, "adhai": 2.5}  # "dedh sau" = 150, "dhai sau" = 250
 _SAADHE = {"saadhe", "sadhe"}  # "saadhe teen sau" = 350
 _MULTIPLIERS = {"sau": 100, "so": 100, "hundred": 100, "hazaar": 1000, "hazar": 1000, "thousand": 1000}
-_CURRENCY_WORDS = {"rupees", "rupee", "rupaye", "rupaiye", "rupay", "rs", "inr", "₹", "bucks"}
+_CURRENCY_WORDS = {"rupees", "rupee", "rupaye", "rupaiye", "rupay", "rs", "inr", "₹", "bucks",
+                   "yen", "jpy", "¥", "dirham", "dirhams", "dh", "dhs"}
 _QUANTITY_WORDS = {
     "kilo", "kilos", "kg", "kgs", "gram", "grams", "dozen", "darjan", "piece", "pieces",
     "pcs", "items", "minute", "minutes", "din", "days", "saal", "years", "baje",
@@ -48,7 +50,7 @@ _SMALL_WORDS_NEED_CONTEXT = {"do", "so", "che", "tin", "bis", "tis", "sath", "on
 _OFFER_CUES = {"give", "pay", "offer", "doonga", "dunga", "dungi", "lunga", "loonga", "for",
                "mein", "me", "karo", "kar", "final", "last", "how", "about", "accept"}
 
-_TOKEN = re.compile(r"₹|\d[\d,]*(?:\.\d+)?|[a-z]+\.?", re.IGNORECASE)
+_TOKEN = re.compile(r"₹|¥|\d[\d,]*(?:\.\d+)?|[a-z]+\.?", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,17 +176,22 @@ def parse_offer(text: str, current_quote: int | None = None) -> int | None:
     return found[-1].value
 
 
-def assess_offer(offer: int | None, quote: int | None) -> OfferAssessment:
-    """Judge an offer by its share of the vendor's current quote, the seed's bands and ours above."""
+def assess_offer(offer: int | None, quote: int | None, bands: OfferBands | None = None) -> OfferAssessment:
+    """Judge an offer by its share of the vendor's current quote: the scenario pack's bands, or
+    the seed's (under 25 % an insult, under 40 % a lowball) and ours above them."""
     if offer is None or not quote:
         return OfferAssessment.NONE
     ratio = offer / quote
-    if ratio < INSULT_BELOW:
+    insult, lowball, fair, good = (
+        (INSULT_BELOW, LOWBALL_BELOW, FAIR_BELOW, GOOD_BELOW) if bands is None
+        else (bands.insult_below, bands.lowball_below, bands.fair_below, bands.good_below)
+    )
+    if ratio < insult:
         return OfferAssessment.INSULT
-    if ratio < LOWBALL_BELOW:
+    if ratio < lowball:
         return OfferAssessment.LOWBALL
-    if ratio < FAIR_BELOW:
+    if ratio < fair:
         return OfferAssessment.FAIR
-    if ratio < GOOD_BELOW:
+    if ratio < good:
         return OfferAssessment.GOOD
     return OfferAssessment.EXCELLENT

@@ -27,15 +27,17 @@ _EMPHASIS = re.compile(r"(\*\*|__|`+|~~)")
 # A sentence ends at . ! ? or the danda followed by a space (so "3.5 kilo" is one sentence).
 _SENTENCE_END = re.compile(r"(?<=[.!?।])\s+|(?<=[.!?।][\"')\]])\s+")
 _SPACE = re.compile(r"\s+")
+_BLANKS = re.compile(r"[^\S\n]+")
 
 
 def speakable(text: str) -> tuple[str, tuple[str, ...]]:
     """The line as it may be spoken, and what was changed (empty when nothing was)."""
     flags: list[str] = []
-    cleaned = _MD_LINK.sub(r"\1", text)
+    base = _BLANKS.sub(" ", text)  # every kind of space but the newline, as one space
+    cleaned = _MD_LINK.sub(r"\1", base)
     cleaned = _LINE_MARK.sub("", cleaned)
     cleaned = _EMPHASIS.sub("", cleaned)
-    if cleaned != text:
+    if cleaned != base:
         flags.append("markdown")
     without_links = _URL.sub("", cleaned)
     if without_links != cleaned:

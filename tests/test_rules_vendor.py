@@ -208,7 +208,7 @@ def test_greeting_with_a_grabbed_item_but_no_question_stays() -> None:
 
 @pytest.mark.parametrize("item", SCENE_ITEMS)
 def test_asking_the_price_opens_inquiry_with_the_opening_quote(item: str) -> None:
-    hindi = SCENARIO.item(item).hindi
+    hindi = SCENARIO.item(item).local
     d = decide(request(f"Bhaiya, ye {hindi} kitne ka hai?", Stage.GREETING, turn=1, item=item,
                        vendor_quote=None))
     assert d.negotiation_state is Stage.INQUIRY

@@ -8,7 +8,7 @@ import pytest
 
 from brain.intents import read_intents
 from brain.rules_vendor import acceptable_price, mood_band, round_price
-from brain.vendor_lines import LINES, say
+from brain.vendor_lines import say
 from clients.bots.personas import (
     EXPECTED_OUTCOMES,
     HINDI_PRICES,
@@ -18,9 +18,10 @@ from clients.bots.personas import (
 )
 from schemas.enums import Mood, Stage
 from schemas.frames import Reply, event_dict
-from schemas.scenario import load_scenario
+from schemas.scenario import available_scenarios, load_scenario
 from session.offers import parse_offer
 from session.rules import mood_for
+from session.speakable import speakable
 
 SCENARIO = load_scenario("jaipur-bazaar")
 
@@ -64,19 +65,22 @@ def test_whole_word_mentions() -> None:
     assert said.mentions("hari mirch") and not said.mentions("aam")
 
 
-@pytest.mark.parametrize("key", sorted(LINES))
-def test_every_line_is_short_and_speakable_for_every_item(key: str) -> None:
-    for index in range(len(LINES[key])):
-        for item in SCENARIO.items:
-            text = say(key, index, item, price=1234, offer=999, qty=2)
-            assert len(text) <= 240
-            assert 1 <= len(re.findall(r"[.!?]+", text)) <= 2, text
-            assert text[-1] in ".!?" and not re.search(r"[*#\n{}_`]", text)
+@pytest.mark.parametrize("pack", available_scenarios())
+def test_every_line_of_every_pack_is_short_and_speakable_for_every_item(pack: str) -> None:
+    scenario = load_scenario(pack)
+    for language, pools in scenario.lines.items():
+        for key, pool in pools.items():
+            for index in range(len(pool)):
+                for item in (*scenario.items, None):
+                    text = say(scenario, language, key, index, item, price=1234, offer=999, qty=2)
+                    assert len(text) <= 240, text
+                    assert speakable(text) == (text, ()), text  # two sentences at most, no markup
+                    assert text[-1] in ".!?" and not re.search(r"[*#\n{}_`]", text), text
 
 
 def test_lines_vary_with_the_turn() -> None:
     item = SCENARIO.item("Tomato")
-    assert len({say("callback", turn, item, price=90) for turn in range(3)}) == 3
+    assert len({say(SCENARIO, None, "callback", turn, item, price=90) for turn in range(3)}) == 3
 
 
 def test_mood_band_matches_the_session() -> None:

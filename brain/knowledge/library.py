@@ -28,6 +28,7 @@ from brain.knowledge.chunking import chunk_text, extract_text
 from brain.knowledge.index import DEFAULT_MIN_SCORE, DEFAULT_TOP_K, KnowledgeIndex
 from brain.knowledge.store import PlaybookStore
 from schemas.knowledge import Chunk, Playbook, Retrieved, TipCard
+from schemas.scenario import load_scenario
 
 __all__ = ["CARD_CACHE", "KnowledgeLibrary", "pack_chunks"]
 
@@ -54,6 +55,15 @@ def pack_chunks(scenario: str, ingested_at: str) -> tuple[Chunk, ...]:
     return tuple(chunks)
 
 
+def _pack_generic(scenario: str) -> tuple[str, str]:
+    """The scenario pack's generic card (`policy.generic_tip`), or the built-in one."""
+    try:
+        tip = load_scenario(scenario).policy.generic_tip
+    except KeyError:
+        return GENERIC
+    return tip.title, tip.body
+
+
 class KnowledgeLibrary:
     def __init__(
         self,
@@ -66,7 +76,7 @@ class KnowledgeLibrary:
         self.store = store
         self.top_k = top_k
         self.min_score = min_score
-        self._generic = generic or (lambda scenario: GENERIC)
+        self._generic = generic or _pack_generic
         self._loaded_at = _now()
         self._indexes: dict[str, KnowledgeIndex] = {}
         self._lock = threading.Lock()

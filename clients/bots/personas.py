@@ -94,7 +94,7 @@ class Persona:
             raise ValueError(f"unknown item {item!r}")
         self.item = found.name
         self.word = found.name.lower()
-        self.hindi = found.hindi
+        self.hindi = found.local
         self.first_quote: int | None = None
         self.offer: int | None = None
         self.lines = 0  # lines said so far

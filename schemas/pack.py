@@ -1,0 +1,166 @@
+"""What a scenario pack's manifest holds beyond items and prices: the vendor, the culture's rules,
+the vendor's lines, the words learners use, and the response policy's data.
+
+A pack is a folder, `schemas/data/<scenario>/`: `manifest.json` (validated into
+`schemas.scenario.Scenario`, which uses the models here) and `knowledge/` (docs/scenarios.md).
+Everything that differs between cultures is data here, not a branch in code: how much a lowball
+costs, how fast the vendor gives ground, whether walking away is part of the game, the forms of
+address that earn respect and the phrases that give offence.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from schemas.enums import LanguageCode
+from schemas.policy import DEFAULT_MAX_MOOD_DELTA, INSULT_MIN_DROP, LOWBALL_MIN_DROP
+
+__all__ = [
+    "HINT_KEYS",
+    "LINE_FIELDS",
+    "LINE_KEYS",
+    "Cues",
+    "GenericTip",
+    "Objection",
+    "OfferBands",
+    "Persona",
+    "ResponsePolicy",
+    "RuleParams",
+    "SafetyRule",
+]
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# Every line pool the rule-based vendor draws on, with the fields its lines may use: a pack must
+# give each pool in every language it speaks. Any line may use `{items}` (how the vendor says the
+# item), `{unit}` and `{quality}` (what marks a good one); `{price}` (his price), `{offer}` (the
+# learner's) and `{qty}` (the quantity asked for) only where the pool has them.
+_ALWAYS = "items unit quality "
+LINE_FIELDS: dict[str, frozenset[str]] = {
+    key: frozenset((_ALWAYS + fields).split()) for key, fields in {
+        "greet": "", "greet_item": "", "greet_cold": "", "which_item": "", "quote": "price",
+        "repeat_quote": "price", "inquiry_accept": "price", "counter_insult": "price offer",
+        "counter_lowball": "price offer", "counter_fair": "price offer", "counter_good": "price offer",
+        "last_price": "price", "pushback": "price", "bulk": "price qty", "deal": "price",
+        "callback": "price", "walk_wait": "price", "reengage": "price", "agree_pending": "price",
+        "callback_plain": "", "close_walk": "", "close_angry": "", "close_late": "", "shoo": "",
+        "rude_hold": "price", "hold": "price", "wrap_final": "price", "over": "",
+    }.items()
+}
+LINE_KEYS = tuple(LINE_FIELDS)
+
+# The learner's next line that the rule-based vendor suggests (`suggested_user_response`), by
+# situation; also the hint templates coaching reveals. `{local}` is the item's local name, `{items}`
+# how the vendor says it, `{offer}` a suggested offer and `{price}` the vendor's price.
+HINT_KEYS = (
+    "greet", "ask", "open", "counter", "accept", "take_callback", "apologise", "goodbye",
+    "goodbye_late", "return", "thanks",
+)
+
+
+class Persona(_Data):
+    """The vendor. `description` and `speech` are what an LLM brain is told to be."""
+
+    name: str = Field(min_length=1, max_length=40)
+    role: str = Field(min_length=1, max_length=120)
+    age: int = Field(ge=16, le=100)
+    stall: str = Field(min_length=1, max_length=200)
+    place: str = Field(min_length=1, max_length=120)
+    languages: tuple[LanguageCode, ...] = Field(min_length=1)
+    voice: str = Field(min_length=1, max_length=80)
+    """The text-to-speech voice the vendor speaks with (a voice name the TTS engine knows)."""
+    description: str = Field(min_length=20, max_length=1200)
+    speech: str = Field(min_length=10, max_length=600)
+
+
+class OfferBands(_Data):
+    """How the server labels an offer, as a share of the vendor's standing quote."""
+
+    insult_below: float = Field(0.25, gt=0, lt=1)
+    lowball_below: float = Field(0.40, gt=0, lt=1)
+    fair_below: float = Field(0.70, gt=0, lt=1)
+    good_below: float = Field(0.90, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> OfferBands:
+        if not self.insult_below < self.lowball_below < self.fair_below < self.good_below:
+            raise ValueError("the bands must rise: insult_below < lowball_below < fair_below < good_below")
+        return self
+
+
+class RuleParams(_Data):
+    """The negotiation rules that differ between cultures (the engine's limits bound them)."""
+
+    offer_bands: OfferBands = Field(default_factory=OfferBands)
+    insult_cost: int = Field(12, ge=INSULT_MIN_DROP, le=DEFAULT_MAX_MOOD_DELTA)
+    """Happiness an insulting offer or an abusive line costs."""
+    lowball_cost: int = Field(LOWBALL_MIN_DROP, ge=LOWBALL_MIN_DROP, le=DEFAULT_MAX_MOOD_DELTA)
+    concession: float = Field(1.0, gt=0, le=2)
+    """How fast the vendor gives ground: a multiplier on the share of the gap conceded per turn."""
+    walkaway_expected: bool = True
+    """Whether walking away is part of the game: the vendor calls the learner back with a better
+    price. When false, he lets them go politely and the haggle ends."""
+    rapport: int = Field(2, ge=0, le=6)
+    """Happiness a respectful form of address or a polite word earns per turn."""
+    respectful_address: tuple[str, ...] = ()
+    """Forms of address that show respect here (bhaiya, -san, sidi); the report counts them."""
+    taboo_phrases: tuple[str, ...] = ()
+    """What gives offence here beyond plain rudeness; costs `insult_cost`, the report counts them."""
+
+
+class Cues(_Data):
+    """The learner's words for each intent in this culture, added to the English and Hinglish
+    ones every pack understands (brain/intents.py)."""
+
+    greeting: tuple[str, ...] = ()
+    polite: tuple[str, ...] = ()
+    inquiry: tuple[str, ...] = ()
+    pushback: tuple[str, ...] = ()
+    walk: tuple[str, ...] = ()
+    accept: tuple[str, ...] = ()
+    compliment: tuple[str, ...] = ()
+    reengage: tuple[str, ...] = ()
+
+
+class SafetyRule(_Data):
+    """P0: what the learner may say that the vendor answers with fixed lines and no model call.
+
+    `phrases` are matched as whole words, case-insensitively; a trailing `*` matches any ending
+    (`diagnos*`). `effect` says what the turn does to the negotiation: `insult` costs happiness as
+    an insult does, `none` changes nothing, `care` changes nothing and drops the haggle."""
+
+    phrases: tuple[str, ...] = Field(min_length=1)
+    lines: tuple[str, ...] = Field(min_length=1)
+    effect: Literal["insult", "none", "care"] = "none"
+
+
+class Objection(_Data):
+    """P2: a recognised objection and the vendor's answers to it. `{price}` and `{item}` in a
+    template are filled with the vendor's standing quote and the item; a template that needs a
+    value the turn lacks is skipped."""
+
+    phrases: tuple[str, ...] = Field(min_length=1)
+    templates: tuple[str, ...] = Field(min_length=1)
+
+
+class GenericTip(_Data):
+    title: str = "Keep the conversation going"
+    body: str = "Listen, answer what was asked, and ask one question back."
+
+
+SafetyCategory = Literal["abuse", "sexual", "self_harm", "legal", "medical", "financial"]
+ObjectionKind = Literal["too_expensive", "cheaper_elsewhere", "come_back_later"]
+SAFETY_CATEGORIES: tuple[SafetyCategory, ...] = ("abuse", "sexual", "self_harm", "legal", "medical", "financial")
+
+
+class ResponsePolicy(_Data):
+    """The scenario's P0-P3 data (docs/knowledge.md, the response policy)."""
+
+    safety: dict[SafetyCategory, SafetyRule] = Field(default_factory=dict)
+    objections: dict[ObjectionKind, Objection] = Field(default_factory=dict)
+    generic_tip: GenericTip = Field(default_factory=GenericTip)
