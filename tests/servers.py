@@ -112,18 +112,23 @@ def server_process(env: dict[str, str] | None = None, *,
                  "LOG_LEVEL": "WARNING", "USE_MOCKS": "true",
                  "SESSION_CREATE_PER_SECOND": "1000", "SESSION_CREATE_BURST": "1000",
                  "KNOWLEDGE_DIR": tempfile.mkdtemp(prefix="samvad-knowledge-"), **(env or {})}
-    log = log_path.open("wb") if log_path is not None else None
+    # The log goes to a file, never to a pipe nobody reads: a full pipe would block the server.
+    log = log_path.open("wb") if log_path is not None else tempfile.TemporaryFile()
     proc = subprocess.Popen(
         [sys.executable, "-m", "server.cli", "serve", "--port", str(port)], cwd=ROOT,
-        env=child_env, stdout=subprocess.DEVNULL, stderr=log if log is not None else subprocess.PIPE,
+        env=child_env, stdout=subprocess.DEVNULL, stderr=log,
     )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + startup_s
         while True:
             if proc.poll() is not None:
-                err = (proc.stderr.read().decode(errors="replace") if proc.stderr
-                       else log_path.read_text(errors="replace") if log_path else "")
+                log.flush()
+                if log_path is not None:
+                    err = log_path.read_text(errors="replace")
+                else:
+                    log.seek(0)
+                    err = log.read().decode(errors="replace")
                 raise RuntimeError(f"server exited with {proc.returncode}: {err[-2000:]}")
             try:
                 if httpx.get(f"{base}/health", timeout=1.0).status_code == 200:

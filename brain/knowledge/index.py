@@ -13,6 +13,7 @@ query over the same chunks always returns the same list.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import bm25s
@@ -22,6 +23,10 @@ from brain.knowledge.tokens import tokenize
 from schemas.knowledge import Chunk, Retrieved
 
 __all__ = ["DEFAULT_MIN_SCORE", "DEFAULT_TOP_K", "KnowledgeIndex", "confidence"]
+
+# bm25s sets its own logger to DEBUG on import, which would put a line per index build into the
+# server's log whatever LOG_LEVEL says; its messages are worth nothing below a warning.
+logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 DEFAULT_TOP_K = 3
 DEFAULT_MIN_SCORE = 1.0

@@ -50,6 +50,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="seconds over which bots start (default min(5, sessions/200))")
     p.add_argument("--no-closing-check", action="store_true",
                    help="skip the transcript after the end that must get a closing reply")
+    p.add_argument("--scenario", default="jaipur-bazaar", help="the scenario pack to play (GET /api/scenarios)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--no-uvloop", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -76,7 +77,7 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
         url=args.url, sessions=args.sessions, personas=args.personas, think_ms=args.think,
         paced=args.paced, duration_s=args.duration, msgpack=args.msgpack, items=args.items,
         reply_timeout_s=args.reply_timeout, ramp_s=args.ramp,
-        closing_check=not args.no_closing_check, seed=args.seed,
+        closing_check=not args.no_closing_check, seed=args.seed, scenario=args.scenario,
     )
     progress = None if args.quiet else progress_line
     result: dict[str, Any] = {"config": {k: v for k, v in asdict(config).items() if k != "echo"}}

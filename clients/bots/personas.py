@@ -16,9 +16,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from schemas.scenario import load_scenario
+from schemas.scenario import DEFAULT_SCENARIO, load_scenario
 
-SCENE_ITEMS = ("Tomato", "Apple", "Orange", "Pumpkin", "Watermelon")
+SCENE_ITEMS = ("Tomato", "Apple", "Orange", "Pumpkin", "Watermelon")  # the Jaipur scene's
+
+
+def scene_items(scenario: str = DEFAULT_SCENARIO) -> tuple[str, ...]:
+    """The items a learner can pick up in a scenario's scene (all its items if none is marked)."""
+    items = load_scenario(scenario).items
+    return tuple(i.name for i in items if i.in_scene) or tuple(i.name for i in items)
 TERMINAL = frozenset({"DEAL", "CLOSURE"})
 
 # Prices a learner might say in Hindi; anything else is said in digits.
@@ -88,8 +94,8 @@ class Persona:
     name: ClassVar[str] = ""
     expected: ClassVar[Expectation]
 
-    def __init__(self, item: str = "Tomato") -> None:
-        found = load_scenario().item(item)
+    def __init__(self, item: str = "Tomato", scenario: str = DEFAULT_SCENARIO) -> None:
+        found = load_scenario(scenario).item(item)
         if found is None:
             raise ValueError(f"unknown item {item!r}")
         self.item = found.name
@@ -196,8 +202,8 @@ class Walker(Persona):
     )
     TARGET = 0.6  # takes any price at or under this share of the first quote
 
-    def __init__(self, item: str = "Tomato") -> None:
-        super().__init__(item)
+    def __init__(self, item: str = "Tomato", scenario: str = DEFAULT_SCENARIO) -> None:
+        super().__init__(item, scenario)
         self.walked = False
 
     def line(self, view: LearnerView) -> str:

@@ -62,6 +62,7 @@ class RunConfig:
     duration_s: float = 10.0
     msgpack: bool = False
     items: tuple[str, ...] = ()  # empty: each persona's own choice from the scene's items
+    scenario: str = "jaipur-bazaar"  # the scenario pack every session plays
     reply_timeout_s: float = 10.0
     connect_timeout_s: float = 10.0
     ramp_s: float | None = None  # None: min(5, sessions / 200)
@@ -309,15 +310,15 @@ class Bot:
     # ------------------------------------------------------------------ samvad
 
     async def session(self) -> None:
-        from clients.bots.personas import PERSONAS, SCENE_ITEMS, LearnerView
+        from clients.bots.personas import PERSONAS, LearnerView, scene_items
 
         config = self.config
-        items = config.items or SCENE_ITEMS
+        items = config.items or scene_items(config.scenario)
         spin = self.index // len(config.personas) + self.stats.sessions_started
         item = items[spin % len(items)]
-        persona = PERSONAS[self.persona_name](item)
+        persona = PERSONAS[self.persona_name](item, config.scenario)
         created = await create_session(config.url, limit_s=config.reply_timeout_s,
-                                       learner_id=f"bot-{self.index}")
+                                       learner_id=f"bot-{self.index}", scenario=config.scenario)
         self.stats.sessions_started += 1
         sid = created["session_id"]
         url = f"{ws_base(config.url)}{created['ws_url']}?token={created['player_token']}"
