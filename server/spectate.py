@@ -131,6 +131,8 @@ class Lobby:
             "session_id": sid,
             "learner_id": n.learner_id,
             "scenario": n.scenario_name,
+            "vendor": n.scenario.vendor.name,
+            "currency": n.scenario.currency,
             "stage": n.stage.value,
             "happiness_score": n.happiness,
             "vendor_mood": mood_for(n.happiness).value,

@@ -125,8 +125,8 @@ class Player:
                     return event
 
 
-async def create_session(client: httpx.AsyncClient, learner: str) -> dict[str, Any]:
-    response = await client.post("/api/sessions", json={"learner_id": learner})
+async def create_session(client: httpx.AsyncClient, learner: str, scenario: str = "jaipur-bazaar") -> dict[str, Any]:
+    response = await client.post("/api/sessions", json={"learner_id": learner, "scenario": scenario})
     assert response.status_code == 201, response.text
     return response.json()
 

@@ -206,6 +206,41 @@ async def test_streamed_words_show_then_a_withdrawn_stream_disappears(browser: A
         assert watch.js_errors == []
 
 
+PACK_LINES = {
+    "kyoto-antiques": ("Tanaka-san", "¥", ["Konnichiwa, sumimasen.", "Kono chawan wa ikura desu ka?",
+                                          "Would 17000 yen be possible, onegaishimasu?"]),
+    "marrakech-souk": ("Hassan", "MAD ", ["Salam alaikum, my friend!", "Bshhal hada fanous?",
+                                         "Ghali bezzaf! 300 dirhams, inshallah?"]),
+    "jaipur-bazaar": ("Ramesh", "₹", ["Namaste bhaiya!", "Ye tamatar kitne ka hai?", "50 rupees mein de do?"]),
+}
+
+
+@pytest.mark.parametrize("pack", sorted(PACK_LINES))
+async def test_the_watch_page_plays_every_scenario_pack(browser: Any, pack: str) -> None:
+    vendor, symbol, lines = PACK_LINES[pack]
+    app = create_app(settings())
+    async with serve(app) as host, httpx.AsyncClient(base_url=f"http://{host}") as client:
+        created = await create_session(client, "kenji", scenario=pack)
+        watch = await new_page(browser)
+        await watch.goto(f"http://{host}/view/watch.html?session={created['session_id']}"
+                         f"&token={created['spectator_token']}")
+        await watch.wait_for_function(f"window.samvadView && window.samvadView.scenario === {pack!r}",
+                                      timeout=WAIT_MS)
+        async with Player(host, created["session_id"], created["player_token"]) as player:
+            for line in lines:
+                await player.say(line)
+            state = await server_state(client, created)
+            await wait_seq(watch, state["seq"])
+        assert await watch.locator(".topbar .vendor-name").inner_text() == vendor
+        assert await watch.evaluate("window.samvadView.turnsShown") == len(lines)
+        vendor_lines = watch.locator('.line.vendor[data-role="vendor"] .who')
+        assert await vendor_lines.count() == len(lines)
+        assert vendor in await vendor_lines.first.inner_text()
+        assert (await watch.locator("#quote").inner_text()).startswith(symbol.strip())
+        assert await watch.locator("#tips .tip-card").count() >= 1
+        assert watch.js_errors == []
+
+
 async def test_a_bad_token_is_reported_and_not_retried(browser: Any) -> None:
     app = create_app(settings(), brain=ScriptedBrain())
     async with serve(app) as host, httpx.AsyncClient(base_url=f"http://{host}") as client:

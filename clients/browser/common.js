@@ -42,8 +42,17 @@ export function stageColor(stage) {
   return STAGE_COLORS[stage] || "#475569";
 }
 
+// Prices in the session's currency; the watch page sets it from its scenario pack.
+const SYMBOLS = { INR: "₹", JPY: "¥", MAD: "MAD " };
+export function currencySymbolOf(code) {
+  return SYMBOLS[code] ?? (code ? `${code} ` : "₹");
+}
+let currencySymbol = "₹";
+export function setCurrency(code) {
+  currencySymbol = currencySymbolOf(code);
+}
 export function rupees(value) {
-  return value === null || value === undefined ? "–" : `₹${value}`;
+  return value === null || value === undefined ? "–" : `${currencySymbol}${value}`;
 }
 
 export function ms(value) {

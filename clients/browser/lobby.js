@@ -4,7 +4,7 @@
 // (changed rows and removed ids) as sessions change, at most four times a second. The admin key,
 // when the server has one, comes from this page's ?admin= and goes on the socket URL.
 
-import { Backoff, ago, h, moodColor, stageColor, wsUrl } from "./common.js";
+import { Backoff, ago, currencySymbolOf, h, moodColor, stageColor, wsUrl } from "./common.js";
 
 const admin = new URLSearchParams(location.search).get("admin") || "";
 const sessions = new Map(); // session_id -> row
@@ -79,6 +79,10 @@ function lastTurnText(row) {
   return ago(now - row.last_turn_at);
 }
 
+function price(row, value) {
+  return `${currencySymbolOf(row.currency)}${value}`;
+}
+
 function rowNode(row) {
   const tr = h("tr", {
     class: row.is_terminal ? "ended" : null,
@@ -89,8 +93,8 @@ function rowNode(row) {
     h("span", { class: "small" }, `${row.scenario} · ${row.session_id.slice(0, 8)}`)),
   h("td", {},
     row.item || "–",
-    h("span", { class: "small" }, row.vendor_quote === null ? "" : `quote ₹${row.vendor_quote}`
-      + (row.last_offer === null ? "" : ` · offer ₹${row.last_offer}`))),
+    h("span", { class: "small" }, row.vendor_quote === null ? "" : `quote ${price(row, row.vendor_quote)}`
+      + (row.last_offer === null ? "" : ` · offer ${price(row, row.last_offer)}`))),
   h("td", {},
     h("span", { class: "chip", style: { background: stageColor(row.stage) } }, row.stage),
     row.outcome ? h("span", { class: "small" }, row.outcome.replace("_", " ")) : null),
@@ -98,7 +102,7 @@ function rowNode(row) {
     h("span", { class: "chip", style: { background: moodColor(row.vendor_mood) } },
       `${row.vendor_mood} ${row.happiness_score}`)),
   h("td", { class: "num" }, `${row.turn} / ${row.max_turns}`,
-    row.thinking ? h("span", { class: "small" }, "Ramesh is answering…") : null),
+    row.thinking ? h("span", { class: "small" }, `${row.vendor || "the vendor"} is answering…`) : null),
   h("td", { class: "num ago", dataset: { sessionId: row.session_id } }, lastTurnText(row)),
   h("td", {},
     h("span", { class: `presence${row.player_connected ? " on" : ""}` },

@@ -1,4 +1,4 @@
-// The watch page's drawing: the header facts, the conversation (with the line Ramesh is still
+// The watch page's drawing: the header facts, the conversation (with the line the vendor is still
 // streaming), the stage list, the pipeline timings and the outcome, all from watch-state.js.
 // The charts live in watch-charts.js.
 
@@ -35,6 +35,8 @@ export function render() {
 
 function renderHeader() {
   const s = model.state;
+  for (const node of document.querySelectorAll(".vendor-name")) node.textContent = model.vendor.name;
+  $("vendor-place").textContent = model.vendor.place;
   $("learner").textContent = s.learner_id || "anonymous";
   $("item").textContent = s.item || "–";
   $("turn").textContent = `${s.turn} / ${s.max_turns}`;
@@ -73,7 +75,7 @@ function lineNode(line) {
       bits.push(h("span", { class: `tag assess assess-${meta.assessment}` }, meta.assessment));
     }
   }
-  const who = line.role === "learner" ? (model.state.learner_id || "Learner") : "Ramesh";
+  const who = line.role === "learner" ? (model.state.learner_id || "Learner") : model.vendor.name;
   return h("div", {
     class: `line ${line.role}${line.rank >= 2 ? " late" : ""}`,
     dataset: { key: line.key, turn: line.turn, role: line.role },
@@ -130,7 +132,7 @@ export function renderStream() {
   }
   if (!node) {
     node = h("div", { id: "stream-line", class: "line vendor streaming" },
-      h("div", { class: "who" }, h("span", { class: "turn-no" }), "Ramesh"),
+      h("div", { class: "who" }, h("span", { class: "turn-no" }), model.vendor.name),
       h("div", { class: "bubble" }));
     box.append(node);
   }
@@ -138,7 +140,7 @@ export function renderStream() {
   node.querySelector(".turn-no").textContent = `T${stream.turn}`;
   node.classList.toggle("withdrawn", Boolean(stream.withdrawn));
   node.querySelector(".bubble").textContent = stream.withdrawn
-    ? "Ramesh thinks again…"
+    ? `${model.vendor.name} thinks again…`
     : stream.text;
   followConversation();
 }

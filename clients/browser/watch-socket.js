@@ -3,9 +3,9 @@
 // drop anything older, and after a reconnect (or a gap) send `resume` and let the replay or a
 // `snapshot` fill in. It never sends `transcript` or `scene`: only `resume`.
 
-import { Backoff, wsUrl } from "./common.js";
+import { Backoff, setCurrency, wsUrl } from "./common.js";
 import { render, renderStream, setStatus, showFatal } from "./watch-render.js";
-import { apply, rebuild, streamDelta, streamWithdrawn, view } from "./watch-state.js";
+import { apply, conversation, model, rebuild, streamDelta, streamWithdrawn, view } from "./watch-state.js";
 
 // Close codes after which reconnecting cannot help (docs/protocol.md section 6).
 const FATAL = {
@@ -109,6 +109,7 @@ function welcome(message) {
     welcomed = true;
     view.lastSeq = message.seq;
     rebuild(message.state);
+    loadScenario(message.state.scenario);
   } else {
     view.reconnects += 1;
     if (message.seq > view.lastSeq) askResume();
@@ -119,6 +120,23 @@ function welcome(message) {
     }
   }
   render();
+}
+
+// The vendor's name, place and currency come from the session's scenario pack (GET /api/scenarios).
+async function loadScenario(id) {
+  try {
+    const response = await fetch("/api/scenarios");
+    const pack = (await response.json()).scenarios.find((s) => s.id === id);
+    if (!pack) return;
+    model.vendor = { name: pack.vendor, place: pack.place, stall: "stall" };
+    setCurrency(pack.currency);
+    view.scenario = pack.id;
+    for (const key of model.lines.keys()) conversation.staleKeys.add(key); // redraw with the name
+    conversation.dirty = true;
+    render();
+  } catch (error) {
+    console.warn("scenario details unavailable", error); // the page keeps its defaults
+  }
 }
 
 function sequenced(event) {

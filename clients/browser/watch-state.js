@@ -17,6 +17,7 @@ export const model = {
   summary: null,
   stream: null, // {turn, text, withdrawn}
   tips: null, // the latest `tips` event: {turn, cards}
+  vendor: { name: "Ramesh", place: "Johari Bazaar, Jaipur", stall: "stall" }, // from the scenario pack
   earned: new Map(), // card_id -> card: every grounded card this page has seen
 };
 
