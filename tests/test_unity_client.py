@@ -136,3 +136,26 @@ def test_harness_haggles_to_a_deal_through_forced_reconnects(harness: Path, serv
     assert summary["spectator"]["last_seq"] == seq["last"]
     assert summary["spectator"]["replies"] == summary["turns"]
     assert summary["spectator"]["outcome"] == "deal"
+
+
+TOURS = {
+    "jaipur-bazaar": ["Namaste bhaiya!", "Ye tamatar kitne ka hai?", "Bahut mehenga, 50 rupees?"],
+    "kyoto-antiques": ["Konnichiwa, sumimasen.", "Kono chawan wa ikura desu ka?", "17000 yen, onegaishimasu?"],
+    "marrakech-souk": ["Salam alaikum, my friend!", "Bshhal hada fanous?", "Ghali bezzaf! 300 dirhams?"],
+}
+
+
+@pytest.mark.parametrize("pack", sorted(TOURS))
+def test_the_unity_client_plays_every_scenario_pack(harness: Path, server_url: str, pack: str) -> None:
+    args = ["mono", str(harness), "--url", server_url, "--timeout", "30", "--scenario", pack]
+    for line in TOURS[pack]:
+        args += ["--say", line]
+    run = subprocess.run(args, capture_output=True, text=True, timeout=45, check=False)
+    lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
+    assert lines, f"no summary line (exit {run.returncode}):\n{run.stdout}\n{run.stderr}"
+    summary = json.loads(lines[-1])
+    assert run.returncode == 0 and summary["ok"] is True, summary.get("failures")
+    assert summary["scenario"] == pack and len(summary["replies"]) == len(TOURS[pack])
+    assert summary["tips"] == len(TOURS[pack])
+    currency = {"jaipur-bazaar": "rupees", "kyoto-antiques": "yen", "marrakech-souk": "dirhams"}[pack]
+    assert any(currency in reply for reply in summary["replies"]), summary["replies"]

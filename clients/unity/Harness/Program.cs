@@ -2,6 +2,7 @@
 // connection twice on purpose, and proves that nothing was lost or applied twice.
 //
 //   mono clients/unity/bin/Harness.exe --url http://127.0.0.1:8000 [--timeout 45] [--verbose]
+//   mono clients/unity/bin/Harness.exe --url ... --scenario kyoto-antiques --say LINE ...  (Run.Tour.cs)
 //
 // Drop 1 aborts the socket right after a transcript is queued: the frame may or may not have reached
 // the server, and either way it must be answered exactly once. Drop 2 first makes the client deaf
@@ -31,6 +32,8 @@ namespace Samvad.Harness
             string url = null;
             int timeoutSeconds = 45;
             bool verbose = false;
+            string scenario = null;
+            var lines = new System.Collections.Generic.List<string>();
             for (int i = 0; i < args.Length; i++)
             {
                 switch (args[i])
@@ -44,6 +47,12 @@ namespace Samvad.Harness
                     case "--verbose":
                         verbose = true;
                         break;
+                    case "--scenario":
+                        scenario = args[++i];
+                        break;
+                    case "--say":
+                        lines.Add(args[++i]);
+                        break;
                     default:
                         Console.Error.WriteLine("unknown argument " + args[i]);
                         return 2;
@@ -51,14 +60,15 @@ namespace Samvad.Harness
             }
             if (string.IsNullOrEmpty(url))
             {
-                Console.Error.WriteLine("usage: mono Harness.exe --url http://127.0.0.1:PORT [--timeout S] [--verbose]");
+                Console.Error.WriteLine("usage: mono Harness.exe --url http://127.0.0.1:PORT [--timeout S] [--verbose]"
+                                        + " [--scenario ID --say LINE [--say LINE ...]]");
                 return 2;
             }
             var run = new Run(url, verbose);
             JObject summary;
             try
             {
-                var work = run.ExecuteAsync();
+                var work = scenario == null ? run.ExecuteAsync() : run.TourAsync(scenario, lines);
                 if (!work.Wait(TimeSpan.FromSeconds(timeoutSeconds)))
                 {
                     run.Fail("the harness did not finish within " + timeoutSeconds + " s");

@@ -1,0 +1,61 @@
+// A short tour of one scenario pack: create a session of that pack, say a few lines, and check
+// that every reply comes, that each answered turn brings its coaching cards, and that the event
+// stream has no hole. `mono Harness.exe --url URL --scenario kyoto-antiques --say "..." --say "..."`.
+
+using System;
+using System.Collections.Generic;
+using System.Linq;
+using System.Threading.Tasks;
+using Newtonsoft.Json.Linq;
+using Samvad.Client;
+
+namespace Samvad.Harness
+{
+    sealed partial class Run
+    {
+        public async Task TourAsync(string scenario, IList<string> lines)
+        {
+            using (var api = new SamvadApi(_url))
+            {
+                var info = await api.CreateSessionAsync(new CreateSessionRequest { Scenario = scenario, LearnerId = "unity-tour" })
+                                    .ConfigureAwait(false);
+                Fact("scenario", scenario);
+                var player = new SamvadClient(_url, info.SessionId, info.PlayerToken, Options(false));
+                var seen = new Recorder();
+                seen.Attach(player);
+                try
+                {
+                    await Within(player.ConnectAsync(), Step, "connecting the player").ConfigureAwait(false);
+                    var texts = new JArray();
+                    foreach (string line in lines)
+                    {
+                        var frame = player.SendTranscript(line, 0.95);
+                        var reply = await Within(frame.Reply, Step, "the reply to " + line).ConfigureAwait(false);
+                        texts.Add(reply.Text);
+                        Log("vendor: " + reply.Text);
+                    }
+                    var settle = DateTime.UtcNow + TimeSpan.FromSeconds(5);
+                    while (seen.TipsCopy().Count < lines.Count && DateTime.UtcNow < settle)
+                    {
+                        await Task.Delay(25).ConfigureAwait(false);
+                    }
+                    var tips = seen.TipsCopy();
+                    string problem;
+                    Check(seen.Contiguous(out problem), "tour: " + problem);
+                    Check(tips.Count == lines.Count, tips.Count + " tips events for " + lines.Count + " turns");
+                    Check(tips.All(t => t.Cards != null && t.Cards.Count >= 1), "a tips event without cards");
+                    Check(seen.ErrorsCopy().Count == 0, "errors: " + string.Join("; ", seen.ErrorsCopy()));
+                    Fact("replies", texts);
+                    Fact("tips", tips.Count);
+                    Fact("grounded_cards", tips.Sum(t => t.Cards.Count(c => c.Grounded)));
+                    Fact("last_seq", player.LastSeq);
+                }
+                finally
+                {
+                    await player.CloseAsync().ConfigureAwait(false);
+                    player.Dispose();
+                }
+            }
+        }
+    }
+}
