@@ -119,19 +119,23 @@ def safety_result(request: BrainRequest, name: str, rule: SafetyRule) -> BrainRe
     return BrainResult(decision=decision, ledger=Ledger(), policy="P0")
 
 
-def _template(objection: Objection, request: BrainRequest, decision: AIDecision) -> str | None:
+def _filled(objection: Objection, request: BrainRequest, price: int | None) -> list[str]:
+    """The objection's templates that this turn can fill, filled with the item and `price`."""
     scenario = load_scenario(request.scenario)
     item = scenario.item(request.item) or scenario.item(request.object_grabbed)
-    values: dict[str, Any] = {"price": decision.counter_price, "item": spoken_items(item, scenario) if item else None}
+    values: dict[str, Any] = {"price": price, "item": spoken_items(item, scenario) if item else None}
     usable = [t for t in objection.templates
               if all(values.get(field) is not None for field in re.findall(r"{(\w+)}", t))]
-    if not usable:
-        return None
-    return usable[request.turn % len(usable)].format(**{k: v for k, v in values.items() if v is not None})
+    return [t.format(**{k: v for k, v in values.items() if v is not None}) for t in usable]
 
 
-def guidance(objection: Objection) -> str:
-    return "\n".join([GUIDANCE_NOTE, *(f"- {t}" for t in objection.templates)])
+def _template(objection: Objection, request: BrainRequest, decision: AIDecision) -> str | None:
+    filled = _filled(objection, request, decision.counter_price)
+    return filled[request.turn % len(filled)] if filled else None
+
+
+def guidance(objection: Objection, request: BrainRequest) -> str:
+    return "\n".join([GUIDANCE_NOTE, *(f"- {t}" for t in _filled(objection, request, request.vendor_quote))])
 
 
 class PolicyBrain:
@@ -159,7 +163,7 @@ class PolicyBrain:
             return (request.model_copy(update={"rag_context": format_notes(hits)}), "P1",
                     tuple(hit.chunk_id for hit in hits))
         if chosen.objection is not None:
-            block = "\n\n".join(b for b in (request.context_block, guidance(chosen.objection)) if b)
+            block = "\n\n".join(b for b in (request.context_block, guidance(chosen.objection, request)) if b)
             return request.model_copy(update={"context_block": block}), "P2", ()
         return request, "P3", ()
 

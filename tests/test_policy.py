@@ -205,3 +205,20 @@ async def test_a_streamed_reply_cut_to_two_sentences_is_not_withdrawn(openai_fak
     final = frames[-1]
     assert final["text"] == "Namaste ji! Come, come." and "too_long" in final["flags"]
     assert final["withdrawn_stream"] is False
+
+
+async def test_llm_p2_gets_the_objection_templates_as_guidance_when_no_knowledge_matches(
+        openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(reply(decision("Namaste ji!", 55, "GREETING")),
+                       reply(decision("Later? The good tomatoes will be gone by then, ji.", 55, "GREETING")))
+    async with samvad(openai_fake) as host:
+        sid, token = await new_session(host)
+        async with websockets.connect(f"ws://{host}/ws/sessions/{sid}?token={token}") as ws:
+            json.loads(await ws.recv())
+            await say(ws, "t1", "Namaste bhaiya")
+            later = (await say(ws, "t2", "maybe later"))[-1]
+    assert later["policy"] == "P2" and later["sources"] == []
+    sent = openai_fake.requests[1].user
+    assert "known objection" in sent and "{item}" not in sent and "{price}" not in sent
+    assert "Later the good" in sent or "Think, think" in sent  # the pack's come_back_later templates
+    assert "(no notes for this turn)" in sent
