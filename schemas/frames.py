@@ -16,6 +16,7 @@ from schemas.brain import Ledger, Policy
 from schemas.enums import LanguageCode, Mood, OfferAssessment, Outcome, Role, Stage
 from schemas.errors import ErrorCode
 from schemas.knowledge import TipCard
+from schemas.report import SessionReport
 
 FrameId = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[\x21-\x7e]+$")]
 ItemName = Annotated[str, StringConstraints(max_length=64)]
@@ -315,9 +316,9 @@ class Tips(_Event):
 
 ServerEvent = (
     Welcome | Ack | Pong | Error | Reply | ReplyDelta | ReplyWithdrawn | MoodChanged | StageChanged
-    | SessionEnded | Snapshot | Tips
+    | SessionEnded | Snapshot | Tips | SessionReport
 )
-SEQUENCED_TYPES = frozenset({"reply", "mood", "stage", "session.ended", "snapshot", "tips"})
+SEQUENCED_TYPES = frozenset({"reply", "mood", "stage", "session.ended", "snapshot", "tips", "session.report"})
 
 
 def event_dict(event: BaseModel) -> dict[str, Any]:

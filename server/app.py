@@ -19,6 +19,7 @@ from server.auth import Tokens
 from server.config import Settings, load_settings
 from server.http_api import routes
 from server.knowledge_api import knowledge_routes
+from server.report_api import report_routes
 from server.services import Services
 from server.spectate import spectator_routes
 from server.wiring import build_brain, build_knowledge, build_mirror
@@ -103,7 +104,7 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
                 await closer()
 
     app = Starlette(
-        routes=[*(extra_routes or []), *routes(), *knowledge_routes(), *spectator_routes(services)],
+        routes=[*(extra_routes or []), *routes(), *knowledge_routes(), *report_routes(), *spectator_routes(services)],
         middleware=[Middleware(SessionSocketFastPath),
                     Middleware(CORSMiddleware, allow_origins=settings.CORS_ORIGINS,
                                allow_methods=["GET", "POST"], allow_headers=["authorization", "content-type"])],

@@ -52,6 +52,7 @@ from session.fanout import ActorFanout
 from session.messages import BrainDone, ClientFrame, Delta, Frame, Handler, Message, Withdraw
 from session.negotiation import PendingTurn, TurnOutcome, fallback_decision
 from session.protocols import Brain
+from session.report import report_event
 from session.speakable import speakable
 from session.tips import tips_event
 
@@ -235,6 +236,8 @@ class ActorTurns(ActorFanout):
         events: tuple[ServerEvent, ...] = (reply, *outcome.events[1:])
         if self.tips is not None:
             events = (*events, tips_event(self.tips, self.negotiation, pending))
+        if self.negotiation.outcome is not None:
+            events = (*events, report_event(self.negotiation, self.tips))
         self._thinking = None
         self._streamed = []
         negotiation = self.negotiation

@@ -117,6 +117,15 @@ async def test_forced_disconnect_resumes_without_gaps_or_repeats(browser: Any) -
             "happiness": len(PLAN), "quotes": len(PLAN), "offers": len(state["offers"]),
             "stages": 3, "timings": len(PLAN)}
         assert await watch.locator("#outcome:not([hidden])").count() == 1
+        # The learner report: the score's parts as bars, three suggestions, the printable page's link.
+        await watch.wait_for_function("window.samvadView.report() !== null", timeout=WAIT_MS)
+        report = await watch.evaluate("window.samvadView.report()")
+        assert report["suggestions"] == 3 and 0 <= report["score"] <= 100
+        assert await watch.locator("#report .score-bar").count() == 4
+        link = await watch.locator("#report a").get_attribute("href")
+        assert link is not None and "format=html" in link
+        printable = await client.get(link)
+        assert printable.status_code == 200 and printable.text.count("<svg") == 2
         # The last turn's coaching cards, drawn with where their words come from.
         tips = await watch.evaluate("window.samvadView.tips()")
         assert tips["turn"] == len(PLAN) and tips["cards"] >= 1

@@ -209,9 +209,11 @@ async def test_a_transcript_after_the_end_gets_a_closing_reply_without_the_brain
             assert stage["forced"] is True and stage["to"] == "CLOSURE"
             closing = await c.turn("t3", "one more thing?")
             assert closing[0]["is_terminal"] is True and closing[0]["turn"] == 2
-            tips = got[-1]
+            tips, report = got[-2], got[-1]
             assert tips["type"] == "tips" and tips["seq"] == ended[0]["seq"] + 1  # the last turn's cards
-            assert closing[0]["in_reply_to"] == "t3" and closing[0]["seq"] == tips["seq"] + 1
+            assert report["type"] == "session.report" and report["seq"] == tips["seq"] + 1
+            assert report["report"]["outcome"] == "turn_limit" and len(report["report"]["suggestions"]) == 3
+            assert closing[0]["in_reply_to"] == "t3" and closing[0]["seq"] == report["seq"] + 1
             assert closing[1:] == [] or [f["type"] for f in closing[1:]] == ["ack"]
             await c.send({"type": "scene", "id": "s9", "object_grabbed": "Apple"})
             assert (await c.until("error"))["code"] == "session_ended"

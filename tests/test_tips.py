@@ -104,7 +104,7 @@ async def test_tips_come_after_the_end_of_the_session_and_the_checker_agrees() -
             actor.submit(player, say(f"t{n}", line))
             await until(lambda n=n: len(player.of_type("tips")) == n)  # type: ignore[misc]
     kinds = [f["type"] for f in player.stream()]
-    assert kinds[-2:] == ["session.ended", "tips"]
+    assert kinds[-3:] == ["session.ended", "tips", "session.report"]
     assert checked(player).ok, checked(player).violations
 
 

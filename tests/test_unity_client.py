@@ -116,6 +116,7 @@ def test_harness_haggles_to_a_deal_through_forced_reconnects(harness: Path, serv
     assert summary["ok"] is True and summary["failures"] == []
 
     assert summary["outcome"] == "deal"
+    assert 0 <= summary["report_score"] <= 100  # the learner report reached the game
     assert summary["final_price"] is not None and summary["final_price"] < summary["first_quote"]
     assert summary["reconnects"] >= 1
     assert summary["refused_bad_token"] == 4401

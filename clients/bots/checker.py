@@ -20,8 +20,8 @@ What it checks (docs/protocol.md §4-§5, session/rules.py):
   last turn; `in_reply_to` names a transcript this client sent, when it sent any;
 - tips: one `tips` event per answered learner turn, after that turn's reply, mood, stage and end
   events, with 1-6 cards; a grounded card names its sources, an ungrounded one is the only card;
-- the end: after `session.ended` only the last turn's `tips` and closing replies
-  (`is_terminal: true`) may come.
+- the end: after `session.ended` only the last turn's `tips`, one `session.report` (its outcome
+  and turns those of the end) and closing replies (`is_terminal: true`) may come.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any
 from schemas.enums import Stage
 from session.rules import DEFAULT_MAX_MOOD_DELTA, TRANSITIONS, mood_for
 
-SEQUENCED = frozenset({"reply", "mood", "stage", "session.ended", "tips"})
+SEQUENCED = frozenset({"reply", "mood", "stage", "session.ended", "tips", "session.report"})
 MAX_CARDS = 6
 UNSEQUENCED = frozenset({"welcome", "ack", "pong", "error", "reply.delta", "reply.withdrawn"})
 _STAGES = {s.value: s for s in Stage}
@@ -64,6 +64,7 @@ class SessionChecker:
     _expect_end: bool = False
     _turn_open: bool = False  # a reply was applied and its follow-up events may still come
     _tips_turn: int = -1  # the turn whose `tips` came last
+    reported: bool = False
     _last_kind: str = ""
 
     # ------------------------------------------------------------------ what the client did
@@ -204,6 +205,8 @@ class SessionChecker:
             self._stage(frame)
         elif kind == "tips":
             self._tips(frame)
+        elif kind == "session.report":
+            self._report(frame)
         else:
             self._ended(frame)
         self._last_kind = kind
@@ -397,6 +400,25 @@ class SessionChecker:
                 self._violate(f"tips seq {seq}: grounded card {card.get('card_id')} without its sources")
             if grounded is False and (card.get("type") != "generic" or sources or len(cards) != 1):
                 self._violate(f"tips seq {seq}: an ungrounded card that is not the one generic card")
+
+
+    def _report(self, frame: dict[str, Any]) -> None:
+        seq = frame.get("seq")
+        if not self.ended:
+            self._violate(f"session.report seq {seq} before session.ended")
+        if self.reported:
+            self._violate(f"session.report seq {seq}: a second report")
+        self.reported = True
+        report = frame.get("report")
+        if not isinstance(report, dict):
+            self._violate(f"session.report seq {seq} without a report")
+            return
+        if report.get("outcome") != self.outcome or report.get("turns") != self.turn:
+            self._violate(f"session.report seq {seq}: outcome {report.get('outcome')!r}, turns "
+                          f"{report.get('turns')} for a session that ended {self.outcome!r} at turn {self.turn}")
+        score = report.get("score")
+        if not isinstance(score, int) or not 0 <= score <= 100 or len(report.get("suggestions") or ()) != 3:
+            self._violate(f"session.report seq {seq}: score {score!r} or suggestions out of shape")
 
 
 def _short(frame: Any) -> str:

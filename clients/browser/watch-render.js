@@ -31,6 +31,7 @@ export function render() {
   renderTimings();
   renderOutcome();
   renderTips();
+  renderReport();
 }
 
 function renderHeader() {
@@ -259,4 +260,37 @@ function renderTips() {
     ? `from the teacher's notes · ${card.source_chunk_ids.map((id) => id.slice(0, 8)).join(", ")}`
       + ` · confidence ${Math.round(card.confidence_score * 100)}%`
     : "general advice: nothing in the teacher's notes matched"))));
+}
+
+// --- the learner report, when the session has ended: the score and its parts as bars, the
+// suggestions, the cards earned, and a link to the printable page with its charts.
+
+function renderReport() {
+  const box = $("report");
+  const r = model.report;
+  if (!r) {
+    box.hidden = true;
+    return;
+  }
+  if (box.dataset.score === String(r.score)) return;
+  box.hidden = false;
+  box.dataset.score = r.score;
+  const most = { price: 40, respect: 25, goodwill: 20, manners: 15 };
+  const params = new URLSearchParams(location.search);
+  const link = `/api/sessions/${encodeURIComponent(r.session_id)}/report?format=html&token=`
+    + encodeURIComponent(params.get("token") || "");
+  box.replaceChildren(
+    h("h2", {}, "Learner report ", h("span", { class: "report-score" }, `${r.score}/100`)),
+    h("div", { class: "score-bars" }, Object.entries(r.score_parts).map(([part, value]) => h("div", {
+      class: "score-bar", dataset: { part },
+    }, h("span", { class: "label" }, `${part} ${value}/${most[part] ?? ""}`),
+    h("div", { class: "track" }, h("div", {
+      class: "fill", style: { width: `${(100 * value) / (most[part] || 100)}%` },
+    }))))),
+    h("ol", { class: "suggestions" }, r.suggestions.map((s) => h("li", {}, s))),
+    h("p", { class: "small" }, r.cards_earned.length
+      ? `Cards earned: ${r.cards_earned.map((c) => c.title).join(" · ")}`
+      : "No grounded card this time."),
+    h("a", { href: link, target: "_blank", rel: "noopener" }, "Printable report with charts"),
+  );
 }

@@ -17,6 +17,7 @@ export const model = {
   summary: null,
   stream: null, // {turn, text, withdrawn}
   tips: null, // the latest `tips` event: {turn, cards}
+  report: null, // the `session.report` event's report, once the session has ended
   vendor: { name: "Ramesh", place: "Johari Bazaar, Jaipur", stall: "stall" }, // from the scenario pack
   earned: new Map(), // card_id -> card: every grounded card this page has seen
 };
@@ -41,6 +42,7 @@ export const view = {
     timings: model.timings.size,
   }),
   tips: () => (model.tips ? { turn: model.tips.turn, cards: model.tips.cards.length } : null),
+  report: () => (model.report ? { score: model.report.score, suggestions: model.report.suggestions.length } : null),
   lines: () => sortedLines().map(({ turn, role, text }) => ({ turn, role, text })),
 };
 
@@ -137,6 +139,9 @@ export function apply(event) {
       for (const card of model.tips.cards) {
         if (card.grounded) model.earned.set(card.card_id, card);
       }
+      return;
+    case "session.report":
+      model.report = event.report;
       return;
     case "session.ended":
       model.summary = event.summary;

@@ -17,6 +17,7 @@ namespace Samvad.Harness
         public int Connects;
         public int Deltas;
         public SessionEndedEvent Ended;
+        public LearnerReport Report;
 
         public void Attach(SamvadClient client)
         {
@@ -29,6 +30,7 @@ namespace Samvad.Harness
             client.Stage += s => { lock (_gate) AppliedSeqs.Add(s.Seq); };
             client.SessionEnded += e => { lock (_gate) { AppliedSeqs.Add(e.Seq); Ended = e; } };
             client.Tips += t => { lock (_gate) { AppliedSeqs.Add(t.Seq); Tips.Add(t); } };
+            client.Report += r => { lock (_gate) { AppliedSeqs.Add(r.Seq); Report = r.Report; } };
             client.Snapshot += s => { lock (_gate) Errors.Add("unexpected snapshot at seq " + s.Seq + ": " + s.Reason); };
             client.Error += e => { lock (_gate) Errors.Add(e.Code + ": " + e.Message + " (id " + e.Id + ")"); };
         }

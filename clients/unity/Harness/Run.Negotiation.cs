@@ -55,7 +55,7 @@ namespace Samvad.Harness
 
             // Let the events that follow the last reply (mood, stage, session.ended) arrive.
             var settle = DateTime.UtcNow + TimeSpan.FromSeconds(5);
-            while ((seen.Ended == null || seen.TipsCopy().Count < seen.RepliesCopy().Count)
+            while ((seen.Ended == null || seen.Report == null || seen.TipsCopy().Count < seen.RepliesCopy().Count)
                    && DateTime.UtcNow < settle)
             {
                 await Task.Delay(25).ConfigureAwait(false);
@@ -83,6 +83,11 @@ namespace Samvad.Harness
             Check(tips.Any(t => t.Cards.Any(c => c.Grounded && c.SourceChunkIds != null && c.SourceChunkIds.Count > 0)),
                   "no grounded card in " + tips.Count + " turns");
             Check(player.LatestTips != null && player.LatestTips.Turn == turnCount, "LatestTips is not the last turn's");
+            var report = player.LearnerReport;
+            Check(report != null && report.Outcome == Outcomes.Deal && report.Turns == turnCount,
+                  "the learner report is missing or does not match the end");
+            Check(report != null && report.Suggestions != null && report.Suggestions.Count == 3, "the report has not 3 suggestions");
+            Fact("report_score", report == null ? -1 : report.Score);
             Check(player.PendingCount == 0, player.PendingCount + " frames never acknowledged");
             Check(seen.Ended != null && seen.Ended.Outcome == Outcomes.Deal,
                   "outcome " + (seen.Ended == null ? "none" : seen.Ended.Outcome) + ", expected deal");

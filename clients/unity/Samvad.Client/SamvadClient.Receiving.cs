@@ -53,6 +53,7 @@ namespace Samvad.Client
                     case "session.ended": OnSequenced(conn, frame.ToObject<SessionEndedEvent>(), after); break;
                     case "snapshot": OnSequenced(conn, frame.ToObject<SnapshotEvent>(), after); break;
                     case "tips": OnSequenced(conn, frame.ToObject<TipsEvent>(), after); break;
+                    case "session.report": OnSequenced(conn, frame.ToObject<SessionReportEvent>(), after); break;
                     default:
                         LogLine("ignoring server frame of unknown type " + type);
                         break;
@@ -264,6 +265,10 @@ namespace Samvad.Client
                     var tips = (TipsEvent)ev;
                     after.Add(() => { var h = Tips; if (h != null) h(tips); });
                     break;
+                case "session.report":
+                    var report = (SessionReportEvent)ev;
+                    after.Add(() => { var h = Report; if (h != null) h(report); });
+                    break;
             }
         }
 
@@ -311,6 +316,12 @@ namespace Samvad.Client
             if (tips != null)
             {
                 _latestTips = tips;
+                return;
+            }
+            var reported = ev as SessionReportEvent;
+            if (reported != null)
+            {
+                _report = reported.Report;
                 return;
             }
             var ended = ev as SessionEndedEvent;

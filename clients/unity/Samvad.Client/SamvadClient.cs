@@ -53,6 +53,7 @@ namespace Samvad.Client
         string _resumeId;
         SessionState _state;
         TipsEvent _latestTips;
+        LearnerReport _report;
         string _role;
         bool _closing;
         Exception _stoppedBecause;
@@ -102,6 +103,8 @@ namespace Samvad.Client
         /// <summary>Coaching cards after each answered learner turn (grounded in the teacher's notes,
         /// or one generic card); the game shows them however it likes.</summary>
         public event Action<TipsEvent> Tips;
+        /// <summary>The learner report, after `SessionEnded`: score, suggestions, cards earned.</summary>
+        public event Action<SessionReportEvent> Report;
 
         // ------------------------------------------------------------------ state
 
@@ -119,6 +122,9 @@ namespace Samvad.Client
 
         /// <summary>The latest `tips` event applied, or null before the first answered turn.</summary>
         public TipsEvent LatestTips { get { lock (_gate) return _latestTips; } }
+
+        /// <summary>The learner report once the session has ended, else null.</summary>
+        public LearnerReport LearnerReport { get { lock (_gate) return _report; } }
 
         public bool IsConnected { get { lock (_gate) return _live; } }
 

@@ -1,0 +1,85 @@
+"""The learner report: what a session taught, computed from its events when it ends.
+
+Sent as the `session.report` event after `session.ended`, and served by
+`GET /api/sessions/{id}/report` (JSON, or a printable page with charts). docs/coaching.md gives
+the score's formula and the suggestions' rules.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from schemas.enums import Outcome, Stage
+
+__all__ = ["CurvePoint", "EarnedCard", "Etiquette", "LearnerReport", "Price", "SessionReport", "StageSpan"]
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Price(_Part):
+    paid: int | None  # the deal's price, or None without a deal
+    first_quote: int | None
+    fair: tuple[int, int] | None  # the scenario's fair range for the item
+    floor: int | None  # the vendor's floor for the item
+    discount_pct: float | None  # off the first quote
+    versus_fair: Literal["below", "within", "above"] | None
+
+
+class CurvePoint(_Part):
+    turn: int
+    quote: int | None  # the vendor's standing quote after the turn
+    offer: int | None  # the learner's offer in the turn
+    happiness: int
+
+
+class StageSpan(_Part):
+    stage: Stage
+    turns: int
+    seconds: float
+
+
+class Etiquette(_Part):
+    respectful_turns: int  # learner turns that used a respectful form of address or a polite word
+    respectful_words: tuple[str, ...]
+    insults: int
+    lowballs: int
+    walked_away: bool
+    came_back: bool  # walked away, and the haggle resumed
+
+
+class EarnedCard(_Part):
+    card_id: str
+    title: str
+    turn: int  # the first learner turn that earned it
+    source_chunk_ids: tuple[str, ...]
+
+
+class LearnerReport(_Part):
+    session_id: str
+    scenario: str
+    outcome: Outcome
+    item: str | None
+    turns: int
+    price: Price
+    curve: tuple[CurvePoint, ...]
+    stages: tuple[StageSpan, ...]
+    etiquette: Etiquette
+    score: int
+    score_parts: dict[str, int]
+    suggestions: tuple[str, str, str]
+    cards_earned: tuple[EarnedCard, ...]
+
+
+class SessionReport(BaseModel):
+    """The `session.report` event."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    session_id: str
+    type: Literal["session.report"] = "session.report"
+    seq: int
+    report: LearnerReport

@@ -1,0 +1,190 @@
+"""The learner report, computed from a session's record when it ends (docs/coaching.md).
+
+`learner_report(negotiation, tips)` is deterministic: the same session gives the same report. It
+reads only what the session keeps, the turns in `negotiation.history` (each learner line with
+its offer and the server's judgement of it, each vendor reply with the quote, happiness and stage
+after it) and the scenario pack, so it is the same when the session was rebuilt from Neo4j. The
+cards earned are the grounded tip cards of the learner's turns, from the same `TipSource` that
+sent them; the cards are a pure function of the words and the knowledge.
+
+The score (0-100) is the sum of four parts, each documented in docs/coaching.md:
+
+- price, up to 40: a deal at or under the bottom of the fair range earns 40, at its top 30, and
+  then linearly less up to the first quote; no deal earns 0;
+- respect, up to 25: the share of learner turns that used a respectful form of address or a
+  polite word;
+- goodwill, up to 20: the vendor's final happiness, out of 100;
+- manners, up to 15: 15, less 5 for each insult and 2 for each lowball.
+
+The three suggestions come from fixed rules, first applicable first, in the order below.
+"""
+
+from __future__ import annotations
+
+from schemas.enums import OfferAssessment, Outcome, Stage
+from schemas.report import CurvePoint, EarnedCard, Etiquette, LearnerReport, Price, SessionReport, StageSpan
+from schemas.scenario import Scenario
+from session.negotiation import Negotiation, TurnRecord
+from session.protocols import TipSource
+
+__all__ = ["learner_report", "report_event", "score"]
+
+FALLBACK_SUGGESTIONS = (
+    "Ask about the item's quality before its price: it shows interest and respect.",
+    "Reuse the phrases from your tip cards next time, out loud.",
+    "Play the same item again and aim for the bottom of the fair range.",
+)
+
+
+def _words(text: str) -> str:
+    return f" {' '.join(''.join(c if c.isalnum() else ' ' for c in text.lower()).split())} "
+
+
+def _respect_used(record: TurnRecord, scenario: Scenario) -> list[str]:
+    padded = _words(record.text)
+    polite = ("please", "thank you", "thanks")
+    return [w for w in (*scenario.rules.respectful_address, *polite) if f" {w.lower()} " in padded]
+
+
+def _price(negotiation: Negotiation, scenario: Scenario) -> Price:
+    item = scenario.item(negotiation.item)
+    paid = negotiation.quote if negotiation.outcome is Outcome.DEAL else None
+    fair = item.fair if item else None
+    versus = None
+    if paid is not None and fair is not None:
+        versus = "below" if paid < fair[0] else "within" if paid <= fair[1] else "above"
+    summary = negotiation.summary()
+    return Price(paid=paid, first_quote=negotiation.first_quote, fair=fair, floor=item.floor if item else None,
+                 discount_pct=summary.discount_pct if summary else None, versus_fair=versus)
+
+
+def _curve(history: list[TurnRecord]) -> tuple[CurvePoint, ...]:
+    offers = {r.turn: r.offer for r in history if r.role == "user"}
+    points = []
+    for record in history:
+        if record.role == "vendor":
+            points.append(CurvePoint(turn=record.turn, quote=record.quote, offer=offers.get(record.turn),
+                                     happiness=record.happiness))
+    return tuple(points)
+
+
+def _stages(negotiation: Negotiation) -> tuple[StageSpan, ...]:
+    spans: list[StageSpan] = []
+    stage, since, turns = Stage.GREETING, negotiation.created_at, 0
+    for record in negotiation.history:
+        if record.role != "vendor":
+            continue
+        turns += 1
+        if record.stage is not stage:
+            spans.append(StageSpan(stage=stage, turns=turns, seconds=round(max(0.0, record.at - since), 1)))
+            stage, since, turns = record.stage, record.at, 0
+    spans.append(StageSpan(stage=stage, turns=turns,
+                           seconds=round(max(0.0, negotiation.updated_at - since), 1)))
+    return tuple(spans)
+
+
+def _etiquette(negotiation: Negotiation, scenario: Scenario) -> Etiquette:
+    learner = [r for r in negotiation.history if r.role == "user"]
+    used = [_respect_used(r, scenario) for r in learner]
+    words = sorted({w for found in used for w in found})
+    visited = [c.to_stage for c in negotiation.stage_changes]
+    walked = Stage.WALKAWAY in visited
+    came_back = walked and any(a is Stage.WALKAWAY and b is Stage.HAGGLING for a, b in zip(
+        [Stage.GREETING, *visited], visited, strict=False))
+    return Etiquette(
+        respectful_turns=sum(1 for found in used if found), respectful_words=tuple(words),
+        insults=negotiation.insults,
+        lowballs=sum(1 for r in learner if r.assessment is OfferAssessment.LOWBALL),
+        walked_away=walked, came_back=came_back,
+    )
+
+
+def score(price: Price, etiquette: Etiquette, learner_turns: int, happiness: int) -> dict[str, int]:
+    """The four parts of the score (docs/coaching.md); their sum is the score."""
+    price_part = 0
+    if price.paid is not None and price.fair is not None:
+        low, high = price.fair
+        top = max(price.first_quote or high, high + 1)
+        if price.paid <= low:
+            price_part = 40
+        elif price.paid <= high:
+            price_part = round(40 - 10 * (price.paid - low) / max(1, high - low))
+        else:
+            price_part = round(max(0.0, 30 * (top - price.paid) / (top - high)))
+    respect = round(25 * etiquette.respectful_turns / learner_turns) if learner_turns else 0
+    manners = max(0, 15 - 5 * etiquette.insults - 2 * etiquette.lowballs)
+    return {"price": price_part, "respect": respect, "goodwill": round(20 * happiness / 100), "manners": manners}
+
+
+def _suggestions(
+    negotiation: Negotiation, scenario: Scenario, price: Price, etiquette: Etiquette
+) -> tuple[str, str, str]:
+    rules = scenario.rules
+    learner = [r for r in negotiation.history if r.role == "user"]
+    first_offer = next((r for r in learner if r.offer is not None), None)
+    said: list[str] = []
+    if etiquette.insults:
+        said.append(f"Keep criticism factual and polite: {etiquette.insults} of your turns were taken as "
+                    "insults, and each cost the vendor's goodwill.")
+    if not etiquette.respectful_turns and rules.respectful_address:
+        said.append(f"Address the vendor respectfully, for example \"{rules.respectful_address[0]}\": "
+                    "respect earns goodwill here.")
+    if first_offer is not None and price.first_quote:
+        share = first_offer.offer / price.first_quote if first_offer.offer is not None else 0
+        if share < rules.offer_bands.insult_below:
+            said.append(f"Your first offer was {round(100 * share)}% of the quote, which reads as an insult "
+                        f"here; open nearer {round(100 * rules.offer_bands.lowball_below)}%.")
+    if price.paid is not None and price.first_quote is not None and price.paid >= price.first_quote:
+        said.append("You paid the first price asked: a counter-offer with a reason is expected here.")
+    elif price.versus_fair == "above" and price.fair is not None:
+        said.append(f"You paid {price.paid}, above the fair range of {price.fair[0]}-{price.fair[1]}; "
+                    "come down in smaller steps and hold your number.")
+    if negotiation.outcome is not Outcome.DEAL:
+        said.append("No deal this time: meet the vendor partway once the prices are close, and say yes clearly.")
+    if rules.walkaway_expected and not etiquette.walked_away and price.versus_fair == "above":
+        said.append("Walking away politely is a strong lever here, once you have shown interest.")
+    if negotiation.turn > 12:
+        said.append(f"The haggle took {negotiation.turn} turns: make a clear counter-offer earlier.")
+    for fallback in FALLBACK_SUGGESTIONS:
+        if len(said) >= 3:
+            break
+        said.append(fallback)
+    return said[0], said[1], said[2]
+
+
+def _cards(negotiation: Negotiation, tips: TipSource | None) -> tuple[EarnedCard, ...]:
+    if tips is None:
+        return ()
+    earned: dict[str, EarnedCard] = {}
+    for record in negotiation.history:
+        if record.role != "user":
+            continue
+        window = f"{record.text} {record.item or ''}".strip()
+        for card in tips.cards(negotiation.scenario_name, window):
+            if card.grounded and card.card_id not in earned:
+                earned[card.card_id] = EarnedCard(card_id=card.card_id, title=card.title, turn=record.turn,
+                                                  source_chunk_ids=card.source_chunk_ids)
+    return tuple(earned.values())
+
+
+def learner_report(negotiation: Negotiation, tips: TipSource | None) -> LearnerReport:
+    """The report of an ended session."""
+    assert negotiation.outcome is not None, "a report is made when the session has ended"
+    scenario = negotiation.scenario
+    price = _price(negotiation, scenario)
+    etiquette = _etiquette(negotiation, scenario)
+    learner_turns = sum(1 for r in negotiation.history if r.role == "user")
+    parts = score(price, etiquette, learner_turns, negotiation.happiness)
+    return LearnerReport(
+        session_id=negotiation.session_id, scenario=negotiation.scenario_name, outcome=negotiation.outcome,
+        item=negotiation.item, turns=negotiation.turn, price=price, curve=_curve(negotiation.history),
+        stages=_stages(negotiation), etiquette=etiquette, score=max(0, min(100, sum(parts.values()))),
+        score_parts=parts, suggestions=_suggestions(negotiation, scenario, price, etiquette),
+        cards_earned=_cards(negotiation, tips),
+    )
+
+
+def report_event(negotiation: Negotiation, tips: TipSource | None) -> SessionReport:
+    """The `session.report` event that follows `session.ended` (and the last turn's tips)."""
+    report = learner_report(negotiation, tips)
+    return SessionReport(session_id=negotiation.session_id, seq=negotiation.next_seq(), report=report)
