@@ -1,10 +1,11 @@
 """`GET /api/sessions/{id}/report`: the learner report of an ended session, as JSON or as a page.
 
-With `Accept: text/html` (or `?format=html`, for a plain link) the answer is a printable page: the outcome and the price against the fair
-range, the score and its parts, charts of the concession curve (the vendor's quotes against the
-learner's offers) and of the vendor's happiness, the stages, etiquette, the three suggestions and
-the cards earned. The charts are inline SVG drawn here, so the page needs no script, prints as it
-shows and can be saved as one file. Every value from the session is HTML-escaped.
+With `Accept: text/html` (or `?format=html`, for a plain link) the answer is a printable page:
+the outcome and the price against the fair range, the score and its parts, charts of the
+concession curve (the vendor's quotes against the learner's offers) and of the vendor's
+happiness, the stages, etiquette, the three suggestions and the cards earned. The charts are
+inline SVG drawn here, so the page needs no script, prints as it shows and can be saved as one
+file. Every value from the session is HTML-escaped.
 
 The same token rules as `GET /api/sessions/{id}`: a token of that session, either role. A session
 still being played answers 409 `not_ended`.
