@@ -46,6 +46,7 @@ class Etiquette(_Part):
     respectful_turns: int  # learner turns that used a respectful form of address or a polite word
     respectful_words: tuple[str, ...]
     insults: int
+    taboo: int  # learner turns that used one of the pack's taboo phrases
     lowballs: int
     walked_away: bool
     came_back: bool  # walked away, and the haggle resumed

@@ -88,7 +88,7 @@ def report_page(report: LearnerReport, vendor: str, currency: str) -> str:
         or "<li>No grounded card this time.</li>"
     etiquette = (f"<li>Respectful turns: {e.respectful_turns}"
                  + (f" ({escape(', '.join(e.respectful_words))})" if e.respectful_words else "") + "</li>"
-                 f"<li>Insults: {e.insults} · lowballs: {e.lowballs}</li>"
+                 f"<li>Insults: {e.insults} · taboo words: {e.taboo} · lowballs: {e.lowballs}</li>"
                  f"<li>Walked away: {'yes' if e.walked_away else 'no'}"
                  + (", and the haggle resumed" if e.came_back else "") + "</li>")
     return f"""<!doctype html>

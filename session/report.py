@@ -94,6 +94,7 @@ def _etiquette(negotiation: Negotiation, scenario: Scenario) -> Etiquette:
     return Etiquette(
         respectful_turns=sum(1 for found in used if found), respectful_words=tuple(words),
         insults=negotiation.insults,
+        taboo=sum(1 for r in learner if any(f" {p.lower()} " in _words(r.text) for p in scenario.rules.taboo_phrases)),
         lowballs=sum(1 for r in learner if r.assessment is OfferAssessment.LOWBALL),
         walked_away=walked, came_back=came_back,
     )
@@ -123,6 +124,9 @@ def _suggestions(
     learner = [r for r in negotiation.history if r.role == "user"]
     first_offer = next((r for r in learner if r.offer is not None), None)
     said: list[str] = []
+    if etiquette.taboo:
+        said.append(f"Some words give offence here ({', '.join(rules.taboo_phrases[:3])}): say what you "
+                    "mean about the goods politely instead.")
     if etiquette.insults:
         said.append(f"Keep criticism factual and polite: {etiquette.insults} of your turns were taken as "
                     "insults, and each cost the vendor's goodwill.")

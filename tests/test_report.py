@@ -87,11 +87,12 @@ async def test_a_live_session_has_no_report_yet_and_walking_out_still_gets_one()
     report = frames[-1]["report"]
     assert report["outcome"] != "deal" and report["price"]["paid"] is None
     assert report["etiquette"]["insults"] >= 1 or report["score_parts"]["manners"] < 15
+    assert report["etiquette"]["taboo"] >= 1  # the rude persona calls the goods rotten
     assert any("insult" in s or "polite" in s or "respect" in s for s in report["suggestions"])
 
 
 def test_the_score_follows_its_documented_formula() -> None:
-    etiquette = Etiquette(respectful_turns=2, respectful_words=("bhaiya",), insults=1, lowballs=1,
+    etiquette = Etiquette(respectful_turns=2, respectful_words=("bhaiya",), insults=1, taboo=0, lowballs=1,
                           walked_away=False, came_back=False)
     at_floor = Price(paid=40, first_quote=120, fair=(40, 60), floor=35, discount_pct=66.7, versus_fair="within")
     assert score(at_floor, etiquette, 4, 70) == {"price": 40, "respect": 12, "goodwill": 14, "manners": 8}
