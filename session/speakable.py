@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MAX_SENTENCES", "speakable"]
+__all__ = ["MAX_SENTENCES", "checked", "speakable"]
 
 MAX_SENTENCES = 2
 
@@ -30,8 +30,22 @@ _SPACE = re.compile(r"\s+")
 _BLANKS = re.compile(r"[^\S\n]+")
 
 
+# Whatever could make the full check change a line: markup characters, a line break or a leading
+# list mark, an address, a space before punctuation, doubled or odd spaces. A line with none of
+# them and fewer than three sentence ends is returned as it is, without the full check (a few
+# microseconds per turn; `tests/test_policy.py` checks that both paths agree).
+_SUSPECT = re.compile(r"[*_`#>\[\]~•]|[^\S ]|https?:|www\.|\s[,.!?।]|  |^\s|\s$|^[-+\d]", re.IGNORECASE)
+
+
 def speakable(text: str) -> tuple[str, tuple[str, ...]]:
     """The line as it may be spoken, and what was changed (empty when nothing was)."""
+    if text and not _SUSPECT.search(text) and len(_SENTENCE_END.findall(text)) < MAX_SENTENCES:
+        return text, ()
+    return checked(text)
+
+
+def checked(text: str) -> tuple[str, tuple[str, ...]]:
+    """`speakable` without its shortcut: every rule applied."""
     flags: list[str] = []
     base = _BLANKS.sub(" ", text)  # every kind of space but the newline, as one space
     cleaned = _MD_LINK.sub(r"\1", base)

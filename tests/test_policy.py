@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from brain.policy import INSULT_DROP, route
-from session.speakable import MAX_SENTENCES, speakable
+from session.speakable import MAX_SENTENCES, checked, speakable
 from tests.openai_server import FakeOpenAI, reply
 from tests.servers import running_server
 from tests.test_llm_e2e import decision, new_session, rest, samvad, say
@@ -77,6 +77,13 @@ def test_markdown_links_and_long_replies_are_trimmed_with_flags() -> None:
     assert speakable("One. Two! Three? Four.") == ("One. Two!", ("too_long",))
     assert speakable("Only 3.5 kilo left. Take it!") == ("Only 3.5 kilo left. Take it!", ())
     assert speakable("[my shop](www.ramesh.in) is best.") == ("my shop is best.", ("markdown",))
+
+
+@given(st.one_of(st.text(max_size=300), st.lists(st.sampled_from(
+    ["Namaste ji", "!", ".", "?", " ", "  ", "\n", "*", "- ", "1. ", "http://x.in", "www.a", "40", ",", "।", "\t",
+     "\u00a0", "[a](b)", "`", "#", "Take it", "3.5"]), max_size=12).map("".join)))
+def test_the_shortcut_agrees_with_the_full_check(text: str) -> None:
+    assert speakable(text) == checked(text)
 
 
 @given(st.text(max_size=300))
