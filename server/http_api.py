@@ -18,6 +18,7 @@ from schemas.scenario import DEFAULT_SCENARIO, available_scenarios
 from server.auth import TokenError
 from server.services import Services, error_response
 from server.ws import session_socket
+from session.actor import SessionActor
 from session.protocols import MirrorUnavailable
 from session.registry import CapacityError
 
@@ -130,7 +131,9 @@ def refuse_unless_session_token(services: Services, request: Request, sid: str) 
     return None
 
 
-async def get_session(request: Request) -> JSONResponse:
+async def session_actor(request: Request) -> SessionActor | JSONResponse:
+    """The actor of the session in the path, for a request holding a token of it (either role);
+    else the error to answer: 401/403 for the token, 404 for no such session, 503 for the store."""
     services: Services = request.app.state.services
     sid = request.path_params["session_id"]
     refused = refuse_unless_session_token(services, request, sid)
@@ -142,6 +145,13 @@ async def get_session(request: Request) -> JSONResponse:
         return error_response(503, "unavailable", str(exc))
     if actor is None:
         return error_response(404, "not_found", "no such session")
+    return actor
+
+
+async def get_session(request: Request) -> JSONResponse:
+    actor = await session_actor(request)
+    if isinstance(actor, JSONResponse):
+        return actor
     return JSONResponse(actor.negotiation.snapshot().model_dump(mode="json"))
 
 

@@ -20,9 +20,8 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from schemas.report import CurvePoint, LearnerReport
-from server.http_api import refuse_unless_session_token
+from server.http_api import session_actor
 from server.services import Services, error_response
-from session.protocols import MirrorUnavailable
 from session.report import learner_report
 
 __all__ = ["report_routes"]
@@ -114,16 +113,9 @@ font-weight: 400; font-size: 12px; }} @media print {{ body {{ margin: 0; }} }}
 
 async def get_report(request: Request) -> Response:
     services: Services = request.app.state.services
-    sid = request.path_params["session_id"]
-    refused = refuse_unless_session_token(services, request, sid)
-    if refused is not None:
-        return refused
-    try:
-        actor = await services.registry.get(sid)
-    except MirrorUnavailable as exc:
-        return error_response(503, "unavailable", str(exc))
-    if actor is None:
-        return error_response(404, "not_found", "no such session")
+    actor = await session_actor(request)
+    if isinstance(actor, JSONResponse):
+        return actor
     negotiation = actor.negotiation
     if negotiation.outcome is None:
         return error_response(409, "not_ended", "the report is made when the session ends")
