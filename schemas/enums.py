@@ -59,3 +59,4 @@ class Outcome(str, Enum):
     WALKED_AWAY = "walked_away"
     NO_DEAL = "no_deal"
     TURN_LIMIT = "turn_limit"
+    STOPPED = "stopped"  # the learner sent the `stop` command

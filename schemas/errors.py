@@ -19,6 +19,8 @@ class ErrorCode(str, Enum):
     SESSION_ENDED = "session_ended"  # the negotiation is over and the frame would change it
     UNAVAILABLE = "unavailable"  # the durable store is down and its buffer is full; retry later
     INTERNAL = "internal"  # a fault of ours; the frame was not applied
+    UNKNOWN_COMMAND = "unknown_command"  # a `command` whose `name` this server does not know
+    NOTHING_TO_REPEAT = "nothing_to_repeat"  # `repeat` before the vendor has said anything
 
 
 class CloseCode(IntEnum):

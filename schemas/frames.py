@@ -76,6 +76,14 @@ class ResumeFrame(_ClientFrame):
     last_seq: int = Field(ge=0)
 
 
+class CommandFrame(_ClientFrame):
+    """A learner's command (docs/coaching.md): `repeat` the vendor's last line, or `stop` the session."""
+
+    type: Literal["command"]
+    id: FrameId
+    name: Annotated[str, StringConstraints(min_length=1, max_length=32)]
+
+
 class PingFrame(_ClientFrame):
     type: Literal["ping"]
     id: FrameId | None = None
@@ -83,12 +91,13 @@ class PingFrame(_ClientFrame):
 
 
 ClientFrame = Annotated[
-    TranscriptFrame | SceneFrame | ResumeFrame | PingFrame, Field(discriminator="type")
+    TranscriptFrame | SceneFrame | ResumeFrame | CommandFrame | PingFrame, Field(discriminator="type")
 ]
 CLIENT_FRAME_TYPES: dict[str, type[_ClientFrame]] = {
     "transcript": TranscriptFrame,
     "scene": SceneFrame,
     "resume": ResumeFrame,
+    "command": CommandFrame,
     "ping": PingFrame,
 }
 
@@ -304,6 +313,16 @@ class Snapshot(_Event):
     reason: str = ""
 
 
+class Repeat(_Event):
+    """The vendor's last line again, exactly, for the `repeat` command: no state change."""
+
+    type: Literal["repeat"] = "repeat"
+    seq: int
+    turn: int
+    text: str
+    in_reply_to: str | None = None  # the command's id
+
+
 class Tips(_Event):
     """Coaching cards for the learner's turn `turn`, grounded in the scenario's knowledge
     (docs/knowledge.md): each card's words are a chunk's own, or one generic card."""
@@ -316,9 +335,10 @@ class Tips(_Event):
 
 ServerEvent = (
     Welcome | Ack | Pong | Error | Reply | ReplyDelta | ReplyWithdrawn | MoodChanged | StageChanged
-    | SessionEnded | Snapshot | Tips | SessionReport
+    | SessionEnded | Snapshot | Tips | SessionReport | Repeat
 )
-SEQUENCED_TYPES = frozenset({"reply", "mood", "stage", "session.ended", "snapshot", "tips", "session.report"})
+SEQUENCED_TYPES = frozenset({"reply", "mood", "stage", "session.ended", "snapshot", "tips", "session.report",
+                             "repeat"})
 
 
 def event_dict(event: BaseModel) -> dict[str, Any]:

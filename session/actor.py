@@ -42,7 +42,8 @@ from anyio.abc import TaskGroup
 
 from schemas.errors import CloseCode
 from schemas.frames import Reply
-from session import fanout, resume, scene, turns
+from session import commands, fanout, resume, scene, turns
+from session.commands import ActorCommands
 from session.mailbox import Mailbox
 from session.messages import (
     ActorLimits,
@@ -59,14 +60,14 @@ from session.negotiation import Negotiation
 from session.protocols import Brain, Connection, Mirror, TipSource
 from session.resume import ActorResume
 from session.scene import ActorScene
-from session.turns import FALLBACK_LINE, ActorTurns
+from session.turns import FALLBACK_LINE
 
 __all__ = ["FALLBACK_LINE", "ActorLimits", "SessionActor"]
 
 log = logging.getLogger("samvad.session")
 
 
-class SessionActor(ActorTurns, ActorScene, ActorResume):
+class SessionActor(ActorCommands, ActorScene, ActorResume):
     """One session's actor: its state, its inbox, and the loop that applies the inbox in order."""
 
     def __init__(
@@ -297,6 +298,7 @@ MESSAGE_HANDLERS: dict[type[Message], Handler] = _table(
 # What `_on_frame` does with each client frame, by its exact type.
 FRAME_HANDLERS: dict[type[ClientFrame], Handler] = _table(
     turns.FRAME_HANDLERS,
+    commands.FRAME_HANDLERS,
     scene.FRAME_HANDLERS,
     resume.FRAME_HANDLERS,
 )

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.brain import BrainResult
-from schemas.frames import ResumeFrame, SceneFrame, TranscriptFrame
+from schemas.frames import CommandFrame, ResumeFrame, SceneFrame, TranscriptFrame
 from session.negotiation import PendingTurn
 from session.protocols import Connection
 
@@ -48,7 +48,7 @@ class ActorLimits:
     brain_deadline_s: float = 30.0  # a brain that outlives this is abandoned for the fallback
 
 
-ClientFrame = TranscriptFrame | SceneFrame | ResumeFrame
+ClientFrame = TranscriptFrame | SceneFrame | ResumeFrame | CommandFrame
 """The client frames that reach the actor (the codec answers `ping` and refuses the rest itself)."""
 
 Handler = Callable[[Any, Any], None]

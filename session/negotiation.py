@@ -61,6 +61,7 @@ CLOSING_LINES = {
     Outcome.WALKED_AWAY: "You already left my stall, friend. Come back another day.",
     Outcome.NO_DEAL: "Our bargaining is over for today. Come back another day, friend.",
     Outcome.TURN_LIMIT: "We have talked long enough for today. Come back tomorrow, friend.",
+    Outcome.STOPPED: "We stopped for today, friend. Come back any time.",
 }
 
 

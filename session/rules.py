@@ -119,9 +119,12 @@ def validate(position: Position, proposal: AIDecision, limits: Limits = Limits()
         assessment = proposal.offer_assessment
     delta = proposal.happiness_score - position.happiness
     required = {OfferAssessment.INSULT: -INSULT_MIN_DROP, OfferAssessment.LOWBALL: -LOWBALL_MIN_DROP}
-    if assessment in required and delta > required[assessment]:
-        overrides.append(Override(f"{assessment.value}_min_drop", delta, required[assessment]))
-        delta = required[assessment]
+    if assessment in required:
+        # At least the minimum drop, or all the happiness that is left: an insult at 7 goes to 0.
+        need = max(required[assessment], -position.happiness)
+        if delta > need:
+            overrides.append(Override(f"{assessment.value}_min_drop", delta, need))
+            delta = need
 
     # 2. Happiness: bounded step, bounded range.
     bounded = max(-limits.max_mood_delta, min(limits.max_mood_delta, delta))

@@ -234,6 +234,11 @@ async def client(url: str, *, subprotocol: str | None = "samvad.v1.json",
         yield Client(ws)
 
 
+async def player(served: Served, created: dict[str, Any], **kw: Any) -> Any:
+    """A client on the session socket with the session's player token (use with `async with await`)."""
+    return client(served.ws_url(created["session_id"], created["player_token"]), **kw)
+
+
 async def close_code(c: Client, wait: float = 5.0) -> int | None:
     """Read until the server closes the socket; the close code it sent."""
     from websockets.exceptions import ConnectionClosed

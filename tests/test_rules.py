@@ -242,3 +242,14 @@ def test_a_quote_cannot_rise_while_the_learner_is_walking_away() -> None:
     position = Position(stage=Stage.WALKAWAY, happiness=45, turn=6, quote=90)
     verdict = validate(position, proposal(Stage.WALKAWAY, counter_price=120))
     assert verdict.quote == 90 and "quote_rise" in verdict.flags
+
+
+@pytest.mark.parametrize(("happiness", "assessment"), [(7, OfferAssessment.INSULT), (3, OfferAssessment.LOWBALL)])
+def test_a_minimum_drop_takes_what_is_left_and_no_more(happiness: int, assessment: OfferAssessment) -> None:
+    """An insult at 7 (or a lowball at 3) goes to 0: nothing to override, nothing below the range."""
+    position = Position(stage=Stage.HAGGLING, happiness=happiness, turn=5, quote=150, learner_offer=1,
+                        server_assessment=assessment)
+    verdict = validate(position, proposal(Stage.HAGGLING, happiness=0, offer_assessment=assessment))
+    assert verdict.happiness == 0 and verdict.overrides == ()
+    too_soft = validate(position, proposal(Stage.HAGGLING, happiness=happiness - 1, offer_assessment=assessment))
+    assert too_soft.happiness == 0 and [o.rule for o in too_soft.overrides] == [f"{assessment.value}_min_drop"]

@@ -15,7 +15,7 @@ from schemas.brain import BrainRequest
 from schemas.decision import AIDecision
 from schemas.enums import Role, Stage
 from tests.fakes import ScriptedBrain, decision
-from tests.servers import Served, client, close_code, create, running_server, state
+from tests.servers import client, close_code, create, player, running_server, state
 
 pytestmark = pytest.mark.anyio
 NEXT = {Stage.GREETING: Stage.INQUIRY, Stage.INQUIRY: Stage.HAGGLING}
@@ -35,10 +35,6 @@ def wobble(request: BrainRequest) -> AIDecision:
 
 def sequenced(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [f for f in frames if f["type"] in ("reply", "mood", "stage", "session.ended", "tips")]
-
-
-async def player(served: Served, created: dict[str, Any], **kw: Any) -> Any:
-    return client(served.ws_url(created["session_id"], created["player_token"]), **kw)
 
 
 # ---------------------------------------------------------------------------- the happy path

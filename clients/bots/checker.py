@@ -32,7 +32,7 @@ from typing import Any
 from schemas.enums import Stage
 from session.rules import DEFAULT_MAX_MOOD_DELTA, TRANSITIONS, mood_for
 
-SEQUENCED = frozenset({"reply", "mood", "stage", "session.ended", "tips", "session.report"})
+SEQUENCED = frozenset({"reply", "mood", "stage", "session.ended", "tips", "session.report", "repeat"})
 MAX_CARDS = 6
 UNSEQUENCED = frozenset({"welcome", "ack", "pong", "error", "reply.delta", "reply.withdrawn"})
 _STAGES = {s.value: s for s in Stage}
@@ -207,6 +207,8 @@ class SessionChecker:
             self._tips(frame)
         elif kind == "session.report":
             self._report(frame)
+        elif kind == "repeat":
+            self._repeat(frame)
         else:
             self._ended(frame)
         self._last_kind = kind
@@ -327,6 +329,13 @@ class SessionChecker:
             return
         if self.stage is not None and src is not self.stage:
             self._violate(f"stage seq {seq}: from {src.value} but the stage was {self.stage.value}")
+        if frame.get("forced") is True and dst is Stage.CLOSURE and self._expect_stage is None:
+            # The `stop` command: CLOSURE that no reply announced, then session.ended (stopped).
+            self._close_turn(f"stage seq {seq}")
+            self.stage = dst
+            self._expect_end = True
+            self._turn_open = True
+            return
         forced = frame.get("forced") is True
         legal = dst in TRANSITIONS[src] or (forced and dst is Stage.CLOSURE)
         if not legal:
@@ -419,6 +428,16 @@ class SessionChecker:
         score = report.get("score")
         if not isinstance(score, int) or not 0 <= score <= 100 or len(report.get("suggestions") or ()) != 3:
             self._violate(f"session.report seq {seq}: score {score!r} or suggestions out of shape")
+
+
+    def _repeat(self, frame: dict[str, Any]) -> None:
+        seq = frame.get("seq")
+        if self.ended:
+            self._violate(f"repeat seq {seq} after session.ended")
+        if not isinstance(frame.get("text"), str) or not frame.get("text"):
+            self._violate(f"repeat seq {seq} without the line")
+        if frame.get("turn") != self.turn:
+            self._violate(f"repeat seq {seq}: turn {frame.get('turn')} is not the last turn {self.turn}")
 
 
 def _short(frame: Any) -> str:

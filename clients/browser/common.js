@@ -22,6 +22,7 @@ export const OUTCOME_TITLES = {
   walked_away: "Walked away",
   no_deal: "No deal",
   turn_limit: "Out of time",
+  stopped: "Stopped",
 };
 
 // The same bands as session/rules.py MOOD_BANDS: 0-20 angry, 21-40 annoyed, and so on.

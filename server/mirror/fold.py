@@ -243,6 +243,16 @@ def plan(fold: SessionFold, change: Change, submitted: float, *, snapshot: bool 
         turns.append(_turn_row(sid, base, {**common, "role": "vendor", "text": data.get("reply"),
                                            "seq": fold.seq, "last_seq": fold.seq, "outcome": fold.outcome,
                                            "assessment": OfferAssessment.NONE.value}))
+    elif kind == "command":  # a `repeat`: it took a seq and nothing else (session/commands.py)
+        fold.remember(data.get("id"))
+        fold.seq = int(data.get("seq", fold.seq))  # type: ignore[call-overload]
+    elif kind == "stopped":  # the `stop` command: CLOSURE, outcome stopped
+        fold.remember(data.get("id"))
+        fold.seq = int(data.get("seq", fold.seq))  # type: ignore[call-overload]
+        previous, fold.stage, fold.outcome = fold.stage, str(data.get("stage") or "CLOSURE"), "stopped"
+        transitions.append({"at_turn": fold.turn + 1, "version": change.version, "props": {
+            "from_stage": previous, "to_stage": fold.stage, "happiness_at_transition": fold.happiness, "timestamp": at,
+        }})
     elif kind == "ids":
         for client_id in data.get("ids") or ():  # type: ignore[attr-defined]
             fold.remember(client_id)

@@ -34,7 +34,8 @@ def rebuild(record: dict[str, Any], limits: Limits) -> tuple[Negotiation, int, S
             history.append(TurnRecord(**common, seq=t.get("seq"), flags=tuple(t.get("flags") or ())))
     turn = int(s.get("turn_count", 0))
     pending = None
-    if history and history[-1].role == "user" and history[-1].turn == turn + 1:
+    stopped = s.get("outcome") is not None  # a session stopped mid-turn has nothing pending
+    if history and history[-1].role == "user" and history[-1].turn == turn + 1 and not stopped:
         last = history[-1]
         pending = PendingTurn(last.turn, last.text, last.client_id, last.item, last.offer, last.assessment, last.at)
     stage_changes = [

@@ -1,6 +1,7 @@
 // A short tour of one scenario pack: create a session of that pack, say a few lines, and check
 // that every reply comes, that each answered turn brings its coaching cards, and that the event
-// stream has no hole. `mono Harness.exe --url URL --scenario kyoto-antiques --say "..." --say "..."`.
+// stream has no hole; then `repeat` and `stop` through the client's commands.
+//   mono Harness.exe --url URL --scenario kyoto-antiques --say "..." --say "..."
 
 using System;
 using System.Collections.Generic;
@@ -48,6 +49,18 @@ namespace Samvad.Harness
                     Fact("replies", texts);
                     Fact("tips", tips.Count);
                     Fact("grounded_cards", tips.Sum(t => t.Cards.Count(c => c.Grounded)));
+                    // The commands: the last line again, then the end with its report.
+                    var repeatedLine = new TaskCompletionSource<RepeatEvent>(TaskCreationOptions.RunContinuationsAsynchronously);
+                    player.Repeated += r => repeatedLine.TrySetResult(r);
+                    var reported = new TaskCompletionSource<SessionReportEvent>(TaskCreationOptions.RunContinuationsAsynchronously);
+                    player.Report += r => reported.TrySetResult(r);
+                    await Within(player.Repeat().Acked, Step, "the ack of repeat").ConfigureAwait(false);
+                    var again = await Within(repeatedLine.Task, Step, "the repeated line").ConfigureAwait(false);
+                    Check(again.Text == (string)texts.Last, "repeat said " + again.Text + ", not the last line");
+                    await Within(player.Stop().Acked, Step, "the ack of stop").ConfigureAwait(false);
+                    var report = await Within(reported.Task, Step, "the report after stop").ConfigureAwait(false);
+                    Check(report.Report.Outcome == Outcomes.Stopped, "stop ended the session as " + report.Report.Outcome);
+                    Fact("stopped", report.Report.Outcome);
                     Fact("last_seq", player.LastSeq);
                 }
                 finally

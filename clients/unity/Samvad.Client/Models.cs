@@ -37,6 +37,7 @@ namespace Samvad.Client
         public const string WalkedAway = "walked_away";
         public const string NoDeal = "no_deal";
         public const string TurnLimit = "turn_limit";
+        public const string Stopped = "stopped";
     }
 
     /// <summary>Language codes the server accepts.</summary>
@@ -305,6 +306,14 @@ namespace Samvad.Client
         [JsonProperty("grounded")] public bool Grounded { get; set; }
         [JsonProperty("confidence_score")] public double ConfidenceScore { get; set; }
         [JsonProperty("source_chunk_ids")] public List<string> SourceChunkIds { get; set; }
+    }
+
+    /// <summary>The vendor's last line again, for the `repeat` command.</summary>
+    public sealed class RepeatEvent : SequencedEvent
+    {
+        [JsonProperty("turn")] public int Turn { get; set; }
+        [JsonProperty("text")] public string Text { get; set; }
+        [JsonProperty("in_reply_to")] public string InReplyTo { get; set; }
     }
 
     /// <summary>The coaching cards for learner turn `Turn`, after that turn's other events.</summary>

@@ -54,6 +54,7 @@ namespace Samvad.Client
                     case "snapshot": OnSequenced(conn, frame.ToObject<SnapshotEvent>(), after); break;
                     case "tips": OnSequenced(conn, frame.ToObject<TipsEvent>(), after); break;
                     case "session.report": OnSequenced(conn, frame.ToObject<SessionReportEvent>(), after); break;
+                    case "repeat": OnSequenced(conn, frame.ToObject<RepeatEvent>(), after); break;
                     default:
                         LogLine("ignoring server frame of unknown type " + type);
                         break;
@@ -268,6 +269,10 @@ namespace Samvad.Client
                 case "session.report":
                     var report = (SessionReportEvent)ev;
                     after.Add(() => { var h = Report; if (h != null) h(report); });
+                    break;
+                case "repeat":
+                    var repeated = (RepeatEvent)ev;
+                    after.Add(() => { var h = Repeated; if (h != null) h(repeated); });
                     break;
             }
         }

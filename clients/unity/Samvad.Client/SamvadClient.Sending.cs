@@ -44,6 +44,30 @@ namespace Samvad.Client
             return Track(new PendingFrame(id, "transcript", frame.ToString(Formatting.None), onAck));
         }
 
+        /// <summary>The `repeat` command: the vendor's last line again, as a <see cref="Repeated"/>
+        /// event; nothing changes. Kept and re-sent until acknowledged, like every frame.</summary>
+        public PendingFrame Repeat(string id = null, Action<AckResult> onAck = null)
+        {
+            return Command("repeat", id, onAck);
+        }
+
+        /// <summary>The `stop` command: the session ends now (outcome "stopped"), followed by the
+        /// learner report (<see cref="Report"/>).</summary>
+        public PendingFrame Stop(string id = null, Action<AckResult> onAck = null)
+        {
+            return Command("stop", id, onAck);
+        }
+
+        PendingFrame Command(string name, string id, Action<AckResult> onAck)
+        {
+            id = CheckId(id, "c");
+            var frame = new JObject();
+            frame["type"] = "command";
+            frame["id"] = id;
+            frame["name"] = name;
+            return Track(new PendingFrame(id, "command", frame.ToString(Formatting.None), onAck));
+        }
+
         /// <summary>A partial (non-final) transcript, for live captions on spectators' screens. The server
         /// neither applies nor acknowledges these, so they are sent once, only while connected.</summary>
         public bool SendPartialTranscript(string text, double? confidence = null, string language = null)

@@ -105,6 +105,8 @@ namespace Samvad.Client
         public event Action<TipsEvent> Tips;
         /// <summary>The learner report, after `SessionEnded`: score, suggestions, cards earned.</summary>
         public event Action<SessionReportEvent> Report;
+        /// <summary>The vendor's last line again, after <see cref="Repeat"/>.</summary>
+        public event Action<RepeatEvent> Repeated;
 
         // ------------------------------------------------------------------ state
 
