@@ -263,6 +263,7 @@ class Reply(_Event):
     flags: tuple[str, ...] = ()
     timings: TurnTimings | None = None
     policy: Policy = "P3"  # which rule of the response policy answered (docs/knowledge.md)
+    mark: Literal["clarify"] | None = None  # a reply that is not a turn: `clarify` asks to hear it again
     sources: tuple[str, ...] = ()  # the knowledge chunks a P1 reply was grounded in
 
 

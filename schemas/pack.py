@@ -49,7 +49,7 @@ LINE_FIELDS: dict[str, frozenset[str]] = {
         "last_price": "price", "pushback": "price", "bulk": "price qty", "deal": "price",
         "callback": "price", "walk_wait": "price", "reengage": "price", "agree_pending": "price",
         "callback_plain": "", "close_walk": "", "close_angry": "", "close_late": "", "shoo": "",
-        "rude_hold": "price", "hold": "price", "wrap_final": "price", "over": "",
+        "rude_hold": "price", "hold": "price", "wrap_final": "price", "over": "", "clarify": "",
     }.items()
 }
 LINE_KEYS = tuple(LINE_FIELDS)

@@ -103,6 +103,7 @@ class Settings(BaseSettings):
     RETRIEVAL_MIN_SCORE: float = Field(1.0, gt=0)  # BM25 score below which nothing is "found"
     RETRIEVE_PER_SECOND: float = Field(20.0, gt=0)  # POST /retrieve per client address
     TIP_CARDS: bool = True  # a `tips` event after each learner turn
+    CONFIDENCE_CLARIFY_THRESHOLD: float = Field(0.7, ge=0.0, le=1.0)  # below it a transcript is asked again
     # uvicorn's implementations; "auto" is uvicorn's own choice (uvloop, httptools and the
     # websockets sans-I/O protocol when installed). For "auto" and "websockets-sansio" the
     # server runs a subclass of that protocol that holds less per idle socket and delivers the

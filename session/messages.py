@@ -46,6 +46,7 @@ class ActorLimits:
     replay_events: int = 512  # events kept for `resume`
     inbox_frames: int = 32  # client frames queued per session before `rate_limited`
     brain_deadline_s: float = 30.0  # a brain that outlives this is abandoned for the fallback
+    clarify_below: float = 0.7  # a final transcript less confident than this is asked again (session/unclear.py)
 
 
 ClientFrame = TranscriptFrame | SceneFrame | ResumeFrame | CommandFrame

@@ -55,6 +55,7 @@ from session.protocols import Brain
 from session.report import report_event
 from session.speakable import speakable
 from session.tips import tips_event
+from session.unclear import clarify_reply, is_unclear
 
 log = logging.getLogger("samvad.session")
 
@@ -113,6 +114,15 @@ class ActorTurns(ActorFanout):
             reply = self.negotiation.closing_reply(frame.id, message.received_at, frame.text.strip())
             version = self._record("closing_reply", {"id": frame.id, "seq": reply.seq, "text": frame.text,
                                                      "reply": reply.text, "at": message.received_at})
+            self._ack_when_durable(version, message.conn, frame.id, False)
+            self._fanout(Envelope(reply))
+            self._resolve(frame.id, reply)
+            return
+        if is_unclear(frame.confidence, self.limits.clarify_below):
+            self.negotiation.remember(frame.id)
+            reply = clarify_reply(self.negotiation, frame.id, frame.text.strip(), message.received_at)
+            version = self._record("unclear", {"id": frame.id, "seq": reply.seq, "text": frame.text,
+                                               "confidence": frame.confidence, "at": message.received_at})
             self._ack_when_durable(version, message.conn, frame.id, False)
             self._fanout(Envelope(reply))
             self._resolve(frame.id, reply)

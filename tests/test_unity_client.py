@@ -161,3 +161,4 @@ def test_the_unity_client_plays_every_scenario_pack(harness: Path, server_url: s
     currency = {"jaipur-bazaar": "rupees", "kyoto-antiques": "yen", "marrakech-souk": "dirhams"}[pack]
     assert any(currency in reply for reply in summary["replies"]), summary["replies"]
     assert summary["stopped"] == "stopped"  # Repeat() and Stop() went through the C# client
+    assert summary["clarify"]  # a transcript at confidence 0.4 was asked again

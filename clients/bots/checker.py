@@ -16,8 +16,9 @@ What it checks (docs/protocol.md §4-§5, session/rules.py):
   `stage` event, and a reply that leaves it alone is not;
 - mood: `|delta| <= max_mood_delta`, `delta` matches the change, the mood matches the band of
   `happiness_score` (on `reply` and `mood`), and the score is within 0..100;
-- turns: `reply.turn` rises by one per learner turn; closing replies (after the end) repeat the
-  last turn; `in_reply_to` names a transcript this client sent, when it sent any;
+- turns: `reply.turn` rises by one per learner turn; closing replies (after the end) and replies
+  marked `clarify` (unclear speech) repeat the last turn and change nothing; `in_reply_to` names
+  a transcript this client sent, when it sent any;
 - tips: one `tips` event per answered learner turn, after that turn's reply, mood, stage and end
   events, with 1-6 cards; a grounded card names its sources, an ungrounded one is the only card;
 - the end: after `session.ended` only the last turn's `tips`, one `session.report` (its outcome
@@ -256,6 +257,14 @@ class SessionChecker:
         in_reply_to = frame.get("in_reply_to")
         if self._sent and in_reply_to not in self._sent:
             self._violate(f"reply seq {seq}: in_reply_to {in_reply_to!r} is no transcript we sent")
+        if frame.get("mark") == "clarify":
+            # Unclear speech asked again: not a turn, and nothing changes.
+            if turn != self.turn or frame.get("is_terminal") is not False:
+                self._violate(f"clarify reply seq {seq}: turn {turn} (last {self.turn}) or terminal")
+            if (score is not None and self.happiness is not None and score != self.happiness) or (
+                    stage is not None and self.stage is not None and stage is not self.stage):
+                self._violate(f"clarify reply seq {seq} changed the happiness or the stage")
+            return
         if self.ended:
             # A closing reply: no brain, no state change, the same turn, terminal.
             if frame.get("is_terminal") is not True:

@@ -59,6 +59,9 @@ function renderHeader() {
 function lineNode(line) {
   const meta = line.meta || {};
   const bits = [];
+  if (line.role === "vendor" && meta.mark === "clarify") {
+    bits.push(h("span", { class: "tag warn" }, "asked to hear it again"));
+  }
   if (line.role === "vendor" && line.rank === 1) {
     bits.push(h("span", { class: "tag", style: { background: moodColor(meta.mood) } },
       `${meta.mood} ${meta.happiness}`));

@@ -86,7 +86,9 @@ export function apply(event) {
   const state = model.state;
   switch (event.type) {
     case "reply": {
-      const late = state.is_terminal; // a reply to a transcript sent after the end
+      // A reply to a transcript sent after the end, or one that is not a turn (`mark: clarify`):
+      // shown after the turn's own lines, and it moves no chart.
+      const late = state.is_terminal || Boolean(event.mark);
       if (event.learner_text) {
         addLine({
           turn: event.turn, role: "learner", rank: late ? 2 : 0, seq: event.seq,
@@ -98,7 +100,7 @@ export function apply(event) {
         turn: event.turn, role: "vendor", rank: late ? 3 : 1, seq: event.seq, text: event.text,
         meta: {
           mood: event.vendor_mood, happiness: event.happiness_score, stage: event.negotiation_state,
-          quote: event.counter_price, fallback: event.fallback, flags: event.flags || [],
+          quote: event.counter_price, fallback: event.fallback, flags: event.flags || [], mark: event.mark,
         },
       });
       if (!late) {

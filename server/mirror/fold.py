@@ -243,7 +243,7 @@ def plan(fold: SessionFold, change: Change, submitted: float, *, snapshot: bool 
         turns.append(_turn_row(sid, base, {**common, "role": "vendor", "text": data.get("reply"),
                                            "seq": fold.seq, "last_seq": fold.seq, "outcome": fold.outcome,
                                            "assessment": OfferAssessment.NONE.value}))
-    elif kind == "command":  # a `repeat`: it took a seq and nothing else (session/commands.py)
+    elif kind in ("command", "unclear"):  # a `repeat` or an unclear transcript: a seq, nothing else
         fold.remember(data.get("id"))
         fold.seq = int(data.get("seq", fold.seq))  # type: ignore[call-overload]
     elif kind == "stopped":  # the `stop` command: CLOSURE, outcome stopped

@@ -49,6 +49,12 @@ namespace Samvad.Harness
                     Fact("replies", texts);
                     Fact("tips", tips.Count);
                     Fact("grounded_cards", tips.Sum(t => t.Cards.Count(c => c.Grounded)));
+                    // Unclear speech is asked again, and is not a turn.
+                    var mumble = player.SendTranscript("mmh... hm", 0.4);
+                    var asked = await Within(mumble.Reply, Step, "the answer to a mumble").ConfigureAwait(false);
+                    Check(asked.Mark == "clarify" && asked.Turn == lines.Count,
+                          "a mumble got mark " + asked.Mark + " at turn " + asked.Turn);
+                    Fact("clarify", asked.Text);
                     // The commands: the last line again, then the end with its report.
                     var repeatedLine = new TaskCompletionSource<RepeatEvent>(TaskCreationOptions.RunContinuationsAsynchronously);
                     player.Repeated += r => repeatedLine.TrySetResult(r);

@@ -241,6 +241,10 @@ namespace Samvad.Client
     /// <summary>The vendor's validated answer to one learner turn.</summary>
     public sealed class ReplyEvent : SequencedEvent
     {
+        /// <summary>"clarify" when the reply is not a turn but a request to hear unclear speech again.</summary>
+        [JsonProperty("mark")] public string Mark { get; set; }
+        [JsonProperty("policy")] public string Policy { get; set; }
+        [JsonProperty("sources")] public List<string> Sources { get; set; }
         [JsonProperty("turn")] public int Turn { get; set; }
         [JsonProperty("text")] public string Text { get; set; }
         [JsonProperty("happiness_score")] public int HappinessScore { get; set; }

@@ -1,0 +1,35 @@
+"""Unclear speech (seed 002: confidence 0.7): a transcript the recogniser was unsure of is not a turn.
+
+A final transcript whose `confidence` is below the session's threshold (`CONFIDENCE_CLARIFY_THRESHOLD`,
+0.7 by default) gets a `reply` marked `clarify`: the vendor asks, in character and in the session's
+language (the pack's `clarify` lines), to hear it again. Nothing changes: not happiness, not the
+stage, not the quote, and the turn counter does not move, so it does not count toward MAX_TURNS.
+No brain is asked. The transcript is acknowledged like any other (it was received), and recorded
+for the mirror as unclear (its text and confidence), so the seq it took survives a restart.
+A transcript without a confidence is taken as clear.
+"""
+
+from __future__ import annotations
+
+from schemas.frames import Reply
+from session.negotiation import Negotiation
+from session.rules import mood_for
+
+__all__ = ["clarify_reply", "is_unclear"]
+
+
+def is_unclear(confidence: float | None, threshold: float) -> bool:
+    return confidence is not None and confidence < threshold
+
+
+def clarify_reply(negotiation: Negotiation, client_id: str, text: str, now: float) -> Reply:
+    """The vendor's request to hear it again; takes the next seq and changes nothing else."""
+    pool = negotiation.scenario.lines_for(negotiation.target_language)["clarify"]
+    negotiation.updated_at = now
+    return Reply(
+        session_id=negotiation.session_id, seq=negotiation.next_seq(), turn=negotiation.turn,
+        text=pool[negotiation.seq % len(pool)], happiness_score=negotiation.happiness,
+        negotiation_state=negotiation.stage, vendor_mood=mood_for(negotiation.happiness),
+        counter_price=negotiation.quote, suggested_user_response="", is_terminal=False,
+        in_reply_to=client_id, learner_text=text, item=negotiation.item, mark="clarify",
+    )
