@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol
 
-from brain.knowledge.library import KnowledgeLibrary
+from brain.knowledge.library import KnowledgeLibrary, index_ready
 from brain.knowledge.retriever import format_notes, query_for
 from brain.rules_vendor import mood_band
 from brain.vendor_lines import spoken_items
@@ -77,7 +77,9 @@ class Route:
 def _compiled(scenario: str) -> tuple[tuple[tuple[str, SafetyRule, re.Pattern[str]], ...],
                                       tuple[tuple[str, Objection, re.Pattern[str]], ...]]:
     policy = load_scenario(scenario).policy
-    safety = tuple((name, rule, _pattern(rule.phrases)) for name, rule in policy.safety.items())
+    # Self-harm first: a learner in distress who also swears gets care, not a telling-off.
+    ordered = sorted(policy.safety.items(), key=lambda entry: entry[0] != "self_harm")
+    safety = tuple((name, rule, _pattern(rule.phrases)) for name, rule in ordered)
     objections = tuple((name, rule, _pattern(rule.phrases)) for name, rule in policy.objections.items())
     return safety, objections
 
@@ -89,8 +91,7 @@ def route(scenario: str, transcript: str) -> Route:
     except KeyError:
         return Route("")
     text = transcript.lower().replace("'", "").replace("\u2019", "")
-    # Self-harm first: a learner in distress who also swears gets care, not a telling-off.
-    for name, rule, pattern in sorted(safety, key=lambda entry: entry[0] != "self_harm"):
+    for name, rule, pattern in safety:
         if pattern.search(text):
             return Route("P0", name, safety=rule)
     for name, objection, pattern in objections:
@@ -178,16 +179,16 @@ class PolicyBrain:
             else:
                 decision = result.decision.model_copy(update={"reply_text": line})
                 return result.model_copy(update={"decision": decision, "policy": "P2"})
+        if policy == result.policy and sources == result.sources:
+            return result  # P3 with no sources: what every result says already, no copy per turn
         return result.model_copy(update={"policy": policy, "sources": sources})
 
     async def propose(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainResult:
         chosen = route(request.scenario, request.transcript)
         if chosen.safety is not None:
             return safety_result(request, chosen.name, chosen.safety)
-        if self.library is not None and self.library.cached(request.scenario) is None:
-            import anyio
-
-            await anyio.to_thread.run_sync(self.library.index, request.scenario)
+        if self.library is not None:
+            await index_ready(self.library, request.scenario)
         asked, policy, sources = self._prepare(request, chosen)
         result = await self.inner.propose(asked, on_delta)
         return self._finish(request, chosen, result, policy, sources)

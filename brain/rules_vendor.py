@@ -55,10 +55,9 @@ CONCESSION = {
     OfferAssessment.EXCELLENT: 0.5,
     OfferAssessment.NONE: 0.25,
 }
-# How an offer moves his mood; insult and lowball match the session's minimum drops.
+# How a fair or better offer moves his mood; what an insult or a lowball costs is the pack's
+# (`RuleParams.insult_cost`, `lowball_cost`, never under the session's minimum drops).
 OFFER_MOOD = {
-    OfferAssessment.INSULT: -12,
-    OfferAssessment.LOWBALL: -LOWBALL_DROP,
     OfferAssessment.FAIR: 0,
     OfferAssessment.GOOD: 2,
     OfferAssessment.EXCELLENT: 4,
@@ -208,8 +207,12 @@ def _taboo(said: Intents, scenario: Scenario) -> bool:
 def _mood_shift(req: BrainRequest, said: Intents, scenario: Scenario) -> int:
     """How the learner's words move the vendor's mood this turn, before any deal."""
     rules = scenario.rules
-    delta = {OfferAssessment.INSULT: -rules.insult_cost,
-             OfferAssessment.LOWBALL: -rules.lowball_cost}.get(req.offer_assessment, OFFER_MOOD[req.offer_assessment])
+    if req.offer_assessment is OfferAssessment.INSULT:
+        delta = -rules.insult_cost
+    elif req.offer_assessment is OfferAssessment.LOWBALL:
+        delta = -rules.lowball_cost
+    else:
+        delta = OFFER_MOOD[req.offer_assessment]
     if _respectful(said, scenario) or said.greeting:
         # rapport helps, with diminishing returns
         delta += rules.rapport if req.happiness_score < 70 else max(1, rules.rapport // 2)

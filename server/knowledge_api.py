@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from brain.knowledge.chunking import MAX_FILE_BYTES, IngestError
-from brain.knowledge.library import KnowledgeLibrary
+from brain.knowledge.library import index_ready
 from brain.knowledge.store import PlaybookConflict
 from schemas.scenario import DEFAULT_SCENARIO, available_scenarios, load_scenario
 from server.services import Services, admin_credential, error_response
@@ -49,11 +49,6 @@ def _services(request: Request) -> Services:
     return services
 
 
-async def _index_ready(knowledge: KnowledgeLibrary, scenario: str) -> None:
-    if knowledge.cached(scenario) is None:
-        await anyio.to_thread.run_sync(knowledge.index, scenario)
-
-
 def _flag(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -63,7 +58,7 @@ async def list_scenarios(request: Request) -> Response:
     packs = []
     for scenario_id in available_scenarios():
         scenario = load_scenario(scenario_id)
-        await _index_ready(knowledge, scenario_id)
+        await index_ready(knowledge, scenario_id)
         playbook = await anyio.to_thread.run_sync(knowledge.store.active, scenario_id)
         chunks = knowledge.index(scenario_id).chunks
         packs.append({
@@ -156,7 +151,7 @@ async def retrieve(request: Request) -> Response:
     if query.scenario not in available_scenarios():
         return error_response(404, "unknown_scenario", f"no scenario {query.scenario!r}")
     knowledge = services.knowledge
-    await _index_ready(knowledge, query.scenario)
+    await index_ready(knowledge, query.scenario)
     hits = knowledge.retrieve(query.scenario, query.query, top_k=query.top_k)
     return JSONResponse({
         "query": query.query,

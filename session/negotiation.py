@@ -11,6 +11,7 @@ import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Literal
 
 from schemas.brain import BrainRequest, BrainResult, GraphContext, HistoryLine, StageVisit
 from schemas.decision import AIDecision
@@ -369,13 +370,18 @@ class Negotiation:
     ) -> Reply:
         """The answer to a transcript after the end: no brain call, no state change but the seq."""
         assert self.outcome is not None
+        return self.standing_reply(CLOSING_LINES[self.outcome], client_id, now, learner_text)
+
+    def standing_reply(self, text: str, client_id: str | None, now: float, learner_text: str | None = None,
+                       mark: Literal["clarify"] | None = None) -> Reply:
+        """A reply that is not a turn: the state as it stands, the next seq, and nothing else."""
         self.updated_at = now
         return Reply(
             session_id=self.session_id, seq=self.next_seq(), turn=self.turn,
-            text=CLOSING_LINES[self.outcome], happiness_score=self.happiness,
+            text=text, happiness_score=self.happiness,
             negotiation_state=self.stage, vendor_mood=mood_for(self.happiness),
-            counter_price=self.quote, suggested_user_response="", is_terminal=True,
-            in_reply_to=client_id, learner_text=learner_text, item=self.item,
+            counter_price=self.quote, suggested_user_response="", is_terminal=self.is_terminal,
+            in_reply_to=client_id, learner_text=learner_text, item=self.item, mark=mark,
         )
 
     # ------------------------------------------------------------------ views

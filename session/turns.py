@@ -112,20 +112,12 @@ class ActorTurns(ActorFanout):
         if self.negotiation.is_terminal:
             self.negotiation.remember(frame.id)
             reply = self.negotiation.closing_reply(frame.id, message.received_at, frame.text.strip())
-            version = self._record("closing_reply", {"id": frame.id, "seq": reply.seq, "text": frame.text,
-                                                     "reply": reply.text, "at": message.received_at})
-            self._ack_when_durable(version, message.conn, frame.id, False)
-            self._fanout(Envelope(reply))
-            self._resolve(frame.id, reply)
+            self._answer_without_a_turn(message, reply, "closing_reply", {"reply": reply.text})
             return
         if is_unclear(frame.confidence, self.limits.clarify_below):
             self.negotiation.remember(frame.id)
             reply = clarify_reply(self.negotiation, frame.id, frame.text.strip(), message.received_at)
-            version = self._record("unclear", {"id": frame.id, "seq": reply.seq, "text": frame.text,
-                                               "confidence": frame.confidence, "at": message.received_at})
-            self._ack_when_durable(version, message.conn, frame.id, False)
-            self._fanout(Envelope(reply))
-            self._resolve(frame.id, reply)
+            self._answer_without_a_turn(message, reply, "unclear", {"confidence": frame.confidence})
             return
         if self._thinking is not None:
             if self._waiting is None or self._waiting_ids is None:
@@ -134,6 +126,16 @@ class ActorTurns(ActorFanout):
             self._waiting_ids.add(frame.id)
             return
         self._begin(message)
+
+    def _answer_without_a_turn(self, message: Frame, reply: Reply, kind: str, extra: dict[str, object]) -> None:
+        """Record, acknowledge and send a reply that is not a turn (a closing or a clarify reply)."""
+        frame = message.frame
+        assert isinstance(frame, TranscriptFrame)
+        version = self._record(kind, {"id": frame.id, "seq": reply.seq, "text": frame.text, **extra,
+                                      "at": message.received_at})
+        self._ack_when_durable(version, message.conn, frame.id, False)
+        self._fanout(Envelope(reply))
+        self._resolve(frame.id, reply)
 
     def _begin(self, message: Frame) -> None:
         frame = message.frame

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from schemas.frames import Reply
 from session.negotiation import Negotiation
-from session.rules import mood_for
 
 __all__ = ["clarify_reply", "is_unclear"]
 
@@ -25,11 +24,5 @@ def is_unclear(confidence: float | None, threshold: float) -> bool:
 def clarify_reply(negotiation: Negotiation, client_id: str, text: str, now: float) -> Reply:
     """The vendor's request to hear it again; takes the next seq and changes nothing else."""
     pool = negotiation.scenario.lines_for(negotiation.target_language)["clarify"]
-    negotiation.updated_at = now
-    return Reply(
-        session_id=negotiation.session_id, seq=negotiation.next_seq(), turn=negotiation.turn,
-        text=pool[negotiation.seq % len(pool)], happiness_score=negotiation.happiness,
-        negotiation_state=negotiation.stage, vendor_mood=mood_for(negotiation.happiness),
-        counter_price=negotiation.quote, suggested_user_response="", is_terminal=False,
-        in_reply_to=client_id, learner_text=text, item=negotiation.item, mark="clarify",
-    )
+    line = pool[(negotiation.seq + 1) % len(pool)]  # by the seq the reply takes, as before
+    return negotiation.standing_reply(line, client_id, now, text, mark="clarify")

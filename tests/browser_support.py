@@ -90,6 +90,13 @@ async def new_page(browser: Any) -> Any:
     return page
 
 
+async def open_watch(browser: Any, host: str, session_id: str, token: str) -> Any:
+    """A new page on the watch view of one session."""
+    watch = await new_page(browser)
+    await watch.goto(f"http://{host}/view/watch.html?session={session_id}&token={token}")
+    return watch
+
+
 def sent_types(page: Any) -> set[str]:
     return {json.loads(frame)["type"] for frame in page.ws_sent}
 

@@ -24,7 +24,7 @@ from tests.browser_support import (
     WAIT_MS,
     Player,
     create_session,
-    new_page,
+    open_watch,
     planned,
     sent_types,
     server_state,
@@ -82,9 +82,7 @@ async def test_forced_disconnect_resumes_without_gaps_or_repeats(browser: Any) -
     async with serve(app) as host, httpx.AsyncClient(base_url=f"http://{host}") as client:
         created = await create_session(client, "meera")
         sid = created["session_id"]
-        watch = await new_page(browser)
-        await watch.goto(f"http://{host}/view/watch.html?session={sid}"
-                         f"&token={created['spectator_token']}")
+        watch = await open_watch(browser, host, sid, created["spectator_token"])
         await watch.wait_for_function("window.samvadView && window.samvadView.connected",
                                       timeout=WAIT_MS)
         async with Player(host, sid, created["player_token"]) as player:
@@ -144,9 +142,7 @@ async def test_a_gap_too_old_for_replay_is_filled_by_a_snapshot(browser: Any) ->
             for n in range(3):
                 await player.say(f"Line {n + 1}, bhaiya")
             # A late spectator starts from the welcome's state, transcript included.
-            watch = await new_page(browser)
-            await watch.goto(f"http://{host}/view/watch.html?session={sid}"
-                             f"&token={created['spectator_token']}")
+            watch = await open_watch(browser, host, sid, created["spectator_token"])
             await watch.wait_for_function("window.samvadView && window.samvadView.turnsShown === 3",
                                           timeout=WAIT_MS)
             assert (await shown_lines(watch))[0] == {
@@ -179,9 +175,7 @@ async def test_streamed_words_show_then_a_withdrawn_stream_disappears(browser: A
     async with serve(app) as host, httpx.AsyncClient(base_url=f"http://{host}") as client:
         created = await create_session(client, "zoya")
         sid = created["session_id"]
-        watch = await new_page(browser)
-        await watch.goto(f"http://{host}/view/watch.html?session={sid}"
-                         f"&token={created['spectator_token']}")
+        watch = await open_watch(browser, host, sid, created["spectator_token"])
         await watch.wait_for_function("window.samvadView && window.samvadView.connected",
                                       timeout=WAIT_MS)
         async with Player(host, sid, created["player_token"]) as player, \
@@ -230,9 +224,7 @@ async def test_the_watch_page_plays_every_scenario_pack(browser: Any, pack: str)
     app = create_app(settings())
     async with serve(app) as host, httpx.AsyncClient(base_url=f"http://{host}") as client:
         created = await create_session(client, "kenji", scenario=pack)
-        watch = await new_page(browser)
-        await watch.goto(f"http://{host}/view/watch.html?session={created['session_id']}"
-                         f"&token={created['spectator_token']}")
+        watch = await open_watch(browser, host, created["session_id"], created["spectator_token"])
         await watch.wait_for_function(f"window.samvadView && window.samvadView.scenario === {pack!r}",
                                       timeout=WAIT_MS)
         async with Player(host, created["session_id"], created["player_token"]) as player:
@@ -255,10 +247,8 @@ async def test_a_bad_token_is_reported_and_not_retried(browser: Any) -> None:
     async with serve(app) as host, httpx.AsyncClient(base_url=f"http://{host}") as client:
         created = await create_session(client, "asha")
         other = await create_session(client, "ravi")
-        watch = await new_page(browser)
         # A valid spectator token, but for another session: refused with 4403.
-        await watch.goto(f"http://{host}/view/watch.html?session={created['session_id']}"
-                         f"&token={other['spectator_token']}")
+        watch = await open_watch(browser, host, created["session_id"], other["spectator_token"])
         await watch.wait_for_selector("#fatal:not([hidden])", timeout=WAIT_MS)
         assert "another session" in await watch.locator("#fatal").inner_text()
         assert await watch.locator("#status").get_attribute("data-state") == "failed"

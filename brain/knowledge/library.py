@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from importlib import resources
 
+import anyio
+
 from brain.knowledge.cards import GENERIC, generate_cards
 from brain.knowledge.chunking import chunk_text, extract_text
 from brain.knowledge.index import DEFAULT_MIN_SCORE, DEFAULT_TOP_K, KnowledgeIndex
@@ -30,7 +32,7 @@ from brain.knowledge.store import PlaybookStore
 from schemas.knowledge import Chunk, Playbook, Retrieved, TipCard
 from schemas.scenario import load_scenario
 
-__all__ = ["CARD_CACHE", "KnowledgeLibrary", "pack_chunks"]
+__all__ = ["CARD_CACHE", "KnowledgeLibrary", "index_ready", "pack_chunks"]
 
 log = logging.getLogger("samvad.knowledge")
 CARD_CACHE = 4096
@@ -64,6 +66,12 @@ def _pack_generic(scenario: str) -> tuple[str, str]:
     return tip.title, tip.body
 
 
+async def index_ready(library: KnowledgeLibrary, scenario: str) -> None:
+    """Make sure the scenario's index is built, building it in a worker thread if it is not."""
+    if library.cached(scenario) is None:
+        await anyio.to_thread.run_sync(library.index, scenario)
+
+
 class KnowledgeLibrary:
     def __init__(
         self,
@@ -81,6 +89,7 @@ class KnowledgeLibrary:
         self._indexes: dict[str, KnowledgeIndex] = {}
         self._lock = threading.Lock()
         self._stale: set[str] = set()  # scenarios indexed without their playbook: the store failed
+        self._packs: dict[str, tuple[Chunk, ...]] = {}
         # Cards are a pure function of (index, words): learners and bots repeat themselves, so the
         # last CARD_CACHE answers are kept, and dropped with the index they came from.
         self._cards: OrderedDict[tuple[str, str], tuple[TipCard, ...]] = OrderedDict()
@@ -114,8 +123,15 @@ class KnowledgeLibrary:
             playbook = None
         else:
             self._stale.discard(scenario)
-        chunks = pack_chunks(scenario, self._loaded_at) + (playbook.chunks if playbook else ())
+        chunks = self._pack(scenario) + (playbook.chunks if playbook else ())
         return KnowledgeIndex(chunks)
+
+    def _pack(self, scenario: str) -> tuple[Chunk, ...]:
+        """The pack's own chunks, read from its files once (they ship with the code)."""
+        found = self._packs.get(scenario)
+        if found is None:
+            found = self._packs[scenario] = pack_chunks(scenario, self._loaded_at)
+        return found
 
     def refresh_stale(self) -> list[str]:
         """Rebuild the indexes built while the store was down (blocking); returns those now fresh."""
@@ -178,7 +194,7 @@ class KnowledgeLibrary:
                 chunks=chunks,
             )
             self.store.add(playbook, replace=replace)
-            self._indexes[scenario] = KnowledgeIndex(pack_chunks(scenario, self._loaded_at) + chunks)
+            self._indexes[scenario] = KnowledgeIndex(self._pack(scenario) + chunks)
             self._cards.clear()
         return playbook
 

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-import anyio
-
-from brain.knowledge.library import KnowledgeLibrary
+from brain.knowledge.library import KnowledgeLibrary, index_ready
 from brain.knowledge.store import MemoryPlaybookStore
 from schemas.brain import BrainRequest
 from schemas.knowledge import Retrieved
@@ -57,8 +55,7 @@ def knowledge_retriever(library: KnowledgeLibrary | None = None) -> Retriever:
 
     async def retrieve(request: BrainRequest) -> str:
         chosen = library or default_library()
-        if chosen.cached(request.scenario) is None:
-            await anyio.to_thread.run_sync(chosen.index, request.scenario)
+        await index_ready(chosen, request.scenario)
         return format_notes(chosen.retrieve(request.scenario, query_for(request)))
 
     return retrieve
