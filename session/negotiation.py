@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Literal
 
-from schemas.brain import BrainRequest, BrainResult, GraphContext, HistoryLine, StageVisit
+from schemas.brain import BrainRequest, BrainResult, GraphContext, StageVisit
 from schemas.decision import AIDecision
 from schemas.enums import LanguageCode, OfferAssessment, Outcome, Stage
 from schemas.frames import (
@@ -30,7 +30,8 @@ from schemas.frames import (
 )
 from schemas.scenario import Scenario, load_scenario
 from session.offers import assess_offer, parse_offer
-from session.rules import Limits, Override, Position, Verdict, mood_for, validate
+from session.records import PendingTurn, TurnOutcome, TurnRecord
+from session.rules import Limits, Position, Verdict, mood_for, validate
 from session.speakable import speakable
 
 START_HAPPINESS = 50
@@ -64,51 +65,6 @@ CLOSING_LINES = {
     Outcome.TURN_LIMIT: "We have talked long enough for today. Come back tomorrow, friend.",
     Outcome.STOPPED: "We stopped for today, friend. Come back any time.",
 }
-
-
-@dataclass(slots=True)
-class TurnRecord:
-    turn: int
-    role: str  # "user" or "vendor"
-    text: str
-    stage: Stage
-    happiness: int
-    at: float
-    item: str | None = None
-    object_grabbed: str | None = None
-    offer: int | None = None
-    quote: int | None = None
-    assessment: OfferAssessment = OfferAssessment.NONE
-    client_id: str | None = None
-    seq: int | None = None  # the reply's seq, on vendor turns
-    flags: tuple[str, ...] = ()
-    _line: HistoryLine | None = field(default=None, repr=False, compare=False)
-
-    def as_line(self) -> HistoryLine:
-        """The record as a brain sees it, built once: a record never changes after it is made."""
-        if self._line is None:
-            self._line = HistoryLine(turn=self.turn, role=self.role, text=self.text)
-        return self._line
-
-
-@dataclass(frozen=True, slots=True)
-class PendingTurn:
-    """A learner turn that has been accepted and waits for the vendor's answer."""
-
-    turn: int
-    text: str
-    client_id: str | None
-    item: str | None
-    offer: int | None
-    assessment: OfferAssessment
-    received_at: float
-
-
-@dataclass(frozen=True, slots=True)
-class TurnOutcome:
-    events: tuple[Reply | MoodChanged | StageChanged | SessionEnded, ...]
-    verdict: Verdict | None
-    overrides: tuple[Override, ...] = ()
 
 
 @dataclass(slots=True)

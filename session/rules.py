@@ -107,7 +107,6 @@ class Verdict:
 
 def validate(position: Position, proposal: AIDecision, limits: Limits = Limits()) -> Verdict:
     overrides: list[Override] = []
-    flags: list[str] = []
 
     # 1. Offer consistency: the server's judgement wins; the brain's label only without a number.
     assessment: OfferAssessment
@@ -157,12 +156,10 @@ def validate(position: Position, proposal: AIDecision, limits: Limits = Limits()
         haggling = position.stage in (Stage.HAGGLING, Stage.WALKAWAY) or stage is Stage.HAGGLING
         if haggling and position.quote is not None and quote > position.quote:
             overrides.append(Override("quote_rise", quote, position.quote))
-            flags.append("quote_rise")
             quote = position.quote
         # The floor is checked last so that it wins even over a standing quote below it.
         if position.floor is not None and quote < position.floor:
             overrides.append(Override("below_floor", quote, position.floor))
-            flags.append("below_floor")
             quote = position.floor
 
     return Verdict(
@@ -175,5 +172,6 @@ def validate(position: Position, proposal: AIDecision, limits: Limits = Limits()
         forced_closure=forced,
         is_terminal=stage.is_terminal,
         overrides=tuple(overrides),
-        flags=tuple(flags),
+        # Every clamp reaches the clients, named by its rule (schemas/flags.py says each in plain words).
+        flags=tuple(dict.fromkeys(o.rule for o in overrides)),
     )

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from schemas.decision import AIDecision
 from schemas.enums import Mood, OfferAssessment, Stage
+from schemas.flags import RULE_FLAGS
 from session.rules import (
     INSULT_MIN_DROP,
     LOWBALL_MIN_DROP,
@@ -235,6 +236,9 @@ def test_no_sequence_of_proposals_breaks_an_invariant(
             assert verdict.quote >= floor
         if turn >= limits.max_turns:
             assert verdict.is_terminal
+        # Every clamp reaches the clients as a flag named by its rule, and each has plain words.
+        assert verdict.flags == tuple(dict.fromkeys(o.rule for o in verdict.overrides))
+        assert set(verdict.flags) <= set(RULE_FLAGS)
         stage, happiness, quote = verdict.stage, verdict.happiness, verdict.quote
 
 
@@ -253,3 +257,16 @@ def test_a_minimum_drop_takes_what_is_left_and_no_more(happiness: int, assessmen
     assert verdict.happiness == 0 and verdict.overrides == ()
     too_soft = validate(position, proposal(Stage.HAGGLING, happiness=happiness - 1, offer_assessment=assessment))
     assert too_soft.happiness == 0 and [o.rule for o in too_soft.overrides] == [f"{assessment.value}_min_drop"]
+
+
+def test_every_rule_of_the_engine_has_plain_words() -> None:
+    """Each `Override` the engine can make is named in schemas/flags.py (read from the source, so a
+    new rule without words fails here)."""
+    import re
+    from pathlib import Path
+
+    source = (Path(__file__).parent.parent / "session" / "rules.py").read_text()
+    named = set(re.findall(r'Override\("(\w+)"', source))
+    named |= {f"{a.value}_min_drop" for a in (OfferAssessment.INSULT, OfferAssessment.LOWBALL)}
+    assert len(named) >= 10
+    assert named == set(RULE_FLAGS)

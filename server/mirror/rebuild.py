@@ -11,7 +11,8 @@ from typing import Any
 from schemas.brain import StageVisit
 from schemas.enums import LanguageCode, OfferAssessment, Outcome, Stage
 from server.mirror.fold import SessionFold
-from session.negotiation import Negotiation, PendingTurn, TurnRecord
+from session.negotiation import Negotiation
+from session.records import PendingTurn, TurnRecord
 from session.rules import Limits
 
 

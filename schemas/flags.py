@@ -1,0 +1,38 @@
+"""The flags a `reply` may carry, each in plain words for a learner or a teacher.
+
+A flag names what the server changed in the brain's proposal before anyone saw it: a clamp of the
+rules engine (`session/rules.py`, by its rule's name), a line made speakable (`session/speakable.py`)
+or a brain that failed (`fallback`). The spectator view and the learner report show these words;
+docs/protocol.md lists the same table.
+"""
+
+from __future__ import annotations
+
+__all__ = ["FLAG_WORDS", "RULE_FLAGS", "explain"]
+
+# The rules engine's clamps, one per rule of `session.rules.validate`.
+RULE_FLAGS: dict[str, str] = {
+    "offer_assessment": "The server judged the learner's offer itself; the vendor's own label was set aside.",
+    "insult_min_drop": "An insulting offer costs the vendor's goodwill at least the fixed minimum.",
+    "lowball_min_drop": "A lowball offer costs the vendor's goodwill at least the fixed minimum.",
+    "max_mood_delta": "The vendor's mood may only move so far in one turn; the change was capped.",
+    "happiness_range": "Happiness stays between 0 and 100.",
+    "illegal_transition": "The conversation cannot jump to that stage from here; it stayed where it was.",
+    "walkaway_reentry_happiness": "The vendor is still too unhappy to take the learner back into the haggle.",
+    "max_turns": "The turn limit was reached, so the session closed.",
+    "quote_rise": "Once haggling starts, a vendor may not raise his price; the earlier price stands.",
+    "below_floor": "The vendor will not go below his floor price; the floor stands.",
+}
+
+FLAG_WORDS: dict[str, str] = {
+    **RULE_FLAGS,
+    "markdown": "Formatting marks were taken out so the line can be spoken.",
+    "link": "A web link was taken out so the line can be spoken.",
+    "too_long": "The line was cut to two sentences so the vendor does not lecture.",
+    "fallback": "The vendor's brain did not answer in time; he said a safe line and nothing changed.",
+}
+
+
+def explain(flag: str) -> str:
+    """A flag in plain words (a flag this table does not know is shown as itself)."""
+    return FLAG_WORDS.get(flag, flag)

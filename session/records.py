@@ -1,0 +1,61 @@
+"""The records a negotiation keeps: a line of its history, a turn waiting for the vendor, a turn's outcome.
+
+Plain data, apart from `Negotiation` (`session/negotiation.py`) so that the parts that only read
+them (the report, the tips, the mirror's rebuild) need not know how a negotiation is played.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from schemas.brain import HistoryLine
+from schemas.enums import OfferAssessment, Stage
+from schemas.frames import MoodChanged, Reply, SessionEnded, StageChanged
+from session.rules import Override, Verdict
+
+__all__ = ["PendingTurn", "TurnOutcome", "TurnRecord"]
+
+
+@dataclass(slots=True)
+class TurnRecord:
+    turn: int
+    role: str  # "user" or "vendor"
+    text: str
+    stage: Stage
+    happiness: int
+    at: float
+    item: str | None = None
+    object_grabbed: str | None = None
+    offer: int | None = None
+    quote: int | None = None
+    assessment: OfferAssessment = OfferAssessment.NONE
+    client_id: str | None = None
+    seq: int | None = None  # the reply's seq, on vendor turns
+    flags: tuple[str, ...] = ()
+    _line: HistoryLine | None = field(default=None, repr=False, compare=False)
+
+    def as_line(self) -> HistoryLine:
+        """The record as a brain sees it, built once: a record never changes after it is made."""
+        if self._line is None:
+            self._line = HistoryLine(turn=self.turn, role=self.role, text=self.text)
+        return self._line
+
+
+@dataclass(frozen=True, slots=True)
+class PendingTurn:
+    """A learner turn that has been accepted and waits for the vendor's answer."""
+
+    turn: int
+    text: str
+    client_id: str | None
+    item: str | None
+    offer: int | None
+    assessment: OfferAssessment
+    received_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    events: tuple[Reply | MoodChanged | StageChanged | SessionEnded, ...]
+    verdict: Verdict | None
+    overrides: tuple[Override, ...] = ()
