@@ -9,7 +9,6 @@ The modules:
 - `errors`: the package's exception tree; every model failure becomes one of these.
 - `rules_vendor`: `RuleBasedVendor`, a deterministic, keyword-driven Ramesh.
 - `intents`: what the learner meant, read from English and Hinglish cue words (rule-based vendor).
-- `vendor_lines`: how the rule-based vendor picks and fills a line from his scenario pack.
 - `llm`: `OpenAIBrain`, one turn through a chat model: prepare, call, validate, re-ask, fall back.
 - `transport`: `ChatTransport`, the model calls over the openai SDK: retries, Retry-After,
   per-attempt limits, streaming, and the one place SDK exceptions are translated.

@@ -34,10 +34,10 @@ from typing import Any, Protocol
 from brain.knowledge.library import KnowledgeLibrary, index_ready
 from brain.knowledge.retriever import format_notes, query_for
 from brain.rules_vendor import mood_band
-from brain.vendor_lines import spoken_items
 from schemas.brain import BrainRequest, BrainResult, DeltaSink, Ledger
 from schemas.decision import AIDecision
 from schemas.enums import OfferAssessment
+from schemas.lines import spoken_items
 from schemas.scenario import Objection, SafetyRule, load_scenario
 
 __all__ = ["INSULT_DROP", "PolicyBrain", "Route", "route", "with_policy"]

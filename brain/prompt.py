@@ -176,7 +176,8 @@ OUTPUT_SCHEMA = "\n".join([
     "if you named no price,",
     f'  "offer_assessment": one of {_enum(OfferAssessment)}; none when the learner made no offer,',
     '  "internal_reasoning": string, one short sentence on why; the learner never sees it,',
-    '  "suggested_user_response": string, one short line the learner could say next',
+    '  "suggested_user_response": string, one short line the learner could say next,',
+    '  "suggested_user_response_english": string, that line in English (the same line if it is English)',
     "}",
     "Every key is required. Numbers are plain integers, not strings. Use only the values listed.",
 ])
@@ -336,7 +337,15 @@ def build_system_prompt(request: BrainRequest) -> str:
         parts.append(wrap_up(request))
     if request.returning_after_pause:
         parts.append(RETURNING_AFTER_PAUSE)
+    parts.append(level_section(request))
     return "\n\n".join(parts)
+
+
+def level_section(request: BrainRequest) -> str:
+    """What the scenario pack says about speaking to a learner of this level (docs/coaching.md)."""
+    scenario = _scenario(request)
+    words = scenario.levels[request.level].prompt if scenario is not None else ""
+    return f"## LEARNER LEVEL: {request.level.value}\n{words}".rstrip()
 
 
 # --------------------------------------------------------------------------- user message

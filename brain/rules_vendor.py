@@ -20,18 +20,22 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from brain.intents import Intents, read_intents
-from brain.vendor_lines import say, spoken_items
 from schemas.brain import BrainRequest, BrainResult, DeltaSink, Ledger
 from schemas.decision import AIDecision
 from schemas.enums import Mood, OfferAssessment, Stage
+from schemas.lines import say, spoken_items
 from schemas.policy import (
     DEFAULT_MAX_MOOD_DELTA,
     INSULT_MIN_DROP,
     LOWBALL_MIN_DROP,
+    OPENING_HINT,
     REENTRY_HAPPINESS,
     mood_for,
+    round_price,
+    suggested_offer,
 )
 from schemas.scenario import Item, Scenario, load_scenario
 
@@ -44,7 +48,6 @@ CLOSE_AT = 10  # at or below this happiness Ramesh sends the learner away
 WALKAWAY_PATIENCE = 3  # idle turns in WALKAWAY before he gives up calling
 EAGER_UNTIL = 8  # before this turn he holds out for more than his usual price
 EAGER_PREMIUM = 0.3  # how much more, at turn 2, shrinking to nothing by EAGER_UNTIL
-OPENING_HINT = 0.4  # suggested first offer as a share of the quote: the server calls it fair
 
 # Share of the gap between quote and offer that Ramesh gives up, by the server's label.
 CONCESSION = {
@@ -69,13 +72,6 @@ RETURN_JOY = 6
 
 def mood_band(score: int) -> Mood:
     return mood_for(score)
-
-
-def round_price(value: float) -> int:
-    """Prices a vendor would say: whole rupees, and multiples of 5 from 50 up."""
-    if value >= 50:
-        return 5 * round(value / 5)
-    return round(value)
 
 
 def acceptable_price(item: Item, happiness: int, turn: int, wrap_up: bool, said: Intents) -> int:
@@ -118,6 +114,16 @@ class _Turn:
     accept_at: int | None
 
 
+class Suggestion(NamedTuple):
+    """The learner's next line the vendor suggests (a pack hint, filled in) and its English."""
+
+    text: str
+    english: str
+
+
+NO_SUGGESTION = Suggestion("", "")
+
+
 @dataclass(frozen=True, slots=True)
 class _Move:
     stage: Stage
@@ -125,7 +131,7 @@ class _Move:
     price: int | None
     reason: str
     bonus: int = 0
-    hint: str = ""  # the suggested learner reply
+    hint: Suggestion = NO_SUGGESTION  # the suggested learner reply
 
 
 class RuleBasedVendor:
@@ -162,11 +168,11 @@ class RuleBasedVendor:
             # The session closes this turn whatever is proposed; say goodbye rather than haggle.
             move = _Move(Stage.CLOSURE, "close_late", move.price, "turn limit", 0,
                          _hint(turn, "goodbye_late"))
-        shift = _bounded(happiness - req.happiness_score + move.bonus, req.offer_assessment, scenario)
+        shift = _bounded(happiness - req.happiness_score + move.bonus, req.offer_assessment, scenario, req)
         score = _clamp(req.happiness_score + shift)
         fields = {"price": move.price, "offer": req.learner_offer, "qty": said.quantity}
         return AIDecision(
-            reply_text=say(scenario, req.target_language, move.key, req.turn, item, **fields),
+            reply_text=say(scenario, req.target_language, move.key, req.turn, item, req.level, **fields),
             happiness_score=score,
             negotiation_state=move.stage,
             vendor_mood=mood_band(score),
@@ -176,7 +182,8 @@ class RuleBasedVendor:
             ),
             counter_price=move.price,
             offer_assessment=req.offer_assessment,  # the server's label; NONE when it had no number
-            suggested_user_response=move.hint,
+            suggested_user_response=move.hint.text,
+            suggested_user_response_english=move.hint.english,
         )
 
 
@@ -187,12 +194,23 @@ def _clamp(score: int) -> int:
     return max(0, min(100, score))
 
 
-def _bounded(delta: int, assessment: OfferAssessment, scenario: Scenario) -> int:
+def _lowball_cost(req: BrainRequest, scenario: Scenario) -> int:
+    """What a lowball costs this learner: the level's cost if the pack sets one, else the scenario's."""
+    cost = scenario.levels[req.level].lowball_cost
+    return scenario.rules.lowball_cost if cost is None else cost
+
+
+def _concession(t: _Turn) -> float:
+    """How fast the vendor gives ground: the scenario's speed times the learner level's."""
+    return t.scenario.rules.concession * t.scenario.levels[t.req.level].concession
+
+
+def _bounded(delta: int, assessment: OfferAssessment, scenario: Scenario, req: BrainRequest) -> int:
     """Honour the pack's costs (never under the session's minimum drops) and the per-turn step."""
     if assessment is OfferAssessment.INSULT:
         delta = min(delta, -max(INSULT_DROP, scenario.rules.insult_cost))
     elif assessment is OfferAssessment.LOWBALL:
-        delta = min(delta, -max(LOWBALL_DROP, scenario.rules.lowball_cost))
+        delta = min(delta, -_lowball_cost(req, scenario))  # the session's minimum drop is never above it
     return max(-MAX_STEP, min(MAX_STEP, delta))
 
 
@@ -210,7 +228,7 @@ def _mood_shift(req: BrainRequest, said: Intents, scenario: Scenario) -> int:
     if req.offer_assessment is OfferAssessment.INSULT:
         delta = -rules.insult_cost
     elif req.offer_assessment is OfferAssessment.LOWBALL:
-        delta = -rules.lowball_cost
+        delta = -_lowball_cost(req, scenario)
     else:
         delta = OFFER_MOOD[req.offer_assessment]
     if _respectful(said, scenario) or said.greeting:
@@ -233,7 +251,7 @@ def _mood_shift(req: BrainRequest, said: Intents, scenario: Scenario) -> int:
         delta += RETURN_JOY
     if req.turn > 20 and req.learner_offer is None and not said.accept:
         delta -= 2  # a long haggle without numbers wears his patience
-    return _bounded(delta, req.offer_assessment, scenario)
+    return _bounded(delta, req.offer_assessment, scenario, req)
 
 
 # --------------------------------------------------------------------------- hints
@@ -246,22 +264,21 @@ def _local(t: _Turn) -> str:
     return scene[t.req.turn % len(scene)].local
 
 
-def _hint(t: _Turn, key: str, **fields: object) -> str:
-    """The pack's suggested next line for the learner (`schemas.pack.HINT_KEYS`), filled in."""
+def _hint(t: _Turn, key: str, **fields: object) -> Suggestion:
+    """The pack's suggested next line for the learner (`schemas.pack.HINT_KEYS`) and its English, filled in."""
     values: dict[str, object] = {"local": _local(t), "items": spoken_items(t.item, t.scenario), **fields}
-    return t.scenario.hints[key].format(**values)
+    return Suggestion(t.scenario.hints[key].format(**values), t.scenario.coaching[key].english.format(**values))
 
 
-def _ask_hint(t: _Turn) -> str:
+def _ask_hint(t: _Turn) -> Suggestion:
     return _hint(t, "ask")
 
 
-def _offer_hint(t: _Turn, price: int) -> str:
+def _offer_hint(t: _Turn, price: int) -> Suggestion:
     """A next offer a third of the way from the learner's last one up to the vendor's price."""
-    base = t.offer if t.offer is not None and t.offer < price else round(price * OPENING_HINT)
     if t.accept_at is not None and price <= t.accept_at:
         return _hint(t, "accept")
-    suggestion = round_price(base + (price - base) / 3)
+    suggestion = suggested_offer(price, t.offer)
     if suggestion >= price:
         return _hint(t, "accept")
     return _hint(t, "counter", offer=suggestion)
@@ -437,7 +454,7 @@ def _counter(t: _Turn, quote: int, stage: Stage) -> _Move:
         return _Move(stage, "counter_insult", quote, "insulting offer, holds",
                      hint=_offer_hint(t, quote))
     warmth = max(0.0, min(1.0, (t.happiness - 40) / 50))
-    share = CONCESSION[label] * t.scenario.rules.concession + 0.15 * warmth + (0.2 if t.req.wrap_up else 0.0)
+    share = CONCESSION[label] * _concession(t) + 0.15 * warmth + (0.2 if t.req.wrap_up else 0.0)
     price = concede(quote, t.offer, share, t.accept_at)
     if t.req.wrap_up:
         key = "wrap_final"
@@ -455,7 +472,7 @@ def _nudge(t: _Turn, quote: int, stage: Stage) -> _Move:
     if t.req.wrap_up:
         price = concede(quote, t.accept_at, 0.6, t.accept_at)
         return _Move(stage, "wrap_final", price, "late, final price", hint=_hint(t, "accept"))
-    share = (0.25 if t.said.bulk else 0.15) * t.scenario.rules.concession
+    share = (0.25 if t.said.bulk else 0.15) * _concession(t)
     price = concede(quote, t.accept_at, share, t.accept_at)
     key = "bulk" if t.said.bulk else "pushback"
     if price >= quote:

@@ -7,7 +7,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.decision import AIDecision
-from schemas.enums import LanguageCode, Mood, OfferAssessment, Stage
+from schemas.enums import LanguageCode, Level, Mood, OfferAssessment, Stage
 
 
 class HistoryLine(BaseModel):
@@ -66,6 +66,7 @@ class BrainRequest(BaseModel):
     returning_after_pause: bool = False
     history: tuple[HistoryLine, ...] = ()
     graph: GraphContext = Field(default_factory=GraphContext)
+    level: Level = Level.INTERMEDIATE  # the learner's level (the pack's `levels` say what it changes)
     context_block: str = ""  # caller-supplied conversation memory (library interface)
     rag_context: str = ""  # retrieved cultural context, data only
 

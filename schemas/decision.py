@@ -25,6 +25,7 @@ class AIDecision(BaseModel):
     counter_price: int | None = Field(default=None, ge=0, le=10_000_000)
     offer_assessment: OfferAssessment = OfferAssessment.NONE
     suggested_user_response: str = Field(default="", max_length=300)
+    suggested_user_response_english: str = Field(default="", max_length=300)
 
 
 def decision_json_schema() -> dict[str, object]:

@@ -60,3 +60,12 @@ class Outcome(str, Enum):
     NO_DEAL = "no_deal"
     TURN_LIMIT = "turn_limit"
     STOPPED = "stopped"  # the learner sent the `stop` command
+    TIMED_OUT = "timed_out"  # MAX_CONSECUTIVE_TIMEOUTS silences in a row (docs/coaching.md)
+
+
+class Level(str, Enum):
+    """The learner's level, chosen at session creation; its effects are scenario data (`levels`)."""
+
+    BEGINNER = "beginner"
+    INTERMEDIATE = "intermediate"
+    ADVANCED = "advanced"

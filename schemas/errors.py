@@ -21,6 +21,9 @@ class ErrorCode(str, Enum):
     INTERNAL = "internal"  # a fault of ours; the frame was not applied
     UNKNOWN_COMMAND = "unknown_command"  # a `command` whose `name` this server does not know
     NOTHING_TO_REPEAT = "nothing_to_repeat"  # `repeat` before the vendor has said anything
+    NOTHING_TO_UNDO = "nothing_to_undo"  # `undo` with no answered turn left to take back (3 in a row at most)
+    UNKNOWN_TURN = "unknown_turn"  # `playback` for a turn the vendor has not answered (or that was undone)
+    HEARD_OUT_OF_RANGE = "heard_out_of_range"  # `playback` with `heard_chars` beyond the reply's text
 
 
 class CloseCode(IntEnum):

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetPyda
 from pydantic_core import core_schema
 
 from schemas.brain import Ledger, Policy
-from schemas.enums import LanguageCode, Mood, OfferAssessment, Outcome, Role, Stage
+from schemas.enums import LanguageCode, Level, Mood, OfferAssessment, Outcome, Role, Stage
 from schemas.errors import ErrorCode
 from schemas.knowledge import TipCard
 from schemas.report import SessionReport
@@ -77,11 +77,29 @@ class ResumeFrame(_ClientFrame):
 
 
 class CommandFrame(_ClientFrame):
-    """A learner's command (docs/coaching.md): `repeat` the vendor's last line, or `stop` the session."""
+    """A learner's command (docs/coaching.md): `hint`, `repeat`, `undo` or `stop`."""
 
     type: Literal["command"]
     id: FrameId
     name: Annotated[str, StringConstraints(min_length=1, max_length=32)]
+
+
+class PlaybackFrame(_ClientFrame):
+    """How much of the vendor's reply to `turn` the learner heard before cutting in (barge-in), or,
+    with `interrupted` false, that it was heard to the end (docs/protocol.md, barge-in)."""
+
+    type: Literal["playback"]
+    id: FrameId
+    turn: int = Field(ge=0)
+    heard_chars: int = Field(ge=0)
+    interrupted: bool
+
+
+class SilenceFrame(_ClientFrame):
+    """The client's own voice detection decided that the learner gave up: handled as a timeout."""
+
+    type: Literal["silence"]
+    id: FrameId
 
 
 class PingFrame(_ClientFrame):
@@ -91,13 +109,16 @@ class PingFrame(_ClientFrame):
 
 
 ClientFrame = Annotated[
-    TranscriptFrame | SceneFrame | ResumeFrame | CommandFrame | PingFrame, Field(discriminator="type")
+    TranscriptFrame | SceneFrame | ResumeFrame | CommandFrame | PlaybackFrame | SilenceFrame | PingFrame,
+    Field(discriminator="type"),
 ]
 CLIENT_FRAME_TYPES: dict[str, type[_ClientFrame]] = {
     "transcript": TranscriptFrame,
     "scene": SceneFrame,
     "resume": ResumeFrame,
     "command": CommandFrame,
+    "playback": PlaybackFrame,
+    "silence": SilenceFrame,
     "ping": PingFrame,
 }
 
@@ -194,6 +215,7 @@ class SessionState(_Frame):
     summary: Summary | None = None
     ledger: LedgerTotals = LedgerTotals()  # the brain's cost so far, summed over answered turns
     transcript: tuple[TranscriptLine, ...] = ()  # the last TRANSCRIPT_LINES lines, oldest first
+    level: Level = Level.INTERMEDIATE
 
 
 # --------------------------------------------------------------------------- server events
@@ -242,6 +264,11 @@ class Error(_Event):
     id: str | None = None
 
 
+# A reply that is not a turn: `clarify` asks to hear an unclear transcript again, `nudge` answers
+# a silence, `welcome_back` greets a learner back after SESSION_RESTART_SECONDS (docs/coaching.md).
+ReplyMark = Literal["clarify", "nudge", "welcome_back"]
+
+
 class Reply(_Event):
     type: Literal["reply"] = "reply"
     seq: int
@@ -263,8 +290,9 @@ class Reply(_Event):
     flags: tuple[str, ...] = ()
     timings: TurnTimings | None = None
     policy: Policy = "P3"  # which rule of the response policy answered (docs/knowledge.md)
-    mark: Literal["clarify"] | None = None  # a reply that is not a turn: `clarify` asks to hear it again
+    mark: ReplyMark | None = None  # a reply that is not a turn (below), or None for a turn's reply
     sources: tuple[str, ...] = ()  # the knowledge chunks a P1 reply was grounded in
+    suggested_user_response_english: str = ""  # the suggestion's English, when the brain gave one
 
 
 class ReplyDelta(_Event):
@@ -334,12 +362,57 @@ class Tips(_Event):
     cards: tuple[TipCard, ...]
 
 
+class Hint(_Event):
+    """A hint for the learner's next line (docs/coaching.md): no state change.
+
+    `level` 0 is `contextual` (what is going on and what this culture expects: `text`, in English),
+    1 `structural` (a sentence frame with blanks in the target language, `text`, and its
+    `english`), 2 and above `reveal` (a whole line to say, `text`, and its `english`). `offered` is
+    true on a hint the server gave unasked (a beginner's, after a silence)."""
+
+    type: Literal["hint"] = "hint"
+    seq: int
+    turn: int  # the learner turn the hint is for (the next one)
+    level: int
+    kind: Literal["contextual", "structural", "reveal"]
+    situation: str
+    text: str
+    english: str = ""
+    offered: bool = False
+    in_reply_to: str | None = None  # the command's id
+
+
+class Undone(_Event):
+    """The learner's turn `turn` was taken back: `state` is the session exactly as before it."""
+
+    type: Literal["undo"] = "undo"
+    seq: int
+    turn: int
+    state: SessionState
+    in_reply_to: str | None = None
+
+
+class Heard(_Event):
+    """A `playback` report: how much of the reply to `turn` the learner heard. `quote_unbound` says
+    a price named only in the unheard part was taken back; `vendor_quote` is the quote that stands."""
+
+    type: Literal["heard"] = "heard"
+    seq: int
+    turn: int
+    heard_chars: int
+    interrupted: bool
+    heard_text: str
+    quote_unbound: bool = False
+    vendor_quote: int | None = None
+    in_reply_to: str | None = None
+
+
 ServerEvent = (
     Welcome | Ack | Pong | Error | Reply | ReplyDelta | ReplyWithdrawn | MoodChanged | StageChanged
-    | SessionEnded | Snapshot | Tips | SessionReport | Repeat
+    | SessionEnded | Snapshot | Tips | SessionReport | Repeat | Hint | Undone | Heard
 )
 SEQUENCED_TYPES = frozenset({"reply", "mood", "stage", "session.ended", "snapshot", "tips", "session.report",
-                             "repeat"})
+                             "repeat", "hint", "undo", "heard"})
 
 
 def event_dict(event: BaseModel) -> dict[str, Any]:

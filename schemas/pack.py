@@ -23,6 +23,8 @@ __all__ = [
     "LINE_KEYS",
     "Cues",
     "GenericTip",
+    "HintHelp",
+    "LevelParams",
     "Objection",
     "OfferBands",
     "Persona",
@@ -50,6 +52,7 @@ LINE_FIELDS: dict[str, frozenset[str]] = {
         "callback": "price", "walk_wait": "price", "reengage": "price", "agree_pending": "price",
         "callback_plain": "", "close_walk": "", "close_angry": "", "close_late": "", "shoo": "",
         "rude_hold": "price", "hold": "price", "wrap_final": "price", "over": "", "clarify": "",
+        "nudge": "", "welcome_back": "price", "welcome_back_cool": "price", "welcome_back_plain": "",
     }.items()
 }
 LINE_KEYS = tuple(LINE_FIELDS)
@@ -61,6 +64,43 @@ HINT_KEYS = (
     "greet", "ask", "open", "counter", "accept", "take_callback", "apologise", "goodbye",
     "goodbye_late", "return", "thanks",
 )
+
+
+class HintHelp(_Data):
+    """What the `hint` command says in one situation (a `HINT_KEYS` key; docs/coaching.md).
+
+    `context` is level 0: what is going on and what this culture expects here, in English.
+    `frame` is level 1: the shape of a good next line in the target language, with `____` for
+    the blanks, and `frame_english` its English. `english` is the English of the situation's
+    reveal line (`Scenario.hints`), with the same fields ({local}, {items}, {offer}, {price})."""
+
+    context: str = Field(min_length=20, max_length=400)
+    frame: str = Field(min_length=3, max_length=200, pattern=r"____")
+    frame_english: str = Field(min_length=3, max_length=200, pattern=r"____")
+    english: str = Field(min_length=2, max_length=200)
+
+
+class LevelParams(_Data):
+    """What one learner level changes (docs/coaching.md, learner levels). Data, not code branches:
+    the rule vendor, the LLM prompt, the rules engine and the silence handling read it."""
+
+    description: str = Field(min_length=10, max_length=300)
+    max_sentences: int = Field(2, ge=1, le=2)
+    """The most sentences a vendor line may have (a longer one is cut, flagged `too_long`)."""
+    lowball_cost: int | None = Field(None, ge=1, le=DEFAULT_MAX_MOOD_DELTA)
+    """Happiness a lowball costs at this level (None: the scenario's). Below the engine's usual
+    minimum it lowers that minimum for the session: a gentler vendor for a beginner."""
+    concession: float = Field(1.0, gt=0, le=2)
+    """A multiplier on the scenario's concession speed: under 1 a firmer vendor."""
+    hint_after_timeouts: int | None = Field(None, ge=1, le=3)
+    """After this many silences in a row the vendor offers a level-0 hint unasked (None: never)."""
+    unprompted_hints: bool = True
+    """Whether replies carry a `suggested_user_response` the client may show unasked. The hint
+    command still reveals one at level 2 either way."""
+    lines: dict[LanguageCode, dict[str, tuple[str, ...]]] = Field(default_factory=dict)
+    """Pools that replace the scenario's at this level (simpler lines, more English, idioms)."""
+    prompt: str = Field(min_length=10, max_length=400)
+    """What an LLM brain is told about the learner's level."""
 
 
 class Persona(_Data):

@@ -41,3 +41,20 @@ def mood_for(score: int) -> Mood:
         if score <= upper:
             return mood
     return Mood.ENTHUSIASTIC
+
+
+OPENING_HINT = 0.4  # a suggested first offer as a share of the vendor's quote: the server calls it fair
+
+
+def round_price(value: float) -> int:
+    """Prices a vendor would say: whole units, and multiples of 5 from 50 up."""
+    if value >= 50:
+        return 5 * round(value / 5)
+    return round(value)
+
+
+def suggested_offer(quote: int, last_offer: int | None) -> int:
+    """The next offer a coach suggests: a third of the way from the learner's last offer (or an
+    opening offer, `OPENING_HINT` of the quote) up to the vendor's quote."""
+    base = last_offer if last_offer is not None and last_offer < quote else round(quote * OPENING_HINT)
+    return round_price(base + (quote - base) / 3)

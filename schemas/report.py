@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from schemas.enums import Outcome, Stage
+from schemas.enums import Level, Outcome, Stage
 
 __all__ = ["CurvePoint", "EarnedCard", "Etiquette", "LearnerReport", "Price", "SessionReport", "StageSpan"]
 
@@ -52,6 +52,25 @@ class Etiquette(_Part):
     came_back: bool  # walked away, and the haggle resumed
 
 
+class CoachingCounts(_Part):
+    """What the learner asked for and how the session went beyond the haggle (docs/coaching.md)."""
+
+    hints: tuple[int, int, int]  # hints asked for, by level: 0 contextual, 1 structural, 2+ reveal
+    hints_offered: int  # level-0 hints given unasked (a beginner's, after a silence)
+    repeats: int
+    undos: int
+    timeouts: int  # silences: timer expiries and `silence` frames
+    unclear: int  # transcripts asked again (confidence under the threshold)
+
+
+class Clamp(_Part):
+    """A change the rules engine (or the speech check) made to a vendor reply, in plain words."""
+
+    turn: int
+    flag: str
+    explanation: str
+
+
 class EarnedCard(_Part):
     card_id: str
     title: str
@@ -73,6 +92,10 @@ class LearnerReport(_Part):
     score_parts: dict[str, int]
     suggestions: tuple[str, str, str]
     cards_earned: tuple[EarnedCard, ...]
+    level: Level = Level.INTERMEDIATE
+    coaching: CoachingCounts = CoachingCounts(hints=(0, 0, 0), hints_offered=0, repeats=0, undos=0, timeouts=0,
+                                              unclear=0)
+    clamps: tuple[Clamp, ...] = ()
 
 
 class SessionReport(BaseModel):

@@ -14,7 +14,7 @@ from importlib import resources
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from schemas.enums import LanguageCode
+from schemas.enums import LanguageCode, Level
 from schemas.pack import (
     HINT_KEYS,
     LINE_FIELDS,
@@ -22,6 +22,8 @@ from schemas.pack import (
     SAFETY_CATEGORIES,
     Cues,
     GenericTip,
+    HintHelp,
+    LevelParams,
     Objection,
     Persona,
     ResponsePolicy,
@@ -119,6 +121,10 @@ class Scenario(BaseModel):
     """What the learner could say next, by situation (`schemas.pack.HINT_KEYS`), in the phrases the
     culture expects."""
     policy: ResponsePolicy
+    coaching: dict[str, HintHelp]
+    """What the `hint` command says, by situation (`schemas.pack.HINT_KEYS`)."""
+    levels: dict[Level, LevelParams]
+    """What each learner level changes (every level must be given)."""
 
     @model_validator(mode="after")
     def _complete(self) -> Scenario:
@@ -128,18 +134,25 @@ class Scenario(BaseModel):
             missing = [key for key in LINE_KEYS if not pools.get(key)]
             if missing:
                 raise ValueError(f"lines.{language.value}: missing {', '.join(missing)}")
-            unknown = sorted(set(pools) - set(LINE_KEYS))
-            if unknown:
-                raise ValueError(f"lines.{language.value}: unknown pools {', '.join(unknown)}")
-            for key, pool in pools.items():
-                for line in pool:
-                    extra = set(_FIELD.findall(line)) - LINE_FIELDS[key]
-                    if extra:
-                        raise ValueError(f"lines.{language.value}.{key}: {line!r} uses "
-                                         f"{', '.join(sorted(extra))}, which this pool does not fill")
+            _check_pools(f"lines.{language.value}", pools)
+        for level, params in self.levels.items():
+            for language, pools in params.lines.items():
+                if language not in self.lines:
+                    raise ValueError(f"levels.{level.value}.lines.{language.value}: the vendor has no lines "
+                                     f"in this language to replace")
+                _check_pools(f"levels.{level.value}.lines.{language.value}", pools)
+        absent_levels = [level.value for level in Level if level not in self.levels]
+        if absent_levels:
+            raise ValueError(f"levels: missing {', '.join(absent_levels)}")
         missing_hints = [key for key in HINT_KEYS if not self.hints.get(key)]
         if missing_hints:
             raise ValueError(f"hints: missing {', '.join(missing_hints)}")
+        missing_help = [key for key in HINT_KEYS if key not in self.coaching]
+        if missing_help:
+            raise ValueError(f"coaching: missing {', '.join(missing_help)}")
+        unknown_help = sorted(set(self.coaching) - set(HINT_KEYS))
+        if unknown_help:
+            raise ValueError(f"coaching: unknown situations {', '.join(unknown_help)}")
         absent = [c for c in SAFETY_CATEGORIES if c not in self.policy.safety]
         if absent:
             raise ValueError(f"policy.safety: missing {', '.join(absent)} (every pack answers every category)")
@@ -151,11 +164,31 @@ class Scenario(BaseModel):
             return None
         return _index(self.scenario).get(name.strip().lower())
 
-    def lines_for(self, language: LanguageCode | None) -> dict[str, tuple[str, ...]]:
-        """The vendor's lines in `language`, or in his first language when he has none in it."""
-        if language is not None and language in self.lines:
-            return self.lines[language]
-        return self.lines[self.vendor.languages[0]]
+    def lines_for(self, language: LanguageCode | None, level: Level = Level.INTERMEDIATE) -> dict[str, tuple[str, ...]]:
+        """The vendor's lines in `language` (his first language when he has none in it), with the
+        pools that `level` replaces."""
+        return _lines(self.scenario, language if language in self.lines else self.vendor.languages[0], level)
+
+
+def _check_pools(where: str, pools: dict[str, tuple[str, ...]]) -> None:
+    unknown = sorted(set(pools) - set(LINE_KEYS))
+    if unknown:
+        raise ValueError(f"{where}: unknown pools {', '.join(unknown)}")
+    for key, pool in pools.items():
+        if not pool:
+            raise ValueError(f"{where}.{key}: a pool needs at least one line")
+        for line in pool:
+            extra = set(_FIELD.findall(line)) - LINE_FIELDS[key]
+            if extra:
+                raise ValueError(f"{where}.{key}: {line!r} uses "
+                                 f"{', '.join(sorted(extra))}, which this pool does not fill")
+
+
+@cache
+def _lines(scenario: str, language: LanguageCode, level: Level) -> dict[str, tuple[str, ...]]:
+    pack = load_scenario(scenario)
+    replaced = pack.levels[level].lines.get(language)
+    return {**pack.lines[language], **replaced} if replaced else pack.lines[language]
 
 
 @cache

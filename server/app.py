@@ -45,8 +45,16 @@ def build_services(settings: Settings, *, brain: Brain | None = None, mirror: Mi
                       wrap_up_after=settings.WRAP_UP_AFTER_TURN),
         actor_limits=ActorLimits(replay_events=settings.REPLAY_EVENTS, inbox_frames=settings.SESSION_INBOX,
                                  brain_deadline_s=settings.AI_TIMEOUT_MS / 1000 * 4 + 5,
-                                 clarify_below=settings.CONFIDENCE_CLARIFY_THRESHOLD),
+                                 clarify_below=settings.CONFIDENCE_CLARIFY_THRESHOLD,
+                                 silence_s=settings.SILENCE_TIMEOUT_MS / 1000,
+                                 silence_extended_s=settings.SILENCE_EXTENDED_TIMEOUT_MS / 1000,
+                                 max_timeouts=settings.MAX_CONSECUTIVE_TIMEOUTS,
+                                 restart_after_s=settings.SESSION_RESTART_SECONDS),
         idle_seconds=settings.SESSION_IDLE_SECONDS,
+        # Without a store to rebuild from, a live session stays in memory as long as a token can
+        # reach it, so that a learner can come back to it (welcome back); an ended one goes sooner.
+        live_idle_seconds=(settings.SESSION_IDLE_SECONDS if loader is not None
+                           else max(settings.SESSION_IDLE_SECONDS, settings.TOKEN_TTL_SECONDS)),
         max_sessions=settings.MAX_SESSIONS,
         loader=loader,
         tips=knowledge if settings.TIP_CARDS else None,

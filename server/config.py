@@ -104,6 +104,11 @@ class Settings(BaseSettings):
     RETRIEVE_PER_SECOND: float = Field(20.0, gt=0)  # POST /retrieve per client address
     TIP_CARDS: bool = True  # a `tips` event after each learner turn
     CONFIDENCE_CLARIFY_THRESHOLD: float = Field(0.7, ge=0.0, le=1.0)  # below it a transcript is asked again
+    # --- coaching (docs/coaching.md)
+    SILENCE_TIMEOUT_MS: int = Field(30_000, ge=0)  # the learner's silence before a nudge; 0: no timers
+    SILENCE_EXTENDED_TIMEOUT_MS: int = Field(60_000, ge=0)  # mid-sentence or right after a hint
+    MAX_CONSECUTIVE_TIMEOUTS: int = Field(3, ge=1, le=20)  # silences in a row that end the session
+    SESSION_RESTART_SECONDS: float = Field(7200.0, gt=0)  # absence after which a player is welcomed back
     # uvicorn's implementations; "auto" is uvicorn's own choice (uvloop, httptools and the
     # websockets sans-I/O protocol when installed). For "auto" and "websockets-sansio" the
     # server runs a subclass of that protocol that holds less per idle socket and delivers the
@@ -141,6 +146,11 @@ class Settings(BaseSettings):
             raise ValueError(f"SAMVAD_SECRET must be at least {MIN_SECRET_CHARS} characters")
         if self.SAMVAD_ENV is Environment.PRODUCTION and not self.SAMVAD_SECRET:
             raise ValueError("SAMVAD_SECRET is required when SAMVAD_ENV=production")
+        if self.TOKEN_TTL_SECONDS <= self.SESSION_RESTART_SECONDS:
+            raise ValueError("TOKEN_TTL_SECONDS must be longer than SESSION_RESTART_SECONDS, or no learner "
+                             "could come back to be welcomed back")
+        if self.SILENCE_EXTENDED_TIMEOUT_MS < self.SILENCE_TIMEOUT_MS:
+            raise ValueError("SILENCE_EXTENDED_TIMEOUT_MS must not be shorter than SILENCE_TIMEOUT_MS")
         if self.MIRROR is MirrorChoice.NEO4J and not self.NEO4J_URI:
             self.NEO4J_URI = "bolt://localhost:7687"
         return self

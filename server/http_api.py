@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
-from schemas.enums import LanguageCode, Role
+from schemas.enums import LanguageCode, Level, Role
 from schemas.scenario import DEFAULT_SCENARIO, available_scenarios
 from server.auth import TokenError
 from server.services import Services, error_response
@@ -32,6 +32,7 @@ class CreateSession(BaseModel):
     input_language: LanguageCode = LanguageCode.EN_IN
     target_language: LanguageCode = LanguageCode.EN_IN
     learner_id: Annotated[str, StringConstraints(max_length=64)] | None = None
+    level: Level = Level.INTERMEDIATE  # what it changes is the scenario's data (docs/coaching.md)
 
 
 class DevGenerate(BaseModel):
@@ -95,7 +96,7 @@ async def create_session(request: Request) -> JSONResponse:
     try:
         actor = services.registry.create(
             scenario=body.scenario, learner_id=body.learner_id,
-            input_language=body.input_language, target_language=body.target_language,
+            input_language=body.input_language, target_language=body.target_language, level=body.level,
         )
     except CapacityError as exc:
         return error_response(503, "capacity", str(exc))

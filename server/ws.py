@@ -19,10 +19,11 @@ from starlette.websockets import WebSocket
 from schemas.codec import Envelope, FrameError, WireFormat, decode_frame
 from schemas.enums import Role
 from schemas.errors import CloseCode, ErrorCode
-from schemas.frames import CommandFrame, PingFrame, Pong, ResumeFrame, SceneFrame, TranscriptFrame
+from schemas.frames import PingFrame, Pong, ResumeFrame
 from server.auth import TokenError
 from server.connection import TokenBucket, WsConnection
 from server.services import Services
+from session.messages import CLIENT_FRAMES
 from session.protocols import MirrorUnavailable
 
 if TYPE_CHECKING:
@@ -194,10 +195,11 @@ async def _read(websocket: WebSocket, conn: WsConnection, actor: SessionActor,
         if isinstance(frame, PingFrame):
             conn.send_nowait(Envelope(Pong(session_id=conn.session_id, id=frame.id, t=frame.t)))
             continue
-        if isinstance(frame, (TranscriptFrame, SceneFrame, CommandFrame)) and conn.role != Role.PLAYER.value:
+        assert isinstance(frame, CLIENT_FRAMES)
+        if not isinstance(frame, ResumeFrame) and conn.role != Role.PLAYER.value:
+            # Only `resume` and `ping` are a spectator's: everything else speaks for the learner.
             conn.error(ErrorCode.FORBIDDEN,
                        f"a {conn.role} connection may not send {frame.type}", frame.id)
             continue
-        assert isinstance(frame, (TranscriptFrame, SceneFrame, ResumeFrame, CommandFrame))
         if not actor.submit(conn, frame):
             conn.error(ErrorCode.RATE_LIMITED, "the session is busy; retry shortly", frame.id)

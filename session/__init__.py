@@ -24,9 +24,10 @@ What the session needs from outside:
 """
 
 from schemas.brain import DeltaSink
-from session.negotiation import Negotiation, PendingTurn, TurnOutcome, TurnRecord
+from session.negotiation import Negotiation
 from session.offers import assess_offer, parse_offer
 from session.protocols import Brain, Change, Connection, Mirror
+from session.records import PendingTurn, TurnOutcome, TurnRecord
 from session.rules import TRANSITIONS, Limits, Position, Verdict, is_legal, mood_for, validate
 
 __all__ = [

@@ -21,14 +21,19 @@ and each part contributes its handlers to the tables at the bottom of this modul
 
 - `session/fanout.py`, `ActorFanout`: connections, fan-out, the replay ring, durability and acks;
 - `session/turns.py`, `ActorTurns`: the turn pipeline, from a final transcript to the vendor's reply;
+- `session/silence.py`, `ActorSilence`: the player's silence timer, nudges, the timed-out end and
+  the welcome back;
+- `session/commands.py`, `ActorCommands`: `command` frames (hint, repeat, undo, stop);
+- `session/playback.py`, `ActorPlayback`: `playback` frames (barge-in);
 - `session/scene.py`, `ActorScene`: `scene` frames;
 - `session/resume.py`, `ActorResume`: `resume` frames, by replay or snapshot;
 - `session/messages.py`: the messages themselves.
 
 A new command or timer gets a module of its own in the same shape: its message or client frame
 type, a part with its handler, and a table that the two dispatch tables below take in, with the
-part added to `SessionActor`'s bases. A timer is a child task in the actor's task group (`_tg`)
-that sleeps and then posts a message; like a brain call, it never touches the session's state.
+part added to `SessionActor`'s bases. Timers are not tasks: every session's silence timer is an
+entry in one shared heap (`session/timers.py`) that posts a message when it comes due; like a
+brain call, it never touches the session's state.
 """
 from __future__ import annotations
 
@@ -42,7 +47,7 @@ from anyio.abc import TaskGroup
 
 from schemas.errors import CloseCode
 from schemas.frames import Reply
-from session import commands, fanout, resume, scene, turns
+from session import commands, fanout, playback, resume, scene, silence, turns
 from session.commands import ActorCommands
 from session.mailbox import Mailbox
 from session.messages import (
@@ -57,9 +62,11 @@ from session.messages import (
     Stop,
 )
 from session.negotiation import Negotiation
+from session.playback import ActorPlayback
 from session.protocols import Brain, Connection, Mirror, TipSource
 from session.resume import ActorResume
 from session.scene import ActorScene
+from session.timers import SilenceTimers
 from session.turns import FALLBACK_LINE
 
 __all__ = ["FALLBACK_LINE", "ActorLimits", "SessionActor"]
@@ -67,7 +74,7 @@ __all__ = ["FALLBACK_LINE", "ActorLimits", "SessionActor"]
 log = logging.getLogger("samvad.session")
 
 
-class SessionActor(ActorCommands, ActorScene, ActorResume):
+class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
     """One session's actor: its state, its inbox, and the loop that applies the inbox in order."""
 
     def __init__(
@@ -81,11 +88,15 @@ class SessionActor(ActorCommands, ActorScene, ActorResume):
         on_change: Callable[[SessionActor], None] | None = None,
         version: int = 0,
         tips: TipSource | None = None,
+        timers: SilenceTimers | None = None,
     ) -> None:
         self.negotiation = negotiation
         self.brain = brain
         self.mirror = mirror
         self.tips = tips
+        self.timers = timers
+        self._silence_due = None
+        self._silence_queued = None
         self.limits = limits
         self.clock = clock
         self.on_change = on_change
@@ -273,6 +284,10 @@ class SessionActor(ActorCommands, ActorScene, ActorResume):
         self.last_activity = message.received_at
         FRAME_HANDLERS[type(message.frame)](self, message)
 
+    def _apply_queued(self, message: Frame) -> None:
+        """Apply a frame that waited behind a turn in flight (its bookkeeping was done on arrival)."""
+        FRAME_HANDLERS[type(message.frame)](self, message)
+
 
 # ---------------------------------------------------------------------------- dispatch
 
@@ -293,12 +308,15 @@ MESSAGE_HANDLERS: dict[type[Message], Handler] = _table(
     {Frame: SessionActor._on_frame},
     fanout.MESSAGE_HANDLERS,
     turns.MESSAGE_HANDLERS,
+    silence.MESSAGE_HANDLERS,
 )
 
 # What `_on_frame` does with each client frame, by its exact type.
 FRAME_HANDLERS: dict[type[ClientFrame], Handler] = _table(
     turns.FRAME_HANDLERS,
     commands.FRAME_HANDLERS,
+    silence.FRAME_HANDLERS,
+    playback.FRAME_HANDLERS,
     scene.FRAME_HANDLERS,
     resume.FRAME_HANDLERS,
 )

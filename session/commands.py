@@ -1,55 +1,47 @@
-"""The learner's commands (seed 002): `repeat` and `stop`, a part of the session actor.
+"""The learner's commands (seed 002): `hint`, `repeat`, `undo` and `stop`, a part of the session actor.
 
 A `command` frame is idempotent by its id like every frame (a re-sent id is acknowledged as a
 duplicate and not applied again), refused with `unavailable` when the mirror has no room, and
 acknowledged once its change is durable. Its result is a session event with a `seq`, so
-spectators see it and a resuming client gets it on replay.
+spectators see it and a resuming client gets it on replay. Any command starts the learner's
+silence count again (session/silence.py).
 
+- `hint`: a `hint` event for the learner's next line (session/hints.py); the level rises with each
+  hint in the same turn and goes back to 0 with the next turn. No state change, no brain call.
+  The silence timer gets its extended length: the learner is thinking.
 - `repeat`: the vendor's last line again, exactly, as a `repeat` event. No state change, no brain
   call. Before the vendor has said anything: `nothing_to_repeat`.
+- `undo`: takes back the last answered learner turn: an `undo` event with the state exactly as
+  before it (`Negotiation.undo`). Up to `MAX_UNDO` (3) in a row; then, or before any turn:
+  `nothing_to_undo`.
 - `stop`: ends the session at once with outcome `stopped`: a forced `stage` event to CLOSURE,
   `session.ended` and the learner report. A turn in flight is abandoned (its brain call is
   cancelled and its answer, should one come, is dropped).
 
-After the end either command gets `session_ended`; any other name gets `unknown_command`. The
-mirror records `command` (the seq a repeat took) and `stopped` changes, so a rebuilt session
-continues its seq and stays stopped (server/mirror/fold.py).
+A `hint` or `undo` sent while a turn is in flight waits for that turn's answer, in order with the
+transcripts behind it: the hint is then about the new line, and the undo takes that turn back.
+After the end every command gets `session_ended`; an unknown name gets `unknown_command`. The
+mirror records `command` (a hint's level, the seq each took), `undo` (the state restored) and
+`stopped` changes, so a rebuilt session continues its seq, its counts and its undo stack
+(server/mirror/fold.py).
 """
 
 from __future__ import annotations
 
-from schemas.brain import StageVisit
 from schemas.codec import Envelope
 from schemas.enums import Outcome, Stage
 from schemas.errors import ErrorCode
-from schemas.frames import CommandFrame, Repeat, SessionEnded, StageChanged
+from schemas.frames import CommandFrame, Repeat, Undone
+from session.coaching import MAX_UNDO
+from session.ending import end_now
+from session.hints import build_hint
 from session.messages import ClientFrame, Frame, Handler
-from session.negotiation import Negotiation
 from session.report import report_event
 from session.turns import ActorTurns
 
-__all__ = ["COMMANDS", "FRAME_HANDLERS", "ActorCommands", "stop_negotiation"]
+__all__ = ["COMMANDS", "FRAME_HANDLERS", "ActorCommands"]
 
-COMMANDS = ("repeat", "stop")
-
-
-def stop_negotiation(negotiation: Negotiation, now: float) -> list[StageChanged | SessionEnded]:
-    """End the negotiation as stopped: CLOSURE (forced), then the end. Pure apart from `negotiation`."""
-    previous = negotiation.stage
-    negotiation.pending = None
-    negotiation.outcome = Outcome.STOPPED
-    negotiation.stage = Stage.CLOSURE
-    negotiation.updated_at = now
-    # Recorded at the next turn: the stop comes before the learner turn that never happens.
-    negotiation.stage_changes.append(StageVisit(from_stage=previous, to_stage=Stage.CLOSURE,
-                                                at_turn=negotiation.turn + 1, happiness=negotiation.happiness))
-    sid = negotiation.session_id
-    changed = StageChanged(session_id=sid, seq=negotiation.next_seq(), turn=negotiation.turn,
-                           from_=previous, to=Stage.CLOSURE, forced=True)
-    summary = negotiation.summary()
-    assert summary is not None
-    ended = SessionEnded(session_id=sid, seq=negotiation.next_seq(), outcome=summary.outcome, summary=summary)
-    return [changed, ended]
+COMMANDS = ("hint", "repeat", "undo", "stop")
 
 
 class ActorCommands(ActorTurns):
@@ -71,10 +63,46 @@ class ActorCommands(ActorTurns):
             return
         if not self._mirror_has_room(message.conn, frame.id):
             return
-        if frame.name == "repeat":
+        if frame.name in ("hint", "undo") and self._queue_behind_turn(message):
+            return
+        negotiation.coaching.learner_acted()
+        if frame.name == "hint":
+            self._hint(message, frame)
+        elif frame.name == "repeat":
             self._repeat(message, frame)
+        elif frame.name == "undo":
+            self._undo(message, frame)
         else:
             self._stop(message, frame)
+
+    def _hint(self, message: Frame, frame: CommandFrame) -> None:
+        negotiation = self.negotiation
+        negotiation.remember(frame.id)
+        level = negotiation.coaching.asked_hint()
+        event = build_hint(negotiation, negotiation.next_seq(), level, in_reply_to=frame.id)
+        version = self._record("command", {"id": frame.id, "name": "hint", "level": level, "seq": event.seq,
+                                           "at": message.received_at})
+        self._ack_when_durable(version, message.conn, frame.id, False)
+        self._fanout(Envelope(event))
+        self._changed()
+        self._listen(extended=True)
+
+    def _undo(self, message: Frame, frame: CommandFrame) -> None:
+        negotiation = self.negotiation
+        point = negotiation.undo(message.received_at)
+        if point is None:
+            self._error(message.conn, ErrorCode.NOTHING_TO_UNDO,
+                        f"no answered turn to take back (at most {MAX_UNDO} in a row)", frame.id)
+            return
+        negotiation.remember(frame.id)
+        event = Undone(session_id=self.session_id, seq=negotiation.next_seq(), turn=point.turn,
+                       state=negotiation.snapshot(), in_reply_to=frame.id)
+        version = self._record("undo", {"id": frame.id, "turn": point.turn, "seq": event.seq,
+                                        "restored": point.as_json(), "at": message.received_at})
+        self._ack_when_durable(version, message.conn, frame.id, False)
+        self._fanout(Envelope(event))
+        self._changed()
+        self._listen()
 
     def _repeat(self, message: Frame, frame: CommandFrame) -> None:
         negotiation = self.negotiation
@@ -83,6 +111,7 @@ class ActorCommands(ActorTurns):
             self._error(message.conn, ErrorCode.NOTHING_TO_REPEAT, "the vendor has not said anything yet", frame.id)
             return
         negotiation.remember(frame.id)
+        negotiation.coaching.repeats += 1
         event = Repeat(session_id=self.session_id, seq=negotiation.next_seq(), turn=last.turn, text=last.text,
                        in_reply_to=frame.id)
         version = self._record("command", {"id": frame.id, "name": "repeat", "seq": event.seq,
@@ -90,6 +119,7 @@ class ActorCommands(ActorTurns):
         self._ack_when_durable(version, message.conn, frame.id, False)
         self._fanout(Envelope(event))
         self._changed()
+        self._listen()
 
     def _stop(self, message: Frame, frame: CommandFrame) -> None:
         negotiation = self.negotiation
@@ -101,7 +131,8 @@ class ActorCommands(ActorTurns):
             self._streamed = []
         negotiation.remember(frame.id)
         previous = negotiation.stage
-        events = [*stop_negotiation(negotiation, message.received_at), report_event(negotiation, self.tips)]
+        self._hush()
+        events = [*end_now(negotiation, message.received_at, Outcome.STOPPED), report_event(negotiation, self.tips)]
         version = self._record("stopped", {"id": frame.id, "seq": negotiation.seq, "stage": Stage.CLOSURE.value,
                                            "previous_stage": previous.value, "at": message.received_at})
         self._ack_when_durable(version, message.conn, frame.id, False)
@@ -111,7 +142,7 @@ class ActorCommands(ActorTurns):
         # Transcripts queued behind the abandoned turn now get closing replies, in order.
         waiting, self._waiting, self._waiting_ids = self._waiting, None, None
         for queued in waiting or ():
-            self._on_transcript(queued)
+            self._apply_queued(queued)
 
 
 # This part's entry in the actor's dispatch table for client frames (`session/actor.py`).

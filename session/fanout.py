@@ -85,6 +85,8 @@ class ActorFanout:
         log.info("connection opened", extra={"session_id": self.session_id, "role": conn.role,
                                              "connections": len(self.connections)})
         self._changed()
+        if self.player is conn:
+            self._player_joined()
 
     def _on_disconnect(self, message: Disconnect) -> None:
         conn = message.conn
@@ -92,6 +94,7 @@ class ActorFanout:
             return
         if self.player is conn:
             self.player = None
+            self._player_left()
         log.info("connection closed", extra={"session_id": self.session_id, "role": conn.role,
                                              "connections": len(self.connections)})
         self._changed()
@@ -101,6 +104,13 @@ class ActorFanout:
             conn.close_nowait(code, reason)
         self.connections.clear()
         self.player = None
+        self._player_left()
+
+    def _player_joined(self) -> None:
+        """A player connected (after its `welcome`); the silence part overrides this (session/silence.py)."""
+
+    def _player_left(self) -> None:
+        """The player is gone; the silence part overrides this."""
 
     # ------------------------------------------------------------------ fan-out
 
@@ -115,6 +125,7 @@ class ActorFanout:
                 self.connections.pop(conn_id, None)
                 if self.player is conn:
                     self.player = None
+                    self._player_left()
                 log.warning("slow consumer dropped", extra={"session_id": self.session_id, "role": conn.role})
 
     def _reply_to(self, conn: Connection | None, event: Any) -> None:

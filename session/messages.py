@@ -15,6 +15,7 @@ Who posts what:
   inline for a brain that answers at once, `propose_now`).
 - `Delta`, `Withdraw`: a streaming brain's partial reply text, and its retraction, posted through
   the turn's `DeltaSink` (`session/turns.py`).
+- `SilenceDue`: the player's silence timer expired, posted by the shared timers (`session/timers.py`).
 - `Durable`: the mirror made every change up to `version` durable (`SessionActor.notify_durable`),
   so acknowledgements waiting on it can go out (`session/fanout.py`).
 - `Stop`: close every connection and, unless `keep_running`, stop the actor. The loop handles it
@@ -33,9 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.brain import BrainResult
-from schemas.frames import CommandFrame, ResumeFrame, SceneFrame, TranscriptFrame
-from session.negotiation import PendingTurn
+from schemas.frames import CommandFrame, PlaybackFrame, ResumeFrame, SceneFrame, SilenceFrame, TranscriptFrame
 from session.protocols import Connection
+from session.records import PendingTurn
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,10 +48,15 @@ class ActorLimits:
     inbox_frames: int = 32  # client frames queued per session before `rate_limited`
     brain_deadline_s: float = 30.0  # a brain that outlives this is abandoned for the fallback
     clarify_below: float = 0.7  # a final transcript less confident than this is asked again (session/unclear.py)
+    silence_s: float = 30.0  # the learner's silence before the vendor nudges (session/silence.py)
+    silence_extended_s: float = 60.0  # the same, mid-sentence or right after a hint
+    max_timeouts: int = 3  # silences in a row that end the session (outcome timed_out)
+    restart_after_s: float = 7200.0  # absence after which a returning player is welcomed back
 
 
-ClientFrame = TranscriptFrame | SceneFrame | ResumeFrame | CommandFrame
+ClientFrame = TranscriptFrame | SceneFrame | ResumeFrame | CommandFrame | PlaybackFrame | SilenceFrame
 """The client frames that reach the actor (the codec answers `ping` and refuses the rest itself)."""
+CLIENT_FRAMES = (TranscriptFrame, SceneFrame, ResumeFrame, CommandFrame, PlaybackFrame, SilenceFrame)
 
 Handler = Callable[[Any, Any], None]
 """How the actor applies one message, or one client frame: `handler(actor, message)`.
@@ -101,6 +107,11 @@ class Withdraw:
 
 
 @dataclass(slots=True)
+class SilenceDue:
+    """The player's silence timer expired (posted by `session.timers.SilenceTimers`)."""
+
+
+@dataclass(slots=True)
 class Durable:
     version: int
 
@@ -112,4 +123,4 @@ class Stop:
     keep_running: bool = False  # close the connections only (`SessionActor.close_connections`)
 
 
-Message = Connect | Disconnect | Frame | BrainDone | Delta | Withdraw | Durable | Stop
+Message = Connect | Disconnect | Frame | BrainDone | Delta | Withdraw | SilenceDue | Durable | Stop

@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
-from typing import Literal
 
 from schemas.brain import BrainRequest, BrainResult, GraphContext, StageVisit
 from schemas.decision import AIDecision
-from schemas.enums import LanguageCode, OfferAssessment, Outcome, Stage
+from schemas.enums import LanguageCode, Level, OfferAssessment, Outcome, Stage
 from schemas.frames import (
     LedgerTotals,
     MoodChanged,
     Point,
     Reply,
+    ReplyMark,
     SessionEnded,
     SessionState,
     StageChange,
@@ -28,7 +28,9 @@ from schemas.frames import (
     Summary,
     TranscriptLine,
 )
+from schemas.pack import LevelParams
 from schemas.scenario import Scenario, load_scenario
+from session.coaching import Checkpoint, Coaching, drop_from
 from session.offers import assess_offer, parse_offer
 from session.records import PendingTurn, TurnOutcome, TurnRecord
 from session.rules import Limits, Position, Verdict, mood_for, validate
@@ -93,6 +95,8 @@ class Negotiation:
     pending: PendingTurn | None = None
     insults: int = 0
     ledger: LedgerTotals = field(default_factory=LedgerTotals)  # the brain's cost, summed per session
+    level: Level = Level.INTERMEDIATE
+    coaching: Coaching = field(default_factory=Coaching)  # hints, undos, silences (session/coaching.py)
 
     def __post_init__(self) -> None:
         self.updated_at = self.updated_at or self.created_at
@@ -102,6 +106,15 @@ class Negotiation:
     @property
     def scenario(self) -> Scenario:
         return load_scenario(self.scenario_name)
+
+    @property
+    def level_params(self) -> LevelParams:
+        return self.scenario.levels[self.level]
+
+    @property
+    def rule_limits(self) -> Limits:
+        """The engine's limits for this learner: the session's, with the level's gentler lowball."""
+        return _rule_limits(self.limits, self.scenario_name, self.level)
 
     @property
     def is_terminal(self) -> bool:
@@ -167,6 +180,13 @@ class Negotiation:
     def begin_turn(self, text: str, client_id: str | None, now: float) -> PendingTurn:
         """Record the learner's turn and judge any offer in it. Call only when not terminal."""
         assert not self.is_terminal and self.pending is None
+        self.coaching.checkpoint(Checkpoint(
+            turn=self.turn + 1, stage=self.stage, happiness=self.happiness, item=self.item,
+            object_grabbed=self.object_grabbed, quotes=dict(self.quotes), first_quotes=dict(self.first_quotes),
+            last_offer=self.last_offer, insults=self.insults,
+        ))
+        self.coaching.hint_level = 0
+        self.coaching.learner_acted()
         item = self._mentioned_item(text) or self.item
         if item and item != self.item and self.stage in (Stage.GREETING, Stage.INQUIRY):
             self.item = item
@@ -186,6 +206,24 @@ class Negotiation:
             self.last_offer = offer
         self.updated_at = now
         return self.pending
+
+    def undo(self, now: float) -> Checkpoint | None:
+        """Take back the last answered learner turn: the state exactly as before it (seq and the
+        brain's cost excepted: events are never erased, and what was spent was spent). None when
+        there is nothing to undo. Call only when no turn is in flight and the session is not over."""
+        assert self.pending is None and not self.is_terminal
+        if not self.coaching.checkpoints:
+            return None
+        point = self.coaching.checkpoints.pop()
+        self.stage, self.happiness, self.turn = point.stage, point.happiness, point.turn - 1
+        self.item, self.object_grabbed, self.last_offer = point.item, point.object_grabbed, point.last_offer
+        self.quotes, self.first_quotes, self.insults = dict(point.quotes), dict(point.first_quotes), point.insults
+        self.history = [h for h in self.history if h.turn < point.turn]
+        self.stage_changes = drop_from(point.turn, self.stage_changes)
+        self.coaching.undos += 1
+        self.coaching.hint_level = 0
+        self.updated_at = now
+        return point
 
     def brain_request(self, pending: PendingTurn, *, rag_context: str = "", context_block: str = "") -> BrainRequest:
         last_vendor = next((h.at for h in reversed(self.history) if h.role == "vendor"), None)
@@ -214,6 +252,7 @@ class Negotiation:
                 last_vendor is not None and pending.received_at - last_vendor > RETURNING_AFTER_SECONDS
             ),
             history=lines,
+            level=self.level,
             graph=self.graph_context(),
             context_block=context_block,
             rag_context=rag_context,
@@ -246,8 +285,9 @@ class Negotiation:
             learner_offer=pending.offer,
             server_assessment=pending.assessment,
         )
-        verdict = validate(position, proposal, self.limits)
-        text, text_flags = speakable(proposal.reply_text)
+        verdict = validate(position, proposal, self.rule_limits)
+        level = self.level_params
+        text, text_flags = speakable(proposal.reply_text, level.max_sentences)
         self.ledger = self.ledger.add(result.ledger)
         previous_stage, previous_happiness = self.stage, self.happiness
         self.stage, self.happiness, self.turn = verdict.stage, verdict.happiness, pending.turn
@@ -277,7 +317,10 @@ class Negotiation:
             negotiation_state=verdict.stage,
             vendor_mood=verdict.mood,
             counter_price=verdict.quote,
-            suggested_user_response=proposal.suggested_user_response,
+            # A level without unprompted hints keeps the suggestion for the hint command only.
+            suggested_user_response=proposal.suggested_user_response if level.unprompted_hints else "",
+            suggested_user_response_english=(
+                proposal.suggested_user_response_english if level.unprompted_hints else ""),
             is_terminal=verdict.is_terminal,
             in_reply_to=pending.client_id,
             learner_text=pending.text,
@@ -295,6 +338,8 @@ class Negotiation:
                 turn=pending.turn, role="vendor", text=text, stage=verdict.stage,
                 happiness=verdict.happiness, at=now, item=item, object_grabbed=self.object_grabbed,
                 quote=verdict.quote, seq=reply.seq, flags=reply.flags,
+                suggestion=proposal.suggested_user_response,
+                suggestion_english=proposal.suggested_user_response_english,
             )
         )
         events: list[Reply | MoodChanged | StageChanged | SessionEnded] = [reply]
@@ -329,7 +374,7 @@ class Negotiation:
         return self.standing_reply(CLOSING_LINES[self.outcome], client_id, now, learner_text)
 
     def standing_reply(self, text: str, client_id: str | None, now: float, learner_text: str | None = None,
-                       mark: Literal["clarify"] | None = None) -> Reply:
+                       mark: ReplyMark | None = None) -> Reply:
         """A reply that is not a turn: the state as it stands, the next seq, and nothing else."""
         self.updated_at = now
         return Reply(
@@ -411,7 +456,16 @@ class Negotiation:
                                text=h.text)
                 for h in self.history[-TRANSCRIPT_LINES:]
             ),
+            level=self.level,
         )
+
+
+@cache
+def _rule_limits(limits: Limits, scenario: str, level: Level) -> Limits:
+    cost = load_scenario(scenario).levels[level].lowball_cost
+    if cost is None or cost >= limits.lowball_min_drop:
+        return limits
+    return replace(limits, lowball_min_drop=cost)
 
 
 def _outcome(previous: Stage, verdict: Verdict) -> Outcome:

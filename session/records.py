@@ -32,12 +32,17 @@ class TurnRecord:
     client_id: str | None = None
     seq: int | None = None  # the reply's seq, on vendor turns
     flags: tuple[str, ...] = ()
+    suggestion: str = ""  # on vendor turns: the learner line the brain suggested (the hint's reveal)
+    suggestion_english: str = ""
+    heard: int | None = None  # on vendor turns: characters the learner heard, when a barge-in cut it short
     _line: HistoryLine | None = field(default=None, repr=False, compare=False)
 
     def as_line(self) -> HistoryLine:
-        """The record as a brain sees it, built once: a record never changes after it is made."""
+        """The record as a brain sees it, built once (a barge-in report rebuilds it): a vendor line
+        the learner cut short shows only what was heard, ending in an em dash."""
         if self._line is None:
-            self._line = HistoryLine(turn=self.turn, role=self.role, text=self.text)
+            text = self.text if self.heard is None else self.text[: self.heard].rstrip() + "—"
+            self._line = HistoryLine(turn=self.turn, role=self.role, text=text)
         return self._line
 
 

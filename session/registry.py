@@ -20,13 +20,14 @@ from typing import Protocol
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from schemas.enums import LanguageCode
+from schemas.enums import LanguageCode, Level
 from schemas.errors import CloseCode
 from schemas.scenario import DEFAULT_SCENARIO
 from session.actor import ActorLimits, SessionActor
 from session.negotiation import Negotiation
 from session.protocols import Brain, Mirror, TipSource
 from session.rules import Limits
+from session.timers import SilenceTimers
 
 log = logging.getLogger("samvad.registry")
 
@@ -52,6 +53,7 @@ class SessionRegistry:
         limits: Limits = Limits(),
         actor_limits: ActorLimits = ActorLimits(),
         idle_seconds: float = 1800.0,
+        live_idle_seconds: float | None = None,
         sweep_seconds: float = 30.0,
         max_sessions: int = 10_000,
         loader: SessionLoader | None = None,
@@ -63,7 +65,11 @@ class SessionRegistry:
         self.tips = tips
         self.limits = limits
         self.actor_limits = actor_limits
-        self.idle_seconds = idle_seconds
+        self.idle_seconds = idle_seconds  # an ended session's time in memory after its last activity
+        self.live_idle_seconds = idle_seconds if live_idle_seconds is None else live_idle_seconds  # a live one's
+        # Every session's silence timer, in one heap served by one task (session/timers.py);
+        # none when the limits turn silence off.
+        self.timers = SilenceTimers() if actor_limits.silence_s > 0 else None
         self.sweep_seconds = sweep_seconds
         self.max_sessions = max_sessions
         self.loader = loader
@@ -93,6 +99,8 @@ class SessionRegistry:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 tg.start_soon(self._dispatch)
+                if self.timers is not None:
+                    tg.start_soon(self.timers.run)
                 for actor in self._actors.values():
                     actor.attach(tg, self._wake)
                 tg.start_soon(self._sweep)
@@ -159,20 +167,21 @@ class SessionRegistry:
         input_language: LanguageCode = LanguageCode.EN_IN,
         target_language: LanguageCode = LanguageCode.EN_IN,
         session_id: str | None = None,
+        level: Level = Level.INTERMEDIATE,
     ) -> SessionActor:
         if len(self._actors) >= self.max_sessions:
             raise CapacityError(f"{self.max_sessions} live sessions already")
         sid = session_id or uuid.uuid4().hex
         negotiation = Negotiation(
             session_id=sid, scenario_name=scenario, created_at=self.clock(), limits=self.limits,
-            learner_id=learner_id, input_language=input_language, target_language=target_language,
+            learner_id=learner_id, input_language=input_language, target_language=target_language, level=level,
         )
         actor = self._new_actor(negotiation, version=0)
         self._start(actor)
         actor._record("session", {
             "scenario": scenario, "learner_id": learner_id, "input_language": input_language.value,
             "target_language": target_language.value, "created_at": negotiation.created_at,
-            "stage": negotiation.stage.value, "happiness": negotiation.happiness,
+            "stage": negotiation.stage.value, "happiness": negotiation.happiness, "level": level.value,
         })
         self.created += 1
         log.info("session created", extra={"session_id": sid, "scenario": scenario})
@@ -182,7 +191,7 @@ class SessionRegistry:
     def _new_actor(self, negotiation: Negotiation, version: int) -> SessionActor:
         return SessionActor(
             negotiation, self.brain, self.mirror, limits=self.actor_limits, clock=self.clock,
-            on_change=self._on_change, version=version, tips=self.tips,
+            on_change=self._on_change, version=version, tips=self.tips, timers=self.timers,
         )
 
     def live(self, session_id: str) -> SessionActor | None:
@@ -228,7 +237,8 @@ class SessionRegistry:
         now = self.clock()
         evicted = 0
         for sid, actor in list(self._actors.items()):
-            if actor.connections or actor.busy or now - actor.last_activity < self.idle_seconds:
+            idle = self.idle_seconds if actor.negotiation.is_terminal else self.live_idle_seconds
+            if actor.connections or actor.busy or now - actor.last_activity < idle:
                 continue
             actor.stop(CloseCode.EVICTED, "session idle")
             del self._actors[sid]

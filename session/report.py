@@ -16,16 +16,32 @@ The score (0-100) is the sum of four parts, each documented in docs/coaching.md:
 - goodwill, up to 20: the vendor's final happiness, out of 100;
 - manners, up to 15: 15, less 5 for each insult and 2 for each lowball.
 
+Hints, repeats, undos, silences and unclear turns are counted (`coaching`) but cost nothing:
+asking for help is what a practice tool is for. Every flag on a vendor reply is listed with its
+plain words (`clamps`, from `schemas.flags`), so a teacher sees where the rules overrode the brain.
+
 The three suggestions come from fixed rules, first applicable first, in the order below.
 """
 
 from __future__ import annotations
 
 from schemas.enums import OfferAssessment, Outcome, Stage
-from schemas.report import CurvePoint, EarnedCard, Etiquette, LearnerReport, Price, SessionReport, StageSpan
+from schemas.flags import explain
+from schemas.report import (
+    Clamp,
+    CoachingCounts,
+    CurvePoint,
+    EarnedCard,
+    Etiquette,
+    LearnerReport,
+    Price,
+    SessionReport,
+    StageSpan,
+)
 from schemas.scenario import Scenario
-from session.negotiation import Negotiation, TurnRecord
+from session.negotiation import Negotiation
 from session.protocols import TipSource
+from session.records import TurnRecord
 
 __all__ = ["learner_report", "report_event", "score"]
 
@@ -149,6 +165,13 @@ def _suggestions(
         said.append("Walking away politely is a strong lever here, once you have shown interest.")
     if negotiation.turn > 12:
         said.append(f"The haggle took {negotiation.turn} turns: make a clear counter-offer earlier.")
+    coaching = negotiation.coaching
+    if coaching.hints[2] >= 2:
+        said.append(f"You asked for the whole line {coaching.hints[2]} times: next time stop at the sentence "
+                    "frame (the second hint) and fill in the blanks yourself.")
+    if coaching.timeouts >= 2:
+        said.append("You fell silent several times: a short \"one moment\" keeps the conversation going while "
+                    "you think.")
     for fallback in FALLBACK_SUGGESTIONS:
         if len(said) >= 3:
             break
@@ -184,7 +207,12 @@ def learner_report(negotiation: Negotiation, tips: TipSource | None) -> LearnerR
         item=negotiation.item, turns=negotiation.turn, price=price, curve=_curve(negotiation.history),
         stages=_stages(negotiation), etiquette=etiquette, score=max(0, min(100, sum(parts.values()))),
         score_parts=parts, suggestions=_suggestions(negotiation, scenario, price, etiquette),
-        cards_earned=_cards(negotiation, tips),
+        cards_earned=_cards(negotiation, tips), level=negotiation.level,
+        coaching=CoachingCounts(hints=negotiation.coaching.hints, hints_offered=negotiation.coaching.hints_offered,
+                                repeats=negotiation.coaching.repeats, undos=negotiation.coaching.undos,
+                                timeouts=negotiation.coaching.timeouts, unclear=negotiation.coaching.unclear),
+        clamps=tuple(Clamp(turn=r.turn, flag=flag, explanation=explain(flag))
+                     for r in negotiation.history if r.role == "vendor" for flag in r.flags),
     )
 
 

@@ -67,6 +67,7 @@ class Limits:
     max_mood_delta: int = DEFAULT_MAX_MOOD_DELTA
     max_turns: int = DEFAULT_MAX_TURNS
     wrap_up_after: int = WRAP_UP_AFTER_TURN
+    lowball_min_drop: int = LOWBALL_MIN_DROP  # a beginner's level may lower it (schemas.pack.LevelParams)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +118,7 @@ def validate(position: Position, proposal: AIDecision, limits: Limits = Limits()
     else:
         assessment = proposal.offer_assessment
     delta = proposal.happiness_score - position.happiness
-    required = {OfferAssessment.INSULT: -INSULT_MIN_DROP, OfferAssessment.LOWBALL: -LOWBALL_MIN_DROP}
+    required = {OfferAssessment.INSULT: -INSULT_MIN_DROP, OfferAssessment.LOWBALL: -limits.lowball_min_drop}
     if assessment in required:
         # At least the minimum drop, or all the happiness that is left: an insult at 7 goes to 0.
         need = max(required[assessment], -position.happiness)

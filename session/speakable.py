@@ -37,14 +37,15 @@ _BLANKS = re.compile(r"[^\S\n]+")
 _SUSPECT = re.compile(r"[*_`#>\[\]~•]|[^\S ]|https?:|www\.|\s[,.!?।]|  |^\s|\s$|^[-+\d]", re.IGNORECASE)
 
 
-def speakable(text: str) -> tuple[str, tuple[str, ...]]:
-    """The line as it may be spoken, and what was changed (empty when nothing was)."""
-    if text and not _SUSPECT.search(text) and len(_SENTENCE_END.findall(text)) < MAX_SENTENCES:
+def speakable(text: str, max_sentences: int = MAX_SENTENCES) -> tuple[str, tuple[str, ...]]:
+    """The line as it may be spoken, and what was changed (empty when nothing was). A learner
+    level may ask for fewer sentences than `MAX_SENTENCES` (a beginner's one)."""
+    if text and not _SUSPECT.search(text) and len(_SENTENCE_END.findall(text)) < max_sentences:
         return text, ()
-    return checked(text)
+    return checked(text, max_sentences)
 
 
-def checked(text: str) -> tuple[str, tuple[str, ...]]:
+def checked(text: str, max_sentences: int = MAX_SENTENCES) -> tuple[str, tuple[str, ...]]:
     """`speakable` without its shortcut: every rule applied."""
     flags: list[str] = []
     base = _BLANKS.sub(" ", text)  # every kind of space but the newline, as one space
@@ -59,9 +60,9 @@ def checked(text: str) -> tuple[str, tuple[str, ...]]:
     flat = _SPACE.sub(" ", without_links).strip()
     flat = re.sub(r"\s+([,.!?।])", r"\1", flat)
     sentences = [s for s in _SENTENCE_END.split(flat) if s.strip(" .,!?।")]
-    if len(sentences) > MAX_SENTENCES:
+    if len(sentences) > max_sentences:
         flags.append("too_long")
-        flat = " ".join(sentences[:MAX_SENTENCES])
+        flat = " ".join(sentences[:max_sentences])
     if not flat:
         flat = "Haan ji?"
     if not flags and flat == text:

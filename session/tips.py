@@ -15,8 +15,9 @@ other event.
 from __future__ import annotations
 
 from schemas.frames import Tips
-from session.negotiation import Negotiation, PendingTurn
+from session.negotiation import Negotiation
 from session.protocols import TipSource
+from session.records import PendingTurn
 
 __all__ = ["tips_event"]
 

@@ -48,11 +48,12 @@ from schemas.frames import (
     TranscriptFrame,
     TurnTimings,
 )
-from session.fanout import ActorFanout
 from session.messages import BrainDone, ClientFrame, Delta, Frame, Handler, Message, Withdraw
-from session.negotiation import PendingTurn, TurnOutcome, fallback_decision
+from session.negotiation import fallback_decision
 from session.protocols import Brain
+from session.records import PendingTurn, TurnOutcome
 from session.report import report_event
+from session.silence import ActorSilence
 from session.speakable import speakable
 from session.tips import tips_event
 from session.unclear import clarify_reply, is_unclear
@@ -79,8 +80,10 @@ class _Sink:
         await self._actor._post(Withdraw(self._turn, reason))
 
 
-class ActorTurns(ActorFanout):
-    """The turn pipeline: the part of `SessionActor` that asks the brain and applies its answer."""
+class ActorTurns(ActorSilence):
+    """The turn pipeline: the part of `SessionActor` that asks the brain and applies its answer.
+    It builds on the silence part: a turn in flight stops the learner's silence timer, and its
+    answer starts it again."""
 
     brain: Brain
     _thinking: PendingTurn | None  # the turn in flight
@@ -93,6 +96,7 @@ class ActorTurns(ActorFanout):
     _tg: TaskGroup | None  # where brain calls run
     _brain_scope: anyio.CancelScope | None  # the brain call in flight, if any
     _post: Callable[[Message], Awaitable[None]]  # the actor's: post into its own inbox
+    _apply_queued: Callable[[Frame], None]  # the actor's: apply a frame that waited behind a turn
 
     def _resume_pending(self) -> None:
         pending = self.negotiation.pending
@@ -104,6 +108,8 @@ class ActorTurns(ActorFanout):
         frame = message.frame
         assert isinstance(frame, TranscriptFrame)
         if not frame.final:
+            if self._thinking is None and self._silence_due is not None:
+                self._listen(extended=True)  # the learner is mid-sentence
             return  # partial speech never changes state
         if self._duplicate(message.conn, frame.id):
             return
@@ -116,14 +122,11 @@ class ActorTurns(ActorFanout):
             return
         if is_unclear(frame.confidence, self.limits.clarify_below):
             self.negotiation.remember(frame.id)
+            self.negotiation.coaching.unclear += 1
             reply = clarify_reply(self.negotiation, frame.id, frame.text.strip(), message.received_at)
             self._answer_without_a_turn(message, reply, "unclear", {"confidence": frame.confidence})
             return
-        if self._thinking is not None:
-            if self._waiting is None or self._waiting_ids is None:
-                self._waiting, self._waiting_ids = deque(), set()
-            self._waiting.append(message)
-            self._waiting_ids.add(frame.id)
+        if self._queue_behind_turn(message):
             return
         self._begin(message)
 
@@ -136,10 +139,12 @@ class ActorTurns(ActorFanout):
         self._ack_when_durable(version, message.conn, frame.id, False)
         self._fanout(Envelope(reply))
         self._resolve(frame.id, reply)
+        self._listen()
 
     def _begin(self, message: Frame) -> None:
         frame = message.frame
         assert isinstance(frame, TranscriptFrame)
+        self._hush()  # the vendor is thinking, not waiting
         pending = self.negotiation.begin_turn(frame.text.strip(), frame.id, message.received_at)
         self.negotiation.remember(frame.id)
         negotiation = self.negotiation
@@ -150,6 +155,7 @@ class ActorTurns(ActorFanout):
             "object_grabbed": negotiation.object_grabbed,
             "quote": negotiation.quotes.get(pending.item) if pending.item else None,
             "session_item": negotiation.item, "at": pending.received_at,
+            "before": negotiation.coaching.checkpoints[-1].as_json(),  # what an undo restores
         })
         self._ack_when_durable(version, message.conn, frame.id, False)
         request = self.negotiation.brain_request(
@@ -262,6 +268,8 @@ class ActorTurns(ActorFanout):
             "seq": negotiation.seq, "outcome": negotiation.outcome.value if negotiation.outcome else None,
             "reply_seq": reply.seq, "at": negotiation.updated_at,
             "ledger": ledger.model_dump(include=set(LEDGER_SUMMED)),
+            "suggestion": result.decision.suggested_user_response,
+            "suggestion_english": result.decision.suggested_user_response_english,
         })
         for event in events:
             self._fanout(Envelope(event))
@@ -270,12 +278,13 @@ class ActorTurns(ActorFanout):
         self._changed()
         if self._waiting:
             nxt = self._waiting.popleft()
-            assert isinstance(nxt.frame, TranscriptFrame)
             if self._waiting_ids is not None:
                 self._waiting_ids.discard(nxt.frame.id)
             if not self._waiting:
                 self._waiting = self._waiting_ids = None
-            self._on_transcript(nxt)
+            self._apply_queued(nxt)
+        else:
+            self._listen()
 
     def _log_turn(self, reply: Reply, outcome: TurnOutcome, result: BrainResult) -> None:
         if not (outcome.overrides or result.fallback) and not log.isEnabledFor(logging.INFO):

@@ -13,7 +13,8 @@ from typing import Any
 from brain.llm import OpenAIBrain
 from schemas.brain import BrainRequest, BrainResult
 from schemas.enums import Stage
-from session.negotiation import Negotiation, TurnOutcome
+from session.negotiation import Negotiation
+from session.records import TurnOutcome
 from session.rules import Limits
 from tests.openai_server import FakeOpenAI
 

@@ -7,8 +7,7 @@ import re
 import pytest
 
 from brain.intents import read_intents
-from brain.rules_vendor import acceptable_price, mood_band, round_price
-from brain.vendor_lines import say
+from brain.rules_vendor import acceptable_price, mood_band
 from clients.bots.personas import (
     EXPECTED_OUTCOMES,
     HINDI_PRICES,
@@ -18,6 +17,8 @@ from clients.bots.personas import (
 )
 from schemas.enums import Mood, Stage
 from schemas.frames import Reply, event_dict
+from schemas.lines import say
+from schemas.policy import round_price
 from schemas.scenario import available_scenarios, load_scenario
 from session.offers import parse_offer
 from session.rules import mood_for

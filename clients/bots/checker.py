@@ -22,7 +22,10 @@ What it checks (docs/protocol.md §4-§5, session/rules.py):
 - tips: one `tips` event per answered learner turn, after that turn's reply, mood, stage and end
   events, with 1-6 cards; a grounded card names its sources, an ungrounded one is the only card;
 - the end: after `session.ended` only the last turn's `tips`, one `session.report` (its outcome
-  and turns those of the end) and closing replies (`is_terminal: true`) may come.
+  and turns those of the end) and closing replies (`is_terminal: true`) may come;
+- coaching (clients/bots/coach_checks.py): hints, repeats, `heard` reports and replies marked
+  `clarify`, `nudge` or `welcome_back` change nothing; an `undo` restores exactly the stage,
+  happiness and turn seen before the turn it takes back.
 """
 
 from __future__ import annotations
@@ -30,17 +33,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from clients.bots.coach_checks import SPONTANEOUS, UNDO_DEPTH, CoachingChecks
+from clients.bots.coach_checks import STAGES as _STAGES
 from schemas.enums import Stage
 from session.rules import DEFAULT_MAX_MOOD_DELTA, TRANSITIONS, mood_for
 
-SEQUENCED = frozenset({"reply", "mood", "stage", "session.ended", "tips", "session.report", "repeat"})
-MAX_CARDS = 6
+SEQUENCED = frozenset({"reply", "mood", "stage", "session.ended", "tips", "session.report", "repeat", "hint",
+                       "undo", "heard"})
 UNSEQUENCED = frozenset({"welcome", "ack", "pong", "error", "reply.delta", "reply.withdrawn"})
-_STAGES = {s.value: s for s in Stage}
 
 
 @dataclass
-class SessionChecker:
+class SessionChecker(CoachingChecks):
     """Checks one connection's view of one session; see the module docstring."""
 
     session_id: str | None = None
@@ -66,6 +70,7 @@ class SessionChecker:
     _turn_open: bool = False  # a reply was applied and its follow-up events may still come
     _tips_turn: int = -1  # the turn whose `tips` came last
     reported: bool = False
+    _before_turn: list[tuple[int, Stage | None, int | None]] = field(default_factory=list)
     _last_kind: str = ""
 
     # ------------------------------------------------------------------ what the client did
@@ -210,6 +215,12 @@ class SessionChecker:
             self._report(frame)
         elif kind == "repeat":
             self._repeat(frame)
+        elif kind == "hint":
+            self._hint(frame)
+        elif kind == "undo":
+            self._undo(frame)
+        elif kind == "heard":
+            self._heard(frame)
         else:
             self._ended(frame)
         self._last_kind = kind
@@ -255,15 +266,11 @@ class SessionChecker:
             self._violate(f"reply seq {seq}: unknown negotiation_state "
                           f"{frame.get('negotiation_state')!r}")
         in_reply_to = frame.get("in_reply_to")
-        if self._sent and in_reply_to not in self._sent:
+        mark = frame.get("mark")
+        if self._sent and in_reply_to not in self._sent and not (mark in SPONTANEOUS and in_reply_to is None):
             self._violate(f"reply seq {seq}: in_reply_to {in_reply_to!r} is no transcript we sent")
-        if frame.get("mark") == "clarify":
-            # Unclear speech asked again: not a turn, and nothing changes.
-            if turn != self.turn or frame.get("is_terminal") is not False:
-                self._violate(f"clarify reply seq {seq}: turn {turn} (last {self.turn}) or terminal")
-            if (score is not None and self.happiness is not None and score != self.happiness) or (
-                    stage is not None and self.stage is not None and stage is not self.stage):
-                self._violate(f"clarify reply seq {seq} changed the happiness or the stage")
+        if mark is not None:
+            self._marked_reply(frame, turn, score, stage)
             return
         if self.ended:
             # A closing reply: no brain, no state change, the same turn, terminal.
@@ -282,6 +289,8 @@ class SessionChecker:
         if turn != self.turn + 1:
             self._violate(f"reply seq {seq}: turn {turn} does not follow turn {self.turn}")
         if isinstance(turn, int):
+            self._before_turn.append((turn, self.stage, self.happiness))  # what an undo of it restores
+            del self._before_turn[:-UNDO_DEPTH]
             self.turn = turn
         if score is not None and self.happiness is not None:
             delta = score - self.happiness
@@ -394,59 +403,6 @@ class SessionChecker:
         if outcome == "deal" and self.stage is not Stage.DEAL:
             self._violate(f"session.ended seq {seq}: outcome deal in stage "
                           f"{self.stage.value if self.stage else None}")
-
-
-    def _tips(self, frame: dict[str, Any]) -> None:
-        seq = frame.get("seq")
-        if frame.get("turn") != self.turn or self.turn == 0:
-            self._violate(f"tips seq {seq}: turn {frame.get('turn')} is not the answered turn {self.turn}")
-        if self._tips_turn == self.turn:
-            self._violate(f"tips seq {seq}: a second tips event for turn {self.turn}")
-        self._tips_turn = self.turn
-        if self._expect_mood is not None or self._expect_stage is not None or self._expect_end:
-            self._violate(f"tips seq {seq} came before the turn's mood, stage or end event")
-        cards = frame.get("cards")
-        if not isinstance(cards, list) or not 1 <= len(cards) <= MAX_CARDS:
-            self._violate(f"tips seq {seq}: {len(cards) if isinstance(cards, list) else cards!r} cards, "
-                          f"not 1..{MAX_CARDS}")
-            return
-        for card in cards:
-            grounded, sources = card.get("grounded"), card.get("source_chunk_ids")
-            if not card.get("body") or not card.get("title"):
-                self._violate(f"tips seq {seq}: a card without a title or body")
-            if grounded is True and (card.get("type") != "coaching" or not sources):
-                self._violate(f"tips seq {seq}: grounded card {card.get('card_id')} without its sources")
-            if grounded is False and (card.get("type") != "generic" or sources or len(cards) != 1):
-                self._violate(f"tips seq {seq}: an ungrounded card that is not the one generic card")
-
-
-    def _report(self, frame: dict[str, Any]) -> None:
-        seq = frame.get("seq")
-        if not self.ended:
-            self._violate(f"session.report seq {seq} before session.ended")
-        if self.reported:
-            self._violate(f"session.report seq {seq}: a second report")
-        self.reported = True
-        report = frame.get("report")
-        if not isinstance(report, dict):
-            self._violate(f"session.report seq {seq} without a report")
-            return
-        if report.get("outcome") != self.outcome or report.get("turns") != self.turn:
-            self._violate(f"session.report seq {seq}: outcome {report.get('outcome')!r}, turns "
-                          f"{report.get('turns')} for a session that ended {self.outcome!r} at turn {self.turn}")
-        score = report.get("score")
-        if not isinstance(score, int) or not 0 <= score <= 100 or len(report.get("suggestions") or ()) != 3:
-            self._violate(f"session.report seq {seq}: score {score!r} or suggestions out of shape")
-
-
-    def _repeat(self, frame: dict[str, Any]) -> None:
-        seq = frame.get("seq")
-        if self.ended:
-            self._violate(f"repeat seq {seq} after session.ended")
-        if not isinstance(frame.get("text"), str) or not frame.get("text"):
-            self._violate(f"repeat seq {seq} without the line")
-        if frame.get("turn") != self.turn:
-            self._violate(f"repeat seq {seq}: turn {frame.get('turn')} is not the last turn {self.turn}")
 
 
 def _short(frame: Any) -> str:

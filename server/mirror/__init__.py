@@ -38,7 +38,8 @@ The parts, from the bottom up; each module keeps the Cypher it runs, every value
 """
 
 from server.mirror.core import Neo4jMirror
-from server.mirror.fold import Entry, SessionFold, plan, turn_key
+from server.mirror.fold import plan
 from server.mirror.rebuild import rebuild
+from server.mirror.state import Entry, SessionFold, turn_key
 
 __all__ = ["Entry", "Neo4jMirror", "SessionFold", "plan", "rebuild", "turn_key"]

@@ -11,7 +11,9 @@ written twice (a retry after a lost commit reply) or two batches that overlap ch
   change's version is newer than the one stored (`row.version > s.version`);
 * FOLLOWED_BY is linked from both ends: a new turn links to its predecessor and to its successor if
   either is already there, so whichever of two neighbours is written second makes the link;
-* a batch is one statement in one transaction (`WRITE_BATCH`).
+* a batch is one statement in one transaction (`WRITE_BATCH`);
+* the coaching changes' marks on written nodes (an undone Turn or StageTransition, what a barge-in
+  heard) are SETs by key, idempotent, applied after the batch's own turns are created.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any, LiteralString
 import anyio
 from neo4j import AsyncDriver, AsyncManagedTransaction, unit_of_work
 
-from server.mirror.fold import Entry
+from server.mirror.state import Entry
 
 # One statement writes a whole batch: `$rows` holds one row per session of the batch, with the newest
 # Session snapshot of that session in the batch, the items its turns are about, its turns (their
@@ -85,6 +87,16 @@ CALL (s, g, stored) {
   CREATE (s)-[:STAGE_CHANGED]->(x:StageTransition {session_id: g.session_id, at_turn: row.at_turn})
   SET x += row.props
 }
+CALL (g) {
+  UNWIND g.updates AS u
+  MATCH (t:Turn {turn_key: u.key})
+  SET t += u.props
+}
+CALL (g) {
+  UNWIND g.undone_at AS at_turn
+  MATCH (x:StageTransition {session_id: g.session_id, at_turn: at_turn})
+  SET x.undone = true
+}
 """
 
 
@@ -97,7 +109,8 @@ def batch_rows(batch: Iterable[Entry]) -> list[dict[str, Any]]:
         sid = entry.change.session_id
         group = groups.get(sid)
         if group is None:
-            group = groups[sid] = {"session_id": sid, "items": set(), "transitions": []}
+            group = groups[sid] = {"session_id": sid, "items": set(), "transitions": [], "updates": [],
+                                   "undone_at": []}
             turns[sid] = {}
         group["version"], group["props"] = entry.change.version, entry.session
         for row in entry.turns:
@@ -107,6 +120,10 @@ def batch_rows(batch: Iterable[Entry]) -> list[dict[str, Any]]:
                 group["items"].add(props["item"])
         if entry.transitions:
             group["transitions"].extend(entry.transitions)
+        if entry.updates:  # applied after the turns of the batch are created, in change order
+            group["updates"].extend(entry.updates)
+        if entry.undone_at:
+            group["undone_at"].extend(entry.undone_at)
     for sid, group in groups.items():
         item = group["props"].get("item")
         if item:

@@ -18,8 +18,8 @@ from neo4j import AsyncDriver, AsyncGraphDatabase, AsyncManagedTransaction, Noti
 from neo4j.exceptions import DriverError, Neo4jError
 
 from server.mirror.batch import write_batch
-from server.mirror.fold import Entry
 from server.mirror.schema import create_schema
+from server.mirror.state import Entry
 from session.protocols import MirrorUnavailable
 
 BACKOFF_BASE_S = 0.05

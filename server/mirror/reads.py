@@ -50,19 +50,22 @@ GRAPH_CONTEXT: LiteralString = """
 MATCH (s:Session {session_id: $session_id})
 CALL (s) {
   OPTIONAL MATCH (s)-[:HAS_TURN]->(v:Turn {role: 'vendor', closing: false})
+  WHERE v.undone IS NULL
   WITH v ORDER BY v.ordinal
   RETURN collect(v {.stage, .happiness_score}) AS vendor
 }
 CALL (s) {
   OPTIONAL MATCH (s)-[:HAS_TURN]->(u:Turn {role: 'user', closing: false})-[:ABOUT_ITEM]->(i:Item)
+  WHERE u.undone IS NULL
   WITH i.name AS item, count(u) AS mentions
   WHERE item IS NOT NULL
   RETURN collect({item: item, mentions: mentions}) AS items
 }
 CALL (s) {
   OPTIONAL MATCH (s)-[:STAGE_CHANGED]->(x:StageTransition)
+  WHERE x.undone IS NULL
   WITH x ORDER BY x.at_turn
-  RETURN collect(x {.from_stage, .to_stage, .at_turn, .happiness_at_transition}) AS transitions
+  RETURN collect(x {.from_stage, .to_stage, .at_turn, .turn_number, .happiness_at_transition}) AS transitions
 }
 WITH s, vendor, items, transitions, [v IN vendor | v.happiness_score][-5..] AS trend
 CALL (vendor) {
@@ -147,10 +150,11 @@ WHERE s.created_at >= $since AND ($scenario IS NULL OR s.scenario = $scenario)
 RETURN count(s) AS deals, avg(100.0 * (1.0 - toFloat(s.vendor_quote) / s.first_quote)) AS avg_discount_pct
 """
 
-# A vendor turn judged an insult, with the learner's offer and the standing quote it answered.
+# A vendor turn judged an insult, with the learner's offer and the standing quote it answered (turns
+# taken back with `undo` are left out, here and in every figure: the Session scalars are as restored).
 STATS_INSULTS: LiteralString = """
 MATCH (s:Session)-[:HAS_TURN]->(v:Turn {assessment: 'insult', role: 'vendor', closing: false})
-WHERE s.created_at >= $since AND ($scenario IS NULL OR s.scenario = $scenario)
+WHERE s.created_at >= $since AND ($scenario IS NULL OR s.scenario = $scenario) AND v.undone IS NULL
 MATCH (u:Turn {role: 'user'})-[:FOLLOWED_BY]->(v)
 WITH u.item AS item, u.offer AS offer, u.quote AS quote,
      CASE WHEN u.quote > 0 AND u.offer IS NOT NULL THEN round(toFloat(u.offer) / u.quote, 2) END AS ratio
@@ -161,7 +165,7 @@ LIMIT $limit
 
 STATS_INSULTS_BY_ITEM: LiteralString = """
 MATCH (s:Session)-[:HAS_TURN]->(v:Turn {assessment: 'insult', role: 'vendor', closing: false})
-WHERE s.created_at >= $since AND ($scenario IS NULL OR s.scenario = $scenario)
+WHERE s.created_at >= $since AND ($scenario IS NULL OR s.scenario = $scenario) AND v.undone IS NULL
 MATCH (u:Turn {role: 'user'})-[:FOLLOWED_BY]->(v)
 WITH u.item AS item, count(*) AS insults, count(DISTINCT s) AS sessions,
      avg(CASE WHEN u.quote > 0 AND u.offer IS NOT NULL THEN toFloat(u.offer) / u.quote END) AS avg_ratio
@@ -243,7 +247,8 @@ class MirrorReads(MirrorWriter):
             items_discussed={i["item"]: int(i["mentions"]) for i in r["items"]},
             transitions=tuple(
                 StageVisit(from_stage=Stage(x["from_stage"]), to_stage=Stage(x["to_stage"]),
-                           at_turn=int(x["at_turn"]), happiness=int(x["happiness_at_transition"]))
+                           at_turn=int(x.get("turn_number") or x["at_turn"]),
+                           happiness=int(x["happiness_at_transition"]))
                 for x in r["transitions"]
             ),
             turns_in_current_stage=turns_here,

@@ -5,12 +5,14 @@ Pure: `server/mirror/reads.py` fetches the records, gathering the loads that arr
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from typing import Any
 
 from schemas.brain import StageVisit
-from schemas.enums import LanguageCode, OfferAssessment, Outcome, Stage
-from server.mirror.fold import SessionFold
+from schemas.enums import LanguageCode, Level, OfferAssessment, Outcome, Stage
+from server.mirror.state import SessionFold
+from session.coaching import Checkpoint, Coaching
 from session.negotiation import Negotiation
 from session.records import PendingTurn, TurnRecord
 from session.rules import Limits
@@ -20,9 +22,10 @@ def rebuild(record: dict[str, Any], limits: Limits) -> tuple[Negotiation, int, S
     """A Negotiation exactly as the actor had it at the last stored change, from LOAD_SESSIONS' record."""
     s = record["session"]
     history: list[TurnRecord] = []
+    befores: list[dict[str, Any]] = []  # the checkpoints stored on the learner turns, oldest first
     for t in record["turns"]:
-        if t.get("closing"):
-            continue  # answers after the end live in the graph, not in the negotiation's history
+        if t.get("closing") or t.get("undone"):
+            continue  # answers after the end and turns taken back live in the graph, not in the history
         common = {
             "turn": int(t["turn_number"]), "role": t["role"], "text": t.get("text") or "",
             "stage": Stage(t["stage"]), "happiness": int(t["happiness_score"]), "at": float(t["timestamp"]),
@@ -31,8 +34,13 @@ def rebuild(record: dict[str, Any], limits: Limits) -> tuple[Negotiation, int, S
         if t["role"] == "user":
             history.append(TurnRecord(**common, offer=t.get("offer"), client_id=t.get("client_id"),
                                       assessment=OfferAssessment(t.get("assessment") or "none")))
+            if t.get("before"):
+                befores.append(json.loads(t["before"]))
         else:
-            history.append(TurnRecord(**common, seq=t.get("seq"), flags=tuple(t.get("flags") or ())))
+            history.append(TurnRecord(**common, seq=t.get("seq"), flags=tuple(t.get("flags") or ()),
+                                      suggestion=t.get("suggestion") or "",
+                                      suggestion_english=t.get("suggestion_english") or "",
+                                      heard=t.get("heard_chars") if t.get("interrupted") else None))
     turn = int(s.get("turn_count", 0))
     pending = None
     stopped = s.get("outcome") is not None  # a session stopped mid-turn has nothing pending
@@ -40,11 +48,14 @@ def rebuild(record: dict[str, Any], limits: Limits) -> tuple[Negotiation, int, S
         last = history[-1]
         pending = PendingTurn(last.turn, last.text, last.client_id, last.item, last.offer, last.assessment, last.at)
     stage_changes = [
-        StageVisit(from_stage=Stage(x["from_stage"]), to_stage=Stage(x["to_stage"]), at_turn=int(x["at_turn"]),
-                   happiness=int(x["happiness_at_transition"]))
-        for x in record["transitions"]
+        StageVisit(from_stage=Stage(x["from_stage"]), to_stage=Stage(x["to_stage"]),
+                   at_turn=int(x.get("turn_number") or x["at_turn"]), happiness=int(x["happiness_at_transition"]))
+        for x in record["transitions"] if not x.get("undone")
     ]
     fold = SessionFold.from_graph(s)
+    # The actor's undo stack: the checkpoints of its last `undo_depth` answered turns.
+    depth = fold.undo_depth
+    checkpoints = [Checkpoint.from_json(b) for b in befores[-depth:]] if depth else []
     negotiation = Negotiation(
         session_id=s["session_id"], scenario_name=s["scenario"], created_at=float(s["created_at"]), limits=limits,
         learner_id=s.get("learner_id"),
@@ -55,6 +66,7 @@ def rebuild(record: dict[str, Any], limits: Limits) -> tuple[Negotiation, int, S
         last_offer=fold.last_offer, outcome=Outcome(fold.outcome) if fold.outcome else None,
         updated_at=float(s.get("updated_at") or s["created_at"]), history=history, stage_changes=stage_changes,
         accepted_ids=OrderedDict(fold.accepted_ids), pending=pending, insults=fold.insults,
-        ledger=fold.ledger,
+        ledger=fold.ledger, level=Level(fold.level or Level.INTERMEDIATE.value),
+        coaching=Coaching.from_counters(fold.coaching, checkpoints),
     )
     return negotiation, fold.version, fold

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 import anyio
 from neo4j.exceptions import ConstraintError, DriverError, Neo4jError
 
-from server.mirror.fold import Entry, SessionFold, plan
+from server.mirror.fold import plan
 from server.mirror.io import BACKOFF_BASE_S, BACKOFF_CAP_S, MAX_TX_TIMEOUT_S, Neo4jIo, is_retryable, timed_out
+from server.mirror.state import Entry, SessionFold
 from session.protocols import Change
 
 log = logging.getLogger("samvad.mirror")

@@ -1,14 +1,16 @@
-"""How the rule-based vendor picks and fills a line from his scenario pack.
+"""How a vendor line is picked and filled from a scenario pack: by the rule-based vendor for his
+turns, and by the session for the lines that are not turns (clarify, nudge, welcome back).
 
 The lines themselves are data: each pack's manifest has a pool of lines per language for every
-moment of a haggle (`schemas.pack.LINE_KEYS`), and the pack's tests check that each is one or two
-short sentences a speech engine can read aloud. Which line is said depends only on the turn
-number, so the same turn always gets the same words.
+moment of a haggle (`schemas.pack.LINE_KEYS`), replaced per learner level where the pack says so,
+and the pack's tests check that each is one or two short sentences a speech engine can read aloud.
+Which line is said depends only on the index the caller passes (a turn number, a seq), so the same
+moment always gets the same words.
 """
 
 from __future__ import annotations
 
-from schemas.enums import LanguageCode
+from schemas.enums import LanguageCode, Level
 from schemas.scenario import Item, Scenario
 
 
@@ -31,9 +33,9 @@ def spoken_quality(item: Item | None, scenario: Scenario) -> str:
 
 
 def say(scenario: Scenario, language: LanguageCode | None, key: str, index: int, item: Item | None,
-        **fields: object) -> str:
-    """The line of pool `key` picked by `index`, in `language` if the pack has it, filled in."""
-    pool = scenario.lines_for(language)[key]
+        level: Level = Level.INTERMEDIATE, **fields: object) -> str:
+    """The line of pool `key` picked by `index`, in `language` if the pack has it, at `level`, filled in."""
+    pool = scenario.lines_for(language, level)[key]
     template = pool[index % len(pool)]
     return template.format(
         items=spoken_items(item, scenario),

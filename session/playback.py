@@ -1,0 +1,119 @@
+"""Barge-in: what the learner actually heard of the vendor's reply (docs/protocol.md, `playback`).
+
+In voice play the learner often talks over the vendor. A `playback` frame says how much of the
+reply to learner turn `turn` was heard (`heard_chars`, counted in the reply's `text`) and whether
+the learner cut in (`interrupted`). The policy:
+
+- What was heard is recorded: on the vendor's history line (in memory), in a `heard` event every
+  viewer gets, and on the vendor's Turn node in Neo4j (`heard_chars`, `interrupted`).
+- The brain's next prompt shows only the heard part of that line, ending in an em dash
+  (`TurnRecord.as_line`).
+- A price the vendor named only in the unheard part does not bind: when the reply set a new
+  standing quote and its number is not wholly within the heard characters (or the line said it in
+  words and was cut short), the standing quote returns to the one before the reply, and the
+  `heard` event says so (`quote_unbound`, `vendor_quote`). Only the latest reply can be unbound,
+  and only before the learner's next turn has started: by then the learner has answered it.
+- What the learner's own words changed (happiness, the stage, the turn count) stands.
+- A report that the reply was heard to the end (`interrupted` false) restarts the learner's
+  silence timer from now, since the vendor only now finished speaking; a barge-in gives the
+  extended timer, since the learner is speaking.
+
+A `playback` for a turn the vendor has not answered (or that was undone) gets `unknown_turn`, one
+with `heard_chars` beyond the reply's text `heard_out_of_range`; neither changes anything.
+"""
+
+from __future__ import annotations
+
+import re
+
+from schemas.codec import Envelope
+from schemas.errors import ErrorCode
+from schemas.frames import Heard, PlaybackFrame
+from session.messages import ClientFrame, Frame, Handler
+from session.negotiation import Negotiation
+from session.records import TurnRecord
+from session.silence import ActorSilence
+
+__all__ = ["FRAME_HANDLERS", "ActorPlayback", "price_heard", "unbind_unheard_quote"]
+
+
+def price_heard(text: str, price: int, heard_chars: int) -> bool:
+    """Whether `price` was said within the first `heard_chars` characters of `text`.
+
+    The number counts as heard only when all of its digits were (as "120" or "1,200"). A price the
+    line does not spell in digits counts as heard only if the whole line was."""
+    forms = {str(price), f"{price:,}"}
+    ends = [m.end() for form in forms for m in re.finditer(rf"(?<![\d,]){re.escape(form)}(?![\d])", text)]
+    if not ends:
+        return heard_chars >= len(text)
+    return min(ends) <= heard_chars
+
+
+def unbind_unheard_quote(negotiation: Negotiation, record: TurnRecord) -> int | bool | None:
+    """Undo the standing quote that vendor line `record` set, if its price went unheard.
+
+    Returns False when nothing changed, else the quote that stands again (None: no quote)."""
+    if record.heard is None or record.quote is None or record.item is None:
+        return False
+    learner = next((h for h in reversed(negotiation.history) if h.role == "user" and h.turn == record.turn), None)
+    before = learner.quote if learner is not None else None
+    if before == record.quote or price_heard(record.text, record.quote, record.heard):
+        return False
+    item = record.item
+    if before is None:
+        negotiation.quotes.pop(item, None)
+        if negotiation.first_quotes.get(item) == record.quote:
+            del negotiation.first_quotes[item]
+    else:
+        negotiation.quotes[item] = before
+    return before
+
+
+class ActorPlayback(ActorSilence):
+    """`playback` frames: the part of `SessionActor` that records what the learner heard."""
+
+    def _on_playback(self, message: Frame) -> None:
+        frame = message.frame
+        assert isinstance(frame, PlaybackFrame)
+        if self._duplicate(message.conn, frame.id):
+            return
+        negotiation = self.negotiation
+        record = next((h for h in reversed(negotiation.history) if h.role == "vendor" and h.turn == frame.turn), None)
+        if record is None:
+            self._error(message.conn, ErrorCode.UNKNOWN_TURN,
+                        f"the vendor has not answered turn {frame.turn}", frame.id)
+            return
+        if frame.heard_chars > len(record.text):
+            self._error(message.conn, ErrorCode.HEARD_OUT_OF_RANGE,
+                        f"heard_chars {frame.heard_chars} is beyond the reply's {len(record.text)} characters",
+                        frame.id)
+            return
+        if not self._mirror_has_room(message.conn, frame.id):
+            return
+        negotiation.remember(frame.id)
+        latest = record is negotiation.history[-1] and self._thinking is None and not negotiation.is_terminal
+        record.heard = frame.heard_chars if frame.interrupted else None
+        record._line = None  # the brain sees the heard part from now on
+        unbound = unbind_unheard_quote(negotiation, record) if latest and frame.interrupted else False
+        quote_unbound = unbound is not False
+        standing = negotiation.quotes.get(record.item) if record.item else None
+        negotiation.updated_at = message.received_at
+        event = Heard(session_id=self.session_id, seq=negotiation.next_seq(), turn=record.turn,
+                      heard_chars=frame.heard_chars, interrupted=frame.interrupted,
+                      heard_text=record.text[: frame.heard_chars], quote_unbound=quote_unbound,
+                      vendor_quote=standing, in_reply_to=frame.id)
+        version = self._record("playback", {
+            "id": frame.id, "turn": record.turn, "heard_chars": frame.heard_chars, "interrupted": frame.interrupted,
+            "seq": event.seq, "unbound_item": record.item if quote_unbound else None,
+            "unbound_to": standing if quote_unbound else None, "quote_unbound": quote_unbound,
+            "at": message.received_at,
+        })
+        self._ack_when_durable(version, message.conn, frame.id, False)
+        self._fanout(Envelope(event))
+        self._changed()
+        if latest:
+            self._listen(extended=frame.interrupted)
+
+
+# This part's entry in the actor's dispatch table for client frames (`session/actor.py`).
+FRAME_HANDLERS: dict[type[ClientFrame], Handler] = {PlaybackFrame: ActorPlayback._on_playback}

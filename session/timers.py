@@ -1,0 +1,97 @@
+"""One timer structure for every session's silence timer: a heap of deadlines and one task.
+
+10,000 idle sessions must not mean 10,000 sleeping tasks (a task and its wait are kilobytes each).
+Each actor holds at most one entry in the heap: `arm` moves its deadline, and only when the new
+deadline is earlier than its entry does a new entry go in (the old one is then stale and skipped).
+When an entry comes due, the deadline the actor holds *now* decides: disarmed, it is dropped;
+moved later, the entry goes back in at the new time; due, the actor is told (`SilenceClient.due`),
+which posts a message into its inbox. The timer task never touches a session's state.
+
+Disarming is `disarm`: it only clears the actor's deadline, so it costs nothing; the entry, if
+any, is dropped when it comes up. An entry is a 3-tuple (~80 bytes), so the idle memory of a
+session grows by that much at most.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import anyio
+
+__all__ = ["SilenceClient", "SilenceTimers"]
+
+
+class SilenceClient(Protocol):
+    """What the timers need of an actor: two slots and a callback."""
+
+    _silence_due: float | None  # when its timer fires (the timers' clock), or None when disarmed
+    _silence_queued: float | None  # the deadline of its entry in the heap, if it has one
+
+    def silence_due(self) -> None:
+        """The deadline passed: post the timeout into the inbox (called on the event loop)."""
+        ...
+
+
+class SilenceTimers:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._heap: list[tuple[float, int, SilenceClient]] = []
+        self._order = itertools.count()  # ties never compare actors
+        self._wake: anyio.Event | None = None
+        self.fired = 0
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def arm(self, client: SilenceClient, seconds: float) -> None:
+        """(Re)start `client`'s timer: it fires `seconds` from now unless armed again or disarmed."""
+        due = self.clock() + seconds
+        client._silence_due = due
+        queued = client._silence_queued
+        if queued is not None and queued <= due:
+            return  # its entry comes up first and will be moved to `due` then
+        client._silence_queued = due
+        earliest = self._heap[0][0] if self._heap else None
+        heapq.heappush(self._heap, (due, next(self._order), client))
+        if (earliest is None or due < earliest) and self._wake is not None:
+            self._wake.set()
+
+    @staticmethod
+    def disarm(client: SilenceClient) -> None:
+        client._silence_due = None
+
+    def fire_due(self) -> float | None:
+        """Handle every entry that has come due; return when the next one does (None: none left)."""
+        heap = self._heap
+        now = self.clock()
+        while heap and heap[0][0] <= now:
+            queued, _, client = heapq.heappop(heap)
+            if client._silence_queued != queued:
+                continue  # stale: a newer, earlier entry replaced this one
+            client._silence_queued = None
+            due = client._silence_due
+            if due is None:
+                continue
+            if due > now:
+                client._silence_queued = due
+                heapq.heappush(heap, (due, next(self._order), client))
+                continue
+            client._silence_due = None
+            self.fired += 1
+            client.silence_due()
+        return heap[0][0] if heap else None
+
+    async def run(self) -> None:
+        """Serve the heap until cancelled: sleep until the earliest deadline or an earlier arm."""
+        while True:
+            self._wake = wake = anyio.Event()
+            next_due = self.fire_due()
+            if next_due is None:
+                await wake.wait()
+                continue
+            with anyio.move_on_after(max(0.0, next_due - self.clock())):
+                await wake.wait()
