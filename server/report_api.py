@@ -90,6 +90,14 @@ def report_page(report: LearnerReport, vendor: str, currency: str) -> str:
                  f"<li>Insults: {e.insults} · taboo words: {e.taboo} · lowballs: {e.lowballs}</li>"
                  f"<li>Walked away: {'yes' if e.walked_away else 'no'}"
                  + (", and the haggle resumed" if e.came_back else "") + "</li>")
+    c = report.coaching
+    coaching = (f"<li>Level: {escape(report.level.value)}</li>"
+                f"<li>Hints asked: {c.hints[0]} about the situation, {c.hints[1]} sentence frames, "
+                f"{c.hints[2]} whole lines · offered unasked: {c.hints_offered}</li>"
+                f"<li>Repeats: {c.repeats} · undos: {c.undos} · silences: {c.timeouts} · "
+                f"unclear turns: {c.unclear}</li>")
+    clamps = "".join(f"<li>Turn {k.turn}: {escape(k.explanation)} <small>({escape(k.flag)})</small></li>"
+                     for k in report.clamps) or "<li>The vendor kept to the rules on his own.</li>"
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Samvad report: {escape(vendor)}, {escape(report.item or '')}</title>
 <style>
@@ -107,6 +115,8 @@ font-weight: 400; font-size: 12px; }} @media print {{ body {{ margin: 0; }} }}
 <h2>Next time</h2><ol class="suggestions">{''.join(f'<li>{escape(s)}</li>' for s in report.suggestions)}</ol>
 <h2>Stages</h2><ul>{stages}</ul>
 <h2>Etiquette</h2><ul>{etiquette}</ul>
+<h2>Practice</h2><ul class="coaching">{coaching}</ul>
+<h2>Where the rules stepped in</h2><ul class="clamps">{clamps}</ul>
 <h2>Cards you earned</h2><ul class="cards">{cards}</ul>
 </body></html>"""
 

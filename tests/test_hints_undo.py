@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 from neo4j import AsyncGraphDatabase
 
@@ -183,7 +184,7 @@ async def test_undo_barge_in_and_the_counts_survive_a_restart(neo4j_uri: str) ->
             assert (await command(c, "u2", "undo", "undo"))["turn"] == 2
             assert without(await state(served, sid, token), *VOLATILE) == without(before_two, *VOLATILE)
             await c.send({"type": "command", "id": "s", "name": "stop"})
-            report = (await c.until("session.report"))["report"]
+            report = next(f for f in c.seen if f["type"] == "session.report")["report"]
         assert report["coaching"]["undos"] == 2 and report["coaching"]["hints"] == [1, 0, 0]
     async with AsyncGraphDatabase.driver(neo4j_uri, auth=None) as driver, driver.session() as session:
         rows = await (await session.run(
@@ -194,3 +195,46 @@ async def test_undo_barge_in_and_the_counts_survive_a_restart(neo4j_uri: str) ->
     assert marks == [(1, "user", False), (1, "vendor", False), (2, "user", True), (2, "vendor", True),
                      (2, "user", True), (2, "vendor", True)]
     assert [r["heard"] for r in rows][5] == cut
+
+
+async def test_the_report_counts_the_coaching_and_explains_every_clamp() -> None:
+    proposals = {
+        "Namaste bhaiya, tamatar kitne ka hai?": decision("Tomatoes, 120 a kilo.", 55, Stage.INQUIRY,
+                                                           counter_price=120),
+        "60 rupees?": decision("Okay, 90 then.", 52, Stage.HAGGLING, counter_price=90),
+        # Below the floor, and far too happy: two clamps.
+        "50 rupees, bhaiya?": decision("Make it 20, friend!", 99, Stage.DEAL, counter_price=20),
+    }
+    brain = ScriptedBrain(lambda r: proposals[r.transcript])
+    async with running_server(brain=brain) as served:
+        created = await create(served)
+        sid, token = created["session_id"], created["player_token"]
+        async with await player(served, created) as c:
+            await c.recv()
+            await command(c, "h1", "hint", "hint")
+            await c.turn("t1", "Namaste bhaiya, tamatar kitne ka hai?")
+            await command(c, "h2", "hint", "hint")
+            await command(c, "h3", "hint", "hint")
+            await command(c, "h4", "hint", "hint")
+            await command(c, "r1", "repeat", "repeat")
+            await c.send({"type": "transcript", "id": "m1", "text": "mmh tamtr", "confidence": 0.2})
+            assert (await c.until("reply", in_reply_to="m1"))["mark"] == "clarify"
+            await c.send({"type": "silence", "id": "s1"})
+            await c.until("reply", mark="nudge")
+            await c.turn("t2", "60 rupees?")
+            await command(c, "u1", "undo", "undo")
+            last = (await c.turn("t3", "50 rupees, bhaiya?"))[0]
+            await c.send({"type": "command", "id": "end", "name": "stop"})
+            report = (await c.until("session.report"))["report"]
+        # After the undo the stage is INQUIRY again: DEAL is out of reach, and two more clamps.
+        assert {"below_floor", "max_mood_delta", "illegal_transition"} <= set(last["flags"])
+        assert report["coaching"] == {"hints": [2, 1, 1], "hints_offered": 0, "repeats": 1, "undos": 1,
+                                      "timeouts": 1, "unclear": 1}
+        clamps = {(k["turn"], k["flag"]): k["explanation"] for k in report["clamps"]}
+        assert clamps[(2, "below_floor")].startswith("The vendor will not go below his floor price")
+        assert (2, "max_mood_delta") in clamps and (2, "illegal_transition") in clamps
+        assert not any(turn == 3 for turn, _ in clamps)
+        async with httpx.AsyncClient(base_url=served.base_url) as http:
+            page = (await http.get(f"/api/sessions/{sid}/report?token={token}&format=html")).text
+        assert "Where the rules stepped in" in page and "floor price" in page
+        assert "2 about the situation, 1 sentence frames, 1 whole lines" in page

@@ -177,3 +177,42 @@ async def test_a_failing_model_answers_in_character_over_the_socket(
     assert final["fallback"] is True and final["negotiation_state"] == "GREETING"
     assert final["happiness_score"] == 50
     assert openai_fake.calls == 1
+
+
+async def test_hints_cost_no_llm_call_and_the_prompt_knows_the_level_and_what_was_heard(
+        openai_fake: FakeOpenAI) -> None:
+    """Issue #12 with the LLM brain: the reveal is the decision's own suggestion and its English
+    (no extra call); the learner's level reaches the prompt; after a barge-in the next prompt shows
+    only the heard part of the vendor's line."""
+    quote = {**decision("For you, 120 rupees a kilo, fresh today.", 56, "INQUIRY", 120),
+             "suggested_user_response": "Bahut mehenga hai, 50 mein de do?",
+             "suggested_user_response_english": "That's too dear, will you give them for 50?"}
+    openai_fake.script(reply(quote), reply(decision("Arre, 100 then.", 52, "HAGGLING", 100)))
+    async with samvad(openai_fake) as host:
+        async with httpx.AsyncClient(base_url=f"http://{host}") as client:
+            body = (await client.post("/api/sessions", json={"level": "beginner"})).json()
+        sid, token = body["session_id"], body["player_token"]
+        async with websockets.connect(f"ws://{host}/ws/sessions/{sid}?token={token}") as ws:
+            json.loads(await ws.recv())
+            said = (await say(ws, "t1", "How much are the tomatoes?"))[-1]
+            await rest(ws, "tips")
+            calls = openai_fake.calls
+            hints = []
+            for n in range(3):
+                await ws.send(json.dumps({"type": "command", "id": f"h{n}", "name": "hint"}))
+                hints.append((await rest(ws, "hint"))[-1])
+            assert openai_fake.calls == calls  # three hints, no LLM call
+            assert [h["level"] for h in hints] == [0, 1, 2]
+            assert hints[2]["text"] == quote["suggested_user_response"] == said["suggested_user_response"]
+            assert hints[2]["english"] == quote["suggested_user_response_english"]
+            cut = said["text"].index("120")
+            await ws.send(json.dumps({"type": "playback", "id": "p1", "turn": 1, "heard_chars": cut,
+                                      "interrupted": True}))
+            heard = (await rest(ws, "heard"))[-1]
+            assert heard["quote_unbound"] is True and heard["vendor_quote"] is None
+            await say(ws, "t2", "Hmm, and the apples?")
+    prompt = openai_fake.requests[-1]
+    assert "LEARNER LEVEL: beginner" in prompt.system
+    vendor_line = next(line for line in prompt.user.splitlines() if line.startswith("Ramesh (turn 1):"))
+    assert vendor_line.startswith("Ramesh (turn 1): " + said["text"][:cut].rstrip())  # the heard part, cut off
+    assert "120" not in vendor_line
