@@ -5,6 +5,13 @@ The pure core (synchronous: no await, no sockets, no clock reads):
 - `negotiation`: `Negotiation`, one session's authoritative state; inputs in, state and events out.
 - `rules`: the rules engine; every stage and happiness rule, the transition table, `validate`.
 - `offers`: finding the learner's price offer in a transcript, and judging it against the quote.
+- `records`: the history's records: a line of the conversation, a turn in flight, a turn's outcome.
+- `context`: the graph context a brain is given, computed from the history.
+- `speakable`: vendor lines a speech engine can read aloud (sentences, no markup or links).
+- `coaching`: the learner's hints, repeats, undos, silences and unclear turns; undo's checkpoints.
+- `hints`: the `hint` command's content from the state and the scenario pack.
+- `ending`: ending a session outside a turn (stopped, timed out).
+- `unclear`, `tips`, `report`: clarify replies, tip cards, the learner report.
 
 The actor around it (I/O and ordering; session/README.md tells how a turn flows through these):
 
@@ -12,6 +19,10 @@ The actor around it (I/O and ordering; session/README.md tells how a turn flows 
 - `messages`: the messages the actor's inbox carries, one dataclass per kind.
 - `fanout`: connections, fan-out of events, the replay ring, durability and acknowledgements.
 - `turns`: the turn pipeline: transcript, brain call, validation, applying the outcome.
+- `silence`: the player's silence timer, nudges, the timed-out end and the welcome back.
+- `timers`: one heap of silence deadlines for every session, served by one task.
+- `commands`: `command` frames: hint, repeat, undo, stop.
+- `playback`: `playback` frames: barge-in, what the learner heard.
 - `scene`: `scene` frames, which change the context and never make the vendor speak.
 - `resume`: `resume` frames, answered by replay or by a snapshot.
 - `mailbox`: the bounded single-consumer queue behind the inbox and each connection's sends.

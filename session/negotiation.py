@@ -31,6 +31,7 @@ from schemas.frames import (
 from schemas.pack import LevelParams
 from schemas.scenario import Scenario, load_scenario
 from session.coaching import Checkpoint, Coaching, drop_from
+from session.context import graph_context
 from session.offers import assess_offer, parse_offer
 from session.records import PendingTurn, TurnOutcome, TurnRecord
 from session.rules import Limits, Position, Verdict, mood_for, validate
@@ -38,7 +39,6 @@ from session.speakable import speakable
 
 START_HAPPINESS = 50
 HISTORY_WINDOW = 20  # lines of history a brain sees (seed 001 keeps the last 20 messages)
-TREND_WINDOW = 5
 RETURNING_AFTER_SECONDS = 2 * 3600  # seed 001: a "welcome back" after two hours away
 REMEMBERED_IDS = 512  # accepted client ids kept for de-duplication
 SNIPPET_CHARS = 150
@@ -287,7 +287,9 @@ class Negotiation:
         )
         verdict = validate(position, proposal, self.rule_limits)
         level = self.level_params
-        text, text_flags = speakable(proposal.reply_text, level.max_sentences)
+        said = verdict.quote if verdict.quote is not None and verdict.quote != position.quote else None
+        text, text_flags = speakable(proposal.reply_text, level.max_sentences,
+                                     () if said is None else (str(said), f"{said:,}"))
         self.ledger = self.ledger.add(result.ledger)
         previous_stage, previous_happiness = self.stage, self.happiness
         self.stage, self.happiness, self.turn = verdict.stage, verdict.happiness, pending.turn
@@ -402,34 +404,7 @@ class Negotiation:
         )
 
     def graph_context(self) -> GraphContext:
-        vendor = [h for h in self.history if h.role == "vendor"]
-        per_stage: dict[Stage, int] = {}
-        for h in vendor:
-            per_stage[h.stage] = per_stage.get(h.stage, 0) + 1
-        trend = tuple(h.happiness for h in vendor[-TREND_WINDOW:])
-        direction = "steady"
-        if len(trend) >= 2 and trend[-1] - trend[0] >= 3:
-            direction = "rising"
-        elif len(trend) >= 2 and trend[0] - trend[-1] >= 3:
-            direction = "falling"
-        items: dict[str, int] = {}
-        for h in self.history:
-            if h.role == "user" and h.item:
-                items[h.item] = items.get(h.item, 0) + 1
-        in_stage = 0
-        for h in reversed(vendor):
-            if h.stage is not self.stage:
-                break
-            in_stage += 1
-        return GraphContext(
-            turns_per_stage=per_stage,
-            happiness_trend=trend,
-            trend_direction=direction,
-            items_discussed=items,
-            transitions=tuple(self.stage_changes),
-            turns_in_current_stage=in_stage,
-            stability_hint=_stability_hint(self.stage, in_stage),
-        )
+        return graph_context(self.history, self.stage, self.stage_changes)
 
     def snapshot(self) -> SessionState:
         vendor = [h for h in self.history if h.role == "vendor"]
@@ -476,16 +451,6 @@ def _outcome(previous: Stage, verdict: Verdict) -> Outcome:
     if previous is Stage.WALKAWAY:
         return Outcome.WALKED_AWAY
     return Outcome.NO_DEAL
-
-
-def _stability_hint(stage: Stage, turns_here: int) -> str:
-    if stage.is_terminal:
-        return "The negotiation is over."
-    if turns_here <= 1:
-        return f"The conversation only just reached {stage.value}; do not rush to the next stage."
-    if turns_here >= 6:
-        return f"{turns_here} turns in {stage.value}: it is time to move the conversation on."
-    return f"{turns_here} turns in {stage.value}; move on when the learner gives you a reason."
 
 
 def fallback_decision(position_stage: Stage, happiness: int, text: str) -> AIDecision:

@@ -18,8 +18,9 @@ the learner cut in (`interrupted`). The policy:
   silence timer from now, since the vendor only now finished speaking; a barge-in gives the
   extended timer, since the learner is speaking.
 
-A `playback` for a turn the vendor has not answered (or that was undone) gets `unknown_turn`, one
-with `heard_chars` beyond the reply's text `heard_out_of_range`; neither changes anything.
+A `playback` after the end gets `session_ended`; one for a turn the vendor has not answered (or
+that was undone) `unknown_turn`; one with `heard_chars` beyond the reply's text
+`heard_out_of_range`. None of them changes anything.
 """
 
 from __future__ import annotations
@@ -78,6 +79,9 @@ class ActorPlayback(ActorSilence):
         if self._duplicate(message.conn, frame.id):
             return
         negotiation = self.negotiation
+        if negotiation.is_terminal:
+            self._error(message.conn, ErrorCode.SESSION_ENDED, "the negotiation is over", frame.id)
+            return
         record = next((h for h in reversed(negotiation.history) if h.role == "vendor" and h.turn == frame.turn), None)
         if record is None:
             self._error(message.conn, ErrorCode.UNKNOWN_TURN,

@@ -49,12 +49,13 @@ __all__ = ["FRAME_HANDLERS", "MESSAGE_HANDLERS", "ActorSilence", "nudge_reply", 
 COOL_BELOW = 50  # below this happiness the welcome back is a cool one
 
 
-def nudge_reply(negotiation: Negotiation, now: float) -> Reply:
-    """The vendor's nudge after a silence: the next seq, nothing else changes."""
+def nudge_reply(negotiation: Negotiation, now: float, client_id: str | None = None) -> Reply:
+    """The vendor's nudge after a silence (`client_id`: the `silence` frame's, if one said so): the
+    next seq, nothing else changes."""
     scenario = negotiation.scenario
     line = say(scenario, negotiation.target_language, "nudge", negotiation.coaching.timeouts,
                scenario.item(negotiation.item), negotiation.level)
-    return negotiation.standing_reply(line, None, now, mark="nudge")
+    return negotiation.standing_reply(line, client_id, now, mark="nudge")
 
 
 def welcome_back_reply(negotiation: Negotiation, now: float, after_s: float) -> Reply | None:
@@ -155,7 +156,7 @@ class ActorSilence(ActorFanout):
                                                  "stage": negotiation.stage.value, "previous_stage": previous.value})
             self._hush()
         else:
-            events = [nudge_reply(negotiation, now)]
+            events = [nudge_reply(negotiation, now, frame_id)]
             level = negotiation.level_params
             offered = level.hint_after_timeouts == coaching.consecutive_timeouts
             if offered:

@@ -37,15 +37,17 @@ _BLANKS = re.compile(r"[^\S\n]+")
 _SUSPECT = re.compile(r"[*_`#>\[\]~•]|[^\S ]|https?:|www\.|\s[,.!?।]|  |^\s|\s$|^[-+\d]", re.IGNORECASE)
 
 
-def speakable(text: str, max_sentences: int = MAX_SENTENCES) -> tuple[str, tuple[str, ...]]:
+def speakable(text: str, max_sentences: int = MAX_SENTENCES, keep: tuple[str, ...] = ()) -> tuple[str, tuple[str, ...]]:
     """The line as it may be spoken, and what was changed (empty when nothing was). A learner
-    level may ask for fewer sentences than `MAX_SENTENCES` (a beginner's one)."""
+    level may ask for fewer sentences than `MAX_SENTENCES` (a beginner's one). A line cut short
+    keeps a sentence holding one of `keep` (the new price, in its written forms) if it had one: a
+    price the learner never hears must not be one the vendor holds them to."""
     if text and not _SUSPECT.search(text) and len(_SENTENCE_END.findall(text)) < max_sentences:
         return text, ()
-    return checked(text, max_sentences)
+    return checked(text, max_sentences, keep)
 
 
-def checked(text: str, max_sentences: int = MAX_SENTENCES) -> tuple[str, tuple[str, ...]]:
+def checked(text: str, max_sentences: int = MAX_SENTENCES, keep: tuple[str, ...] = ()) -> tuple[str, tuple[str, ...]]:
     """`speakable` without its shortcut: every rule applied."""
     flags: list[str] = []
     base = _BLANKS.sub(" ", text)  # every kind of space but the newline, as one space
@@ -62,7 +64,12 @@ def checked(text: str, max_sentences: int = MAX_SENTENCES) -> tuple[str, tuple[s
     sentences = [s for s in _SENTENCE_END.split(flat) if s.strip(" .,!?।")]
     if len(sentences) > max_sentences:
         flags.append("too_long")
-        flat = " ".join(sentences[:max_sentences])
+        chosen = sentences[:max_sentences]
+        if keep and not any(k in s for s in chosen for k in keep):
+            holder = next((s for s in sentences[max_sentences:] if any(k in s for k in keep)), None)
+            if holder is not None:
+                chosen = [*chosen[: max_sentences - 1], holder]
+        flat = " ".join(chosen)
     if not flat:
         flat = "Haan ji?"
     if not flags and flat == text:

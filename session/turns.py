@@ -233,7 +233,8 @@ class ActorTurns(ActorSilence):
         streamed = "".join(self._streamed)
         # A reply cut to two sentences keeps what was streamed of it: the stream stands, and the
         # reply says where it ends. Anything else that differs is withdrawn first.
-        final_text = speakable(result.decision.reply_text)[0].strip() if streamed else ""
+        final_text = speakable(result.decision.reply_text, self.negotiation.level_params.max_sentences)[0].strip() \
+            if streamed else ""
         if streamed and streamed.strip() != final_text and not streamed.strip().startswith(final_text):
             self._withdraw(pending.turn, "fallback" if result.fallback else "the final reply differs")
         previous_stage = self.negotiation.stage

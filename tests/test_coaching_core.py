@@ -155,3 +155,16 @@ def test_ending_by_silence_is_a_forced_closure() -> None:
     changed, ended = end_now(n, 1200.0, Outcome.TIMED_OUT)
     assert changed.to is Stage.CLOSURE and changed.forced and ended.outcome is Outcome.TIMED_OUT
     assert n.is_terminal and n.summary() is not None and n.summary().outcome is Outcome.TIMED_OUT  # type: ignore[union-attr]
+
+
+def test_a_line_cut_for_a_beginner_keeps_the_sentence_with_the_new_price() -> None:
+    n = new(Level.BEGINNER)
+    play(n, "Namaste bhaiya, tamatar kitne ka hai?")
+    pending = n.begin_turn("Bahut mehenga, 50 rupees?", "b", 2.0)
+    proposal = decision("Mehenga? Arre, these are the best. For you, 135 a kilo.", 50, Stage.HAGGLING,
+                        counter_price=135)
+    out = n.complete_turn(pending, VENDOR.propose_now(n.brain_request(pending)).model_copy(
+        update={"decision": proposal}), 3.0)
+    reply = out.events[0]
+    assert reply.text == "For you, 135 a kilo." and "too_long" in reply.flags  # type: ignore[union-attr]
+    assert reply.counter_price == 135  # type: ignore[union-attr]

@@ -186,3 +186,21 @@ def test_the_timer_heap_keeps_one_entry_per_session_and_skips_moved_deadlines() 
     now[0] = 161.0
     assert timers.fire_due() is None
     assert clients[0].fired == 0 and sum(c.fired for c in clients) == 999 and len(timers) == 0
+
+
+async def test_a_nudge_names_the_silence_frame_and_playback_after_the_end_is_refused() -> None:
+    async with running_server() as served:
+        created = await create(served)
+        async with await player(served, created) as c:
+            await c.recv()
+            await c.turn("t1", "Namaste bhaiya, tamatar kitne ka hai?")
+            await c.send({"type": "silence", "id": "quiet-1"})
+            nudge = await c.until("reply", mark="nudge")
+            assert nudge["in_reply_to"] == "quiet-1"
+            await c.send({"type": "command", "id": "stop", "name": "stop"})
+            await c.until("session.report")
+            await c.send({"type": "playback", "id": "late", "turn": 1, "heard_chars": 1, "interrupted": True})
+            assert (await c.until("error", id="late"))["code"] == "session_ended"
+            await c.send({"type": "silence", "id": "quiet-2"})
+            assert (await c.until("error", id="quiet-2"))["code"] == "session_ended"
+        assert checked(c.seen).ok, checked(c.seen).violations

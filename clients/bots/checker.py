@@ -267,7 +267,7 @@ class SessionChecker(CoachingChecks):
                           f"{frame.get('negotiation_state')!r}")
         in_reply_to = frame.get("in_reply_to")
         mark = frame.get("mark")
-        if self._sent and in_reply_to not in self._sent and not (mark in SPONTANEOUS and in_reply_to is None):
+        if self._sent and in_reply_to not in self._sent and mark not in SPONTANEOUS:  # a nudge may name a `silence`
             self._violate(f"reply seq {seq}: in_reply_to {in_reply_to!r} is no transcript we sent")
         if mark is not None:
             self._marked_reply(frame, turn, score, stage)

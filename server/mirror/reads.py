@@ -18,7 +18,8 @@ from schemas.brain import GraphContext, StageVisit
 from schemas.enums import Stage
 from server.mirror.rebuild import rebuild
 from server.mirror.writer import MirrorWriter
-from session.negotiation import Negotiation, _stability_hint
+from session.context import stability_hint
+from session.negotiation import Negotiation
 from session.protocols import MirrorUnavailable
 from session.rules import Limits
 
@@ -252,7 +253,7 @@ class MirrorReads(MirrorWriter):
                 for x in r["transitions"]
             ),
             turns_in_current_stage=turns_here,
-            stability_hint=_stability_hint(stage, turns_here),
+            stability_hint=stability_hint(stage, turns_here),
         )
 
     async def graph(self, session_id: str) -> dict[str, Any] | None:
