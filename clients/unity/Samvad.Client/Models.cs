@@ -69,7 +69,17 @@ namespace Samvad.Client
     public static class CloseCodes
     {
         public const int GoingAway = 1001;
+        /// <summary>The client broke the WebSocket protocol: a bug to fix, not to retry.</summary>
+        public const int ProtocolError = 1002;
+        /// <summary>A text frame that is not valid UTF-8: a bug to fix, not to retry.</summary>
+        public const int InvalidPayload = 1007;
         public const int MessageTooBig = 1009;
+        /// <summary>The client missed the server's keepalive pings.</summary>
+        public const int MissedPings = 1011;
+        /// <summary>The server is restarting (uvicorn's close before the application's 1001).</summary>
+        public const int ServiceRestart = 1012;
+        /// <summary>The session could not be rebuilt: the Neo4j mirror cannot answer yet.</summary>
+        public const int TryAgainLater = 1013;
         public const int Unauthorized = 4401;
         public const int WrongSession = 4403;
         public const int UnknownSession = 4404;
