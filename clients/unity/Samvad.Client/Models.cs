@@ -39,6 +39,40 @@ namespace Samvad.Client
         public const string NoDeal = "no_deal";
         public const string TurnLimit = "turn_limit";
         public const string Stopped = "stopped";
+        /// <summary>MAX_CONSECUTIVE_TIMEOUTS silences in a row (docs/coaching.md#silence).</summary>
+        public const string TimedOut = "timed_out";
+    }
+
+    /// <summary>Learner levels (`level` of POST /api/sessions, `SessionState.Level`, the report's
+    /// `Level`). What each changes is the scenario pack's data (docs/coaching.md#learner-levels).</summary>
+    public static class Levels
+    {
+        public const string Beginner = "beginner";
+        public const string Intermediate = "intermediate"; // the server's default
+        public const string Advanced = "advanced";
+    }
+
+    /// <summary>`ReplyEvent.Mark`: a reply that is not a turn (nothing changes, the turn does not
+    /// count, no mood, stage or tips follow). Null on a turn's reply.</summary>
+    public static class Marks
+    {
+        /// <summary>The transcript's confidence was too low: the vendor asks to hear it again.</summary>
+        public const string Clarify = "clarify";
+        /// <summary>The learner was silent (the server's timer, or <see cref="SamvadClient.Silence"/>).</summary>
+        public const string Nudge = "nudge";
+        /// <summary>A recap for a player back after SESSION_RESTART_SECONDS.</summary>
+        public const string WelcomeBack = "welcome_back";
+    }
+
+    /// <summary>`HintEvent.Kind`: 0 contextual, 1 structural, 2 and above reveal.</summary>
+    public static class HintKinds
+    {
+        /// <summary>What is going on and what this culture expects here, in English.</summary>
+        public const string Contextual = "contextual";
+        /// <summary>A sentence frame in the target language with ____ blanks, and its English.</summary>
+        public const string Structural = "structural";
+        /// <summary>A whole line to say, and its English.</summary>
+        public const string Reveal = "reveal";
     }
 
     /// <summary>Language codes the server accepts.</summary>
@@ -49,6 +83,10 @@ namespace Samvad.Client
         public const string TamilIndia = "ta-IN";
         public const string EnglishIndia = "en-IN";
         public const string Hinglish = "hi-EN";
+        public const string English = "en";
+        public const string Japanese = "ja-JP";
+        public const string DarijaMorocco = "ar-MA";
+        public const string FrenchMorocco = "fr-MA";
     }
 
     /// <summary>Codes of `error` frames (docs/protocol.md §6).</summary>
@@ -61,6 +99,18 @@ namespace Samvad.Client
         public const string RateLimited = "rate_limited";
         public const string Forbidden = "forbidden";
         public const string SessionEnded = "session_ended";
+        /// <summary>A command name this server does not know.</summary>
+        public const string UnknownCommand = "unknown_command";
+        /// <summary><see cref="SamvadClient.Repeat"/> before the vendor has said anything.</summary>
+        public const string NothingToRepeat = "nothing_to_repeat";
+        /// <summary><see cref="SamvadClient.Undo"/> with no answered turn left to take back (before any
+        /// turn, or after 3 in a row).</summary>
+        public const string NothingToUndo = "nothing_to_undo";
+        /// <summary><see cref="SamvadClient.ReportPlayback"/> for a turn the vendor has not answered, or
+        /// one that was undone.</summary>
+        public const string UnknownTurn = "unknown_turn";
+        /// <summary><see cref="SamvadClient.ReportPlayback"/> with heardChars beyond the reply's text.</summary>
+        public const string HeardOutOfRange = "heard_out_of_range";
         public const string Unavailable = "unavailable";
         public const string Internal = "internal";
     }
@@ -106,6 +156,11 @@ namespace Samvad.Client
 
         [JsonProperty("learner_id", NullValueHandling = NullValueHandling.Ignore)]
         public string LearnerId { get; set; }
+
+        /// <summary>`beginner`, `intermediate` or `advanced` (<see cref="Levels"/>); null: the server's
+        /// default, intermediate.</summary>
+        [JsonProperty("level", NullValueHandling = NullValueHandling.Ignore)]
+        public string Level { get; set; }
     }
 
     /// <summary>The answer of POST /api/sessions.</summary>
@@ -131,6 +186,15 @@ namespace Samvad.Client
         [JsonProperty("turn")] public int Turn { get; set; }
         [JsonProperty("from_stage")] public string FromStage { get; set; }
         [JsonProperty("to_stage")] public string ToStage { get; set; }
+    }
+
+    /// <summary>One line of the conversation in `SessionState.Transcript`.</summary>
+    public sealed class TranscriptLine
+    {
+        [JsonProperty("turn")] public int Turn { get; set; }
+        /// <summary>"learner" or "vendor".</summary>
+        [JsonProperty("role")] public string Role { get; set; }
+        [JsonProperty("text")] public string Text { get; set; }
     }
 
     public sealed class Summary
@@ -174,6 +238,11 @@ namespace Samvad.Client
         [JsonProperty("offers")] public List<Point> Offers { get; set; }
         [JsonProperty("stage_changes")] public List<StageChange> StageChanges { get; set; }
         [JsonProperty("summary")] public Summary Summary { get; set; }
+        /// <summary>The learner's level (<see cref="Levels"/>).</summary>
+        [JsonProperty("level")] public string Level { get; set; }
+        /// <summary>The last 60 lines of the conversation, oldest first. Kept as the server last sent
+        /// it (welcome, snapshot, undo): the client does not append replies to it.</summary>
+        [JsonProperty("transcript")] public List<TranscriptLine> Transcript { get; set; }
 
         /// <summary>A shallow copy (the lists are shared), so a caller can hold a stable view.</summary>
         public SessionState Copy()
