@@ -2,7 +2,9 @@
 
 `clients/unity/build.sh` compiles the library and the console harness; the harness then plays a
 polite negotiation to DEAL against a `samvad serve` process, aborting its socket twice on the way,
-and prints a JSON summary. Without Mono the test is skipped, except in CI where it must run.
+and prints a JSON summary. It also tours every scenario pack (at a learner level each) through the
+coaching: a barge-in before a price, hints, undo, a silence, stop and the report's counts. Without
+Mono the test is skipped, except in CI where it must run.
 """
 
 from __future__ import annotations
@@ -144,11 +146,14 @@ TOURS = {
     "kyoto-antiques": ["Konnichiwa, sumimasen.", "Kono chawan wa ikura desu ka?", "17000 yen, onegaishimasu?"],
     "marrakech-souk": ["Salam alaikum, my friend!", "Bshhal hada fanous?", "Ghali bezzaf! 300 dirhams?"],
 }
+# Each pack is toured at another level (None: the server's default, intermediate).
+LEVELS = {"jaipur-bazaar": "beginner", "kyoto-antiques": "advanced", "marrakech-souk": None}
 
 
-@pytest.mark.parametrize("pack", sorted(TOURS))
-def test_the_unity_client_plays_every_scenario_pack(harness: Path, server_url: str, pack: str) -> None:
+def _tour(harness: Path, server_url: str, pack: str) -> dict:
     args = ["mono", str(harness), "--url", server_url, "--timeout", "30", "--scenario", pack]
+    if LEVELS[pack] is not None:
+        args += ["--level", LEVELS[pack]]
     for line in TOURS[pack]:
         args += ["--say", line]
     run = subprocess.run(args, capture_output=True, text=True, timeout=45, check=False)
@@ -156,9 +161,77 @@ def test_the_unity_client_plays_every_scenario_pack(harness: Path, server_url: s
     assert lines, f"no summary line (exit {run.returncode}):\n{run.stdout}\n{run.stderr}"
     summary = json.loads(lines[-1])
     assert run.returncode == 0 and summary["ok"] is True, summary.get("failures")
+    return summary
+
+
+@pytest.fixture(scope="module", params=sorted(TOURS))
+def tour(request: pytest.FixtureRequest, harness: Path, server_url: str) -> tuple[str, dict]:
+    return request.param, _tour(harness, server_url, request.param)
+
+
+def test_the_unity_client_plays_every_scenario_pack(tour: tuple[str, dict]) -> None:
+    pack, summary = tour
     assert summary["scenario"] == pack and len(summary["replies"]) == len(TOURS[pack])
     assert summary["tips"] == len(TOURS[pack])
     currency = {"jaipur-bazaar": "rupees", "kyoto-antiques": "yen", "marrakech-souk": "dirhams"}[pack]
     assert any(currency in reply for reply in summary["replies"]), summary["replies"]
     assert summary["stopped"] == "stopped"  # Repeat() and Stop() went through the C# client
     assert summary["clarify"]  # a transcript at confidence 0.4 was asked again
+    # The session was created at the pack's level, and the report says so.
+    level = LEVELS[pack] or "intermediate"
+    assert summary["level"] == level and summary["report"]["level"] == level
+    # An advanced learner gets no unprompted suggestions; the others get them with their English.
+    if level == "advanced":
+        assert summary["suggested"] == 0 and summary["suggested_english"] == 0
+    else:
+        assert summary["suggested"] > 0 and summary["suggested_english"] > 0
+
+
+def test_a_barge_in_before_the_price_unbinds_it(tour: tuple[str, dict]) -> None:
+    _, summary = tour
+    barge = summary["barge_in"]
+    said = summary["replies"][barge["turn"] - 1]
+    assert barge["interrupted"] is True and barge["quote_unbound"] is True
+    assert barge["heard_text"] == said[: barge["heard_chars"]]  # the server counted what the client cut
+    assert str(barge["price"]) not in barge["heard_text"] and str(barge["price"]) in said
+    # The quote from before that reply stands again (none: it was the first), in the client's state too.
+    assert barge["vendor_quote"] == barge["quote_before"] and barge["client_quote"] == barge["vendor_quote"]
+    whole = summary["heard_to_end"]
+    assert whole["interrupted"] is False and whole["quote_unbound"] is False
+    assert whole["heard_chars"] == len(summary["replies"][whole["turn"] - 1])
+    assert summary["playback_refusals"] == ["unknown_turn", "heard_out_of_range"]
+
+
+def test_three_hints_climb_from_context_to_the_whole_line(tour: tuple[str, dict]) -> None:
+    _, summary = tour
+    hints = summary["hints"]
+    assert [(h["level"], h["kind"]) for h in hints] == [(0, "contextual"), (1, "structural"), (2, "reveal")]
+    assert "____" in hints[1]["text"] and "____" not in hints[2]["text"]
+    assert hints[1]["english"] and hints[2]["english"]
+    assert len({h["situation"] for h in hints}) == 1  # all three are about the same next line
+
+
+def test_undo_restores_the_state_before_the_turn(tour: tuple[str, dict]) -> None:
+    pack, summary = tour
+    undo = summary["undo"]
+    turns = len(TOURS[pack])
+    assert undo["turn"] == turns and undo["state_turn"] == turns - 1
+    assert undo["matches_before"] is True and undo["client_state_replaced"] is True
+    assert summary["undo_before_turns"] == "nothing_to_undo"
+
+
+def test_a_silence_is_nudged_and_the_report_counts_the_help(tour: tuple[str, dict]) -> None:
+    pack, summary = tour
+    nudge = summary["nudge"]
+    assert nudge["mark"] == "nudge" and nudge["events"] == 1 and nudge["text"]
+    assert nudge["turn"] == len(TOURS[pack]) - 1  # after the undo, and a nudge is not a turn
+    report = summary["report"]
+    assert report["outcome"] == "stopped"
+    offered = 1 if LEVELS[pack] == "beginner" else 0  # a beginner is offered a hint after a silence
+    assert report["coaching"] == {"hints": [1, 1, 1], "hints_offered": offered, "repeats": 1, "undos": 1,
+                                  "timeouts": 1, "unclear": 1}
+    assert report["offered_hints_seen"] == offered
+    assert all(clamp["flag"] and clamp["explanation"] for clamp in report["clamps"])
+    if LEVELS[pack] == "beginner":  # the rule vendor's two-sentence greeting is cut to a beginner's one
+        assert {"turn": 1, "flag": "too_long"} in [{k: c[k] for k in ("turn", "flag")} for c in report["clamps"]]
+    assert summary["errors"] == ["nothing_to_undo", "unknown_turn", "heard_out_of_range"]

@@ -2,7 +2,8 @@
 // connection twice on purpose, and proves that nothing was lost or applied twice.
 //
 //   mono clients/unity/bin/Harness.exe --url http://127.0.0.1:8000 [--timeout 45] [--verbose]
-//   mono clients/unity/bin/Harness.exe --url ... --scenario kyoto-antiques --say LINE ...  (Run.Tour.cs)
+//   mono clients/unity/bin/Harness.exe --url ... --scenario kyoto-antiques [--level beginner] --say LINE ...
+//     (the tour of one pack with the coaching commands: Run.Tour.cs, Run.Coaching.cs)
 //
 // Drop 1 aborts the socket right after a transcript is queued: the frame may or may not have reached
 // the server, and either way it must be answered exactly once. Drop 2 first makes the client deaf
@@ -16,6 +17,8 @@
 //   Program.cs            arguments, the time limit, the summary line
 //   Run.cs                the run: offline checks, the two clients, the bad-token refusal
 //   Run.Negotiation.cs    the negotiation with its two forced drops, and what it must add up to
+//   Run.Tour.cs           the tour of one scenario pack: its lines, a barge-in, then the coaching
+//   Run.Coaching.cs       the tour's coaching steps: playback, hints, undo, silence, stop and report
 //   Recorder.cs           what one client saw, from its events
 //   PoliteLearner.cs      the learner's lines
 
@@ -33,6 +36,7 @@ namespace Samvad.Harness
             int timeoutSeconds = 45;
             bool verbose = false;
             string scenario = null;
+            string level = null;
             var lines = new System.Collections.Generic.List<string>();
             for (int i = 0; i < args.Length; i++)
             {
@@ -50,6 +54,9 @@ namespace Samvad.Harness
                     case "--scenario":
                         scenario = args[++i];
                         break;
+                    case "--level":
+                        level = args[++i];
+                        break;
                     case "--say":
                         lines.Add(args[++i]);
                         break;
@@ -61,14 +68,14 @@ namespace Samvad.Harness
             if (string.IsNullOrEmpty(url))
             {
                 Console.Error.WriteLine("usage: mono Harness.exe --url http://127.0.0.1:PORT [--timeout S] [--verbose]"
-                                        + " [--scenario ID --say LINE [--say LINE ...]]");
+                                        + " [--scenario ID [--level LEVEL] --say LINE [--say LINE ...]]");
                 return 2;
             }
             var run = new Run(url, verbose);
             JObject summary;
             try
             {
-                var work = scenario == null ? run.ExecuteAsync() : run.TourAsync(scenario, lines);
+                var work = scenario == null ? run.ExecuteAsync() : run.TourAsync(scenario, lines, level);
                 if (!work.Wait(TimeSpan.FromSeconds(timeoutSeconds)))
                 {
                     run.Fail("the harness did not finish within " + timeoutSeconds + " s");

@@ -1,7 +1,10 @@
-// A short tour of one scenario pack: create a session of that pack, say a few lines, and check
-// that every reply comes, that each answered turn brings its coaching cards, and that the event
-// stream has no hole; then `repeat` and `stop` through the client's commands.
-//   mono Harness.exe --url URL --scenario kyoto-antiques --say "..." --say "..."
+// A short tour of one scenario pack: create a session of that pack (at a level, if given), say a
+// few lines, and check that every reply comes, that each answered turn brings its coaching cards,
+// and that the event stream has no hole. On the way the learner reports what was heard of each
+// reply: the first reply that names a new price is cut off before the price (a barge-in, so the
+// price must not bind), another is heard to the end. Then the coaching of Run.Coaching.cs: the
+// refusals, unclear speech, repeat, three hints, undo, a silence, stop and the report's counts.
+//   mono Harness.exe --url URL --scenario kyoto-antiques [--level beginner] --say "..." --say "..."
 
 using System;
 using System.Collections.Generic;
@@ -14,27 +17,65 @@ namespace Samvad.Harness
 {
     sealed partial class Run
     {
-        public async Task TourAsync(string scenario, IList<string> lines)
+        public async Task TourAsync(string scenario, IList<string> lines, string level)
         {
+            if (lines.Count < 2) throw new ArgumentException("a tour says at least two lines (one is taken back)");
             using (var api = new SamvadApi(_url))
             {
-                var info = await api.CreateSessionAsync(new CreateSessionRequest { Scenario = scenario, LearnerId = "unity-tour" })
-                                    .ConfigureAwait(false);
+                var info = await api.CreateSessionAsync(new CreateSessionRequest
+                {
+                    Scenario = scenario, LearnerId = "unity-tour", Level = level,
+                }).ConfigureAwait(false);
                 Fact("scenario", scenario);
                 var player = new SamvadClient(_url, info.SessionId, info.PlayerToken, Options(false));
                 var seen = new Recorder();
                 seen.Attach(player);
                 try
                 {
-                    await Within(player.ConnectAsync(), Step, "connecting the player").ConfigureAwait(false);
+                    var welcome = await Within(player.ConnectAsync(), Step, "connecting the player").ConfigureAwait(false);
+                    string sessionLevel = welcome.State == null ? null : welcome.State.Level;
+                    Check(sessionLevel == (level ?? Levels.Intermediate), "the session's level is " + sessionLevel);
+                    Fact("level", sessionLevel);
+
+                    // Nothing to take back yet: refused like any other frame, with the new code.
+                    Fact("undo_before_turns", await RefusalAsync(player.Undo(), "an undo before any turn")
+                                                   .ConfigureAwait(false));
+
                     var texts = new JArray();
-                    foreach (string line in lines)
+                    var replies = new List<ReplyEvent>();
+                    SessionState beforeLast = null;
+                    JObject bargeIn = null, heardToEnd = null;
+                    for (int i = 0; i < lines.Count; i++)
                     {
-                        var frame = player.SendTranscript(line, 0.95);
-                        var reply = await Within(frame.Reply, Step, "the reply to " + line).ConfigureAwait(false);
+                        if (i == lines.Count - 1)
+                        {
+                            // The server's own record of the session before the turn that is undone below.
+                            beforeLast = await Within(api.GetSessionAsync(info.SessionId, info.PlayerToken), Step,
+                                                      "GET the session").ConfigureAwait(false);
+                        }
+                        int? quoteBefore = player.State.VendorQuote;
+                        var frame = player.SendTranscript(lines[i], 0.95);
+                        var reply = await Within(frame.Reply, Step, "the reply to " + lines[i]).ConfigureAwait(false);
                         texts.Add(reply.Text);
-                        Log("vendor: " + reply.Text);
+                        replies.Add(reply);
+                        Log("vendor: " + reply.Text + " (quote " + reply.CounterPrice + ")");
+                        Check(reply.IsTurn && reply.Turn == i + 1, "the reply to line " + (i + 1) + " is turn " + reply.Turn
+                                                                     + " with mark " + reply.Mark);
+                        // What the learner heard, before the next line: only the latest reply can be unbound.
+                        if (bargeIn == null && reply.CounterPrice.HasValue && reply.CounterPrice != quoteBefore)
+                        {
+                            bargeIn = await BargeInAsync(player, seen, reply, quoteBefore).ConfigureAwait(false);
+                        }
+                        else if (heardToEnd == null)
+                        {
+                            heardToEnd = await HeardToEndAsync(player, seen, reply).ConfigureAwait(false);
+                        }
                     }
+                    Check(bargeIn != null, "no reply named a new price to barge in on");
+                    Check(heardToEnd != null, "no reply was reported heard to the end");
+                    Fact("barge_in", bargeIn);
+                    Fact("heard_to_end", heardToEnd);
+
                     var settle = DateTime.UtcNow + TimeSpan.FromSeconds(5);
                     while (seen.TipsCopy().Count < lines.Count && DateTime.UtcNow < settle)
                     {
@@ -45,28 +86,22 @@ namespace Samvad.Harness
                     Check(seen.Contiguous(out problem), "tour: " + problem);
                     Check(tips.Count == lines.Count, tips.Count + " tips events for " + lines.Count + " turns");
                     Check(tips.All(t => t.Cards != null && t.Cards.Count >= 1), "a tips event without cards");
-                    Check(seen.ErrorsCopy().Count == 0, "errors: " + string.Join("; ", seen.ErrorsCopy()));
+                    Check(seen.ErrorsCopy().Count == 1, "errors: " + string.Join("; ", seen.ErrorsCopy()));
                     Fact("replies", texts);
                     Fact("tips", tips.Count);
                     Fact("grounded_cards", tips.Sum(t => t.Cards.Count(c => c.Grounded)));
-                    // Unclear speech is asked again, and is not a turn.
-                    var mumble = player.SendTranscript("mmh... hm", 0.4);
-                    var asked = await Within(mumble.Reply, Step, "the answer to a mumble").ConfigureAwait(false);
-                    Check(asked.Mark == "clarify" && asked.Turn == lines.Count,
-                          "a mumble got mark " + asked.Mark + " at turn " + asked.Turn);
-                    Fact("clarify", asked.Text);
-                    // The commands: the last line again, then the end with its report.
-                    var repeatedLine = new TaskCompletionSource<RepeatEvent>(TaskCreationOptions.RunContinuationsAsynchronously);
-                    player.Repeated += r => repeatedLine.TrySetResult(r);
-                    var reported = new TaskCompletionSource<SessionReportEvent>(TaskCreationOptions.RunContinuationsAsynchronously);
-                    player.Report += r => reported.TrySetResult(r);
-                    await Within(player.Repeat().Acked, Step, "the ack of repeat").ConfigureAwait(false);
-                    var again = await Within(repeatedLine.Task, Step, "the repeated line").ConfigureAwait(false);
-                    Check(again.Text == (string)texts.Last, "repeat said " + again.Text + ", not the last line");
-                    await Within(player.Stop().Acked, Step, "the ack of stop").ConfigureAwait(false);
-                    var report = await Within(reported.Task, Step, "the report after stop").ConfigureAwait(false);
-                    Check(report.Report.Outcome == Outcomes.Stopped, "stop ended the session as " + report.Report.Outcome);
-                    Fact("stopped", report.Report.Outcome);
+                    Fact("suggested", replies.Count(r => !string.IsNullOrEmpty(r.SuggestedUserResponse)));
+                    Fact("suggested_english", replies.Count(r => !string.IsNullOrEmpty(r.SuggestedUserResponseEnglish)));
+
+                    await CoachAsync(player, seen, replies, beforeLast).ConfigureAwait(false);
+
+                    Check(seen.Contiguous(out problem), "tour, after the coaching: " + problem);
+                    var refusals = seen.ErrorCodesCopy();
+                    Fact("errors", new JArray(refusals.ToArray()));
+                    Check(refusals.SequenceEqual(new[] { ErrorCodes.NothingToUndo, ErrorCodes.UnknownTurn,
+                                                         ErrorCodes.HeardOutOfRange }),
+                          "errors: " + string.Join("; ", seen.ErrorsCopy()));
+                    Check(player.PendingCount == 0, player.PendingCount + " frames never acknowledged");
                     Fact("last_seq", player.LastSeq);
                 }
                 finally

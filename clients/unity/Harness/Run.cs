@@ -97,11 +97,11 @@ namespace Samvad.Harness
                   "SeqTracker: a snapshot did not move last_seq to its seq");
             Check(seq.Offer("reply", 13) == SeqDecision.Apply, "SeqTracker: the event after a snapshot was not applied");
             Check(seq.Offer("snapshot", 11) == SeqDecision.DropStale, "SeqTracker: an older snapshot was applied");
-            foreach (int code in new[] { 4401, 4403, 4404, 4409 })
+            foreach (int code in new[] { 1002, 1007, 1009, 4401, 4403, 4404, 4409 })
             {
                 Check(!SamvadClient.MayReconnect(code), "the client would reconnect after " + code);
             }
-            foreach (int code in new[] { 1001, 1006, 4408, 4410, 4429, 4430 })
+            foreach (int code in new[] { 1001, 1006, 1011, 1012, 1013, 4408, 4410, 4429, 4430 })
             {
                 Check(SamvadClient.MayReconnect(code), "the client would not reconnect after " + code);
             }

@@ -1,4 +1,5 @@
-// Typed views of the frames the Samvad server sends (docs/protocol.md §4) and of its HTTP answers.
+// The vocabularies of the protocol, its HTTP bodies, the session state and the client's own results.
+// The server's frames are in Events.cs, the learner report in Report.cs.
 //
 // The server may add fields at any time; Newtonsoft ignores the ones these classes do not name.
 // Closed vocabularies (stage, mood, outcome, ...) are kept as strings so that a newer server with
@@ -38,6 +39,40 @@ namespace Samvad.Client
         public const string NoDeal = "no_deal";
         public const string TurnLimit = "turn_limit";
         public const string Stopped = "stopped";
+        /// <summary>MAX_CONSECUTIVE_TIMEOUTS silences in a row (docs/coaching.md#silence).</summary>
+        public const string TimedOut = "timed_out";
+    }
+
+    /// <summary>Learner levels (`level` of POST /api/sessions, `SessionState.Level`, the report's
+    /// `Level`). What each changes is the scenario pack's data (docs/coaching.md#learner-levels).</summary>
+    public static class Levels
+    {
+        public const string Beginner = "beginner";
+        public const string Intermediate = "intermediate"; // the server's default
+        public const string Advanced = "advanced";
+    }
+
+    /// <summary>`ReplyEvent.Mark`: a reply that is not a turn (nothing changes, the turn does not
+    /// count, no mood, stage or tips follow). Null on a turn's reply.</summary>
+    public static class Marks
+    {
+        /// <summary>The transcript's confidence was too low: the vendor asks to hear it again.</summary>
+        public const string Clarify = "clarify";
+        /// <summary>The learner was silent (the server's timer, or <see cref="SamvadClient.Silence"/>).</summary>
+        public const string Nudge = "nudge";
+        /// <summary>A recap for a player back after SESSION_RESTART_SECONDS.</summary>
+        public const string WelcomeBack = "welcome_back";
+    }
+
+    /// <summary>`HintEvent.Kind`: 0 contextual, 1 structural, 2 and above reveal.</summary>
+    public static class HintKinds
+    {
+        /// <summary>What is going on and what this culture expects here, in English.</summary>
+        public const string Contextual = "contextual";
+        /// <summary>A sentence frame in the target language with ____ blanks, and its English.</summary>
+        public const string Structural = "structural";
+        /// <summary>A whole line to say, and its English.</summary>
+        public const string Reveal = "reveal";
     }
 
     /// <summary>Language codes the server accepts.</summary>
@@ -48,6 +83,10 @@ namespace Samvad.Client
         public const string TamilIndia = "ta-IN";
         public const string EnglishIndia = "en-IN";
         public const string Hinglish = "hi-EN";
+        public const string English = "en";
+        public const string Japanese = "ja-JP";
+        public const string DarijaMorocco = "ar-MA";
+        public const string FrenchMorocco = "fr-MA";
     }
 
     /// <summary>Codes of `error` frames (docs/protocol.md §6).</summary>
@@ -60,6 +99,18 @@ namespace Samvad.Client
         public const string RateLimited = "rate_limited";
         public const string Forbidden = "forbidden";
         public const string SessionEnded = "session_ended";
+        /// <summary>A command name this server does not know.</summary>
+        public const string UnknownCommand = "unknown_command";
+        /// <summary><see cref="SamvadClient.Repeat"/> before the vendor has said anything.</summary>
+        public const string NothingToRepeat = "nothing_to_repeat";
+        /// <summary><see cref="SamvadClient.Undo"/> with no answered turn left to take back (before any
+        /// turn, or after 3 in a row).</summary>
+        public const string NothingToUndo = "nothing_to_undo";
+        /// <summary><see cref="SamvadClient.ReportPlayback"/> for a turn the vendor has not answered, or
+        /// one that was undone.</summary>
+        public const string UnknownTurn = "unknown_turn";
+        /// <summary><see cref="SamvadClient.ReportPlayback"/> with heardChars beyond the reply's text.</summary>
+        public const string HeardOutOfRange = "heard_out_of_range";
         public const string Unavailable = "unavailable";
         public const string Internal = "internal";
     }
@@ -68,7 +119,17 @@ namespace Samvad.Client
     public static class CloseCodes
     {
         public const int GoingAway = 1001;
+        /// <summary>The client broke the WebSocket protocol: a bug to fix, not to retry.</summary>
+        public const int ProtocolError = 1002;
+        /// <summary>A text frame that is not valid UTF-8: a bug to fix, not to retry.</summary>
+        public const int InvalidPayload = 1007;
         public const int MessageTooBig = 1009;
+        /// <summary>The client missed the server's keepalive pings.</summary>
+        public const int MissedPings = 1011;
+        /// <summary>The server is restarting (uvicorn's close before the application's 1001).</summary>
+        public const int ServiceRestart = 1012;
+        /// <summary>The session could not be rebuilt: the Neo4j mirror cannot answer yet.</summary>
+        public const int TryAgainLater = 1013;
         public const int Unauthorized = 4401;
         public const int WrongSession = 4403;
         public const int UnknownSession = 4404;
@@ -95,6 +156,11 @@ namespace Samvad.Client
 
         [JsonProperty("learner_id", NullValueHandling = NullValueHandling.Ignore)]
         public string LearnerId { get; set; }
+
+        /// <summary>`beginner`, `intermediate` or `advanced` (<see cref="Levels"/>); null: the server's
+        /// default, intermediate.</summary>
+        [JsonProperty("level", NullValueHandling = NullValueHandling.Ignore)]
+        public string Level { get; set; }
     }
 
     /// <summary>The answer of POST /api/sessions.</summary>
@@ -120,6 +186,15 @@ namespace Samvad.Client
         [JsonProperty("turn")] public int Turn { get; set; }
         [JsonProperty("from_stage")] public string FromStage { get; set; }
         [JsonProperty("to_stage")] public string ToStage { get; set; }
+    }
+
+    /// <summary>One line of the conversation in `SessionState.Transcript`.</summary>
+    public sealed class TranscriptLine
+    {
+        [JsonProperty("turn")] public int Turn { get; set; }
+        /// <summary>"learner" or "vendor".</summary>
+        [JsonProperty("role")] public string Role { get; set; }
+        [JsonProperty("text")] public string Text { get; set; }
     }
 
     public sealed class Summary
@@ -163,6 +238,11 @@ namespace Samvad.Client
         [JsonProperty("offers")] public List<Point> Offers { get; set; }
         [JsonProperty("stage_changes")] public List<StageChange> StageChanges { get; set; }
         [JsonProperty("summary")] public Summary Summary { get; set; }
+        /// <summary>The learner's level (<see cref="Levels"/>).</summary>
+        [JsonProperty("level")] public string Level { get; set; }
+        /// <summary>The last 60 lines of the conversation, oldest first. Kept as the server last sent
+        /// it (welcome, snapshot, undo): the client does not append replies to it.</summary>
+        [JsonProperty("transcript")] public List<TranscriptLine> Transcript { get; set; }
 
         /// <summary>A shallow copy (the lists are shared), so a caller can hold a stable view.</summary>
         public SessionState Copy()
@@ -187,178 +267,6 @@ namespace Samvad.Client
         [JsonProperty("validation_ms")] public double ValidationMs { get; set; }
         [JsonProperty("total_ms")] public double TotalMs { get; set; }
         [JsonProperty("prompt_version")] public string PromptVersion { get; set; }
-    }
-
-    // ------------------------------------------------------------------------------ server frames
-
-    /// <summary>Every server frame carries its type and session.</summary>
-    public abstract class ServerEvent
-    {
-        [JsonProperty("type")] public string Type { get; set; }
-        [JsonProperty("session_id")] public string SessionId { get; set; }
-    }
-
-    /// <summary>A frame of the session stream: `seq` rises by exactly one per event.</summary>
-    public abstract class SequencedEvent : ServerEvent
-    {
-        [JsonProperty("seq")] public long Seq { get; set; }
-    }
-
-    public sealed class WelcomeEvent : ServerEvent
-    {
-        [JsonProperty("role")] public string Role { get; set; }
-        [JsonProperty("seq")] public long Seq { get; set; }
-        [JsonProperty("state")] public SessionState State { get; set; }
-        [JsonProperty("protocol")] public string Protocol { get; set; }
-        [JsonProperty("limits")] public Dictionary<string, long> Limits { get; set; }
-
-        /// <summary>Set by the client: false on the first connection, true after a reconnect.</summary>
-        [JsonIgnore] public bool IsReconnect { get; set; }
-    }
-
-    public sealed class AckEvent : ServerEvent
-    {
-        [JsonProperty("id")] public string Id { get; set; }
-        [JsonProperty("duplicate")] public bool Duplicate { get; set; }
-    }
-
-    public sealed class PongEvent : ServerEvent
-    {
-        [JsonProperty("id")] public string Id { get; set; }
-        [JsonProperty("t")] public double? T { get; set; }
-
-        /// <summary>Round-trip time in milliseconds, filled in by the client when `t` was its own.</summary>
-        [JsonIgnore] public double? RttMs { get; set; }
-    }
-
-    public sealed class ErrorEvent : ServerEvent
-    {
-        [JsonProperty("code")] public string Code { get; set; }
-        [JsonProperty("message")] public string Message { get; set; }
-        [JsonProperty("id")] public string Id { get; set; }
-    }
-
-    /// <summary>The vendor's validated answer to one learner turn.</summary>
-    public sealed class ReplyEvent : SequencedEvent
-    {
-        /// <summary>"clarify" when the reply is not a turn but a request to hear unclear speech again.</summary>
-        [JsonProperty("mark")] public string Mark { get; set; }
-        [JsonProperty("policy")] public string Policy { get; set; }
-        [JsonProperty("sources")] public List<string> Sources { get; set; }
-        [JsonProperty("turn")] public int Turn { get; set; }
-        [JsonProperty("text")] public string Text { get; set; }
-        [JsonProperty("happiness_score")] public int HappinessScore { get; set; }
-        [JsonProperty("negotiation_state")] public string NegotiationState { get; set; }
-        [JsonProperty("vendor_mood")] public string VendorMood { get; set; }
-        [JsonProperty("counter_price")] public int? CounterPrice { get; set; }
-        [JsonProperty("suggested_user_response")] public string SuggestedUserResponse { get; set; }
-        [JsonProperty("is_terminal")] public bool IsTerminal { get; set; }
-        [JsonProperty("in_reply_to")] public string InReplyTo { get; set; }
-        [JsonProperty("item")] public string Item { get; set; }
-        [JsonProperty("learner_offer")] public int? LearnerOffer { get; set; }
-        [JsonProperty("offer_assessment")] public string OfferAssessment { get; set; }
-        [JsonProperty("fallback")] public bool Fallback { get; set; }
-        [JsonProperty("withdrawn_stream")] public bool WithdrawnStream { get; set; }
-        [JsonProperty("flags")] public List<string> Flags { get; set; }
-        [JsonProperty("timings")] public TurnTimings Timings { get; set; }
-    }
-
-    /// <summary>A piece of the vendor's words while a streaming brain is still thinking.</summary>
-    public sealed class ReplyDeltaEvent : ServerEvent
-    {
-        [JsonProperty("turn")] public int Turn { get; set; }
-        [JsonProperty("text")] public string Text { get; set; }
-    }
-
-    /// <summary>Throw away the deltas shown so far for `Turn`; the coming reply replaces them.</summary>
-    public sealed class ReplyWithdrawnEvent : ServerEvent
-    {
-        [JsonProperty("turn")] public int Turn { get; set; }
-        [JsonProperty("reason")] public string Reason { get; set; }
-    }
-
-    public sealed class MoodEvent : SequencedEvent
-    {
-        [JsonProperty("turn")] public int Turn { get; set; }
-        [JsonProperty("happiness_score")] public int HappinessScore { get; set; }
-        [JsonProperty("vendor_mood")] public string VendorMood { get; set; }
-        [JsonProperty("delta")] public int Delta { get; set; }
-    }
-
-    public sealed class StageEvent : SequencedEvent
-    {
-        [JsonProperty("turn")] public int Turn { get; set; }
-        [JsonProperty("from")] public string From { get; set; }
-        [JsonProperty("to")] public string To { get; set; }
-        [JsonProperty("forced")] public bool Forced { get; set; }
-    }
-
-    public sealed class SessionEndedEvent : SequencedEvent
-    {
-        [JsonProperty("outcome")] public string Outcome { get; set; }
-        [JsonProperty("summary")] public Summary Summary { get; set; }
-    }
-
-    /// <summary>One coaching card. A grounded card's title and body are the teacher's own words
-    /// (docs/knowledge.md); SourceChunkIds say which note they come from.</summary>
-    public sealed class TipCard
-    {
-        [JsonProperty("card_id")] public string CardId { get; set; }
-        [JsonProperty("title")] public string Title { get; set; }
-        [JsonProperty("body")] public string Body { get; set; }
-        [JsonProperty("type")] public string Type { get; set; }
-        [JsonProperty("grounded")] public bool Grounded { get; set; }
-        [JsonProperty("confidence_score")] public double ConfidenceScore { get; set; }
-        [JsonProperty("source_chunk_ids")] public List<string> SourceChunkIds { get; set; }
-    }
-
-    /// <summary>The vendor's last line again, for the `repeat` command.</summary>
-    public sealed class RepeatEvent : SequencedEvent
-    {
-        [JsonProperty("turn")] public int Turn { get; set; }
-        [JsonProperty("text")] public string Text { get; set; }
-        [JsonProperty("in_reply_to")] public string InReplyTo { get; set; }
-    }
-
-    /// <summary>The coaching cards for learner turn `Turn`, after that turn's other events.</summary>
-    public sealed class TipsEvent : SequencedEvent
-    {
-        [JsonProperty("turn")] public int Turn { get; set; }
-        [JsonProperty("cards")] public List<TipCard> Cards { get; set; }
-    }
-
-    /// <summary>The learner report of an ended session (docs/coaching.md): the parts a game shows.
-    /// The whole report is in `Raw`, as the server sent it.</summary>
-    public sealed class LearnerReport
-    {
-        [JsonProperty("outcome")] public string Outcome { get; set; }
-        [JsonProperty("item")] public string Item { get; set; }
-        [JsonProperty("turns")] public int Turns { get; set; }
-        [JsonProperty("score")] public int Score { get; set; }
-        [JsonProperty("score_parts")] public Dictionary<string, int> ScoreParts { get; set; }
-        [JsonProperty("suggestions")] public List<string> Suggestions { get; set; }
-        [JsonProperty("cards_earned")] public List<EarnedCard> CardsEarned { get; set; }
-    }
-
-    public sealed class EarnedCard
-    {
-        [JsonProperty("card_id")] public string CardId { get; set; }
-        [JsonProperty("title")] public string Title { get; set; }
-        [JsonProperty("turn")] public int Turn { get; set; }
-    }
-
-    /// <summary>Follows `session.ended`: what the session taught.</summary>
-    public sealed class SessionReportEvent : SequencedEvent
-    {
-        [JsonProperty("report")] public LearnerReport Report { get; set; }
-    }
-
-    /// <summary>Sent instead of a replay that the server can no longer give: replace your state.</summary>
-    public sealed class SnapshotEvent : SequencedEvent
-    {
-        [JsonProperty("state")] public SessionState State { get; set; }
-        [JsonProperty("replayed")] public bool Replayed { get; set; }
-        [JsonProperty("reason")] public string Reason { get; set; }
     }
 
     // ------------------------------------------------------------------------------ client-side results

@@ -4,16 +4,20 @@ using System.Threading.Tasks;
 namespace Samvad.Client
 {
     /// <summary>
-    /// A `scene` or `transcript` frame the client is responsible for until the server acknowledges
-    /// it. The client re-sends it, with the same id, after every reconnect until then.
+    /// A frame the client is responsible for until the server acknowledges it (`scene`,
+    /// `transcript`, `command`, `playback`, `silence`). The client re-sends it, with the same id,
+    /// after every reconnect until then.
     /// </summary>
     public sealed class PendingFrame
     {
         readonly TaskCompletionSource<AckResult> _ack =
             new TaskCompletionSource<AckResult>(TaskCreationOptions.RunContinuationsAsynchronously);
         readonly TaskCompletionSource<ReplyEvent> _reply;
+        readonly TaskCompletionSource<SequencedEvent> _answer;
 
-        internal PendingFrame(string id, string type, string json, Action<AckResult> onAck)
+        /// <param name="answered">True when the server answers the frame with an event whose
+        /// in_reply_to is its id (hint, repeat and undo commands, playback).</param>
+        internal PendingFrame(string id, string type, string json, Action<AckResult> onAck, bool answered = false)
         {
             Id = id;
             Type = type;
@@ -23,12 +27,16 @@ namespace Samvad.Client
             {
                 _reply = new TaskCompletionSource<ReplyEvent>(TaskCreationOptions.RunContinuationsAsynchronously);
             }
+            else if (answered)
+            {
+                _answer = new TaskCompletionSource<SequencedEvent>(TaskCreationOptions.RunContinuationsAsynchronously);
+            }
         }
 
         /// <summary>The client-chosen id: the server's idempotency key.</summary>
         public string Id { get; private set; }
 
-        /// <summary>"scene" or "transcript".</summary>
+        /// <summary>"scene", "transcript", "command", "playback" or "silence".</summary>
         public string Type { get; private set; }
 
         /// <summary>Completes when the server acknowledges the frame (possibly as a duplicate);
@@ -38,6 +46,16 @@ namespace Samvad.Client
         /// <summary>For transcripts: completes with the applied `reply` whose in_reply_to is this id
         /// (the reply may come before the ack). Null for scene frames.</summary>
         public Task<ReplyEvent> Reply { get { return _reply == null ? null : _reply.Task; } }
+
+        /// <summary>For Hint(), Repeat(), Undo() and ReportPlayback(): completes with the applied event
+        /// that answers this frame (a <see cref="HintEvent"/>, <see cref="RepeatEvent"/>,
+        /// <see cref="UndoEvent"/> or <see cref="HeardEvent"/>), faults like <see cref="Acked"/> when
+        /// the frame is refused. Null for the other frames: Stop() is answered by SessionEnded and
+        /// Report, Silence() by a reply marked nudge (NudgeReceived).</summary>
+        public Task<SequencedEvent> Answer { get { return _answer == null ? null : _answer.Task; } }
+
+        /// <summary>True when the client waits for an event that answers this frame.</summary>
+        internal bool ExpectsAnswer { get { return _reply != null || _answer != null; } }
 
         internal string Json { get; private set; }
         internal Action<AckResult> OnAck { get; private set; }
@@ -56,13 +74,18 @@ namespace Samvad.Client
             }
         }
 
+        internal void TryAnswer(SequencedEvent answer)
+        {
+            if (_answer != null)
+            {
+                _answer.TrySetResult(answer);
+            }
+        }
+
         internal void Fail(Exception error)
         {
+            FailReply(error); // first, so that whoever awaits Acked finds Reply and Answer settled
             _ack.TrySetException(error);
-            if (_reply != null)
-            {
-                _reply.TrySetException(error);
-            }
         }
 
         internal void FailReply(Exception error)
@@ -70,6 +93,10 @@ namespace Samvad.Client
             if (_reply != null)
             {
                 _reply.TrySetException(error);
+            }
+            if (_answer != null)
+            {
+                _answer.TrySetException(error);
             }
         }
     }

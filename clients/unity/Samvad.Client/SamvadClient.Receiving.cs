@@ -55,6 +55,9 @@ namespace Samvad.Client
                     case "tips": OnSequenced(conn, frame.ToObject<TipsEvent>(), after); break;
                     case "session.report": OnSequenced(conn, frame.ToObject<SessionReportEvent>(), after); break;
                     case "repeat": OnSequenced(conn, frame.ToObject<RepeatEvent>(), after); break;
+                    case "hint": OnSequenced(conn, frame.ToObject<HintEvent>(), after); break;
+                    case "undo": OnSequenced(conn, frame.ToObject<UndoEvent>(), after); break;
+                    case "heard": OnSequenced(conn, frame.ToObject<HeardEvent>(), after); break;
                     default:
                         LogLine("ignoring server frame of unknown type " + type);
                         break;
@@ -233,10 +236,10 @@ namespace Samvad.Client
                 }
                 _stats.EventsApplied++;
                 Fold(ev);
-                var reply = ev as ReplyEvent;
-                if (reply != null && reply.InReplyTo != null && _awaitingReply.TryGetValue(reply.InReplyTo, out answered))
+                var answer = ev as IAnswer;
+                if (answer != null && answer.InReplyTo != null && _awaitingReply.TryGetValue(answer.InReplyTo, out answered))
                 {
-                    _awaitingReply.Remove(reply.InReplyTo);
+                    _awaitingReply.Remove(answer.InReplyTo);
                 }
             }
             switch (ev.Type)
@@ -244,6 +247,8 @@ namespace Samvad.Client
                 case "reply":
                     var reply = (ReplyEvent)ev;
                     after.Add(() => { var h = Reply; if (h != null) h(reply); });
+                    if (reply.Mark == Marks.Nudge) after.Add(() => { var h = NudgeReceived; if (h != null) h(reply); });
+                    if (reply.Mark == Marks.WelcomeBack) after.Add(() => { var h = WelcomedBack; if (h != null) h(reply); });
                     if (answered != null) after.Add(() => answered.TryReply(reply));
                     break;
                 case "mood":
@@ -274,6 +279,22 @@ namespace Samvad.Client
                     var repeated = (RepeatEvent)ev;
                     after.Add(() => { var h = Repeated; if (h != null) h(repeated); });
                     break;
+                case "hint":
+                    var hint = (HintEvent)ev;
+                    after.Add(() => { var h = HintReceived; if (h != null) h(hint); });
+                    break;
+                case "undo":
+                    var undone = (UndoEvent)ev;
+                    after.Add(() => { var h = Undone; if (h != null) h(undone); });
+                    break;
+                case "heard":
+                    var heard = (HeardEvent)ev;
+                    after.Add(() => { var h = Heard; if (h != null) h(heard); });
+                    break;
+            }
+            if (answered != null && !(ev is ReplyEvent))
+            {
+                after.Add(() => answered.TryAnswer(ev));
             }
         }
 
@@ -286,6 +307,14 @@ namespace Samvad.Client
                 _stats.Snapshots++;
                 if (snapshot.State != null) _state = snapshot.State;
                 if (_state != null) _state.Seq = snapshot.Seq;
+                return;
+            }
+            var undone = ev as UndoEvent;
+            if (undone != null && undone.State != null)
+            {
+                // The session exactly as before the turn taken back: it replaces ours.
+                _state = undone.State.Copy();
+                _state.Seq = undone.Seq;
                 return;
             }
             if (_state == null) return;
@@ -315,6 +344,12 @@ namespace Samvad.Client
             if (stage != null)
             {
                 _state.Stage = stage.To;
+                return;
+            }
+            var heard = ev as HeardEvent;
+            if (heard != null)
+            {
+                if (heard.QuoteUnbound) _state.VendorQuote = heard.VendorQuote;
                 return;
             }
             var tips = ev as TipsEvent;

@@ -1,5 +1,6 @@
-// SamvadClient, sending: the frames the client sends (scene, transcript, ping, resume). Frames that
-// must arrive are tracked as PendingFrame until acknowledged; the rest go out once, if connected.
+// SamvadClient, sending: the frames the client sends (scene, transcript, the commands, playback,
+// silence, ping, resume). Frames that must arrive are tracked as PendingFrame until acknowledged
+// and re-sent with the same id after every reconnect; the rest go out once, if connected.
 
 using System;
 using System.Threading.Tasks;
@@ -45,10 +46,31 @@ namespace Samvad.Client
         }
 
         /// <summary>The `repeat` command: the vendor's last line again, as a <see cref="Repeated"/>
-        /// event; nothing changes. Kept and re-sent until acknowledged, like every frame.</summary>
+        /// event; nothing changes. Kept and re-sent until acknowledged, like every frame. Before the
+        /// vendor has said anything it is refused with `nothing_to_repeat`.</summary>
         public PendingFrame Repeat(string id = null, Action<AckResult> onAck = null)
         {
             return Command("repeat", id, onAck);
+        }
+
+        /// <summary>The `hint` command: help for the learner's next line, as a <see cref="HintReceived"/>
+        /// event (and <see cref="PendingFrame.Answer"/>). Each hint in the same turn goes one level
+        /// further: 0 contextual, 1 structural (a sentence frame), 2 and above reveal (a whole line).
+        /// Nothing changes, no brain is asked. Sent while a turn is in flight, it waits for that turn's
+        /// reply and is about the next line.</summary>
+        public PendingFrame Hint(string id = null, Action<AckResult> onAck = null)
+        {
+            return Command("hint", id, onAck);
+        }
+
+        /// <summary>The `undo` command: takes back the learner's last answered turn. The
+        /// <see cref="Undone"/> event carries the session exactly as before that turn, and
+        /// <see cref="State"/> becomes it. Up to 3 turns back in a row; then, or before any turn, it
+        /// is refused with `nothing_to_undo`. Sent while a turn is in flight, it takes that turn back
+        /// once answered.</summary>
+        public PendingFrame Undo(string id = null, Action<AckResult> onAck = null)
+        {
+            return Command("undo", id, onAck);
         }
 
         /// <summary>The `stop` command: the session ends now (outcome "stopped"), followed by the
@@ -58,6 +80,42 @@ namespace Samvad.Client
             return Command("stop", id, onAck);
         }
 
+        /// <summary>The `playback` frame: how much of the vendor's reply to learner turn
+        /// <paramref name="turn"/> the learner heard, in characters of that reply's text.
+        /// <paramref name="interrupted"/> true: the learner cut in (barge-in) after
+        /// <paramref name="heardChars"/> characters; false: heard to the end (heardChars = the text's
+        /// length; the server's silence timer starts from now). Send it for turn replies only, never
+        /// for a reply with a <see cref="ReplyEvent.Mark"/>. A price the vendor named only in the
+        /// unheard part does not bind; the <see cref="Heard"/> event says so. Refused with
+        /// `unknown_turn` (a turn not answered, or undone) or `heard_out_of_range`.</summary>
+        public PendingFrame ReportPlayback(int turn, int heardChars, bool interrupted, string id = null,
+                                           Action<AckResult> onAck = null)
+        {
+            if (turn < 0) throw new ArgumentOutOfRangeException("turn", "a turn is 0 or more");
+            if (heardChars < 0) throw new ArgumentOutOfRangeException("heardChars", "heardChars is 0 or more");
+            id = CheckId(id, "pb");
+            var frame = new JObject();
+            frame["type"] = "playback";
+            frame["id"] = id;
+            frame["turn"] = turn;
+            frame["heard_chars"] = heardChars;
+            frame["interrupted"] = interrupted;
+            return Track(new PendingFrame(id, "playback", frame.ToString(Formatting.None), onAck, answered: true));
+        }
+
+        /// <summary>The `silence` frame: the game's own voice detection decided the learner gave up.
+        /// Handled as a silence timeout: the vendor nudges (<see cref="NudgeReceived"/>), or after
+        /// MAX_CONSECUTIVE_TIMEOUTS in a row the session ends as `timed_out`. The server also keeps
+        /// its own timer; this only says it sooner.</summary>
+        public PendingFrame Silence(string id = null, Action<AckResult> onAck = null)
+        {
+            id = CheckId(id, "sil");
+            var frame = new JObject();
+            frame["type"] = "silence";
+            frame["id"] = id;
+            return Track(new PendingFrame(id, "silence", frame.ToString(Formatting.None), onAck));
+        }
+
         PendingFrame Command(string name, string id, Action<AckResult> onAck)
         {
             id = CheckId(id, "c");
@@ -65,7 +123,8 @@ namespace Samvad.Client
             frame["type"] = "command";
             frame["id"] = id;
             frame["name"] = name;
-            return Track(new PendingFrame(id, "command", frame.ToString(Formatting.None), onAck));
+            // stop is answered by session.ended and the report, which name no frame
+            return Track(new PendingFrame(id, "command", frame.ToString(Formatting.None), onAck, answered: name != "stop"));
         }
 
         /// <summary>A partial (non-final) transcript, for live captions on spectators' screens. The server
@@ -116,7 +175,7 @@ namespace Samvad.Client
                     return frame;
                 }
                 _unacked.Add(frame);
-                if (frame.Reply != null) _awaitingReply[frame.Id] = frame;
+                if (frame.ExpectsAnswer) _awaitingReply[frame.Id] = frame;
                 if (_live && _current != null)
                 {
                     // Queued behind anything re-sent on this connection: the original order holds.

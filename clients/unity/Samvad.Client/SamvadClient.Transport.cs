@@ -128,6 +128,8 @@ namespace Samvad.Client
                 case CloseCodes.UnknownSession: // create a new session
                 case CloseCodes.Superseded:     // another player connection took over
                 case CloseCodes.MessageTooBig:  // re-sending the same frame would fail again
+                case CloseCodes.ProtocolError:  // 1002: a client bug; reconnecting would repeat it
+                case CloseCodes.InvalidPayload: // 1007: text that is not UTF-8, the same
                     return false;
                 default:
                     return true;

@@ -8,7 +8,8 @@
 //
 // The class is split by concern, one file each:
 //   SamvadClient.cs             state, events, life cycle (connect, close, dispose), raising events
-//   SamvadClient.Sending.cs     the frames the client sends: scene, transcript, ping, resume
+//   SamvadClient.Sending.cs     the frames the client sends: scene, transcript, the commands (hint,
+//                               repeat, undo, stop), playback, silence, ping, resume
 //   SamvadClient.Transport.cs   the supervisor (reconnect and backoff) and the socket's read, write
 //                               and keepalive loops
 //   SamvadClient.Receiving.cs   server frames: welcome, acks, errors, sequenced events, folding
@@ -107,6 +108,21 @@ namespace Samvad.Client
         public event Action<SessionReportEvent> Report;
         /// <summary>The vendor's last line again, after <see cref="Repeat"/>.</summary>
         public event Action<RepeatEvent> Repeated;
+        /// <summary>Help for the learner's next line: after <see cref="Hint"/>, or offered unasked
+        /// (<see cref="HintEvent.Offered"/>, a beginner's after a silence).</summary>
+        public event Action<HintEvent> HintReceived;
+        /// <summary>A turn was taken back (<see cref="Undo"/>). <see cref="State"/> is already the
+        /// event's state when this is raised.</summary>
+        public event Action<UndoEvent> Undone;
+        /// <summary>What the learner heard of a reply (<see cref="ReportPlayback"/>); says when a price
+        /// the learner did not hear stopped binding. <see cref="State"/>'s VendorQuote follows it.</summary>
+        public event Action<HeardEvent> Heard;
+        /// <summary>A reply marked "nudge": the learner was silent (the server's timer or
+        /// <see cref="Silence"/>). Raised after <see cref="Reply"/>, which every reply raises.</summary>
+        public event Action<ReplyEvent> NudgeReceived;
+        /// <summary>A reply marked "welcome_back": the vendor's recap for a learner back after a long
+        /// absence. Raised after <see cref="Reply"/>.</summary>
+        public event Action<ReplyEvent> WelcomedBack;
 
         // ------------------------------------------------------------------ state
 

@@ -37,6 +37,8 @@ namespace Samvad.Unity
         [Tooltip("hi-IN, kn-IN, ta-IN, en-IN or hi-EN")]
         [SerializeField] string inputLanguage = "hi-EN";
         [SerializeField] string targetLanguage = "hi-IN";
+        [Tooltip("beginner, intermediate or advanced (empty: the server's default, intermediate)")]
+        [SerializeField] string level = "";
         [SerializeField] bool connectOnStart = true;
 
         [Header("Session handed over by your backend (leave empty to create one here)")]
@@ -114,6 +116,7 @@ namespace Samvad.Unity
                         Scenario = string.IsNullOrEmpty(scenario) ? null : scenario,
                         InputLanguage = string.IsNullOrEmpty(inputLanguage) ? null : inputLanguage,
                         TargetLanguage = string.IsNullOrEmpty(targetLanguage) ? null : targetLanguage,
+                        Level = string.IsNullOrEmpty(level) ? null : level,
                     });
                     sessionId = info.SessionId;
                     playerToken = info.PlayerToken;
