@@ -130,9 +130,22 @@ def _filled(objection: Objection, request: BrainRequest, price: int | None) -> l
     return [t.format(**{k: v for k, v in values.items() if v is not None}) for t in usable]
 
 
-def _template(objection: Objection, request: BrainRequest, decision: AIDecision) -> str | None:
-    filled = _filled(objection, request, decision.counter_price)
-    return filled[request.turn % len(filled)] if filled else None
+def _template(objection: Objection, request: BrainRequest, decision: AIDecision) -> AIDecision | None:
+    """The decision with its line replaced by one of the objection's templates, or None.
+
+    A new price the vendor does not say does not move: when the brain moved the quote, a template
+    that names the price is taken if there is one, and otherwise the standing quote is kept."""
+    price = decision.counter_price
+    filled = _filled(objection, request, price)
+    if not filled:
+        return None
+    moved = price is not None and price != request.vendor_quote
+    saying = [line for line in filled if moved and str(price) in line]
+    line = (saying or filled)[request.turn % len(saying or filled)]
+    update: dict[str, Any] = {"reply_text": line}
+    if moved and not saying:
+        update["counter_price"] = request.vendor_quote
+    return decision.model_copy(update=update)
 
 
 def guidance(objection: Objection, request: BrainRequest) -> str:
@@ -173,11 +186,10 @@ class PolicyBrain:
         if result.fallback:
             return result.model_copy(update={"policy": "P3", "sources": ()})
         if policy == "P2" and chosen.objection is not None and not self.reads_notes:
-            line = _template(chosen.objection, request, result.decision)
-            if line is None:
+            decision = _template(chosen.objection, request, result.decision)
+            if decision is None:
                 policy = "P3"
             else:
-                decision = result.decision.model_copy(update={"reply_text": line})
                 return result.model_copy(update={"decision": decision, "policy": "P2"})
         if policy == result.policy and sources == result.sources:
             return result  # P3 with no sources: what every result says already, no copy per turn

@@ -66,6 +66,7 @@ CLOSING_LINES = {
     Outcome.NO_DEAL: "Our bargaining is over for today. Come back another day, friend.",
     Outcome.TURN_LIMIT: "We have talked long enough for today. Come back tomorrow, friend.",
     Outcome.STOPPED: "We stopped for today, friend. Come back any time.",
+    Outcome.TIMED_OUT: "You have gone quiet, friend, so we stop here for today. Come back any time.",
 }
 
 

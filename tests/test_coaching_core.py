@@ -15,7 +15,7 @@ from schemas.enums import Level, OfferAssessment, Outcome, Stage
 from schemas.scenario import available_scenarios, load_scenario
 from session.ending import end_now
 from session.hints import build_hint, situation
-from session.negotiation import Negotiation
+from session.negotiation import CLOSING_LINES, Negotiation
 from session.rules import LOWBALL_MIN_DROP
 from session.silence import nudge_reply, welcome_back_reply
 from session.speakable import _SENTENCE_END
@@ -168,3 +168,7 @@ def test_a_line_cut_for_a_beginner_keeps_the_sentence_with_the_new_price() -> No
     reply = out.events[0]
     assert reply.text == "For you, 135 a kilo." and "too_long" in reply.flags  # type: ignore[union-attr]
     assert reply.counter_price == 135  # type: ignore[union-attr]
+
+
+def test_every_outcome_has_a_closing_line() -> None:
+    assert set(CLOSING_LINES) == set(Outcome)
