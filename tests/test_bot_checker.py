@@ -306,6 +306,15 @@ def test_another_sessions_frame_is_a_violation() -> None:
     assert any("is not" in v for v in check([frames[0], stray]).violations)
 
 
+def test_a_clients_own_finding_is_a_violation_of_the_session() -> None:
+    c = check(happy_path().frames, max_violations=1)
+    assert c.ok
+    c.client_violation("runner: repeat seq 9 is not the last reply")
+    c.client_violation("runner: a second finding")
+    assert not c.ok and c.count == 2
+    assert c.violations == [f"[{SID[:8]}] runner: repeat seq 9 is not the last reply"]  # kept: the first
+
+
 # ---------------------------------------------------------------------------- property
 
 

@@ -7,11 +7,13 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from clients.bots.coach_personas import ALL_PERSONAS
 from clients.bots.personas import PERSONAS
-from clients.bots.runner import RunConfig, run
+from clients.bots.runner import COACHING_PERSONAS, RunConfig, run
 from tests.servers import ROOT, Served, server_process
 
 PERSONA_NAMES = ("polite", "lowballer", "walker", "rude")
@@ -82,3 +84,91 @@ def test_the_cli_exits_non_zero_when_the_run_fails(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     result = json.loads((tmp_path / "r.json").read_text())
     assert result["samvad"]["errors"]["by_kind"]["http_connect"] > 0
+
+
+# ---------------------------------------------------------------------------- coaching personas
+
+# What each coaching persona must exercise, and nothing else (the keys of its `coaching` counts).
+EXERCISES = {
+    "hinter": {"hint_0", "hint_1", "hint_2"},
+    "undoer": {"undo", "repeat"},
+    "mumbler": {"clarify"},
+    "silent": {"nudge"},
+    "barger": {"heard", "quote_unbound"},
+    "quitter": {"repeat", "stop"},
+    "sleeper": {"nudge", "timed_out"},
+}
+ENDS = {"quitter": {"stopped"}, "sleeper": {"timed_out"}}  # the others make a deal
+
+
+async def coach_run(served: Served, personas: tuple[str, ...], **kw: object) -> dict[str, object]:
+    config = RunConfig(url=served.base_url, sessions=2 * len(personas), personas=personas, think_ms=10,
+                       duration_s=3.0, ramp_s=0.3, **kw)  # type: ignore[arg-type]
+    return (await run(config)).summary()
+
+
+@pytest.mark.anyio
+async def test_every_coaching_persona_exercises_its_feature_and_ends(served: Served) -> None:
+    personas = tuple(p for p in COACHING_PERSONAS if p != "sleeper")
+    summary: dict[str, Any] = await coach_run(served, personas)
+    assert summary["errors"]["count"] == 0, summary["errors"]
+    assert summary["violations"]["count"] == 0, summary["violations"]
+    assert summary["closing_replies"] == summary["sessions_completed"] >= 2 * len(personas)
+    coaching, outcomes = summary["coaching"], summary["outcomes"]
+    assert set(coaching) == set(personas)
+    for name in personas:
+        counts, ended = coaching[name], outcomes[name]
+        assert set(counts) == EXERCISES[name], (name, counts)
+        finished = {k: v for k, v in ended.items() if k != "unfinished"}
+        assert set(finished) == ENDS.get(name, {"deal"}), (name, ended)
+        assert ALL_PERSONAS[name].expected.deal == (name not in ENDS)
+    sessions = {name: sum(outcomes[name].values()) for name in personas}
+    # Every session did it: the counts grow with the sessions played, not once per run.
+    assert coaching["hinter"]["hint_2"] >= sessions["hinter"] - 1
+    assert coaching["undoer"]["undo"] >= sessions["undoer"] - 1
+    assert coaching["mumbler"]["clarify"] >= sessions["mumbler"] - 1
+    assert coaching["silent"]["nudge"] >= 3 * (sessions["silent"] - 1)  # once, then twice in a row
+    barged = coaching["barger"]
+    assert barged["quote_unbound"] >= 1 and barged["heard"] > barged["quote_unbound"]  # odd turns only
+    assert coaching["quitter"]["stop"] == outcomes["quitter"].get("stopped")
+
+
+@pytest.mark.anyio
+async def test_the_sleeper_is_nudged_until_the_session_times_out(served: Served) -> None:
+    summary: dict[str, Any] = await coach_run(served, ("sleeper",), closing_check=False)
+    assert summary["errors"]["count"] == 0 and summary["violations"]["count"] == 0, summary
+    timed_out = summary["outcomes"]["sleeper"]["timed_out"]
+    assert timed_out >= 2
+    # MAX_CONSECUTIVE_TIMEOUTS is 3: two nudges, then the end.
+    assert summary["coaching"]["sleeper"] == {"nudge": 2 * timed_out, "timed_out": timed_out}
+
+
+@pytest.mark.anyio
+@pytest.mark.xfail(strict=True, reason="server bug: a transcript after a timed_out end gets no closing reply "
+                   "(CLOSING_LINES in session/negotiation.py has no Outcome.TIMED_OUT: KeyError in the actor)")
+async def test_a_transcript_after_a_timed_out_end_gets_a_closing_reply(served: Served) -> None:
+    config = RunConfig(url=served.base_url, sessions=1, personas=("sleeper",), think_ms=0, duration_s=0.5,
+                       reply_timeout_s=2.0)
+    summary = (await run(config)).summary()
+    assert summary["errors"]["count"] == 0, summary["errors"]
+    assert summary["closing_replies"] == summary["sessions_completed"] >= 1
+
+
+def test_samvad_bots_cli_plays_the_coaching_personas(served: Served, tmp_path: Path) -> None:
+    out = tmp_path / "coach.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "server.cli", "bots", "--url", served.base_url, "--sessions", "7",
+         "--personas", "coach", "--think", "10", "--duration", "2", "--msgpack", "--quiet",
+         "--no-closing-check", "--json", str(out)],
+        cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, capture_output=True,
+        text=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    samvad = json.loads(out.read_text())["samvad"]
+    assert samvad["violations"]["count"] == 0
+    assert {name: set(counts) for name, counts in samvad["coaching"].items()} == EXERCISES
+    assert "hinter     exercised {'hint_0'" in done.stdout
+    bad = subprocess.run([sys.executable, "-m", "server.cli", "bots", "--personas", "hinter,mumbles"],
+                         cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "unknown personas ['mumbles']" in bad.stderr

@@ -1,9 +1,15 @@
 """Scripted learners that talk to the server over real sockets: personas for tests and load bots.
 
-- `personas.py`: deterministic learners (polite, lowballer, walker, rude) that say the next line.
+- `personas.py`: deterministic learners (polite, lowballer, walker, rude) that say the next line,
+  and the `Move` a persona makes (a line, or a coaching frame).
+- `coach_personas.py`: learners that also use the coaching side (hinter, undoer, mumbler, silent,
+  barger, sleeper, quitter): hints, undo, repeat, stop, unclear speech, silences and barge-in.
 - `runner.py`: the load bots, many personas playing whole negotiations at once.
-- `cli.py`: `samvad bots`, which runs them and reports throughput, latency and outcomes.
-- `checker.py`: the invariant checker every server frame of a bot goes through.
+- `play.py`: one bot's session move by move, and the runner's checks beyond the checker.
+- `transport.py`: the bots' HTTP requests and WebSocket connections.
+- `cli.py`: `samvad bots`, which runs them and reports throughput, latency, outcomes and what the
+  coaching personas exercised.
+- `checker.py` (with `coach_checks.py`): the invariant checker every server frame of a bot goes through.
 - `resuming.py`: the bot that follows docs/protocol.md §5 to the letter; the crash test uses it.
 - `echo.py`: a bare `websockets` echo server, the baseline the bots compare Samvad with.
 

@@ -83,6 +83,10 @@ class SessionChecker(CoachingChecks):
         self._resume_id = frame_id
         self._resume_target = -1
 
+    def client_violation(self, message: str) -> None:
+        """A broken invariant that only the client can see (what it sent, what it saw before)."""
+        self._violate(message)
+
     @property
     def ok(self) -> bool:
         return self.count == 0

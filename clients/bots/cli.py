@@ -4,6 +4,11 @@
         [--personas polite,lowballer,walker,rude] [--echo-url ws://127.0.0.1:8765] \\
         [--msgpack] [--json artifacts/bots.json]
 
+Personas: polite, lowballer, walker and rude haggle (the default); the coaching personas hinter,
+undoer, mumbler, silent, barger, sleeper and quitter also use hints, undo, repeat, stop, unclear
+speech, silences and barge-in (clients/bots/coach_personas.py). `--personas coach` plays all of
+those, `--personas all` every persona.
+
 Exit status: 0 when the run had no errors and no invariant violations, 1 otherwise, 2 for bad
 arguments. Only loopback or explicitly given URLs are used; the run stops by itself.
 """
@@ -19,11 +24,23 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from clients.bots.runner import DEFAULT_PERSONAS, RunConfig, RunStats, progress_line, run
+from clients.bots.coach_personas import ALL_PERSONAS
+from clients.bots.runner import COACHING_PERSONAS, DEFAULT_PERSONAS, RunConfig, RunStats, progress_line, run
+
+GROUPS = {"default": DEFAULT_PERSONAS, "coach": COACHING_PERSONAS, "all": (*DEFAULT_PERSONAS, *COACHING_PERSONAS)}
 
 
 def _csv(value: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def _personas(value: str) -> tuple[str, ...]:
+    names = tuple(name for given in _csv(value) for name in GROUPS.get(given, (given,)))
+    unknown = [name for name in names if name not in ALL_PERSONAS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown personas {unknown}; known: {', '.join(ALL_PERSONAS)}, "
+                                         f"or the groups {', '.join(GROUPS)}")
+    return names
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -31,8 +48,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--url", default="http://127.0.0.1:8000", help="the Samvad server's base URL")
     p.add_argument("--sessions", type=int, default=10, help="concurrent bots (one session each)")
-    p.add_argument("--personas", type=_csv, default=DEFAULT_PERSONAS,
-                   help="comma-separated personas, assigned round-robin")
+    p.add_argument("--personas", type=_personas, default=DEFAULT_PERSONAS,
+                   help="comma-separated personas (or the groups default, coach, all), assigned round-robin")
     p.add_argument("--think", type=float, default=500.0,
                    help="think time in ms between a reply and the next line (0 = saturated)")
     p.add_argument("--paced", action="store_true",
@@ -50,6 +67,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="seconds over which bots start (default min(5, sessions/200))")
     p.add_argument("--no-closing-check", action="store_true",
                    help="skip the transcript after the end that must get a closing reply")
+    p.add_argument("--no-state-checks", action="store_true",
+                   help="skip the GET of the session's state after each hint and repeat")
     p.add_argument("--scenario", default="jaipur-bazaar", help="the scenario pack to play (GET /api/scenarios)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--no-uvloop", action="store_true")
@@ -78,6 +97,7 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
         paced=args.paced, duration_s=args.duration, msgpack=args.msgpack, items=args.items,
         reply_timeout_s=args.reply_timeout, ramp_s=args.ramp,
         closing_check=not args.no_closing_check, seed=args.seed, scenario=args.scenario,
+        state_checks=not args.no_state_checks,
     )
     progress = None if args.quiet else progress_line
     result: dict[str, Any] = {"config": {k: v for k, v in asdict(config).items() if k != "echo"}}
@@ -116,6 +136,8 @@ def report(result: dict[str, Any]) -> str:
             lines.append(f"    error: {e}")
         for persona, outcomes in s["outcomes"].items():
             lines.append(f"  {persona:<10} {outcomes}")
+        for persona, counts in s.get("coaching", {}).items():
+            lines.append(f"  {persona:<10} exercised {counts}")
     e = result.get("echo")
     if e:
         lat = e["latency_ms"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from schemas.scenario import DEFAULT_SCENARIO, load_scenario
 
@@ -71,9 +71,37 @@ class LearnerView:
             last_reply=str(event.get("text", "")),
         )
 
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> LearnerView:
+        """Build a view from a `SessionState` (a `welcome`, a `snapshot`, an `undo`)."""
+        vendor = [line for line in state.get("transcript") or () if line.get("role") == "vendor"]
+        return cls(
+            stage=str(state["stage"]),
+            happiness=int(state["happiness_score"]),
+            counter_price=state.get("vendor_quote"),
+            item=state.get("item"),
+            turn=int(state["turn"]),
+            last_reply=str(vendor[-1]["text"]) if vendor else "",
+        )
+
     @property
     def is_over(self) -> bool:
         return self.stage in TERMINAL
+
+
+MoveKind = Literal["say", "hint", "repeat", "undo", "stop", "silence", "playback"]
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """What a learner does next: say a line (a `transcript`), or a coaching frame (docs/protocol.md
+    §3): a `command` (hint, repeat, undo, stop), a `silence`, or a `playback` report of the last reply."""
+
+    kind: MoveKind = "say"
+    text: str = ""
+    confidence: float | None = None  # on a `say`: the recogniser's confidence (under 0.7: unclear)
+    heard_chars: int = 0  # on a `playback`, for the reply to the view's turn
+    interrupted: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +142,13 @@ class Persona:
 
     def line(self, view: LearnerView) -> str:
         raise NotImplementedError
+
+    def next_move(self, view: LearnerView) -> Move:
+        """What to do next: these personas only talk; the coaching ones (coach_personas.py) do more."""
+        return Move(text=self.next_line(view))
+
+    def observe(self, event: Mapping[str, Any]) -> None:
+        """An event one of this persona's moves drew: a reply, or a `hint`, `repeat`, `undo` or `heard`."""
 
     def share(self, fraction: float) -> int:
         """An offer as a share of the first quote heard."""

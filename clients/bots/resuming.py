@@ -22,7 +22,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from clients.bots.personas import LearnerView, Persona
-from clients.bots.runner import create_session
+from clients.bots.transport import create_session
 
 FATAL_CLOSES = {4401, 4403, 4404, 4409}
 TERMINAL = {"DEAL", "CLOSURE"}

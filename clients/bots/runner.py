@@ -1,10 +1,13 @@
 """Load bots: many learners playing personas against a Samvad server over real sockets.
 
 Each bot loops until the run's duration is over: create a session over HTTP, connect with the
-player token, send a `scene` holding its item, then play its persona one transcript at a time
-(waiting for the `reply` that answers it, then thinking), until the session ends. After the end
-it sends one more transcript, which must get a closing reply, and starts a new session if time
-remains. Every server frame goes through a `SessionChecker`.
+player token, send a `scene` holding its item, then play its persona move by move (`play.py`: a
+transcript waits for the `reply` that answers it, then the bot thinks; the coaching personas'
+commands, silences and barge-ins wait for their ack and event), until the session ends and its
+report has come. After the end it sends one more transcript, which must get a closing reply, and
+starts a new session if time remains. Every server frame goes through a `SessionChecker`, and the
+runner's own checks (play.py) add to its violations; what the coaching personas exercised is
+counted per persona (`coaching` in the summary).
 
 Echo mode runs the same client machinery against a bare WebSocket echo server (`echo.py`): each
 bot sends a small JSON frame and waits for it to come back. It is the baseline the Samvad figures
@@ -26,29 +29,20 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
-import msgpack
-import orjson
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.exceptions import ConnectionClosed
 
 from clients.bots.checker import SessionChecker
+from clients.bots.coach_personas import ALL_PERSONAS, COACH_PERSONAS
+from clients.bots.personas import LearnerView, scene_items
+from clients.bots.play import SessionPlay
+from clients.bots.transport import BotError, Wire, close_kind, create_session, open_socket, ws_base
+from clients.bots.transport import http_request as http_request  # re-exported (benchmarks/load.py)
 
-JSON_SUBPROTOCOL = "samvad.v1.json"
-MSGPACK_SUBPROTOCOL = "samvad.v1.msgpack"
 DEFAULT_PERSONAS = ("polite", "lowballer", "walker", "rude")
+COACHING_PERSONAS = tuple(COACH_PERSONAS)  # hinter, undoer, mumbler, silent, barger, sleeper, quitter
 GRACE_SECONDS = 15.0  # after the duration, turns in flight get this long before being cancelled
 KEPT_VIOLATIONS = 20
-
-
-class BotError(Exception):
-    """A failure that ends one bot's session; `kind` is the error bucket it is counted in."""
-
-    def __init__(self, kind: str, detail: str = "") -> None:
-        super().__init__(f"{kind}: {detail}" if detail else kind)
-        self.kind = kind
-        self.detail = detail
 
 
 @dataclass
@@ -67,6 +61,7 @@ class RunConfig:
     connect_timeout_s: float = 10.0
     ramp_s: float | None = None  # None: min(5, sessions / 200)
     closing_check: bool = True  # after the end, one transcript must get a closing reply
+    state_checks: bool = True  # after a hint or repeat, GET the session's state: it must be unchanged
     echo: bool = False
     seed: int = 1
 
@@ -84,6 +79,7 @@ class RunStats:
     violation_count: int = 0
     violations: list[str] = field(default_factory=list)
     outcomes: dict[str, Counter[str]] = field(default_factory=dict)
+    coaching: dict[str, Counter[str]] = field(default_factory=dict)  # what each persona exercised
     sessions_started: int = 0
     sessions_completed: int = 0  # reached session.ended
     sessions_cut: int = 0  # still going when the duration ended
@@ -107,6 +103,10 @@ class RunStats:
 
     def outcome(self, persona: str, outcome: str) -> None:
         self.outcomes.setdefault(persona, Counter())[outcome] += 1
+
+    def exercised(self, persona: str, counts: Counter[str]) -> None:
+        if counts:
+            self.coaching.setdefault(persona, Counter()).update(counts)
 
     @property
     def error_count(self) -> int:
@@ -142,6 +142,7 @@ class RunStats:
             "turns_per_s": round(self.turns / elapsed, 2) if elapsed else 0.0,
             "violations": {"count": self.violation_count, "first": self.violations},
             "outcomes": {p: dict(c) for p, c in sorted(self.outcomes.items())},
+            "coaching": {p: dict(sorted(c.items())) for p, c in sorted(self.coaching.items())},
             "sessions_started": self.sessions_started,
             "sessions_completed": self.sessions_completed,
             "sessions_cut_by_duration": self.sessions_cut,
@@ -157,111 +158,6 @@ def percentile(ordered: list[float], pct: float) -> float | None:
         return None
     rank = max(0, min(len(ordered) - 1, int(-(-pct * len(ordered) // 100)) - 1))
     return round(ordered[rank], 3)
-
-
-# ---------------------------------------------------------------------------- HTTP
-
-
-async def http_request(
-    base: str, method: str, path: str, body: dict[str, Any] | None = None,
-    *, headers: dict[str, str] | None = None, limit_s: float = 10.0,
-) -> tuple[int, bytes]:
-    """One HTTP/1.1 request on a fresh loopback connection: cheap, and no client library."""
-    parts = urlsplit(base)
-    host = parts.hostname or "127.0.0.1"
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    payload = orjson.dumps(body) if body is not None else b""
-    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}:{port}", "Connection: close",
-             f"Content-Length: {len(payload)}"]
-    if body is not None:
-        lines.append("Content-Type: application/json")
-    for name, value in (headers or {}).items():
-        lines.append(f"{name}: {value}")
-    request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + payload
-    try:
-        async with asyncio.timeout(limit_s):
-            reader, writer = await asyncio.open_connection(host, port)
-            try:
-                writer.write(request)
-                data = await reader.read(-1)
-            finally:
-                writer.close()
-                with contextlib.suppress(OSError):
-                    await writer.wait_closed()
-    except TimeoutError:
-        raise BotError("http_timeout", f"{method} {path}: no answer within {limit_s:g} s") from None
-    except OSError as exc:
-        raise BotError("http_connect", f"{method} {path}: {exc}") from None
-    head, _, content = data.partition(b"\r\n\r\n")
-    status_line = head.split(b"\r\n", 1)[0].split()
-    if len(status_line) < 2 or not status_line[1].isdigit():
-        raise BotError("http_bad_response", repr(data[:80]))
-    return int(status_line[1]), content
-
-
-async def create_session(base: str, *, limit_s: float = 10.0, **fields: Any) -> dict[str, Any]:
-    status, content = await http_request(base, "POST", "/api/sessions", fields, limit_s=limit_s)
-    if status != 201:
-        raise BotError(f"http_{status}", content[:200].decode("utf-8", "replace"))
-    created = orjson.loads(content)
-    assert isinstance(created, dict)
-    return created
-
-
-def ws_base(base: str) -> str:
-    parts = urlsplit(base)
-    scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme)
-    return f"{scheme}://{parts.netloc}"
-
-
-# ---------------------------------------------------------------------------- sockets
-
-
-class Wire:
-    """Encode client frames and decode server frames for one connection's format."""
-
-    def __init__(self, use_msgpack: bool) -> None:
-        self.use_msgpack = use_msgpack
-        self.subprotocol = MSGPACK_SUBPROTOCOL if use_msgpack else JSON_SUBPROTOCOL
-
-    async def send(self, ws: ClientConnection, frame: dict[str, Any]) -> None:
-        if self.use_msgpack:
-            await ws.send(msgpack.packb(frame, use_bin_type=True))
-        else:
-            await ws.send(orjson.dumps(frame), text=True)
-
-    @staticmethod
-    def decode(raw: str | bytes) -> dict[str, Any]:
-        obj = msgpack.unpackb(raw, raw=False) if isinstance(raw, bytes) else orjson.loads(raw)
-        if not isinstance(obj, dict):
-            raise BotError("bad_server_frame", repr(obj)[:100])
-        return obj
-
-
-async def open_socket(url: str, subprotocol: str | None, *, limit_s: float = 10.0,
-                      headers: dict[str, str] | None = None) -> ClientConnection:
-    """A client connection tuned for many sockets in one process."""
-    try:
-        return await connect(
-            url,
-            subprotocols=[subprotocol] if subprotocol else None,  # type: ignore[list-item]
-            additional_headers=headers,
-            compression=None,  # loopback: deflate would only cost CPU on both ends
-            open_timeout=limit_s,
-            close_timeout=2.0,
-            ping_interval=None,  # the server pings every 20 s; the client answers automatically
-            max_queue=64,
-            max_size=16 * 1024 * 1024,
-        )
-    except InvalidStatus as exc:
-        raise BotError(f"ws_status_{exc.response.status_code}", str(exc)) from None
-    except (InvalidHandshake, OSError, TimeoutError) as exc:
-        raise BotError("ws_connect", f"{type(exc).__name__}: {exc}") from None
-
-
-def close_kind(exc: ConnectionClosed) -> str:
-    code = exc.rcvd.code if exc.rcvd is not None else None
-    return f"close_{code}" if code is not None else "close_abnormal"
 
 
 # ---------------------------------------------------------------------------- a bot
@@ -310,13 +206,11 @@ class Bot:
     # ------------------------------------------------------------------ samvad
 
     async def session(self) -> None:
-        from clients.bots.personas import PERSONAS, LearnerView, scene_items
-
         config = self.config
         items = config.items or scene_items(config.scenario)
         spin = self.index // len(config.personas) + self.stats.sessions_started
         item = items[spin % len(items)]
-        persona = PERSONAS[self.persona_name](item, config.scenario)
+        persona = ALL_PERSONAS[self.persona_name](item, config.scenario)
         created = await create_session(config.url, limit_s=config.reply_timeout_s,
                                        learner_id=f"bot-{self.index}", scenario=config.scenario)
         self.stats.sessions_started += 1
@@ -324,40 +218,25 @@ class Bot:
         url = f"{ws_base(config.url)}{created['ws_url']}?token={created['player_token']}"
         checker = SessionChecker(session_id=sid)
         ws = await open_socket(url, self.wire.subprotocol, limit_s=config.connect_timeout_s)
+        play = SessionPlay(ws=ws, wire=self.wire, checker=checker, persona=persona, view=LearnerView(),
+                           ids=self.ids, base_url=config.url, created=created,
+                           reply_timeout_s=config.reply_timeout_s, state_checks=config.state_checks,
+                           think=self.think, time_left=self.time_left, on_turn=self.turned)
         self.stats.live += 1
-        ended = False
         complete = False
         try:
-            welcome = await self.wait(ws, checker, lambda f: f["type"] == "welcome", "welcome")
+            welcome = await play.wait(lambda f: f["type"] == "welcome", "welcome")
             if ws.subprotocol != self.wire.subprotocol:
                 raise BotError("subprotocol", f"server chose {ws.subprotocol!r}")
-            state = welcome["state"]
-            view = LearnerView(stage=state["stage"], happiness=state["happiness_score"],
-                               counter_price=state["vendor_quote"], item=state["item"],
-                               turn=state["turn"])
+            play.view = LearnerView.from_state(welcome["state"])
             scene_id = f"s{next(self.ids)}"
             await self.wire.send(ws, {"type": "scene", "id": scene_id, "object_grabbed": item})
-            await self.wait(ws, checker, lambda f: f["type"] == "ack" and f["id"] == scene_id,
-                            "scene ack")
-            while self.time_left():
-                reply, latency = await self.turn(ws, checker, persona.next_line(view))
-                self.stats.turns += 1
-                self.stats.latencies_ms.append(latency * 1000)
-                timings = reply.get("timings")
-                if timings:
-                    self.stats.server_ms.append(timings["total_ms"])
-                view = LearnerView.from_reply(reply)
-                if reply["is_terminal"]:
-                    await self.wait(ws, checker, lambda f: f["type"] == "session.ended",
-                                    "session.ended")
-                    ended = True
-                    break
-                await self.think(latency)
-            if ended:
+            await play.ack(scene_id, "scene ack")
+            if await play.run():
                 self.stats.sessions_completed += 1
                 self.stats.outcome(self.persona_name, checker.outcome or "?")
                 if config.closing_check:
-                    closing, _ = await self.turn(ws, checker, "Ek aur baat, bhaiya?")
+                    closing, _ = await play.turn("Ek aur baat, bhaiya?")
                     if closing["is_terminal"] is not True:
                         raise BotError("closing_reply", "a reply after the end is not terminal")
                     self.stats.closing_replies += 1
@@ -366,8 +245,7 @@ class Bot:
                 # way. A pong goes through the same outbound queue after them, so it is a barrier.
                 ping_id = f"p{next(self.ids)}"
                 await self.wire.send(ws, {"type": "ping", "id": ping_id})
-                await self.wait(ws, checker, lambda f: f["type"] == "pong" and f["id"] == ping_id,
-                                "pong")
+                await play.wait(lambda f: f["type"] == "pong" and f["id"] == ping_id, "pong")
                 self.stats.sessions_cut += 1
                 self.stats.outcome(self.persona_name, "unfinished")
             complete = True
@@ -378,36 +256,18 @@ class Bot:
         finally:
             self.stats.live -= 1
             self.stats.absorb(checker, complete=complete)
+            self.stats.exercised(self.persona_name, play.counts)
             if ws.state.name != "CLOSED":
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(ws.close(), 2.0)
 
-    async def turn(self, ws: ClientConnection, checker: SessionChecker,
-                   text: str) -> tuple[dict[str, Any], float]:
-        frame_id = f"t{next(self.ids)}"
-        checker.sent_transcript(frame_id)
-        sent = time.perf_counter()
-        await self.wire.send(ws, {"type": "transcript", "id": frame_id, "text": text})
-        reply = await self.wait(
-            ws, checker, lambda f: f["type"] == "reply" and f.get("in_reply_to") == frame_id,
-            "reply")
-        return reply, time.perf_counter() - sent
-
-    async def wait(self, ws: ClientConnection, checker: SessionChecker,
-                   match: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:
-        """Read frames (checking each) until one matches; errors and timeouts raise BotError."""
-        try:
-            async with asyncio.timeout(self.config.reply_timeout_s):
-                while True:
-                    frame = self.wire.decode(await ws.recv())
-                    checker.feed(frame)
-                    if frame["type"] == "error":
-                        raise BotError(f"error_{frame.get('code')}", str(frame.get("message")))
-                    if match(frame):
-                        return frame
-        except TimeoutError:
-            raise BotError(f"timeout_{what.replace(' ', '_')}",
-                           f"no {what} within {self.config.reply_timeout_s:g} s") from None
+    def turned(self, reply: dict[str, Any], latency_s: float) -> None:
+        """A turn was answered: its latency, and the server's own time for it."""
+        self.stats.turns += 1
+        self.stats.latencies_ms.append(latency_s * 1000)
+        timings = reply.get("timings")
+        if timings:
+            self.stats.server_ms.append(timings["total_ms"])
 
     # ------------------------------------------------------------------ echo
 
