@@ -79,7 +79,9 @@ class ActorFanout:
             role=Role(conn.role),
             seq=self.negotiation.seq,
             state=self.negotiation.snapshot(),
-            limits={"replay_events": self.limits.replay_events},
+            limits={"replay_events": self.limits.replay_events, "max_consecutive_timeouts": self.limits.max_timeouts,
+                    "silence_timeout_ms": round(self.limits.silence_s * 1000),
+                    "silence_extended_timeout_ms": round(self.limits.silence_extended_s * 1000)},
         )
         conn.send_nowait(Envelope(welcome))
         log.info("connection opened", extra={"session_id": self.session_id, "role": conn.role,
