@@ -1,10 +1,12 @@
 // The watch page's drawing: the header facts, the conversation (with the line the vendor is still
-// streaming), the stage list, the pipeline timings and the outcome, all from watch-state.js.
-// The charts live in watch-charts.js.
+// streaming), the stage list, the pipeline timings, the outcome and the report, all from
+// watch-state.js. The charts live in watch-charts.js; the coaching notes, the flags in plain words
+// and the report's coaching part in watch-coaching.js.
 
 import { OUTCOME_TITLES, h, moodColor, moodFor, ms, rupees, stageColor } from "./common.js";
 import { renderCharts } from "./watch-charts.js";
-import { conversation, model, sortedLines, view } from "./watch-state.js";
+import { flagList, heardText, markTag, noteNode, reportCoaching } from "./watch-coaching.js";
+import { conversation, model, sortedEntries, turnsOnShow, view } from "./watch-state.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -59,19 +61,17 @@ function renderHeader() {
 function lineNode(line) {
   const meta = line.meta || {};
   const bits = [];
-  if (line.role === "vendor" && meta.mark === "clarify") {
-    bits.push(h("span", { class: "tag warn" }, "asked to hear it again"));
-  }
-  if (line.role === "vendor" && line.rank === 1) {
+  if (line.role === "vendor" && meta.mark) bits.push(markTag(meta.mark));
+  if (line.role === "vendor" && !line.late) {
     bits.push(h("span", { class: "tag", style: { background: moodColor(meta.mood) } },
       `${meta.mood} ${meta.happiness}`));
     if (meta.quote !== null && meta.quote !== undefined) {
-      bits.push(h("span", { class: "tag quote" }, `quote ${rupees(meta.quote)}`));
+      bits.push(line.unbound
+        ? h("span", { class: "tag quote unbound", title: "said in the part the learner did not hear" },
+          `quote ${rupees(meta.quote)} did not bind`)
+        : h("span", { class: "tag quote" }, `quote ${rupees(meta.quote)}`));
     }
     if (meta.fallback) bits.push(h("span", { class: "tag warn" }, "fallback line"));
-    for (const flag of meta.flags || []) {
-      if (flag !== "fallback") bits.push(h("span", { class: "tag flag" }, flag.replace("_", " ")));
-    }
   }
   if (line.role === "learner" && meta.offer !== null && meta.offer !== undefined) {
     bits.push(h("span", { class: "tag offer" }, `offer ${rupees(meta.offer)}`));
@@ -80,38 +80,44 @@ function lineNode(line) {
     }
   }
   const who = line.role === "learner" ? (model.state.learner_id || "Learner") : model.vendor.name;
-  return h("div", {
-    class: `line ${line.role}${line.rank >= 2 ? " late" : ""}`,
-    dataset: { key: line.key, turn: line.turn, role: line.role },
-  },
-  h("div", { class: "who" }, h("span", { class: "turn-no" }, `T${line.turn}`), who),
-  h("div", { class: "bubble" }, line.text),
-  bits.length ? h("div", { class: "meta" }, bits) : null);
+  const dataset = { key: line.key, turn: line.turn, role: line.role };
+  if (meta.mark) dataset.mark = meta.mark;
+  if (line.undone) dataset.undone = line.undone;
+  const classes = ["line", line.role, line.late && "late", meta.mark && "marked", line.undone && "undone"];
+  return h("div", { class: classes.filter(Boolean).join(" "), dataset },
+    h("div", { class: "who" }, h("span", { class: "turn-no" }, `T${line.turn}`), who),
+    h("div", { class: "bubble" }, line.role === "vendor" ? heardText(line.text, line.heard) : line.text),
+    bits.length ? h("div", { class: "meta" }, bits) : null,
+    line.role === "vendor" ? flagList(meta.flags) : null);
 }
 
+const entryNode = (entry) => (entry.kind === "note" ? noteNode(entry) : lineNode(entry));
+
+// Draws what changed: new entries at the end, stale ones in place; anything else (an undo re-keys
+// lines, a snapshot may reorder them) redraws the lot.
 function renderConversation() {
   conversation.dirty = false;
   const box = $("lines");
-  const lines = sortedLines();
-  const shown = [...box.querySelectorAll(":scope > .line")].map((n) => n.dataset.key);
-  const prefix = shown.every((key, i) => lines[i] && lines[i].key === key);
+  const entries = sortedEntries();
+  const nodes = [...box.querySelectorAll(":scope > [data-key]")];
+  const shown = nodes.map((n) => n.dataset.key);
+  const prefix = shown.every((key, i) => entries[i] && entries[i].key === key);
   if (!prefix) {
-    for (const node of box.querySelectorAll(":scope > .line")) node.remove();
-  }
-  if (prefix) {
+    for (const node of nodes) node.remove();
+  } else {
     for (const key of conversation.staleKeys) {
-      const node = box.querySelector(`:scope > .line[data-key="${key}"]`);
-      if (node) node.replaceWith(lineNode(model.lines.get(key)));
+      const i = shown.indexOf(key);
+      if (i >= 0) nodes[i].replaceWith(entryNode(model.entries.get(key)));
     }
   }
   conversation.staleKeys.clear();
   const stream = $("stream-line");
-  for (const line of lines.slice(prefix ? shown.length : 0)) {
-    const node = lineNode(line);
+  for (const entry of entries.slice(prefix ? shown.length : 0)) {
+    const node = entryNode(entry);
     if (stream) box.insertBefore(node, stream);
     else box.append(node);
   }
-  view.turnsShown = lines.filter((l) => l.rank === 1).length;
+  view.turnsShown = turnsOnShow();
   followConversation();
 }
 
@@ -291,6 +297,7 @@ function renderReport() {
       class: "fill", style: { width: `${(100 * value) / (most[part] || 100)}%` },
     }))))),
     h("ol", { class: "suggestions" }, r.suggestions.map((s) => h("li", {}, s))),
+    ...reportCoaching(r),
     h("p", { class: "small" }, r.cards_earned.length
       ? `Cards earned: ${r.cards_earned.map((c) => c.title).join(" · ")}`
       : "No grounded card this time."),

@@ -115,8 +115,9 @@ function welcome(message) {
     if (message.seq > view.lastSeq) askResume();
     else if (message.seq < view.lastSeq) {
       // The server lost events we had seen (a restart without the mirror): start from its state.
+      const seen = view.lastSeq;
       view.lastSeq = message.seq;
-      rebuild(message.state);
+      rebuild(message.state, seen);
     }
   }
   render();
@@ -131,7 +132,7 @@ async function loadScenario(id) {
     model.vendor = { name: pack.vendor, place: pack.place, stall: "stall" };
     setCurrency(pack.currency);
     view.scenario = pack.id;
-    for (const key of model.lines.keys()) conversation.staleKeys.add(key); // redraw with the name
+    for (const key of model.entries.keys()) conversation.staleKeys.add(key); // redraw with the name
     conversation.dirty = true;
     render();
   } catch (error) {
@@ -142,8 +143,9 @@ async function loadScenario(id) {
 function sequenced(event) {
   if (event.type === "snapshot") {
     view.snapshots += 1;
+    const seen = view.lastSeq;
     view.lastSeq = event.seq;
-    rebuild(event.state);
+    rebuild(event.state, seen);
     render();
     return;
   }

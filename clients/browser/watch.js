@@ -5,6 +5,8 @@
 //   watch-socket.js  the spectator socket: welcome, resume, the seq rules, reconnects
 //   watch-render.js  the header, conversation, stages, timings and outcome
 //   watch-charts.js  the happiness and price charts (uPlot)
+//   watch-coaching.js  hints, undos, barge-ins and repeats between the lines, reply marks, flags
+//                    in plain words (flags.js), and the report's coaching counts and clamps
 
 import { dropSocket, start } from "./watch-socket.js";
 import { setStatus, showFatal } from "./watch-render.js";
