@@ -67,6 +67,7 @@ def unbind_unheard_quote(negotiation: Negotiation, record: TurnRecord) -> int | 
             del negotiation.first_quotes[item]
     else:
         negotiation.quotes[item] = before
+    record.quote = before  # the curves and the report follow the quote that stands
     return before
 
 

@@ -15,7 +15,7 @@ export const FLAG_WORDS = {
   below_floor: "The vendor will not go below his floor price; the floor stands.",
   markdown: "Formatting marks were taken out so the line can be spoken.",
   link: "A web link was taken out so the line can be spoken.",
-  too_long: "The line was cut to two sentences so the vendor does not lecture.",
+  too_long: "The line was cut to the sentences a learner at this level hears at once (two, or one for a beginner), keeping the one with the new price.",
   fallback: "The vendor's brain did not answer in time; he said a safe line and nothing changed.",
 };
 

@@ -67,11 +67,12 @@ def coach(fold: SessionFold, change: Change, at: float, turns: list[dict[str, An
     elif kind == "playback":
         turn = int(data.get("turn") or 0)  # type: ignore[call-overload]
         interrupted = bool(data.get("interrupted"))
-        updates.append({"key": turn_key(change.session_id, fold.ordinal(turn) + 1), "props": {
-            "heard_chars": as_int(data.get("heard_chars")), "interrupted": interrupted}})
+        props: dict[str, Any] = {"heard_chars": as_int(data.get("heard_chars")), "interrupted": interrupted}
         item = data.get("unbound_item")
         if data.get("quote_unbound") and isinstance(item, str):
             restored = as_int(data.get("unbound_to"))
+            props["quote_unbound"] = True
+            props["quote"] = restored  # the quote that stands, as in memory (a null removes it)
             if restored is None:
                 dropped = fold.quotes.pop(item, None)
                 if fold.first_quotes.get(item) == dropped:
@@ -80,6 +81,7 @@ def coach(fold: SessionFold, change: Change, at: float, turns: list[dict[str, An
             else:
                 fold.quotes[item] = restored
             fold.quotes_json = None
+        updates.append({"key": turn_key(change.session_id, fold.ordinal(turn) + 1), "props": props})
 
 
 def _undo(fold: SessionFold, change: Change, updates: list[dict[str, Any]], undone_at: list[int]) -> None:
