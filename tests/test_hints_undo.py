@@ -184,7 +184,7 @@ async def test_undo_barge_in_and_the_counts_survive_a_restart(neo4j_uri: str) ->
             assert (await command(c, "u2", "undo", "undo"))["turn"] == 2
             assert without(await state(served, sid, token), *VOLATILE) == without(before_two, *VOLATILE)
             await c.send({"type": "command", "id": "s", "name": "stop"})
-            report = next(f for f in c.seen if f["type"] == "session.report")["report"]
+            report = (await c.until("session.report"))["report"]
         assert report["coaching"]["undos"] == 2 and report["coaching"]["hints"] == [1, 0, 0]
     async with AsyncGraphDatabase.driver(neo4j_uri, auth=None) as driver, driver.session() as session:
         rows = await (await session.run(
