@@ -10,7 +10,7 @@ so a rebuilt session can still be undone and its report counts what happened bef
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from schemas.brain import StageVisit
 from schemas.enums import Stage
@@ -20,12 +20,12 @@ __all__ = ["MAX_UNDO", "Checkpoint", "Coaching"]
 MAX_UNDO = 3  # turns a learner may take back in a row (seed 002)
 
 
-@dataclass(frozen=True, slots=True)
-class Checkpoint:
+class Checkpoint(NamedTuple):
     """The negotiation as it stood just before learner turn `turn`: what `undo` restores.
 
     History and stage changes are not copied: they only grow, so restoring drops what turn
-    `turn` and later added. The quotes are copied (they are changed in place)."""
+    `turn` and later added. The quotes are copied (they are changed in place). A named tuple:
+    one is made per turn, and a tuple is made in C."""
 
     turn: int
     stage: Stage

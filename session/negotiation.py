@@ -98,6 +98,7 @@ class Negotiation:
     ledger: LedgerTotals = field(default_factory=LedgerTotals)  # the brain's cost, summed per session
     level: Level = Level.INTERMEDIATE
     coaching: Coaching = field(default_factory=Coaching)  # hints, undos, silences (session/coaching.py)
+    _rule_limits: Limits | None = field(default=None, init=False, repr=False, compare=False)  # `rule_limits`, once
 
     def __post_init__(self) -> None:
         self.updated_at = self.updated_at or self.created_at
@@ -110,12 +111,15 @@ class Negotiation:
 
     @property
     def level_params(self) -> LevelParams:
-        return self.scenario.levels[self.level]
+        return _level(self.scenario_name, self.level)
 
     @property
     def rule_limits(self) -> Limits:
         """The engine's limits for this learner: the session's, with the level's gentler lowball."""
-        return _rule_limits(self.limits, self.scenario_name, self.level)
+        limits = self._rule_limits
+        if limits is None:
+            limits = self._rule_limits = _rule_limits(self.limits, self.scenario_name, self.level)
+        return limits
 
     @property
     def is_terminal(self) -> bool:
@@ -289,8 +293,7 @@ class Negotiation:
         verdict = validate(position, proposal, self.rule_limits)
         level = self.level_params
         said = verdict.quote if verdict.quote is not None and verdict.quote != position.quote else None
-        text, text_flags = speakable(proposal.reply_text, level.max_sentences,
-                                     () if said is None else (str(said), f"{said:,}"))
+        text, text_flags = speakable(proposal.reply_text, level.max_sentences, said)
         self.ledger = self.ledger.add(result.ledger)
         previous_stage, previous_happiness = self.stage, self.happiness
         self.stage, self.happiness, self.turn = verdict.stage, verdict.happiness, pending.turn
@@ -434,6 +437,11 @@ class Negotiation:
             ),
             level=self.level,
         )
+
+
+@cache
+def _level(scenario: str, level: Level) -> LevelParams:
+    return load_scenario(scenario).levels[level]
 
 
 @cache

@@ -25,6 +25,8 @@ The three suggestions come from fixed rules, first applicable first, in the orde
 
 from __future__ import annotations
 
+import re
+
 from schemas.enums import OfferAssessment, Outcome, Stage
 from schemas.flags import explain
 from schemas.report import (
@@ -52,12 +54,15 @@ FALLBACK_SUGGESTIONS = (
 )
 
 
+_NOT_ALNUM = re.compile(r"[\W_]+")  # \w is str.isalnum() and the underscore
+
+
 def _words(text: str) -> str:
-    return f" {' '.join(''.join(c if c.isalnum() else ' ' for c in text.lower()).split())} "
+    """The text's words, lowercased, one space apart and padded, for whole-word lookups."""
+    return f" {' '.join(w for w in _NOT_ALNUM.split(text.lower()) if w)} "
 
 
-def _respect_used(record: TurnRecord, scenario: Scenario) -> list[str]:
-    padded = _words(record.text)
+def _respect_used(padded: str, scenario: Scenario) -> list[str]:
     polite = ("please", "thank you", "thanks")
     return [w for w in (*scenario.rules.respectful_address, *polite) if f" {w.lower()} " in padded]
 
@@ -101,7 +106,8 @@ def _stages(negotiation: Negotiation) -> tuple[StageSpan, ...]:
 
 def _etiquette(negotiation: Negotiation, scenario: Scenario) -> Etiquette:
     learner = [r for r in negotiation.history if r.role == "user"]
-    used = [_respect_used(r, scenario) for r in learner]
+    padded = [_words(r.text) for r in learner]  # once per turn, not once per phrase
+    used = [_respect_used(p, scenario) for p in padded]
     words = sorted({w for found in used for w in found})
     visited = [c.to_stage for c in negotiation.stage_changes]
     walked = Stage.WALKAWAY in visited
@@ -110,7 +116,7 @@ def _etiquette(negotiation: Negotiation, scenario: Scenario) -> Etiquette:
     return Etiquette(
         respectful_turns=sum(1 for found in used if found), respectful_words=tuple(words),
         insults=negotiation.insults,
-        taboo=sum(1 for r in learner if any(f" {p.lower()} " in _words(r.text) for p in scenario.rules.taboo_phrases)),
+        taboo=sum(1 for words in padded if any(f" {p.lower()} " in words for p in scenario.rules.taboo_phrases)),
         lowballs=sum(1 for r in learner if r.assessment is OfferAssessment.LOWBALL),
         walked_away=walked, came_back=came_back,
     )

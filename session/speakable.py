@@ -37,17 +37,17 @@ _BLANKS = re.compile(r"[^\S\n]+")
 _SUSPECT = re.compile(r"[*_`#>\[\]~•]|[^\S ]|https?:|www\.|\s[,.!?।]|  |^\s|\s$|^[-+\d]", re.IGNORECASE)
 
 
-def speakable(text: str, max_sentences: int = MAX_SENTENCES, keep: tuple[str, ...] = ()) -> tuple[str, tuple[str, ...]]:
+def speakable(text: str, max_sentences: int = MAX_SENTENCES, price: int | None = None) -> tuple[str, tuple[str, ...]]:
     """The line as it may be spoken, and what was changed (empty when nothing was). A learner
     level may ask for fewer sentences than `MAX_SENTENCES` (a beginner's one). A line cut short
-    keeps a sentence holding one of `keep` (the new price, in its written forms) if it had one: a
-    price the learner never hears must not be one the vendor holds them to."""
+    keeps a sentence that names `price` (the new price, as 120 or 1,200) if it had one: a price the
+    learner never hears must not be one the vendor holds them to."""
     if text and not _SUSPECT.search(text) and len(_SENTENCE_END.findall(text)) < max_sentences:
         return text, ()
-    return checked(text, max_sentences, keep)
+    return checked(text, max_sentences, price)
 
 
-def checked(text: str, max_sentences: int = MAX_SENTENCES, keep: tuple[str, ...] = ()) -> tuple[str, tuple[str, ...]]:
+def checked(text: str, max_sentences: int = MAX_SENTENCES, price: int | None = None) -> tuple[str, tuple[str, ...]]:
     """`speakable` without its shortcut: every rule applied."""
     flags: list[str] = []
     base = _BLANKS.sub(" ", text)  # every kind of space but the newline, as one space
@@ -65,6 +65,7 @@ def checked(text: str, max_sentences: int = MAX_SENTENCES, keep: tuple[str, ...]
     if len(sentences) > max_sentences:
         flags.append("too_long")
         chosen = sentences[:max_sentences]
+        keep = () if price is None else (str(price), f"{price:,}")
         if keep and not any(k in s for s in chosen for k in keep):
             holder = next((s for s in sentences[max_sentences:] if any(k in s for k in keep)), None)
             if holder is not None:

@@ -155,7 +155,7 @@ class ActorTurns(ActorSilence):
             "object_grabbed": negotiation.object_grabbed,
             "quote": negotiation.quotes.get(pending.item) if pending.item else None,
             "session_item": negotiation.item, "at": pending.received_at,
-            "before": negotiation.coaching.checkpoints[-1].as_json(),  # what an undo restores
+            "before": negotiation.coaching.checkpoints[-1],  # what an undo restores (the mirror stores it)
         })
         self._ack_when_durable(version, message.conn, frame.id, False)
         request = self.negotiation.brain_request(

@@ -16,7 +16,7 @@ from schemas.brain import Ledger
 from schemas.enums import OfferAssessment
 from server.mirror.coaching import COACHING_KINDS, coach
 from server.mirror.state import Entry, SessionFold, as_int, as_str, turn_row
-from session.coaching import MAX_UNDO
+from session.coaching import MAX_UNDO, Checkpoint
 from session.protocols import Change
 
 log = logging.getLogger("samvad.mirror")
@@ -70,7 +70,7 @@ def plan(fold: SessionFold, change: Change, submitted: float, *, snapshot: bool 
             "item": data.get("item"), "offer": offer, "quote": as_int(data.get("quote")),
             "assessment": data.get("assessment") or OfferAssessment.NONE.value, "client_id": data.get("id"),
             "closing": False, "timestamp": at, "version": change.version,
-            "before": json.dumps(before, sort_keys=True) if isinstance(before, dict) else None,
+            "before": json.dumps(before.as_json(), sort_keys=True) if isinstance(before, Checkpoint) else None,
         }))
     elif kind == "vendor_turn":
         turn = int(data["turn"])  # type: ignore[call-overload]
