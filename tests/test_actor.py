@@ -427,3 +427,22 @@ async def test_a_registry_run_again_answers_the_turn_its_last_run_left_pending()
         await until(lambda: len(player.of_type("reply")) == 2)
         assert [r["in_reply_to"] for r in player.of_type("reply")] == ["t1", "t2"]
         tg.cancel_scope.cancel()
+
+
+async def test_without_a_store_a_live_session_stays_as_long_as_a_token_can_reach_it() -> None:
+    """Welcome back needs the session after two hours: without a loader a live session is kept for
+    `live_idle_seconds` (the token's lifetime), an ended one only for `idle_seconds`."""
+    now = [1000.0]
+    registry = SessionRegistry(ScriptedBrain(), MemoryMirror(), idle_seconds=60, live_idle_seconds=4 * 3600,
+                               clock=lambda: now[0])
+    async with anyio.create_task_group() as tg:
+        await tg.start(registry.run)
+        live = registry.create()
+        ended = registry.create()
+        ended.negotiation.stage = Stage.CLOSURE
+        now[0] += 2 * 3600 + 1
+        assert registry.evict_idle() == 1
+        assert registry.live(live.session_id) is live and registry.live(ended.session_id) is None
+        now[0] += 2 * 3600
+        assert registry.evict_idle() == 1 and registry.live(live.session_id) is None
+        tg.cancel_scope.cancel()

@@ -72,3 +72,11 @@ def test_a_dotenv_file_is_read(tmp_path: object) -> None:
 
     pathlib.Path(".env").write_text("MAX_TURNS=12\n")
     assert load_settings().MAX_TURNS == 12
+
+
+def test_a_token_must_outlive_the_welcome_back_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOKEN_TTL_SECONDS", "3600")
+    with pytest.raises(ConfigError, match="SESSION_RESTART_SECONDS"):
+        load_settings()
+    monkeypatch.setenv("SESSION_RESTART_SECONDS", "1800")
+    assert load_settings().SESSION_RESTART_SECONDS == 1800
