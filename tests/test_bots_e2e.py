@@ -127,7 +127,8 @@ async def test_every_coaching_persona_exercises_its_feature_and_ends(served: Ser
     assert coaching["hinter"]["hint_2"] >= sessions["hinter"] - 1
     assert coaching["undoer"]["undo"] >= sessions["undoer"] - 1
     assert coaching["mumbler"]["clarify"] >= sessions["mumbler"] - 1
-    assert coaching["silent"]["nudge"] >= 3 * (sessions["silent"] - 1)  # once, then twice in a row
+    # Once, then twice in a row; the two sessions in flight when the run stops may be cut short.
+    assert coaching["silent"]["nudge"] >= 3 * (sessions["silent"] - 2)
     barged = coaching["barger"]
     assert barged["quote_unbound"] >= 1 and barged["heard"] > barged["quote_unbound"]  # odd turns only
     assert coaching["quitter"]["stop"] == outcomes["quitter"].get("stopped")
