@@ -250,3 +250,19 @@ async def close_code(c: Client, wait: float = 5.0) -> int | None:
     except ConnectionClosed as exc:
         return exc.rcvd.code if exc.rcvd is not None else None
     raise AssertionError("the server did not close the socket")
+
+
+def checked(frames: list[dict[str, Any]]) -> Any:
+    """The bots' invariant checker run over a stream of frames a test client received."""
+    from clients.bots.checker import SessionChecker
+
+    checker = SessionChecker()
+    for frame in frames:
+        checker.feed(frame)
+    checker.finish()
+    return checker
+
+
+def without(snapshot: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """A session state without `keys` (what a command may change: its seq, its clock)."""
+    return {k: v for k, v in snapshot.items() if k not in keys}

@@ -3,25 +3,14 @@ the stream a spectator and the bots' checker see, and a stop that survives a Neo
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpx
 import pytest
 
-from clients.bots.checker import SessionChecker
 from schemas.enums import Stage
 from tests.fakes import ScriptedBrain, decision
-from tests.servers import client, create, player, running_server, state
+from tests.servers import checked, client, create, player, running_server, state
 
 pytestmark = pytest.mark.anyio
-
-
-def checked(frames: list[dict[str, Any]]) -> SessionChecker:
-    checker = SessionChecker()
-    for frame in frames:
-        checker.feed(frame)
-    checker.finish()
-    return checker
 
 
 async def test_repeat_says_the_last_line_again_and_changes_nothing() -> None:

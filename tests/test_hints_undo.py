@@ -10,26 +10,13 @@ import httpx
 import pytest
 from neo4j import AsyncGraphDatabase
 
-from clients.bots.checker import SessionChecker
 from schemas.enums import Stage
 from tests.fakes import ScriptedBrain, decision
-from tests.servers import create, player, running_server, state
+from tests.servers import checked, create, player, running_server, state, without
 
 pytestmark = pytest.mark.anyio
 
 VOLATILE = ("seq", "updated_at", "ledger")  # what an undo does not take back: events and cost
-
-
-def checked(frames: list[dict[str, Any]]) -> SessionChecker:
-    checker = SessionChecker()
-    for frame in frames:
-        checker.feed(frame)
-    checker.finish()
-    return checker
-
-
-def without(snapshot: dict[str, Any], *keys: str) -> dict[str, Any]:
-    return {k: v for k, v in snapshot.items() if k not in keys}
 
 
 async def command(c: Any, frame_id: str, name: str, kind: str) -> dict[str, Any]:

@@ -3,31 +3,16 @@ the timers shortened by settings; and the shared timer heap on its own."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 import pytest
 
-from clients.bots.checker import SessionChecker
 from session.playback import price_heard
 from session.timers import SilenceTimers
-from tests.servers import create, player, running_server, state
+from tests.servers import checked, create, player, running_server, state
 
 pytestmark = pytest.mark.anyio
 
 FAST = {"SILENCE_TIMEOUT_MS": 300, "SILENCE_EXTENDED_TIMEOUT_MS": 900}
-
-
-def checked(frames: list[dict[str, Any]]) -> SessionChecker:
-    checker = SessionChecker()
-    for frame in frames:
-        checker.feed(frame)
-    checker.finish()
-    return checker
-
-
-def without(snapshot: dict[str, Any], *keys: str) -> dict[str, Any]:
-    return {k: v for k, v in snapshot.items() if k not in keys}
 
 
 async def test_silences_get_nudges_then_the_third_in_a_row_ends_the_session() -> None:
