@@ -36,7 +36,7 @@ from brain.errors import BrainOutputError, BrainServiceError, BrainTransientErro
 from brain.knowledge.retriever import Retriever, knowledge_retriever
 from brain.prompt import build_system_prompt, build_user_message
 from brain.transport import DEFAULT_BACKOFF, ChatTransport, sdk_client
-from brain.turn import Turn
+from brain.turn import DELTA_INTERVAL_MS, Turn
 from schemas.brain import BrainRequest, BrainResult, DeltaSink
 from schemas.decision import AIDecision
 
@@ -53,6 +53,7 @@ class LLMSettings(Protocol):
     AI_MAX_TOKENS: int
     AI_STREAM: bool
     AI_JSON_SCHEMA: bool
+    AI_DELTA_INTERVAL_MS: int
 
 
 log = logging.getLogger("samvad.brain")
@@ -90,8 +91,10 @@ class OpenAIBrain:
         attempt_timeout_s: float | None = None,
         retriever: Retriever | None = None,
         client: openai.AsyncOpenAI | None = None,
+        delta_interval_ms: int = DELTA_INTERVAL_MS,
     ) -> None:
         self.timeout_s = timeout_ms / 1000
+        self.delta_interval_s = delta_interval_ms / 1000
         self.retriever: Retriever = retriever or knowledge_retriever()
         self.transport = ChatTransport(
             client=client or sdk_client(api_key=api_key, base_url=base_url, timeout_s=self.timeout_s),
@@ -113,6 +116,7 @@ class OpenAIBrain:
             max_tokens=settings.AI_MAX_TOKENS,
             stream=settings.AI_STREAM,
             json_schema=settings.AI_JSON_SCHEMA,
+            delta_interval_ms=settings.AI_DELTA_INTERVAL_MS,
         )
 
     async def aclose(self) -> None:
@@ -123,7 +127,7 @@ class OpenAIBrain:
     async def propose(
         self, request: BrainRequest, on_delta: DeltaSink | None = None
     ) -> BrainResult:
-        turn = Turn(request, on_delta, anyio.current_time() + self.timeout_s)
+        turn = Turn(request, on_delta, anyio.current_time() + self.timeout_s, self.delta_interval_s)
         decision: AIDecision | None = None
         error: str | None = None
         with anyio.CancelScope(deadline=turn.deadline) as scope:

@@ -249,6 +249,9 @@ class ChatTransport:
                     parts.append(piece)
                     if not extractor.done:
                         await turn.push(extractor.feed(piece))
+                        if extractor.done:
+                            await turn.flush()  # the reply's text is complete: nothing may wait
+        await turn.flush()
         return "".join(parts)
 
 

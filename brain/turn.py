@@ -4,6 +4,14 @@ One `Turn` is made per `propose` call and shared by the brain (`brain.llm`) and 
 it makes (`brain.transport`). It holds the turn's deadline on the anyio clock, the counters and
 timings that become its `Ledger`, and the text pushed to the session's `DeltaSink` that has not
 been withdrawn, so that whichever step finds the streamed text will not stand can withdraw it.
+
+Deltas are grouped (issue #14). The first piece of text goes to the sink at once: it is what the
+learner waits for. After it, pieces are held and sent together when the held text ends a word
+(a space or a punctuation mark) and `interval_s` (AI_DELTA_INTERVAL_MS, 40 ms) has passed since
+the last delta, or when three intervals have passed whatever it ends with; `flush` sends what is
+held when the reply's text is complete. A model writes a token every 20 ms or so, so a turn sends
+a handful of deltas instead of one per token, each encoded and written to every connection of
+the session; the joined deltas are the same text.
 """
 
 from __future__ import annotations
@@ -16,11 +24,15 @@ import anyio
 from brain.prompt import PROMPT_VERSION
 from schemas.brain import BrainRequest, DeltaSink, Ledger
 
+DELTA_INTERVAL_MS = 40
+_WORD_END = frozenset(" \n\t.,!?;:।")
+
 
 class Turn:
     """What one `propose` call has done so far: counters, timings and the text on the wire."""
 
-    def __init__(self, request: BrainRequest, sink: DeltaSink | None, deadline: float) -> None:
+    def __init__(self, request: BrainRequest, sink: DeltaSink | None, deadline: float,
+                 interval_s: float = DELTA_INTERVAL_MS / 1000) -> None:
         self.request = request
         self.sink = sink
         self.deadline = deadline  # anyio clock
@@ -33,6 +45,9 @@ class Turn:
         self.first_token_ms: float | None = None
         self.first_delta_ms: float | None = None
         self.live: list[str] = []  # pushed to the sink and not withdrawn
+        self.held: list[str] = []  # pushed by the transport, not sent to the sink yet
+        self.interval_s = interval_s
+        self.sent_at = 0.0  # perf_counter of the last delta
         self.streamed = False
         self.waiting: anyio.CancelScope | None = None  # the current attempt's wait for its first token
 
@@ -57,13 +72,33 @@ class Turn:
     async def push(self, text: str) -> None:
         if self.sink is None or not text:
             return
+        now = time.perf_counter()
         if self.first_delta_ms is None:
-            self.first_delta_ms = round((time.perf_counter() - self.started) * 1000, 3)
+            self.first_delta_ms = round((now - self.started) * 1000, 3)
+            await self._send(text, now)  # the first words never wait
+            return
+        self.held.append(text)
+        waited = now - self.sent_at
+        if waited >= self.interval_s and (text[-1] in _WORD_END or waited >= 3 * self.interval_s):
+            await self._send("".join(self.held), now)
+            self.held.clear()
+
+    async def flush(self) -> None:
+        """Send what is held: the reply's text is complete (or the stream ended)."""
+        if self.held and self.sink is not None:
+            text = "".join(self.held)
+            self.held.clear()
+            await self._send(text, time.perf_counter())
+
+    async def _send(self, text: str, now: float) -> None:
+        assert self.sink is not None
         self.live.append(text)
         self.streamed = True
+        self.sent_at = now
         await self.sink.delta(text)
 
     async def withdraw(self, reason: str) -> None:
+        self.held.clear()
         if self.sink is not None and self.live:
             await self.sink.withdraw(reason)
             self.live.clear()

@@ -65,6 +65,7 @@ class Settings(BaseSettings):
     AI_TEMPERATURE: float = Field(0.7, ge=0.0, le=2.0)
     AI_MAX_TOKENS: int = Field(200, ge=16, le=16_384)
     AI_STREAM: bool = True  # stream reply_text to clients as reply.delta while the model writes
+    AI_DELTA_INTERVAL_MS: int = Field(40, ge=0, le=1000)  # deltas after the first: per word group, at most this often
     AI_JSON_SCHEMA: bool = False  # strict json_schema structured outputs instead of json_object
     MAX_TURNS: int = Field(30, ge=2, le=500)
     MAX_MOOD_DELTA: int = Field(15, ge=1, le=100)
