@@ -2,11 +2,11 @@
 
 The user message (brain/prompt.py) carries everything that is not the server's own words, each
 part inside a block opened and closed by a delimiter line. `neutralise` rewrites any line of
-untrusted text (a transcript, history, caller memory, a retrieved note) that could pass for a
-delimiter, so that no text can close a block early or open one of its own: two or more dash-like
-characters at either end (ASCII, en and em dashes, minus signs, box-drawing rules, fullwidth
-forms, with zero-width or no-break characters in between) or a bare block label such as
-`end user message` becomes `[delimiter-like line: ...]`, which keeps its words.
+untrusted text (a transcript, history, the running summary, caller memory, a retrieved note) that
+could pass for a delimiter, so that no text can close a block early or open one of its own: two
+or more dash-like characters at either end (ASCII, en and em dashes, minus signs, box-drawing
+rules, fullwidth forms, with zero-width or no-break characters in between) or a bare block label
+such as `end user message` becomes `[delimiter-like line: ...]`, which keeps its words.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import re
 import unicodedata
 from collections.abc import Callable
 
+SUMMARY_BLOCK = "CONVERSATION SUMMARY"
 HISTORY_BLOCK = "CONVERSATION HISTORY"
 CULTURE_BLOCK = "CULTURAL CONTEXT"
 MESSAGE_BLOCK = "USER MESSAGE"
-BLOCKS = (HISTORY_BLOCK, CULTURE_BLOCK, MESSAGE_BLOCK)
+BLOCKS = (SUMMARY_BLOCK, HISTORY_BLOCK, CULTURE_BLOCK, MESSAGE_BLOCK)
 
 
 def open_line(block: str) -> str:
@@ -102,7 +103,7 @@ def _collapse_runs(text: str) -> str:
     return "".join(out)
 
 
-_LABEL_TAILS = tuple(block.split()[-1].lower() for block in BLOCKS)  # message, context, history
+_LABEL_TAILS = tuple(block.split()[-1].lower() for block in BLOCKS)  # summary, history, context, message
 
 
 def _plainly_safe(line: str) -> bool:

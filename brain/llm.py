@@ -34,9 +34,10 @@ import openai
 from brain.decision import parse_decision, reask_messages, response_format
 from brain.errors import BrainOutputError, BrainServiceError, BrainTransientError
 from brain.knowledge.retriever import Retriever, knowledge_retriever
-from brain.prompt import build_system_prompt, build_user_message
+from brain.prompt import DEFAULT_HISTORY_BUDGET, build_system_prompt, build_user_message
 from brain.transport import DEFAULT_BACKOFF, ChatTransport, sdk_client
 from brain.turn import DELTA_INTERVAL_MS, Turn
+from brain.window import counter_for
 from schemas.brain import BrainRequest, BrainResult, DeltaSink
 from schemas.decision import AIDecision
 
@@ -54,6 +55,7 @@ class LLMSettings(Protocol):
     AI_STREAM: bool
     AI_JSON_SCHEMA: bool
     AI_DELTA_INTERVAL_MS: int
+    HISTORY_TOKEN_BUDGET: int
 
 
 log = logging.getLogger("samvad.brain")
@@ -92,8 +94,11 @@ class OpenAIBrain:
         retriever: Retriever | None = None,
         client: openai.AsyncOpenAI | None = None,
         delta_interval_ms: int = DELTA_INTERVAL_MS,
+        history_budget: int = DEFAULT_HISTORY_BUDGET,
     ) -> None:
         self.timeout_s = timeout_ms / 1000
+        self.history_budget = history_budget
+        self.counter = counter_for(model)  # loaded here, once, not on a learner's turn
         self.delta_interval_s = delta_interval_ms / 1000
         self.retriever: Retriever = retriever or knowledge_retriever()
         self.transport = ChatTransport(
@@ -117,6 +122,7 @@ class OpenAIBrain:
             stream=settings.AI_STREAM,
             json_schema=settings.AI_JSON_SCHEMA,
             delta_interval_ms=settings.AI_DELTA_INTERVAL_MS,
+            history_budget=settings.HISTORY_TOKEN_BUDGET,
         )
 
     async def aclose(self) -> None:
@@ -189,7 +195,9 @@ class OpenAIBrain:
         else:
             system = build_system_prompt(request)
         return [{"role": "system", "content": system},
-                {"role": "user", "content": build_user_message(request, rag_context=notes[0])}]
+                {"role": "user", "content": build_user_message(request, rag_context=notes[0],
+                                                               history_budget=self.history_budget,
+                                                               counter=self.counter)}]
 
     async def _decide(self, turn: Turn, messages: list[dict[str, str]]) -> AIDecision:
         text = await self.transport.call(turn, messages)

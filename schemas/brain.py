@@ -64,7 +64,8 @@ class BrainRequest(BaseModel):
     offer_assessment: OfferAssessment = OfferAssessment.NONE  # the server's, when it had a number
     wrap_up: bool = False
     returning_after_pause: bool = False
-    history: tuple[HistoryLine, ...] = ()
+    history: tuple[HistoryLine, ...] = ()  # the latest lines, oldest first; the brain keeps what fits its budget
+    summary: str = ""  # the session's running summary of the conversation, data only (docs/memory.md)
     graph: GraphContext = Field(default_factory=GraphContext)
     level: Level = Level.INTERMEDIATE  # the learner's level (the pack's `levels` say what it changes)
     context_block: str = ""  # caller-supplied conversation memory (library interface)

@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     AI_STREAM: bool = True  # stream reply_text to clients as reply.delta while the model writes
     AI_DELTA_INTERVAL_MS: int = Field(40, ge=0, le=1000)  # deltas after the first: per word group, at most this often
     AI_JSON_SCHEMA: bool = False  # strict json_schema structured outputs instead of json_object
+    # Tokens of the LLM's conversation context: the running summary and the newest lines that fit
+    # (docs/memory.md). Counted with tiktoken, offline; cl100k_base for models not shipped (errs high).
+    HISTORY_TOKEN_BUDGET: int = Field(2000, ge=256, le=100_000)
     MAX_TURNS: int = Field(30, ge=2, le=500)
     MAX_MOOD_DELTA: int = Field(15, ge=1, le=100)
     APP_VERSION: str = "0.1.0"

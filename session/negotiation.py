@@ -38,7 +38,9 @@ from session.rules import Limits, Position, Verdict, mood_for, validate
 from session.speakable import speakable
 
 START_HAPPINESS = 50
-HISTORY_WINDOW = 20  # lines of history a brain sees (seed 001 keeps the last 20 messages)
+# Lines of history a brain is handed (it keeps the newest that fit HISTORY_TOKEN_BUDGET): twice the
+# lines a running summary reads, so that what falls out of them is in the summary, even a late one.
+HISTORY_LINES = 40
 RETURNING_AFTER_SECONDS = 2 * 3600  # seed 001: a "welcome back" after two hours away
 REMEMBERED_IDS = 512  # accepted client ids kept for de-duplication
 SNIPPET_CHARS = 150
@@ -232,8 +234,8 @@ class Negotiation:
 
     def brain_request(self, pending: PendingTurn, *, rag_context: str = "", context_block: str = "") -> BrainRequest:
         last_vendor = next((h.at for h in reversed(self.history) if h.role == "vendor"), None)
-        lines = tuple(h.as_line() for h in self.history[-HISTORY_WINDOW - 1 : -1])
-        for h in self.history[-HISTORY_WINDOW - 3 : -HISTORY_WINDOW - 1]:
+        lines = tuple(h.as_line() for h in self.history[-HISTORY_LINES - 1 : -1])
+        for h in self.history[-HISTORY_LINES - 3 : -HISTORY_LINES - 1]:
             h._line = None  # out of the window for good (a turn adds two records): keep no copy
         return BrainRequest(
             session_id=self.session_id,

@@ -151,18 +151,18 @@ def test_words_that_contain_an_item_name_do_not_switch_the_item() -> None:
 
 
 def test_the_brain_sees_the_last_lines_of_history_and_only_those_stay_cached() -> None:
-    from session.negotiation import HISTORY_WINDOW
+    from session.negotiation import HISTORY_LINES
 
     n = new(limits=Limits(max_turns=40, wrap_up_after=35))
     seen = []
-    for i in range(1, 26):
+    for i in range(1, 31):
         pending = n.begin_turn(f"line {i}", f"id-{i}", 1000.0 + i)
         request = n.brain_request(pending)
         seen.append([(h.turn, h.role, h.text) for h in request.history])
         n.complete_turn(pending, BrainResult(decision=decision(f"answer {i}", 50, Stage.INQUIRY)), 1000.5 + i)
     last = seen[-1]
-    assert len(last) == HISTORY_WINDOW
-    assert last[-1] == (24, "vendor", "answer 24") and last[0] == (15, "user", "line 15")
+    assert len(last) == HISTORY_LINES
+    assert last[-1] == (29, "vendor", "answer 29") and last[0] == (10, "user", "line 10")
     # Cached: exactly the lines of the last request (the newest record, the last answer, is not).
     cached = [i for i, h in enumerate(n.history) if h._line is not None]
-    assert cached == list(range(len(n.history) - 2 - HISTORY_WINDOW, len(n.history) - 2))
+    assert cached == list(range(len(n.history) - 2 - HISTORY_LINES, len(n.history) - 2))

