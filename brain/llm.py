@@ -35,11 +35,13 @@ from brain.decision import parse_decision, reask_messages, response_format
 from brain.errors import BrainOutputError, BrainServiceError, BrainTransientError
 from brain.knowledge.retriever import Retriever, knowledge_retriever
 from brain.prompt import DEFAULT_HISTORY_BUDGET, build_system_prompt, build_user_message
+from brain.summary import SUMMARY_MAX_TOKENS, SUMMARY_TEMPERATURE, LLMSummarizer
 from brain.transport import DEFAULT_BACKOFF, ChatTransport, sdk_client
 from brain.turn import DELTA_INTERVAL_MS, Turn
 from brain.window import counter_for
 from schemas.brain import BrainRequest, BrainResult, DeltaSink
 from schemas.decision import AIDecision
+from schemas.summary import SummaryAsk, SummaryResult
 
 
 class LLMSettings(Protocol):
@@ -107,6 +109,12 @@ class OpenAIBrain:
             response_format=response_format(json_schema), backoff=backoff,
             attempt_timeout_s=attempt_timeout_s,
         )
+        # The running summary (docs/memory.md): the same client and retry policy, plain text, no stream.
+        self.summarizer = LLMSummarizer(ChatTransport(
+            client=self.transport.client, model=model, temperature=SUMMARY_TEMPERATURE,
+            max_tokens=SUMMARY_MAX_TOKENS, stream=False, response_format={"type": "text"}, backoff=backoff,
+            attempt_timeout_s=attempt_timeout_s,
+        ), self.timeout_s)
 
     @classmethod
     def from_settings(cls, settings: LLMSettings, *, retriever: Retriever | None = None) -> OpenAIBrain:
@@ -162,6 +170,10 @@ class OpenAIBrain:
         if turn.live and "".join(turn.live) != decision.reply_text:
             await turn.withdraw("the final reply differs")
         return BrainResult(decision=decision, streamed=turn.streamed, ledger=turn.ledger())
+
+    async def summarize(self, ask: SummaryAsk) -> SummaryResult:
+        """The session's running summary, refreshed every 10 turns in the background: one extra call."""
+        return await self.summarizer.summarize(ask)
 
     # ------------------------------------------------------------------ steps
 

@@ -26,7 +26,7 @@ The wrapper keeps the rule brain's inline fast path (`propose_now`).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol
@@ -39,6 +39,7 @@ from schemas.decision import AIDecision
 from schemas.enums import OfferAssessment
 from schemas.lines import spoken_items
 from schemas.scenario import Objection, SafetyRule, load_scenario
+from schemas.summary import SummaryAsk, SummaryResult
 
 __all__ = ["INSULT_DROP", "PolicyBrain", "Route", "route", "with_policy"]
 
@@ -161,6 +162,8 @@ class PolicyBrain:
         self.name = inner.name
         self.library = library
         self.reads_notes = library is not None and not hasattr(inner, "propose_now")
+        # The inner brain's running summary, if it writes one (the session's own otherwise; docs/memory.md).
+        self.summarize: Callable[[SummaryAsk], Awaitable[SummaryResult]] | None = getattr(inner, "summarize", None)
 
     async def aclose(self) -> None:
         closer = getattr(self.inner, "aclose", None)

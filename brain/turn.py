@@ -18,20 +18,31 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Protocol
 
 import anyio
 
 from brain.prompt import PROMPT_VERSION
-from schemas.brain import BrainRequest, DeltaSink, Ledger
+from schemas.brain import DeltaSink, Ledger
 
 DELTA_INTERVAL_MS = 40
 _WORD_END = frozenset(" \n\t.,!?;:।")
 
 
+class Asked(Protocol):
+    """What a call is for, as the log needs it: a `BrainRequest`, or a `SummaryAsk` (brain/summary.py)."""
+
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def turn(self) -> int: ...
+
+
 class Turn:
     """What one `propose` call has done so far: counters, timings and the text on the wire."""
 
-    def __init__(self, request: BrainRequest, sink: DeltaSink | None, deadline: float,
+    def __init__(self, request: Asked, sink: DeltaSink | None, deadline: float,
                  interval_s: float = DELTA_INTERVAL_MS / 1000) -> None:
         self.request = request
         self.sink = sink

@@ -4,6 +4,7 @@
 - `codec`: decoding and encoding those frames as JSON text or msgpack binary.
 - `enums`, `errors`: closed vocabularies (stage, mood, role, ...), error and close codes.
 - `brain`, `decision`: what a brain is told and what it proposes for one turn.
+- `summary`: what a brain that writes running summaries is given, and what it returns.
 - `policy`: the negotiation's published numbers; `scenario`: items, prices and customs, loaded
   from the JSON files in `data/`.
 """

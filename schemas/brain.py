@@ -86,6 +86,9 @@ class Ledger(BaseModel):
     first_delta_ms: float | None = None
     brain_ms: float = 0.0
     prompt_version: str | None = None
+    # Calls made for the running summary (docs/memory.md) that finished since the last reply; their
+    # calls, retries and tokens are included in the counts above.
+    summary_calls: int = 0
 
 
 class DeltaSink(Protocol):

@@ -147,7 +147,7 @@ class TranscriptLine(_Frame):
 
 # The fields of a turn's `Ledger` that `LedgerTotals` sums (a vendor_turn change carries them).
 LEDGER_SUMMED = frozenset({"llm_calls", "retries", "corrective_asks", "prompt_tokens", "completion_tokens",
-                           "brain_ms"})
+                           "brain_ms", "summary_calls"})
 
 
 class LedgerTotals(_Frame):
@@ -160,6 +160,7 @@ class LedgerTotals(_Frame):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     brain_ms: float = 0.0
+    summary_calls: int = 0  # running-summary calls (docs/memory.md), included in the counts above
 
     def add(self, ledger: Ledger) -> LedgerTotals:
         """These totals with one more answered turn (floats rounded the same way wherever summed)."""
@@ -168,7 +169,7 @@ class LedgerTotals(_Frame):
             retries=self.retries + ledger.retries, corrective_asks=self.corrective_asks + ledger.corrective_asks,
             prompt_tokens=self.prompt_tokens + ledger.prompt_tokens,
             completion_tokens=self.completion_tokens + ledger.completion_tokens,
-            brain_ms=round(self.brain_ms + ledger.brain_ms, 3),
+            brain_ms=round(self.brain_ms + ledger.brain_ms, 3), summary_calls=self.summary_calls + ledger.summary_calls,
         )
 
 

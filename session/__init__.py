@@ -7,6 +7,7 @@ The pure core (synchronous: no await, no sockets, no clock reads):
 - `offers`: finding the learner's price offer in a transcript, and judging it against the quote.
 - `records`: the history's records: a line of the conversation, a turn in flight, a turn's outcome.
 - `context`: the graph context a brain is given, computed from the history.
+- `summary`: the running summary's state, cadence and undo, and the summary the server writes itself.
 - `speakable`: vendor lines a speech engine can read aloud (sentences, no markup or links).
 - `coaching`: the learner's hints, repeats, undos, silences and unclear turns; undo's checkpoints.
 - `hints`: the `hint` command's content from the state and the scenario pack.
@@ -19,6 +20,7 @@ The actor around it (I/O and ordering; session/README.md tells how a turn flows 
 - `messages`: the messages the actor's inbox carries, one dataclass per kind.
 - `fanout`: connections, fan-out of events, the replay ring, durability and acknowledgements.
 - `turns`: the turn pipeline: transcript, brain call, validation, applying the outcome.
+- `memory`: the running summary, refreshed in the background every 10 turns, never waited for.
 - `silence`: the player's silence timer, nudges, the timed-out end and the welcome back.
 - `timers`: one heap of silence deadlines for every session, served by one task.
 - `commands`: `command` frames: hint, repeat, undo, stop.

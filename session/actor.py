@@ -21,6 +21,7 @@ and each part contributes its handlers to the tables at the bottom of this modul
 
 - `session/fanout.py`, `ActorFanout`: connections, fan-out, the replay ring, durability and acks;
 - `session/turns.py`, `ActorTurns`: the turn pipeline, from a final transcript to the vendor's reply;
+- `session/memory.py`, `ActorMemory`: the running summary, refreshed in the background;
 - `session/silence.py`, `ActorSilence`: the player's silence timer, nudges, the timed-out end and
   the welcome back;
 - `session/commands.py`, `ActorCommands`: `command` frames (hint, repeat, undo, stop);
@@ -47,7 +48,7 @@ from anyio.abc import TaskGroup
 
 from schemas.errors import CloseCode
 from schemas.frames import Reply
-from session import commands, fanout, playback, resume, scene, silence, turns
+from session import commands, fanout, memory, playback, resume, scene, silence, turns
 from session.commands import ActorCommands
 from session.mailbox import Mailbox
 from session.messages import (
@@ -122,6 +123,7 @@ class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
         self._unacked_ids = {}
         self._turn_waiters = {}
         self._propose_now = getattr(brain, "propose_now", None)
+        self._summarize = getattr(brain, "summarize", None)  # None: the server's own summary (session/memory.py)
         self._tg = None
         self._brain_scope = None
         # Driven by a registry (`attach`): no task of its own while idle. `_wake` asks the
@@ -308,6 +310,7 @@ MESSAGE_HANDLERS: dict[type[Message], Handler] = _table(
     {Frame: SessionActor._on_frame},
     fanout.MESSAGE_HANDLERS,
     turns.MESSAGE_HANDLERS,
+    memory.MESSAGE_HANDLERS,
     silence.MESSAGE_HANDLERS,
 )
 

@@ -89,6 +89,7 @@ class ActorCommands(ActorTurns):
 
     def _undo(self, message: Frame, frame: CommandFrame) -> None:
         negotiation = self.negotiation
+        covered = negotiation.memory.covers
         point = negotiation.undo(message.received_at)
         if point is None:
             self._error(message.conn, ErrorCode.NOTHING_TO_UNDO,
@@ -100,6 +101,7 @@ class ActorCommands(ActorTurns):
         version = self._record("undo", {"id": frame.id, "turn": point.turn, "seq": event.seq,
                                         "restored": point.as_json(), "at": message.received_at})
         self._ack_when_durable(version, message.conn, frame.id, False)
+        self._summary_undone(covered)
         self._fanout(Envelope(event))
         self._changed()
         self._listen()

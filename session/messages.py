@@ -15,6 +15,7 @@ Who posts what:
   inline for a brain that answers at once, `propose_now`).
 - `Delta`, `Withdraw`: a streaming brain's partial reply text, and its retraction, posted through
   the turn's `DeltaSink` (`session/turns.py`).
+- `SummaryDone`: a running summary written in the background (`session/memory.py`), posted by its task.
 - `SilenceDue`: the player's silence timer expired, posted by the shared timers (`session/timers.py`).
 - `Durable`: the mirror made every change up to `version` durable (`SessionActor.notify_durable`),
   so acknowledgements waiting on it can go out (`session/fanout.py`).
@@ -35,6 +36,7 @@ from typing import Any
 
 from schemas.brain import BrainResult
 from schemas.frames import CommandFrame, PlaybackFrame, ResumeFrame, SceneFrame, SilenceFrame, TranscriptFrame
+from schemas.summary import SummaryResult
 from session.protocols import Connection
 from session.records import PendingTurn
 
@@ -107,6 +109,13 @@ class Withdraw:
 
 
 @dataclass(slots=True)
+class SummaryDone:
+    token: int  # the refresh it answers (`session.summary.Memory.start`)
+    turn: int  # the last learner turn it covers
+    result: SummaryResult
+
+
+@dataclass(slots=True)
 class SilenceDue:
     """The player's silence timer expired (posted by `session.timers.SilenceTimers`)."""
 
@@ -123,4 +132,4 @@ class Stop:
     keep_running: bool = False  # close the connections only (`SessionActor.close_connections`)
 
 
-Message = Connect | Disconnect | Frame | BrainDone | Delta | Withdraw | SilenceDue | Durable | Stop
+Message = Connect | Disconnect | Frame | BrainDone | Delta | Withdraw | SummaryDone | SilenceDue | Durable | Stop

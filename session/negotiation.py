@@ -36,6 +36,7 @@ from session.offers import assess_offer, parse_offer
 from session.records import PendingTurn, TurnOutcome, TurnRecord
 from session.rules import Limits, Position, Verdict, mood_for, validate
 from session.speakable import speakable
+from session.summary import Memory
 
 START_HAPPINESS = 50
 # Lines of history a brain is handed (it keeps the newest that fit HISTORY_TOKEN_BUDGET): twice the
@@ -100,6 +101,7 @@ class Negotiation:
     ledger: LedgerTotals = field(default_factory=LedgerTotals)  # the brain's cost, summed per session
     level: Level = Level.INTERMEDIATE
     coaching: Coaching = field(default_factory=Coaching)  # hints, undos, silences (session/coaching.py)
+    memory: Memory = field(default_factory=Memory)  # the running summary (session/summary.py)
     _rule_limits: Limits | None = field(default=None, init=False, repr=False, compare=False)  # `rule_limits`, once
 
     def __post_init__(self) -> None:
@@ -227,6 +229,7 @@ class Negotiation:
         self.quotes, self.first_quotes, self.insults = dict(point.quotes), dict(point.first_quotes), point.insults
         self.history = [h for h in self.history if h.turn < point.turn]
         self.stage_changes = drop_from(point.turn, self.stage_changes)
+        self.memory.undo(point.turn)
         self.coaching.undos += 1
         self.coaching.hint_level = 0
         self.updated_at = now
@@ -259,6 +262,7 @@ class Negotiation:
                 last_vendor is not None and pending.received_at - last_vendor > RETURNING_AFTER_SECONDS
             ),
             history=lines,
+            summary=self.memory.summary,
             level=self.level,
             graph=self.graph_context(),
             context_block=context_block,

@@ -11,6 +11,7 @@ from typing import Protocol
 from schemas.brain import BrainRequest, BrainResult, DeltaSink
 from schemas.codec import Envelope
 from schemas.knowledge import TipCard
+from schemas.summary import SummaryAsk, SummaryResult
 
 
 class Brain(Protocol):
@@ -27,6 +28,16 @@ class InstantBrain(Brain, Protocol):
     """A brain that answers synchronously in microseconds; the actor calls it inline."""
 
     def propose_now(self, request: BrainRequest) -> BrainResult: ...
+
+
+class Summarizer(Protocol):
+    """A brain that writes the running summary itself (the LLM: one call every 10 turns, in the
+    background; session/memory.py). The actor takes `brain.summarize` when there is one; without it the
+    session writes its own summary from its record (session/summary.py)."""
+
+    async def summarize(self, ask: SummaryAsk) -> SummaryResult:
+        """Never raises for a failed call: an empty `text` and the `error` keep the summary before it."""
+        ...
 
 
 class TipSource(Protocol):

@@ -48,6 +48,7 @@ from schemas.frames import (
     TranscriptFrame,
     TurnTimings,
 )
+from session.memory import ActorMemory
 from session.messages import BrainDone, ClientFrame, Delta, Frame, Handler, Message, Withdraw
 from session.negotiation import fallback_decision
 from session.protocols import Brain
@@ -80,7 +81,7 @@ class _Sink:
         await self._actor._post(Withdraw(self._turn, reason))
 
 
-class ActorTurns(ActorSilence):
+class ActorTurns(ActorSilence, ActorMemory):
     """The turn pipeline: the part of `SessionActor` that asks the brain and applies its answer.
     It builds on the silence part: a turn in flight stops the learner's silence timer, and its
     answer starts it again."""
@@ -229,7 +230,7 @@ class ActorTurns(ActorSilence):
         if self._thinking is not pending:
             return
         validate_start = time.perf_counter()
-        result = done.result
+        result = self._with_summary_cost(done.result)  # a running summary's call is reported here
         streamed = "".join(self._streamed)
         # A reply cut to two sentences keeps what was streamed of it: the stream stands, and the
         # reply says where it ends. Anything else that differs is withdrawn first.
@@ -277,6 +278,7 @@ class ActorTurns(ActorSilence):
         self._log_turn(reply, outcome, result)
         self._resolve(pending.client_id, reply)
         self._changed()
+        self._remember()  # the running summary, if due: in the background, never waited for
         if self._waiting:
             nxt = self._waiting.popleft()
             if self._waiting_ids is not None:

@@ -207,6 +207,9 @@ class FakeOpenAI:
         self.port = port
         self.default = default or Behaviour()
         self.queue: deque[Behaviour] = deque()
+        # Picks the behaviour for a request by its body before the queue is looked at (None: the queue's
+        # turn), so that a test can tell calls of different kinds apart (a running summary, a turn).
+        self.route: Callable[[dict[str, Any]], Behaviour | None] | None = None
         self.requests: list[Recorded] = []
         self.app = Starlette(routes=[
             Route("/v1/chat/completions", self._completions, methods=["POST"]),
@@ -228,6 +231,7 @@ class FakeOpenAI:
         self.queue.extend(behaviours)
 
     def reset(self) -> None:
+        self.route = None
         self.queue.clear()
         self.requests.clear()
         self.default = Behaviour()
@@ -277,7 +281,9 @@ class FakeOpenAI:
     async def _completions(self, request: Request) -> Any:
         arrived, arrived_wall = time.monotonic(), time.time()  # before reading the body
         body = await request.json()
-        behaviour = self.queue.popleft() if self.queue else self.default
+        behaviour = self.route(body) if self.route is not None else None
+        if behaviour is None:
+            behaviour = self.queue.popleft() if self.queue else self.default
         record = Recorded(id=f"chatcmpl-{uuid.uuid4().hex[:24]}", body=body, kind=behaviour.kind,
                           received_at=arrived, received_wall=arrived_wall)
         self.requests.append(record)
