@@ -29,6 +29,7 @@ The parts, from the bottom up; each module keeps the Cypher it runs, every value
   returns the rows that write it. Pure.
 - `rebuild`: a `Negotiation` rebuilt from a session's stored graph. Pure.
 - `schema`: the graph's shape, its constraints and indexes (`SCHEMA`), and statements to inspect them.
+- `memory`: the running summary on the Session node (`WRITE_SUMMARIES`, run in the batch's transaction).
 - `batch`: `WRITE_BATCH`, the rows a batch of entries becomes, and the transaction that writes them.
 - `io`: the I/O thread where the driver lives (`Neo4jIo`): schema creation, batch writes, retried reads.
 - `writer`: the lanes, their writer tasks, backoff, and the bookkeeping of durable versions.

@@ -24,6 +24,7 @@ from typing import Any, LiteralString
 import anyio
 from neo4j import AsyncDriver, AsyncManagedTransaction, unit_of_work
 
+from server.mirror.memory import WRITE_SUMMARIES, summary_rows
 from server.mirror.state import Entry
 
 # One statement writes a whole batch: `$rows` holds one row per session of the batch, with the newest
@@ -138,9 +139,11 @@ async def write_batch(driver: AsyncDriver, database: str | None, batch: list[Ent
     work = unit_of_work(timeout=seconds)(_tx_write)
     with anyio.fail_after(seconds * 2 + 1):  # the server's own timeout should fire first
         async with driver.session(database=database) as session:
-            await session.execute_write(work, batch_rows(batch))
+            await session.execute_write(work, batch_rows(batch), summary_rows(batch))
 
 
-async def _tx_write(tx: AsyncManagedTransaction, rows: list[dict[str, Any]]) -> None:
+async def _tx_write(tx: AsyncManagedTransaction, rows: list[dict[str, Any]], summaries: list[dict[str, Any]]) -> None:
     result = await tx.run(WRITE_BATCH, rows=rows)
     await result.consume()
+    if summaries:  # the running summaries (server/mirror/memory.py), on the Sessions written above
+        await (await tx.run(WRITE_SUMMARIES, rows=summaries)).consume()

@@ -15,6 +15,7 @@ from typing import Any
 from schemas.brain import Ledger
 from schemas.enums import OfferAssessment
 from server.mirror.coaching import COACHING_KINDS, coach
+from server.mirror.memory import MEMORY_KINDS
 from server.mirror.state import Entry, SessionFold, as_int, as_str, turn_row
 from session.coaching import MAX_UNDO, Checkpoint
 from session.protocols import Change
@@ -120,6 +121,8 @@ def plan(fold: SessionFold, change: Change, submitted: float, *, snapshot: bool 
                                            "assessment": OfferAssessment.NONE.value}))
     elif kind in COACHING_KINDS:
         coach(fold, change, at, turns, transitions, updates, undone_at)
+    elif kind in MEMORY_KINDS:
+        pass  # the running summary: written by server/mirror/memory.py, in the batch's transaction
     elif kind == "ids":
         for client_id in data.get("ids") or ():  # type: ignore[attr-defined]
             fold.remember(client_id)

@@ -11,6 +11,7 @@ from typing import Any
 
 from schemas.brain import StageVisit
 from schemas.enums import LanguageCode, Level, OfferAssessment, Outcome, Stage
+from server.mirror.memory import memory_from_graph
 from server.mirror.state import SessionFold
 from session.coaching import Checkpoint, Coaching
 from session.negotiation import Negotiation
@@ -67,6 +68,6 @@ def rebuild(record: dict[str, Any], limits: Limits) -> tuple[Negotiation, int, S
         updated_at=float(s.get("updated_at") or s["created_at"]), history=history, stage_changes=stage_changes,
         accepted_ids=OrderedDict(fold.accepted_ids), pending=pending, insults=fold.insults,
         ledger=fold.ledger, level=Level(fold.level or Level.INTERMEDIATE.value),
-        coaching=Coaching.from_counters(fold.coaching, checkpoints),
+        coaching=Coaching.from_counters(fold.coaching, checkpoints), memory=memory_from_graph(s, turn),
     )
     return negotiation, fold.version, fold
