@@ -378,10 +378,12 @@ def _summary_text(request: BrainRequest, budget: int, counter: TokenCounter) -> 
     text = neutralise(request.summary.strip())
     if not text:
         return "", 0
+    whole = text
     tokens = counter.count_kept(text)
-    limit = budget // 2
-    while tokens > limit and text:
-        text = text[: len(text) * limit // tokens - 1].rstrip() + "..."
+    limit, keep = budget // 2, len(text)
+    while tokens > limit and keep > 0:
+        keep = min(keep - 1, keep * limit // tokens)  # shrinks every time, so the loop ends
+        text = whole[:keep].rstrip() + "..."
         tokens = counter.count(text)
     return text, tokens
 

@@ -165,3 +165,13 @@ def test_the_setting_is_the_budget(budget: int) -> None:
     from server.config import load_settings
 
     assert load_settings(HISTORY_TOKEN_BUDGET=budget).HISTORY_TOKEN_BUDGET == budget
+
+
+@pytest.mark.parametrize("budget", [256, 301, 2000])
+@pytest.mark.parametrize("summary", ["टमाटर बहुत महंगा है, " * 300, "x" * 5000, "... " * 2000,
+                                     "Bhaiya said 40. " * 140])
+def test_any_summary_is_cut_to_half_the_budget_and_the_cutting_ends(summary: str, budget: int) -> None:
+    counter = counter_for("gpt-4o")
+    summary_text, _, used = history_blocks(request(summary=summary, history=lines(6)), budget, counter)
+    assert counter.count(summary_text) <= budget // 2 and used <= budget
+    assert summary_text.endswith("...") or counter.count(summary.strip()) <= budget // 2
