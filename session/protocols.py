@@ -68,7 +68,8 @@ class Change:
     """One durable change of a session, handed to the mirror in the order it happened.
 
     `kind` is one of: "session" (created or its scalar state changed), "scene", "learner_turn",
-    "vendor_turn" (with its events), "ids" (accepted client ids). `version` rises by one per change
+    "vendor_turn" (with its events), "ids" (accepted client ids), "summary" (the running summary,
+    session/memory.py), and the coaching kinds (server/mirror/coaching.py). `version` rises by one per change
     per session, so a mirror can write idempotently and report how far it is durable.
     """
 

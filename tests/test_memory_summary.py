@@ -327,3 +327,35 @@ async def test_a_brain_without_summaries_behind_the_policy_leaves_the_summary_to
             raise NotImplementedError
 
     assert with_policy(Plain()).summarize is None  # type: ignore[arg-type]
+
+
+async def test_over_the_socket_the_server_summarises_with_the_llm_and_keeps_the_window_in_its_budget(
+        openai_fake: FakeOpenAI) -> None:
+    """The whole server (BRAIN=openai, the response policy around the brain): twelve turns over a
+    WebSocket, one summary call, and HISTORY_TOKEN_BUDGET=400 reaching the prompt."""
+    import websockets
+
+    from brain.window import counter_for
+    from tests.test_llm_e2e import new_session, samvad, say
+
+    summary = "Twelve polite greetings so far; no item chosen and no price named yet."
+    openai_fake.route = lambda body: reply(summary) if is_summary(body) else None
+    async with samvad(openai_fake, HISTORY_TOKEN_BUDGET=400) as host:
+        sid, token = await new_session(host)
+        async with websockets.connect(f"ws://{host}/ws/sessions/{sid}?token={token}") as ws:
+            await ws.recv()  # welcome
+            replies = [(await say(ws, f"t{n}", f"Namaste bhaiya, turn {n}, kaise ho?"))[-1] for n in range(1, 11)]
+            await until(lambda: any(is_summary(r.body) for r in openai_fake.requests)
+                        and openai_fake.requests[-1].finished_wall is not None)
+            await anyio.sleep(0.05)  # its answer reaches the session's inbox
+            replies += [(await say(ws, f"t{n}", f"Namaste bhaiya, turn {n}, kaise ho?"))[-1] for n in (11, 12)]
+    turns = [r for r in openai_fake.requests if not is_summary(r.body)]
+    assert len(turns) == 12 and sum(is_summary(r.body) for r in openai_fake.requests) == 1
+    assert [r["timings"]["summary_calls"] for r in replies] == [0] * 10 + [1, 0]
+    last = turns[-1].user
+    assert f"--- CONVERSATION SUMMARY ---\n{summary}\n--- END CONVERSATION SUMMARY ---" in last
+    history = last.split("--- CONVERSATION HISTORY ---\n", 1)[1].split("\n--- END CONVERSATION HISTORY ---")[0]
+    counter = counter_for("gpt-4o")
+    assert counter.count(summary) + sum(counter.count(line) + 1 for line in history.splitlines()) <= 400
+    assert 0 < len(history.splitlines()) < 22  # 22 lines were there to show: the budget cut them
+    assert history.splitlines()[-1].startswith("Ramesh (turn 11): ")
