@@ -193,7 +193,7 @@ async def test_an_undo_below_the_summary_takes_it_back_and_the_turn_played_again
     assert [t for t, _ in mirror.summaries()] == [10, 0, 10]
 
 
-async def test_a_refresh_in_flight_never_holds_up_a_turn_and_one_that_read_an_undone_turn_is_dropped() -> None:
+async def test_a_refresh_in_flight_never_holds_up_a_turn_and_undos_of_later_turns_leave_it_standing() -> None:
     brain, mirror = HeldSummarizer(), RecordingMirror()
     async with running(brain, mirror) as actor:
         conn = FakeConnection()
