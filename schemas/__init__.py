@@ -4,6 +4,7 @@
 - `codec`: decoding and encoding those frames as JSON text or msgpack binary.
 - `enums`, `errors`: closed vocabularies (stage, mood, role, ...), error and close codes.
 - `brain`, `decision`: what a brain is told and what it proposes for one turn.
+- `learner`: a learner across sessions: the profile, what a vendor remembers, progress figures.
 - `policy`: the negotiation's published numbers; `scenario`: items, prices and customs, loaded
   from the JSON files in `data/`.
 """
