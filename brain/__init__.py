@@ -17,6 +17,7 @@ The modules:
 - `partial_json`: `FieldExtractor`, `reply_text` pulled out of JSON that is still arriving.
 - `prompt`: the system prompt and the delimited user message, versioned as `PROMPT_VERSION`.
 - `delimiters`: the user message's blocks, and `neutralise`, which keeps untrusted text inside them.
+- `recall`: a learner the vendor remembers: the rule vendor's greeting, the LLM's LEARNER MEMORY block.
 - `knowledge/`: playbooks, BM25 retrieval and grounded tip cards; fills the prompt's cultural notes.
 - `policy`: the response policy (P0 safety, P1 grounded, P2 objections, P3 fallback) around any brain.
 """
