@@ -178,3 +178,34 @@ async def test_erasure_leaves_nothing_of_the_learner_readable(served: Served, ne
     # The other learner is untouched.
     kept_answer = await api(served, "GET", f"/api/learners/{other}")
     assert kept_answer.status_code == 200 and len(kept_answer.json()["progress"]) == 1
+
+
+async def test_two_writers_recording_one_learner_at_once_lose_no_session(neo4j_uri: str) -> None:
+    import anyio
+
+    from schemas.enums import LanguageCode, Level
+    from schemas.learner import SessionFigures
+
+    who = learner()
+    sids = [f"{who}-s{n}" for n in range(8)]
+    async with AsyncGraphDatabase.driver(neo4j_uri, auth=None) as driver:
+        await driver.execute_query(  # what the mirror would have written: bare ended sessions
+            "UNWIND $ids AS id CREATE (:Session {session_id: id, learner_id: $who, scenario: 'jaipur-bazaar', "
+            "outcome: 'no_deal', turn_count: 3, created_at: 1.0})", ids=sids, who=who)
+    stores = [Neo4jLearnerStore(neo4j_uri), Neo4jLearnerStore(neo4j_uri)]  # two servers' stores
+    try:
+        async with anyio.create_task_group() as tg:
+            for n, sid in enumerate(sids):
+                tg.start_soon(stores[n % 2].record, SessionFigures(
+                    session_id=sid, learner_id=who, scenario="jaipur-bazaar", level=Level.INTERMEDIATE,
+                    input_language=LanguageCode.EN_IN, target_language=LanguageCode.EN_IN,
+                    outcome=Outcome.NO_DEAL, turns=3, score=10 + n, created_at=1.0, ended_at=2.0))
+        profile = await stores[0].get(who)
+        assert profile is not None and profile.sessions == len(sids)
+        assert sorted(profile.session_ids) == sorted(sids)
+        assert len(await stores[1].progress(who)) == len(sids)
+        assert await stores[0].erase(who) is True
+        assert await stores[1].get(who) is None
+    finally:
+        for store in stores:
+            await store.aclose()

@@ -21,6 +21,7 @@ __all__ = [
     "GET_PROFILE",
     "LEARNER_SCHEMA",
     "LIST_LEARNERS",
+    "LOCK_PROFILE",
     "PROGRESS",
     "RECORD_SESSION",
 ]
@@ -34,6 +35,16 @@ LEARNER_SCHEMA: tuple[LiteralString, ...] = (
 )
 
 GET_PROFILE: LiteralString = "MATCH (l:Learner {learner_id: $learner_id}) RETURN l.profile AS profile"
+
+# The first statement of a session's write: the Learner, made if new, write-locked for the rest of the
+# transaction (setting a property takes the node's lock), and its profile as it stands once locked, so
+# that two writers of one learner fold one after the other and neither loses the other's session.
+LOCK_PROFILE: LiteralString = """
+MERGE (l:Learner {learner_id: $learner_id})
+SET l._lock = true
+REMOVE l._lock
+RETURN l.profile AS profile
+"""
 
 # The Learner is written with the folded profile, then linked to the Session the mirror wrote. No
 # row comes back while the Session is not stored yet, and the store then rolls the transaction back.

@@ -3,9 +3,10 @@
 It has a driver of its own, on the server's event loop: a learner is written once per ended session
 and read when a session is created or a teacher looks, far from the mirror's write rate, so it does
 not need the mirror's I/O thread. It connects where the mirror does (the same URI, user and
-database). Folding happens in Python inside the write transaction (read, `fold`, write), so two
-sessions of one learner ending together cannot lose each other's update: the MERGE on the Learner
-takes its lock and the transaction that loses is retried by the driver.
+database). Folding happens in Python inside the write transaction (lock and read, `fold`, write):
+the transaction's first statement write-locks the Learner node before it reads the profile, so two
+servers recording sessions of one learner at once fold one after the other and neither loses the
+other's session.
 
 Every Neo4j or network failure is translated here, once, into `LearnerStoreUnavailable`.
 """
@@ -26,6 +27,7 @@ from server.learners.cypher import (
     GET_PROFILE,
     LEARNER_SCHEMA,
     LIST_LEARNERS,
+    LOCK_PROFILE,
     PROGRESS,
     RECORD_SESSION,
 )
@@ -120,7 +122,7 @@ class Neo4jLearnerStore:
 
     @classmethod
     async def _record(cls, tx: AsyncManagedTransaction, f: SessionFigures) -> LearnerProfile:
-        profile = fold(_profile(await cls._rows(tx, GET_PROFILE, {"learner_id": f.learner_id})), f)
+        profile = fold(_profile(await cls._rows(tx, LOCK_PROFILE, {"learner_id": f.learner_id})), f)
         linked = await cls._rows(tx, RECORD_SESSION, {
             "learner_id": f.learner_id, "profile": profile.model_dump_json(), "level": profile.level.value,
             "input_language": profile.input_language.value, "target_language": profile.target_language.value,
