@@ -77,7 +77,7 @@ class Learners:
         self.mirror = mirror
         self.timeout_s = timeout_s
         self._queued: OrderedDict[str, None] = OrderedDict()
-        self._erased: set[str] = set()  # sessions of erased learners: never recorded again
+        self._erased: dict[str, float] = {}  # learner -> when erased: sessions that ended before stay out
         self._send: MemoryObjectSendStream[SessionFigures] | None = None  # while `run` runs
         self.recorded = 0
         self.dropped = 0
@@ -120,8 +120,8 @@ class Learners:
     async def _record(self, figures: SessionFigures) -> None:
         flushed = getattr(self.mirror, "flushed", None)
         for attempt in range(RECORD_ATTEMPTS):
-            if figures.session_id in self._erased:
-                return
+            if figures.ended_at <= self._erased.get(figures.learner_id, -1.0):
+                return  # the learner was erased after this session ended
             try:
                 if flushed is not None:
                     await flushed(figures.session_id, self.timeout_s * 2)
@@ -162,7 +162,7 @@ class Learners:
     async def erase(self, learner_id: str) -> bool:
         """Erase the learner: their live sessions end and go, then the store deletes the rest."""
         live = [a.session_id for a in self.registry.actors() if a.negotiation.learner_id == learner_id]
-        self._erased.update(live)
+        self._erased[learner_id] = self.registry.clock()
         for sid in live:
             self.registry.remove(sid, CloseCode.EVICTED, "the learner's data was erased")
         flushed = getattr(self.mirror, "flushed", None)
