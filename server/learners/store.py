@@ -81,7 +81,9 @@ class MemoryLearnerStore:
             direction, delta = trend([p.score for p in series])
             rows.append(LearnerRow(learner_id=learner_id, level=profile.level, sessions=profile.sessions,
                                    latest=series[-1] if series else None, trend=direction, trend_delta=delta))
-        return sorted(rows, key=lambda r: (-(r.latest.at if r.latest else 0.0), r.learner_id))
+        # As the Neo4j store orders them: the latest session to end first.
+        last = {learner_id: profile.last_at for learner_id, profile in self._profiles.items()}
+        return sorted(rows, key=lambda r: (-last[r.learner_id], r.learner_id))
 
     async def erase(self, learner_id: str) -> bool:
         self._sessions.pop(learner_id, None)
