@@ -183,3 +183,14 @@ async def test_erasing_a_learner_leaves_nothing_of_theirs_readable(served: Serve
     assert (await api(served, "DELETE", "/api/learners/asha")).status_code == 404
     # A new session of the same id starts from nothing: the vendor does not know her.
     assert (await create(served, learner_id="asha"))["known_learner"] is False
+
+
+async def test_a_learner_id_with_a_slash_or_spaces_is_still_one_learner(served: Served) -> None:
+    created = await create(served, learner_id="class 7b/asha")
+    await play(served, created, DEAL)
+    answer = await profile_after(served, "class%207b%2Fasha", 1)
+    assert answer["learner_id"] == "class 7b/asha" and answer["profile"]["sessions"] == 1
+    own = await api(served, "GET", "/api/learners/class%207b%2Fasha", created["learner_token"])
+    assert own.status_code == 200
+    assert (await api(served, "DELETE", "/api/learners/class%207b%2Fasha")).status_code == 200
+    assert (await api(served, "GET", "/api/learners/class%207b%2Fasha")).status_code == 404

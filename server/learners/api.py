@@ -113,6 +113,7 @@ async def delete_learner(request: Request) -> JSONResponse:
 def learner_routes() -> list[BaseRoute]:
     return [
         Route("/api/learners", list_learners, methods=["GET"]),
-        Route("/api/learners/{learner_id}", get_learner, methods=["GET"]),
-        Route("/api/learners/{learner_id}", delete_learner, methods=["DELETE"]),
+        # `:path`: a learner id is the client's string, and may hold a slash.
+        Route("/api/learners/{learner_id:path}", get_learner, methods=["GET"]),
+        Route("/api/learners/{learner_id:path}", delete_learner, methods=["DELETE"]),
     ]
