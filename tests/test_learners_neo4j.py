@@ -96,6 +96,8 @@ async def test_the_progress_series_is_computed_in_cypher_as_worked_out_by_hand(s
     played = await store.read(PLAYED, learner_id=who)
     assert [(r["session_id"], r["score"]) for r in played] == [
         (first["session_id"], 80), (second["session_id"], 23), (third["session_id"], 79)]
+    report = await api(served, "GET", got["progress"][0]["report_url"], None)
+    assert report.status_code == 200 and 'data-score="80"' in report.text  # the report says the same
     profile = got["profile"]
     assert profile["hints_by_level"][1]["hints"] == [1, 1, 0]  # level 0, then level 1
     assert profile["scenarios"]["jaipur-bazaar"]["outcomes"] == {"deal": 2, "walked_away": 1}

@@ -1,6 +1,7 @@
 // The teacher's learners page: every learner with their latest session and trend, and one
 // learner's progress over sessions as charts (discount, turns to a deal, score, hints), with a
-// link to each session's report.
+// link to each session's report. It reads the API again every 15 s (profiles change when
+// sessions end, not turn by turn, so there is no socket).
 //
 // The admin key comes from this page's ?admin= and goes to the API as a bearer header; the
 // learner shown is the URL's #fragment, so the page's own links never carry the key. Report links
@@ -169,6 +170,8 @@ async function showLearner(learnerId) {
   }
 }
 
+const REFRESH_MS = 15000; // learners appear as their sessions end: the page reads again this often
+
 async function load() {
   try {
     const listing = await api("/api/learners");
@@ -177,6 +180,7 @@ async function load() {
     renderList();
     await showLearner(decodeURIComponent(location.hash.slice(1)));
     view.loaded = true;
+    view.refreshed = Date.now();
     setStatus("live", "up to date");
   } catch (error) {
     fatal(error.message);
@@ -187,4 +191,4 @@ window.addEventListener("hashchange", () => {
   showLearner(decodeURIComponent(location.hash.slice(1))).catch((error) => fatal(error.message));
 });
 if (admin) $("lobby-link").href = `/view/lobby.html?admin=${encodeURIComponent(admin)}`;
-load();
+load().then(() => setInterval(() => { if (!$("fatal").hidden) return; load(); }, REFRESH_MS));
