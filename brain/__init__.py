@@ -19,6 +19,7 @@ The modules:
 - `delimiters`: the user message's blocks, and `neutralise`, which keeps untrusted text inside them.
 - `window`: the conversation window by tokens: tiktoken offline, each history line counted once.
 - `summary`: the LLM's running summary of a session, one plain-text call every 10 turns.
+- `recall`: a learner the vendor remembers: the rule vendor's greeting, the LLM's LEARNER MEMORY block.
 - `knowledge/`: playbooks, BM25 retrieval and grounded tip cards; fills the prompt's cultural notes.
 - `policy`: the response policy (P0 safety, P1 grounded, P2 objections, P3 fallback) around any brain.
 """

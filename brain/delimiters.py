@@ -20,6 +20,10 @@ HISTORY_BLOCK = "CONVERSATION HISTORY"
 CULTURE_BLOCK = "CULTURAL CONTEXT"
 MESSAGE_BLOCK = "USER MESSAGE"
 BLOCKS = (SUMMARY_BLOCK, HISTORY_BLOCK, CULTURE_BLOCK, MESSAGE_BLOCK)
+# A block only some messages carry, before the others: what the server's records say of a learner
+# the vendor has met before (brain/recall.py). Its labels are defanged like the others'.
+LEARNER_BLOCK = "LEARNER MEMORY"
+_ALL_BLOCKS = (*BLOCKS, LEARNER_BLOCK)
 
 
 def open_line(block: str) -> str:
@@ -40,7 +44,7 @@ _DASH_LOOKALIKES = frozenset(
     "\u23af\u23e4\u2574\u2576\u2578\u257a\u2e3a\u2e3b\u30fc\uff0d\uff70\ufe58\ufe63\u1173"
 )
 _LABELS = frozenset(
-    re.sub(r"\s+", " ", label) for block in BLOCKS for label in (block, f"END {block}")
+    re.sub(r"\s+", " ", label) for block in _ALL_BLOCKS for label in (block, f"END {block}")
 )
 
 
@@ -103,7 +107,7 @@ def _collapse_runs(text: str) -> str:
     return "".join(out)
 
 
-_LABEL_TAILS = tuple(block.split()[-1].lower() for block in BLOCKS)  # summary, history, context, message
+_LABEL_TAILS = tuple(block.split()[-1].lower() for block in _ALL_BLOCKS)  # summary, history, context, message, memory
 
 
 def _plainly_safe(line: str) -> bool:

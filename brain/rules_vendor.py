@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from brain.intents import Intents, read_intents
+from brain.recall import remembered_greeting
 from schemas.brain import BrainRequest, BrainResult, DeltaSink, Ledger
 from schemas.decision import AIDecision
 from schemas.enums import Mood, OfferAssessment, Stage
@@ -170,9 +171,10 @@ class RuleBasedVendor:
                          _hint(turn, "goodbye_late"))
         shift = _bounded(happiness - req.happiness_score + move.bonus, req.offer_assessment, scenario, req)
         score = _clamp(req.happiness_score + shift)
-        fields = {"price": move.price, "offer": req.learner_offer, "qty": said.quantity}
+        key, remembered = remembered_greeting(req, scenario, move.key)  # a learner he has met before
+        fields = {"price": move.price, "offer": req.learner_offer, "qty": said.quantity, **remembered}
         return AIDecision(
-            reply_text=say(scenario, req.target_language, move.key, req.turn, item, req.level, **fields),
+            reply_text=say(scenario, req.target_language, key, req.turn, item, req.level, **fields),
             happiness_score=score,
             negotiation_state=move.stage,
             vendor_mood=mood_band(score),

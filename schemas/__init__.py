@@ -5,6 +5,7 @@
 - `enums`, `errors`: closed vocabularies (stage, mood, role, ...), error and close codes.
 - `brain`, `decision`: what a brain is told and what it proposes for one turn.
 - `summary`: what a brain that writes running summaries is given, and what it returns.
+- `learner`: a learner across sessions: the profile, what a vendor remembers, progress figures.
 - `policy`: the negotiation's published numbers; `scenario`: items, prices and customs, loaded
   from the JSON files in `data/`.
 """

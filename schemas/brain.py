@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.decision import AIDecision
 from schemas.enums import LanguageCode, Level, Mood, OfferAssessment, Stage
+from schemas.learner import LearnerRecall
 
 
 class HistoryLine(BaseModel):
@@ -70,6 +71,9 @@ class BrainRequest(BaseModel):
     level: Level = Level.INTERMEDIATE  # the learner's level (the pack's `levels` say what it changes)
     context_block: str = ""  # caller-supplied conversation memory (library interface)
     rag_context: str = ""  # retrieved cultural context, data only
+    # What the vendor remembers of a known learner from earlier sessions at his stall (docs/memory.md);
+    # None for a learner he has not met. Facts from the server's records, rendered as data.
+    learner: LearnerRecall | None = None
 
 
 class Ledger(BaseModel):

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from schemas.enums import LanguageCode
+from schemas.enums import LanguageCode, Outcome
 from schemas.policy import DEFAULT_MAX_MOOD_DELTA, INSULT_MIN_DROP, LOWBALL_MIN_DROP
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "OfferBands",
     "Persona",
     "ResponsePolicy",
+    "Returning",
     "RuleParams",
     "SafetyRule",
 ]
@@ -53,6 +54,9 @@ LINE_FIELDS: dict[str, frozenset[str]] = {
         "callback_plain": "", "close_walk": "", "close_angry": "", "close_late": "", "shoo": "",
         "rude_hold": "price", "hold": "price", "wrap_final": "price", "over": "", "clarify": "",
         "nudge": "", "welcome_back": "price", "welcome_back_cool": "price", "welcome_back_plain": "",
+        # A known learner's first greeting of a new session (docs/memory.md): `{last_items}` is how
+        # the vendor says last time's item, `{price}` what the learner paid for it.
+        "remember_deal": "price last_items", "remember_item": "last_items", "remember_plain": "",
     }.items()
 }
 LINE_KEYS = tuple(LINE_FIELDS)
@@ -204,3 +208,30 @@ class ResponsePolicy(_Data):
     safety: dict[SafetyCategory, SafetyRule] = Field(default_factory=dict)
     objections: dict[ObjectionKind, Objection] = Field(default_factory=dict)
     generic_tip: GenericTip = Field(default_factory=GenericTip)
+
+
+class Returning(_Data):
+    """How a known learner's last session here sets the vendor's mood at the start of the next one
+    (docs/memory.md). Data, not code branches: each culture remembers differently."""
+
+    start_offset: dict[Outcome, int] = Field(default_factory=dict)
+    """Happiness added to the usual start for the outcome of the learner's last session here
+    (none for an outcome not listed)."""
+    start_bounds: tuple[int, int] = (40, 60)
+    """The start never leaves this range, whatever the history."""
+
+    @model_validator(mode="after")
+    def _sane(self) -> Returning:
+        low, high = self.start_bounds
+        if not 0 <= low <= high <= 100:
+            raise ValueError("start_bounds must be a range within 0-100")
+        if any(abs(v) > DEFAULT_MAX_MOOD_DELTA for v in self.start_offset.values()):
+            raise ValueError(f"a start_offset is at most {DEFAULT_MAX_MOOD_DELTA} either way")
+        return self
+
+    def start_happiness(self, usual: int, last_outcome: Outcome | None) -> int:
+        """The vendor's happiness at the start of a session, after the learner's last outcome here."""
+        if last_outcome is None:
+            return usual
+        low, high = self.start_bounds
+        return max(low, min(high, usual + self.start_offset.get(last_outcome, 0)))

@@ -27,6 +27,7 @@ from schemas.pack import (
     Objection,
     Persona,
     ResponsePolicy,
+    Returning,
     RuleParams,
     SafetyRule,
 )
@@ -125,6 +126,8 @@ class Scenario(BaseModel):
     """What the `hint` command says, by situation (`schemas.pack.HINT_KEYS`)."""
     levels: dict[Level, LevelParams]
     """What each learner level changes (every level must be given)."""
+    returning: Returning = Field(default_factory=Returning)
+    """How a known learner's last session here sets the vendor's starting mood (docs/memory.md)."""
 
     @model_validator(mode="after")
     def _complete(self) -> Scenario:

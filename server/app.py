@@ -19,6 +19,8 @@ from server.auth import Tokens
 from server.config import Settings, load_settings
 from server.http_api import routes
 from server.knowledge_api import knowledge_routes
+from server.learners import build_learners
+from server.learners.api import learner_routes
 from server.report_api import report_routes
 from server.services import Services
 from server.spectate import spectator_routes
@@ -59,8 +61,9 @@ def build_services(settings: Settings, *, brain: Brain | None = None, mirror: Mi
         loader=loader,
         tips=knowledge if settings.TIP_CARDS else None,
     )
+    learners = build_learners(registry, mirror, timeout_s=settings.NEO4J_TIMEOUT_MS / 1000)
     return Services(settings=settings, tokens=Tokens(settings.signing_secret, settings.TOKEN_TTL_SECONDS),
-                    brain=brain, mirror=mirror, registry=registry, knowledge=knowledge)
+                    brain=brain, mirror=mirror, registry=registry, knowledge=knowledge, learners=learners)
 
 
 async def refresh_knowledge(services: Services, every_s: float = 30.0) -> None:
@@ -92,6 +95,7 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
             # The knowledge indexes are built before the first learner turn can need one.
             await anyio.to_thread.run_sync(services.knowledge.warm, available_scenarios())
             await tg.start(services.registry.run)
+            await tg.start(services.learners.run)
             tg.start_soon(sweep_idle_sockets, services)
             tg.start_soon(refresh_knowledge, services)
             if gcpolicy.installed():
@@ -104,6 +108,8 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
                 services.registry.close_all()
                 await anyio.sleep(0.05)  # let writers send their close frames
                 tg.cancel_scope.cancel()
+        with anyio.CancelScope(shield=True):
+            await services.learners.aclose()
         store_closer = getattr(services.knowledge.store, "close", None)
         if store_closer is not None:
             await anyio.to_thread.run_sync(store_closer)
@@ -113,10 +119,12 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
                 await closer()
 
     app = Starlette(
-        routes=[*(extra_routes or []), *routes(), *knowledge_routes(), *report_routes(), *spectator_routes(services)],
+        routes=[*(extra_routes or []), *routes(), *knowledge_routes(), *report_routes(), *learner_routes(),
+                *spectator_routes(services)],
         middleware=[Middleware(SessionSocketFastPath),
                     Middleware(CORSMiddleware, allow_origins=settings.CORS_ORIGINS,
-                               allow_methods=["GET", "POST"], allow_headers=["authorization", "content-type"])],
+                               allow_methods=["GET", "POST", "DELETE"],
+                               allow_headers=["authorization", "content-type"])],
         lifespan=lifespan,
     )
     app.state.services = services

@@ -1,4 +1,5 @@
-"""Signed session tokens (JWT, HS256) that name their session and role, and expire."""
+"""Signed tokens (JWT, HS256) that expire: session tokens name their session and role, learner
+tokens their learner."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from schemas.enums import Role
 
 ISSUER = "samvad"
 LEEWAY_SECONDS = 5
+LEARNER_ROLE = "learner"  # a learner token's role: not a `Role`, so session checks refuse it
 
 
 class TokenError(Exception):
@@ -50,6 +52,27 @@ class Tokens:
             return Claims(str(payload["sid"]), Role(payload["role"]), float(payload["exp"]))
         except (jwt.PyJWTError, ValueError, KeyError) as exc:
             raise TokenError(str(exc)) from None
+
+    def issue_learner(self, learner_id: str, *, now: float | None = None) -> str:
+        """A learner token: reads that learner's profile and progress (GET /api/learners/{id}). It
+        names no session, so no session route or socket takes it."""
+        issued = int(now if now is not None else time.time())
+        payload = {"iss": ISSUER, "lid": learner_id, "role": LEARNER_ROLE, "iat": issued,
+                   "exp": issued + self.ttl_seconds}
+        return jwt.encode(payload, self._secret, algorithm="HS256")
+
+    def verify_learner(self, token: str | None) -> str:
+        """The learner id of a valid learner token."""
+        if not token:
+            raise TokenError("no token")
+        try:
+            payload = jwt.decode(token, self._key, algorithms=["HS256"], issuer=ISSUER,
+                                 leeway=LEEWAY_SECONDS, options={"require": ["exp", "lid", "role"]})
+        except jwt.PyJWTError as exc:
+            raise TokenError(str(exc)) from None
+        if payload.get("role") != LEARNER_ROLE or not isinstance(payload.get("lid"), str):
+            raise TokenError("not a learner token")
+        return str(payload["lid"])
 
     def check_admin(self, presented: str | None, admin_key: str) -> bool:
         """True when no admin key is configured, or the presented one matches it."""

@@ -32,7 +32,9 @@ class CreateSession(BaseModel):
     input_language: LanguageCode = LanguageCode.EN_IN
     target_language: LanguageCode = LanguageCode.EN_IN
     learner_id: Annotated[str, StringConstraints(max_length=64)] | None = None
-    level: Level = Level.INTERMEDIATE  # what it changes is the scenario's data (docs/coaching.md)
+    # What it changes is the scenario's data (docs/coaching.md). None: a known learner's confirmed
+    # level (docs/memory.md), else intermediate.
+    level: Level | None = None
 
 
 class DevGenerate(BaseModel):
@@ -77,6 +79,7 @@ async def health(request: Request) -> JSONResponse:
         "sessions": services.registry.statistics(),
         "connections": services.connections,
         "mirror": mirror_stats,
+        "learners": services.learners.statistics(),
     })
 
 
@@ -93,10 +96,14 @@ async def create_session(request: Request) -> JSONResponse:
         return error_response(422, "invalid", str(exc)[:500])
     if body.scenario not in available_scenarios():
         return error_response(422, "invalid", f"unknown scenario {body.scenario!r}")
+    # A known learner: the vendor remembers them, and their confirmed level is the default.
+    profile = await services.learners.profile(body.learner_id) if body.learner_id else None
     try:
         actor = services.registry.create(
             scenario=body.scenario, learner_id=body.learner_id,
-            input_language=body.input_language, target_language=body.target_language, level=body.level,
+            input_language=body.input_language, target_language=body.target_language,
+            level=body.level or services.learners.default_level(profile),
+            recall=services.learners.recall(profile, body.scenario),
         )
     except CapacityError as exc:
         return error_response(503, "capacity", str(exc))
@@ -108,17 +115,18 @@ async def create_session(request: Request) -> JSONResponse:
     flushed = getattr(services.mirror, "flushed", None)
     if flushed is not None:
         durable = await flushed(sid, services.settings.NEO4J_TIMEOUT_MS / 1000)
-    return JSONResponse(
-        {
-            "session_id": sid,
-            "durable": durable,
-            "player_token": services.tokens.issue(sid, Role.PLAYER),
-            "spectator_token": services.tokens.issue(sid, Role.SPECTATOR),
-            "expires_in": services.tokens.ttl_seconds,
-            "ws_url": f"/ws/sessions/{sid}",
-        },
-        status_code=201,
-    )
+    answer: dict[str, Any] = {
+        "session_id": sid,
+        "durable": durable,
+        "player_token": services.tokens.issue(sid, Role.PLAYER),
+        "spectator_token": services.tokens.issue(sid, Role.SPECTATOR),
+        "expires_in": services.tokens.ttl_seconds,
+        "ws_url": f"/ws/sessions/{sid}",
+    }
+    if body.learner_id:
+        answer["learner_token"] = services.tokens.issue_learner(body.learner_id)  # GET /api/learners/{id}
+        answer["known_learner"] = actor.negotiation.recall is not None
+    return JSONResponse(answer, status_code=201)
 
 
 def refuse_unless_session_token(services: Services, request: Request, sid: str) -> JSONResponse | None:

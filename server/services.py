@@ -16,6 +16,7 @@ from brain.knowledge.library import KnowledgeLibrary
 from server.auth import Tokens
 from server.config import Settings
 from server.connection import TokenBucket, WsConnection
+from server.learners.service import Learners
 from session.protocols import Brain, Mirror
 from session.registry import SessionRegistry
 
@@ -28,6 +29,7 @@ class Services:
     mirror: Mirror
     registry: SessionRegistry
     knowledge: KnowledgeLibrary
+    learners: Learners  # profiles across sessions (server/learners/)
     started_at: float = field(default_factory=time.time)
     connections: int = 0
     sockets: set[WsConnection] = field(default_factory=set)  # open session sockets

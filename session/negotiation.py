@@ -28,6 +28,7 @@ from schemas.frames import (
     Summary,
     TranscriptLine,
 )
+from schemas.learner import LearnerRecall
 from schemas.pack import LevelParams
 from schemas.scenario import Scenario, load_scenario
 from session.coaching import Checkpoint, Coaching, drop_from
@@ -102,6 +103,7 @@ class Negotiation:
     level: Level = Level.INTERMEDIATE
     coaching: Coaching = field(default_factory=Coaching)  # hints, undos, silences (session/coaching.py)
     memory: Memory = field(default_factory=Memory)  # the running summary (session/summary.py)
+    recall: LearnerRecall | None = None  # what the vendor remembers of the learner (docs/memory.md)
     _rule_limits: Limits | None = field(default=None, init=False, repr=False, compare=False)  # `rule_limits`, once
 
     def __post_init__(self) -> None:
@@ -267,6 +269,7 @@ class Negotiation:
             graph=self.graph_context(),
             context_block=context_block,
             rag_context=rag_context,
+            learner=self.recall,
         )
 
     def complete_turn(

@@ -22,6 +22,7 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from schemas.enums import LanguageCode, Level
 from schemas.errors import CloseCode
+from schemas.learner import LearnerRecall
 from schemas.scenario import DEFAULT_SCENARIO
 from session.actor import ActorLimits, SessionActor
 from session.negotiation import Negotiation
@@ -168,14 +169,20 @@ class SessionRegistry:
         target_language: LanguageCode = LanguageCode.EN_IN,
         session_id: str | None = None,
         level: Level = Level.INTERMEDIATE,
+        recall: LearnerRecall | None = None,
     ) -> SessionActor:
+        """A new live session. `recall` is what the vendor remembers of a known learner: the brain is
+        told it, and the vendor's mood starts where it says (docs/memory.md)."""
         if len(self._actors) >= self.max_sessions:
             raise CapacityError(f"{self.max_sessions} live sessions already")
         sid = session_id or uuid.uuid4().hex
         negotiation = Negotiation(
             session_id=sid, scenario_name=scenario, created_at=self.clock(), limits=self.limits,
             learner_id=learner_id, input_language=input_language, target_language=target_language, level=level,
+            recall=recall,
         )
+        if recall is not None and recall.start_happiness is not None:
+            negotiation.happiness = recall.start_happiness
         actor = self._new_actor(negotiation, version=0)
         self._start(actor)
         actor._record("session", {
@@ -221,6 +228,17 @@ class SessionRegistry:
         finally:
             done.set()
             del self._recovering[session_id]
+
+    def remove(self, session_id: str, code: int = CloseCode.EVICTED, reason: str = "session removed") -> bool:
+        """End a live session now and drop it from memory (erasing a learner); False if not live."""
+        actor = self._actors.pop(session_id, None)
+        if actor is None:
+            return False
+        actor.stop(code, reason)
+        forget = getattr(self.mirror, "forget", None)
+        if forget is not None:
+            forget(session_id)
+        return True
 
     def actors(self) -> list[SessionActor]:
         return list(self._actors.values())

@@ -106,7 +106,7 @@ async def test_constraints_and_indexes_are_created_at_start_up(neo4j_uri: str) -
         while True:
             constraints, indexes = await samvad_schema(mirror)
             online = all(i["state"] == "ONLINE" for i in indexes.values())
-            if (len(constraints) == 4 and len(indexes) == 7 and online) or time.monotonic() > deadline:
+            if (len(constraints) == 5 and len(indexes) == 9 and online) or time.monotonic() > deadline:
                 break
             await anyio.sleep(0.1)
     expected = {
@@ -114,12 +114,14 @@ async def test_constraints_and_indexes_are_created_at_start_up(neo4j_uri: str) -
         "samvad_turn_key": (["Turn"], ["turn_key"]),
         "samvad_item_key": (["Item"], ["session_id", "name"]),
         "samvad_transition_key": (["StageTransition"], ["session_id", "at_turn"]),
+        "samvad_learner_id": (["Learner"], ["learner_id"]),
     }
     for name, (labels, props) in expected.items():
         assert constraints[name]["type"] == "UNIQUENESS"
         assert (constraints[name]["labelsOrTypes"], constraints[name]["properties"]) == (labels, props)
         assert indexes[name]["state"] == "ONLINE"  # each constraint owns its index
-    for name in ("samvad_session_outcome", "samvad_session_created", "samvad_turn_assessment"):
+    for name in ("samvad_session_outcome", "samvad_session_created", "samvad_turn_assessment",
+                 "samvad_session_learner"):
         assert indexes[name]["state"] == "ONLINE"
 
 

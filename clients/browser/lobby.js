@@ -7,6 +7,7 @@
 import { Backoff, ago, currencySymbolOf, h, moodColor, stageColor, wsUrl } from "./common.js";
 
 const admin = new URLSearchParams(location.search).get("admin") || "";
+if (admin) document.getElementById("learners-link").href = `/view/learners.html?admin=${encodeURIComponent(admin)}`;
 const sessions = new Map(); // session_id -> row
 let clockOffset = 0; // server time minus this browser's time, in seconds
 let ws = null;

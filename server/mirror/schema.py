@@ -17,6 +17,7 @@ The graph (seed 000's schema, plus what recovery needs):
     (:Session)-[:HAS_TURN]->(:Turn)-[:FOLLOWED_BY]->(:Turn)
     (:Turn)-[:ABOUT_ITEM]->(:Item)<-[:INVOLVES_ITEM]-(:Session)
     (:Session)-[:STAGE_CHANGED]->(:StageTransition)
+    (:Learner {learner_id, ...})-[:PLAYED]->(:Session)   learners across sessions (server/learners/)
 
 `create_schema` runs `SCHEMA` (every statement IF NOT EXISTS) before the first batch is written. The
 other statements here are for operators and tests: they list the schema, drop one of its objects, or
@@ -31,6 +32,8 @@ from typing import Literal, LiteralString
 import anyio
 from neo4j import AsyncDriver, Query
 
+from server.learners.cypher import LEARNER_SCHEMA
+
 SCHEMA: tuple[LiteralString, ...] = (
     "CREATE CONSTRAINT samvad_session_id IF NOT EXISTS FOR (s:Session) REQUIRE s.session_id IS UNIQUE",
     "CREATE CONSTRAINT samvad_turn_key IF NOT EXISTS FOR (t:Turn) REQUIRE t.turn_key IS UNIQUE",
@@ -40,6 +43,7 @@ SCHEMA: tuple[LiteralString, ...] = (
     "CREATE INDEX samvad_session_outcome IF NOT EXISTS FOR (s:Session) ON (s.outcome)",
     "CREATE INDEX samvad_session_created IF NOT EXISTS FOR (s:Session) ON (s.created_at)",
     "CREATE INDEX samvad_turn_assessment IF NOT EXISTS FOR (t:Turn) ON (t.assessment)",
+    *LEARNER_SCHEMA,  # the Learner's constraint and the Session's learner index (server/learners/cypher.py)
 )
 
 

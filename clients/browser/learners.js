@@ -1,0 +1,194 @@
+// The teacher's learners page: every learner with their latest session and trend, and one
+// learner's progress over sessions as charts (discount, turns to a deal, score, hints), with a
+// link to each session's report. It reads the API again every 15 s (profiles change when
+// sessions end, not turn by turn, so there is no socket).
+//
+// The admin key comes from this page's ?admin= and goes to the API as a bearer header; the
+// learner shown is the URL's #fragment, so the page's own links never carry the key. Report links
+// carry the spectator token of their session that the server put in `report_url`. Text from the
+// server reaches the page only as text nodes (`h()`), never as HTML.
+
+import { h, stageColor } from "./common.js";
+
+const admin = new URLSearchParams(location.search).get("admin") || "";
+const $ = (id) => document.getElementById(id);
+
+const view = { loaded: false, learners: [], shown: null, progress: [], charts: {} };
+window.samvadLearners = view;
+
+const TRENDS = {
+  new: { text: "new", color: "#64748b" },
+  improving: { text: "▲ improving", color: "#16a34a" },
+  steady: { text: "● steady", color: "#d97706" },
+  declining: { text: "▼ declining", color: "#dc2626" },
+};
+const OUTCOMES = { deal: "DEAL", walked_away: "WALKAWAY", no_deal: "CLOSURE", turn_limit: "CLOSURE",
+  stopped: "CLOSURE", timed_out: "CLOSURE" };
+
+function setStatus(state, text) {
+  const node = $("status");
+  node.dataset.state = state;
+  node.textContent = text;
+}
+
+function fatal(text) {
+  setStatus("failed", "failed");
+  const node = $("fatal");
+  node.textContent = text;
+  node.hidden = false;
+}
+
+async function api(path) {
+  const headers = admin ? { authorization: `Bearer ${admin}` } : {};
+  const response = await fetch(path, { headers });
+  if (response.status === 401) {
+    throw new Error("This server needs its admin key: open /view/learners.html?admin=KEY");
+  }
+  if (!response.ok) {
+    const body = await response.json().catch(() => ({}));
+    throw new Error((body.error && body.error.message) || `${path}: HTTP ${response.status}`);
+  }
+  return response.json();
+}
+
+function when(seconds) {
+  return seconds ? new Date(seconds * 1000).toLocaleString() : "–";
+}
+
+function outcomeChip(outcome) {
+  return h("span", { class: "chip", style: { background: stageColor(OUTCOMES[outcome]) } },
+    outcome.replace("_", " "));
+}
+
+function learnerRow(row) {
+  const latest = row.latest;
+  const trend = TRENDS[row.trend] || TRENDS.new;
+  return h("tr", { dataset: { learnerId: row.learner_id, trend: row.trend } },
+    h("td", {}, h("span", { class: "learner-name" }, row.learner_id)),
+    h("td", {}, row.level),
+    h("td", { class: "num" }, String(row.sessions)),
+    h("td", {}, latest ? [outcomeChip(latest.outcome),
+      h("span", { class: "small" }, `${latest.scenario} · ${when(latest.at)}`)] : "–"),
+    h("td", { class: "num" }, latest ? String(latest.score) : "–"),
+    h("td", {}, h("span", { class: "trend", style: { color: trend.color } }, trend.text),
+      row.trend_delta === null ? null : h("span", { class: "small" },
+        `${row.trend_delta > 0 ? "+" : ""}${row.trend_delta} points`)),
+    h("td", {}, h("a", { class: "watch-link progress-link", href: `#${encodeURIComponent(row.learner_id)}` },
+      "Progress →")));
+}
+
+function renderList() {
+  const body = $("learners").querySelector("tbody");
+  body.replaceChildren(...view.learners.map(learnerRow));
+  $("empty").hidden = view.learners.length > 0;
+  $("count").textContent = String(view.learners.length);
+}
+
+function fact(name, value) {
+  return h("div", {}, h("dt", {}, name), h("dd", {}, value));
+}
+
+function renderProfile(answer) {
+  const p = answer.profile;
+  const pending = Object.entries(p.pending).map(([name, v]) => `${name}: ${v.value} (${v.sessions} of 2)`);
+  const best = p.best_discounts.map((b) => `${b.item} ${b.discount_pct}% (${b.paid})`);
+  $("detail-title").textContent = `${p.learner_id}: ${p.sessions} session${p.sessions === 1 ? "" : "s"}`;
+  $("profile").replaceChildren(
+    fact("Level", p.level),
+    fact("Speaks · practises", `${p.input_language} · ${p.target_language}`),
+    fact("Waiting to be confirmed", pending.join(", ") || "nothing"),
+    fact("Best discounts", best.join(", ") || "no deal yet"),
+    fact("Recurring slips", p.recurring_slips.join(", ").replaceAll("_", " ") || "none"),
+  );
+}
+
+const SERIES = {
+  "chart-discount": { key: "discount_pct", color: "#16a34a" },
+  "chart-turns": { key: "turns_to_deal", color: "#4f46e5" },
+  "chart-score": { key: "score", color: "#b45309" },
+  "chart-hints": { key: "hints", color: "#0284c7" },
+};
+
+function drawCharts() {
+  for (const plot of Object.values(view.charts)) plot.destroy();
+  view.charts = {};
+  const xs = view.progress.map((_, i) => i + 1);
+  for (const [id, { key, color }] of Object.entries(SERIES)) {
+    const ys = view.progress.map((p) => (p[key] === null || p[key] === undefined ? null : p[key]));
+    const node = $(id);
+    node.dataset.points = String(ys.filter((y) => y !== null).length);
+    node.querySelectorAll(".uplot").forEach((old) => old.remove());
+    view.charts[id] = new uPlot({
+      width: Math.max(260, node.clientWidth - 16),
+      height: 170,
+      legend: { show: false },
+      cursor: { drag: { x: false, y: false } },
+      scales: { x: { time: false, range: [0.5, Math.max(2, xs.length) + 0.5] },
+        y: { range: (_u, _min, max) => [0, Math.max(key === "score" || key === "discount_pct" ? 100 : 5, max || 0)] } },
+      axes: [
+        { incrs: [1, 2, 5, 10], values: (_u, splits) => splits.map((v) => (Number.isInteger(v) ? `#${v}` : "")),
+          font: "13px system-ui, sans-serif", size: 30 },
+        { font: "13px system-ui, sans-serif", size: 44 },
+      ],
+      series: [{}, { label: key, stroke: color, width: 3, spanGaps: true,
+        points: { show: true, size: 9, fill: "#ffffff", width: 2.5 } }],
+    }, [xs, ys], node);
+  }
+}
+
+function progressRow(point, index) {
+  return h("tr", { dataset: { sessionId: point.session_id, outcome: point.outcome } },
+    h("td", { class: "num" }, String(index + 1)),
+    h("td", {}, when(point.at)),
+    h("td", {}, point.scenario, point.item ? h("span", { class: "small" }, point.item) : null),
+    h("td", {}, point.level),
+    h("td", {}, outcomeChip(point.outcome)),
+    h("td", { class: "num" }, point.turns_to_deal === null ? "–" : String(point.turns_to_deal)),
+    h("td", { class: "num" }, point.discount_pct === null ? "–" : `${point.discount_pct}%`),
+    h("td", { class: "num" }, String(point.score)),
+    h("td", { class: "num" }, String(point.hints)),
+    h("td", {}, h("a", { class: "watch-link report-link", href: point.report_url, target: "_blank", rel: "noopener" },
+      "Report →")));
+}
+
+async function showLearner(learnerId) {
+  const detail = $("detail");
+  if (!learnerId) {
+    detail.hidden = true;
+    view.shown = null;
+    return;
+  }
+  const answer = await api(`/api/learners/${encodeURIComponent(learnerId)}`);
+  view.shown = learnerId;
+  view.progress = answer.progress;
+  detail.hidden = false;
+  renderProfile(answer);
+  $("progress").querySelector("tbody").replaceChildren(...answer.progress.map(progressRow));
+  drawCharts();
+  for (const tr of $("learners").querySelectorAll("tbody tr")) {
+    tr.classList.toggle("selected", tr.dataset.learnerId === learnerId);
+  }
+}
+
+const REFRESH_MS = 15000; // learners appear as their sessions end: the page reads again this often
+
+async function load() {
+  try {
+    const listing = await api("/api/learners");
+    view.learners = listing.learners;
+    $("store").textContent = listing.durable ? "in Neo4j" : "in memory (until restart)";
+    renderList();
+    await showLearner(decodeURIComponent(location.hash.slice(1)));
+    view.loaded = true;
+    view.refreshed = Date.now();
+    setStatus("live", "up to date");
+  } catch (error) {
+    fatal(error.message);
+  }
+}
+
+window.addEventListener("hashchange", () => {
+  showLearner(decodeURIComponent(location.hash.slice(1))).catch((error) => fatal(error.message));
+});
+if (admin) $("lobby-link").href = `/view/lobby.html?admin=${encodeURIComponent(admin)}`;
+load().then(() => setInterval(() => { if (!$("fatal").hidden) return; load(); }, REFRESH_MS));

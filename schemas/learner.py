@@ -1,0 +1,170 @@
+"""The learner across sessions (issue #15, docs/memory.md): what one ended session adds to a
+learner's profile, the profile itself, what a vendor remembers of the learner when a new session
+starts, and the teacher's progress figures.
+
+The profile is a fold of the learner's sessions, in the order they ended (`server/learners/profile.py`
+does the folding); every store keeps the same shape, so an in-memory profile and one in Neo4j are
+the same JSON. `level`, `input_language` and `target_language` follow seed 003's `pending`: a
+session that says something else is held in `pending` and only replaces the profile's value once a
+second session in a row confirms it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.enums import LanguageCode, Level, Outcome
+
+__all__ = [
+    "CONTESTED_FIELDS",
+    "BestDiscount",
+    "HintPoint",
+    "LearnerProfile",
+    "LearnerRecall",
+    "LearnerRow",
+    "PendingValue",
+    "ProgressPoint",
+    "ScenarioRecord",
+    "SessionFigures",
+    "Slip",
+    "Trend",
+]
+
+# An etiquette slip, as the report counts them: an insulting offer or line, a taboo phrase, a
+# lowball, or a whole session without one respectful form of address or polite word.
+Slip = Literal["insult", "taboo", "lowball", "no_respect"]
+Trend = Literal["new", "improving", "steady", "declining"]
+
+# The profile fields a session can contradict; each waits in `pending` until confirmed.
+CONTESTED_FIELDS = ("level", "input_language", "target_language")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SessionFigures(_Frozen):
+    """What one ended session adds to its learner's profile: the report's figures, flattened."""
+
+    session_id: str
+    learner_id: str = Field(min_length=1, max_length=64)
+    scenario: str
+    level: Level
+    input_language: LanguageCode
+    target_language: LanguageCode
+    outcome: Outcome
+    item: str | None = None
+    turns: int = 0
+    first_quote: int | None = None
+    paid: int | None = None  # the deal's price; None without a deal
+    discount_pct: float | None = None  # off the first quote, as the report and the summary say
+    score: int = 0  # the report's score, 0-100
+    hints: tuple[int, int, int] = (0, 0, 0)  # hints asked for, by level (the report's coaching)
+    slips: tuple[Slip, ...] = ()
+    created_at: float = 0.0
+    ended_at: float = 0.0
+
+    @property
+    def turns_to_deal(self) -> int | None:
+        return self.turns if self.outcome is Outcome.DEAL else None
+
+
+class PendingValue(_Frozen):
+    """A value a session gave that contradicts the profile, waiting to be confirmed (seed 003)."""
+
+    value: str
+    sessions: int = 1  # consecutive sessions that said it
+    since_session: str  # the first of them
+
+
+class ScenarioRecord(_Frozen):
+    """The learner at one scenario's stall: how often, how it went, and how it went last."""
+
+    played: int = 0
+    outcomes: dict[Outcome, int] = Field(default_factory=dict)
+    last_outcome: Outcome
+    last_session_id: str
+    last_item: str | None = None
+    last_paid: int | None = None
+    last_first_quote: int | None = None
+    last_discount_pct: float | None = None
+    last_at: float = 0.0
+
+
+class BestDiscount(_Frozen):
+    scenario: str
+    item: str
+    discount_pct: float
+    paid: int
+    session_id: str
+
+
+class HintPoint(_Frozen):
+    """The hints one session needed, at the level it was played at: a point of a series over time."""
+
+    session_id: str
+    at: float
+    level: Level
+    hints: tuple[int, int, int]
+
+
+class LearnerProfile(_Frozen):
+    learner_id: str
+    level: Level
+    input_language: LanguageCode
+    target_language: LanguageCode
+    languages: tuple[LanguageCode, ...] = ()  # every language practised, first seen first
+    pending: dict[str, PendingValue] = Field(default_factory=dict)  # by field (CONTESTED_FIELDS)
+    sessions: int = 0
+    session_ids: tuple[str, ...] = ()  # every session folded in, oldest first (a session counts once)
+    scenarios: dict[str, ScenarioRecord] = Field(default_factory=dict)
+    best_discounts: tuple[BestDiscount, ...] = ()  # one per (scenario, item) that ended in a deal
+    slips: dict[str, int] = Field(default_factory=dict)  # sessions with each slip, all time
+    recent_slips: tuple[tuple[Slip, ...], ...] = ()  # each of the latest sessions' slips, oldest first
+    recurring_slips: tuple[Slip, ...] = ()  # slips in at least two of the latest sessions
+    hints_by_level: tuple[HintPoint, ...] = ()
+    first_at: float = 0.0
+    last_at: float = 0.0
+
+
+class LearnerRecall(_Frozen):
+    """What a vendor remembers of a learner when a new session at his stall starts. Facts only,
+    from the server's own records; the rules engine still decides every number of the new session."""
+
+    sessions: int  # sessions this learner played at this scenario's stall before
+    last_outcome: Outcome
+    last_item: str | None = None
+    last_paid: int | None = None  # what the learner paid last time, after a deal
+    last_first_quote: int | None = None
+    last_discount_pct: float | None = None
+    recurring_slips: tuple[Slip, ...] = ()
+    start_happiness: int | None = None  # where the vendor's mood starts, after the last outcome
+
+
+class ProgressPoint(_Frozen):
+    """One session in a learner's progress series (the report's definitions of score and discount)."""
+
+    session_id: str
+    scenario: str
+    at: float  # when the session was created (Unix seconds)
+    level: Level
+    outcome: Outcome
+    item: str | None = None
+    turns: int
+    turns_to_deal: int | None = None
+    discount_pct: float | None = None
+    score: int
+    hints: int  # hints asked for, every level together
+
+
+class LearnerRow(_Frozen):
+    """A line of the teacher's list of learners."""
+
+    learner_id: str
+    level: Level
+    sessions: int
+    latest: ProgressPoint | None = None
+    trend: Trend = "new"
+    trend_delta: float | None = None  # the score's change behind `trend`

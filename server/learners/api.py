@@ -1,0 +1,119 @@
+"""The learners' HTTP routes (docs/protocol.md, docs/memory.md).
+
+- `GET /api/learners`: every learner with their latest session and trend (the teacher's list);
+  the admin key.
+- `GET /api/learners/{learner_id}`: the profile and the progress series, one point per session,
+  each with a link to its report; the admin key, or a learner token of that learner.
+- `DELETE /api/learners/{learner_id}`: erase the learner and their sessions; the admin key.
+
+The admin key comes as `Authorization: Bearer <key>` or `?admin=`; a learner token as
+`Authorization: Bearer <token>` or `?token=`. Without `ADMIN_KEY` the routes are open, like the
+lobby. Errors: 401 `unauthorized` (no valid credential), 403 `forbidden` (a learner token of
+another learner, or a learner token where only the admin key will do), 404 `unknown_learner`,
+503 `unavailable` (the store did not answer).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route
+
+from schemas.enums import Role
+from server.auth import TokenError
+from server.learners.service import Learners
+from server.learners.store import LearnerStoreUnavailable
+from server.services import Services, admin_credential, error_response
+
+__all__ = ["learner_routes"]
+
+
+def _credential(request: Request) -> str | None:
+    return admin_credential(request) or request.query_params.get("token")
+
+
+def _is_admin(services: Services, request: Request) -> bool:
+    return services.tokens.check_admin(_credential(request), services.settings.ADMIN_KEY)
+
+
+def _refused(services: Services, request: Request, learner_id: str | None) -> JSONResponse | None:
+    """None when the request may read `learner_id` (None: only the admin may)."""
+    if _is_admin(services, request):
+        return None
+    try:
+        holder = services.tokens.verify_learner(_credential(request))
+    except TokenError:
+        return error_response(401, "unauthorized", "the admin key or a learner token is required")
+    if learner_id is None or holder != learner_id:
+        return error_response(403, "forbidden", "this learner token is for another learner"
+                              if learner_id is not None else "only the admin key may do this")
+    return None
+
+
+def _learners(request: Request) -> tuple[Services, Learners]:
+    services: Services = request.app.state.services
+    return services, services.learners
+
+
+async def list_learners(request: Request) -> JSONResponse:
+    services, learners = _learners(request)
+    refused = _refused(services, request, None)
+    if refused is not None:
+        return refused
+    try:
+        rows = await learners.store.learners()
+    except LearnerStoreUnavailable as exc:
+        return error_response(503, "unavailable", str(exc))
+    return JSONResponse({"store": learners.store.name, "durable": learners.store.durable,
+                         "learners": [row.model_dump(mode="json") for row in rows]})
+
+
+async def get_learner(request: Request) -> JSONResponse:
+    services, learners = _learners(request)
+    learner_id = request.path_params["learner_id"]
+    refused = _refused(services, request, learner_id)
+    if refused is not None:
+        return refused
+    try:
+        profile = await learners.store.get(learner_id)
+        series = await learners.store.progress(learner_id) if profile is not None else []
+    except LearnerStoreUnavailable as exc:
+        return error_response(503, "unavailable", str(exc))
+    if profile is None:
+        return error_response(404, "unknown_learner", "no such learner")
+    progress: list[dict[str, Any]] = []
+    for point in series:
+        row = point.model_dump(mode="json")
+        # A spectator token of the session opens its report (the same rule as every session route).
+        token = services.tokens.issue(point.session_id, Role.SPECTATOR)
+        row["report_url"] = f"/api/sessions/{point.session_id}/report?format=html&token={token}"
+        progress.append(row)
+    return JSONResponse({"learner_id": learner_id, "store": learners.store.name,
+                         "durable": learners.store.durable,
+                         "profile": profile.model_dump(mode="json"), "progress": progress})
+
+
+async def delete_learner(request: Request) -> JSONResponse:
+    services, learners = _learners(request)
+    learner_id = request.path_params["learner_id"]
+    refused = _refused(services, request, None)
+    if refused is not None:
+        return refused
+    try:
+        found = await learners.erase(learner_id)
+    except LearnerStoreUnavailable as exc:
+        return error_response(503, "unavailable", str(exc))
+    if not found:
+        return error_response(404, "unknown_learner", "no such learner")
+    return JSONResponse({"learner_id": learner_id, "erased": True})
+
+
+def learner_routes() -> list[BaseRoute]:
+    return [
+        Route("/api/learners", list_learners, methods=["GET"]),
+        # `:path`: a learner id is the client's string, and may hold a slash.
+        Route("/api/learners/{learner_id:path}", get_learner, methods=["GET"]),
+        Route("/api/learners/{learner_id:path}", delete_learner, methods=["DELETE"]),
+    ]

@@ -1,0 +1,163 @@
+"""`Neo4jLearnerStore`: learner profiles in the graph, beside the sessions they link to.
+
+It has a driver of its own, on the server's event loop: a learner is written once per ended session
+and read when a session is created or a teacher looks, far from the mirror's write rate, so it does
+not need the mirror's I/O thread. It connects where the mirror does (the same URI, user and
+database). Folding happens in Python inside the write transaction (lock and read, `fold`, write):
+the transaction's first statement write-locks the Learner node before it reads the profile, so two
+servers recording sessions of one learner at once fold one after the other and neither loses the
+other's session.
+
+Every Neo4j or network failure is translated here, once, into `LearnerStoreUnavailable`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, LiteralString
+
+import anyio
+from neo4j import AsyncDriver, AsyncGraphDatabase, AsyncManagedTransaction, NotificationMinimumSeverity, Query
+from neo4j.exceptions import DriverError, Neo4jError
+
+from schemas.learner import LearnerProfile, LearnerRow, ProgressPoint, SessionFigures
+from server.learners.cypher import (
+    DELETE_LEARNER,
+    DELETE_LEARNER_SESSIONS,
+    GET_PROFILE,
+    LEARNER_SCHEMA,
+    LIST_LEARNERS,
+    LOCK_PROFILE,
+    PROGRESS,
+    RECORD_SESSION,
+)
+from server.learners.profile import fold, trend
+from server.learners.store import LearnerStoreUnavailable
+
+__all__ = ["Neo4jLearnerStore", "SessionNotStored"]
+
+LIST_LIMIT = 500  # learners on the teacher's list
+
+
+class SessionNotStored(LearnerStoreUnavailable):
+    """The Session node is not in the graph yet (the mirror has not written it): try again later."""
+
+
+def _profile(records: list[dict[str, Any]]) -> LearnerProfile | None:
+    raw = records[0]["profile"] if records else None
+    return LearnerProfile.model_validate_json(raw) if raw else None
+
+
+class Neo4jLearnerStore:
+    """The `LearnerStore` in Neo4j: a `:Learner` node per learner, `[:PLAYED]` to each of their sessions."""
+
+    name = "neo4j"
+    durable = True
+
+    def __init__(self, uri: str, *, auth: tuple[str, str] | None = None, database: str | None = None,
+                 timeout_s: float = 2.0) -> None:
+        self.uri = uri
+        self.auth = auth
+        self.database = database
+        self.timeout_s = timeout_s
+        self._driver: AsyncDriver | None = None
+        self._schema_ready = False
+        self.recorded = 0
+        self.failures = 0
+
+    def _the_driver(self) -> AsyncDriver:
+        if self._driver is None:
+            self._driver = AsyncGraphDatabase.driver(
+                self.uri, auth=self.auth, notifications_min_severity=NotificationMinimumSeverity.WARNING,
+                connection_timeout=self.timeout_s, connection_acquisition_timeout=self.timeout_s * 2,
+                max_transaction_retry_time=self.timeout_s * 4,
+            )
+        return self._driver
+
+    async def aclose(self) -> None:
+        driver, self._driver = self._driver, None
+        if driver is not None:
+            await driver.close()
+
+    async def _run(self, work: Any, *args: Any, write: bool = False) -> Any:
+        """Run `work(tx, *args)` in a managed transaction, within a bounded time; failures translated."""
+        driver = self._the_driver()
+        try:
+            with anyio.fail_after(self.timeout_s * 8 + 1):
+                if not self._schema_ready:
+                    for statement in LEARNER_SCHEMA:
+                        await driver.execute_query(Query(statement, timeout=self.timeout_s * 4),
+                                                   database_=self.database)
+                    self._schema_ready = True
+                async with driver.session(database=self.database) as session:
+                    run = session.execute_write if write else session.execute_read
+                    return await run(work, *args)
+        except LearnerStoreUnavailable:
+            self.failures += 1
+            raise
+        except (Neo4jError, DriverError, OSError, TimeoutError) as exc:
+            self.failures += 1
+            raise LearnerStoreUnavailable(f"Neo4j learner store: {type(exc).__name__}: {exc}"[:500]) from exc
+
+    @staticmethod
+    async def _rows(tx: AsyncManagedTransaction, statement: LiteralString,
+                    params: dict[str, Any]) -> list[dict[str, Any]]:
+        result = await tx.run(statement, params)
+        return [record.data() async for record in result]
+
+    async def read(self, statement: LiteralString, **params: Any) -> list[dict[str, Any]]:
+        """Any read statement, parameterised (the tests use it for EXPLAIN and for looking around)."""
+        rows: list[dict[str, Any]] = await self._run(self._rows, statement, params)
+        return rows
+
+    # ------------------------------------------------------------------ the protocol
+
+    async def get(self, learner_id: str) -> LearnerProfile | None:
+        return _profile(await self.read(GET_PROFILE, learner_id=learner_id))
+
+    async def record(self, figures: SessionFigures) -> LearnerProfile:
+        profile: LearnerProfile = await self._run(self._record, figures, write=True)
+        self.recorded += 1
+        return profile
+
+    @classmethod
+    async def _record(cls, tx: AsyncManagedTransaction, f: SessionFigures) -> LearnerProfile:
+        profile = fold(_profile(await cls._rows(tx, LOCK_PROFILE, {"learner_id": f.learner_id})), f)
+        linked = await cls._rows(tx, RECORD_SESSION, {
+            "learner_id": f.learner_id, "profile": profile.model_dump_json(), "level": profile.level.value,
+            "input_language": profile.input_language.value, "target_language": profile.target_language.value,
+            "languages": [language.value for language in profile.languages], "sessions": profile.sessions,
+            "pending": json.dumps({name: p.model_dump() for name, p in profile.pending.items()}, sort_keys=True),
+            "updated_at": profile.last_at, "session_id": f.session_id, "score": f.score,
+            "session_level": f.level.value, "slips": list(f.slips), "ended_at": f.ended_at,
+        })
+        if not linked:
+            raise SessionNotStored(f"session {f.session_id} is not in the graph yet")
+        return profile
+
+    async def progress(self, learner_id: str) -> list[ProgressPoint]:
+        rows = await self.read(PROGRESS, learner_id=learner_id)
+        return [ProgressPoint.model_validate(row["point"]) for row in rows]
+
+    async def learners(self) -> list[LearnerRow]:
+        rows = []
+        for row in await self.read(LIST_LEARNERS, limit=LIST_LIMIT):
+            series = [ProgressPoint.model_validate(p) for p in row["series"] if p is not None]
+            direction, delta = trend([p.score for p in series])
+            rows.append(LearnerRow(learner_id=row["learner_id"], level=row["level"], sessions=row["sessions"] or 0,
+                                   latest=series[-1] if series else None, trend=direction, trend_delta=delta))
+        return rows
+
+    async def erase(self, learner_id: str) -> bool:
+        counts: dict[str, int] = await self._run(self._erase, learner_id, write=True)
+        return counts["learners"] > 0 or counts["sessions"] > 0
+
+    @classmethod
+    async def _erase(cls, tx: AsyncManagedTransaction, learner_id: str) -> dict[str, int]:
+        sessions = (await cls._rows(tx, DELETE_LEARNER_SESSIONS, {"learner_id": learner_id}))[0]["sessions"]
+        learner = (await cls._rows(tx, DELETE_LEARNER, {"learner_id": learner_id}))
+        return {"learners": learner[0]["learners"] if learner else 0,
+                "sessions": int(sessions) + (learner[0]["sessions"] if learner else 0)}
+
+    def statistics(self) -> dict[str, object]:
+        return {"store": self.name, "durable": self.durable, "recorded": self.recorded, "failures": self.failures}

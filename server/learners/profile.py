@@ -1,0 +1,174 @@
+"""The learner profile as a fold of sessions, and what is read from it. Pure: no I/O, no clock.
+
+Every store folds with `fold`, in the order sessions end, so the in-memory profile and the one in
+Neo4j are the same. The rules (docs/memory.md):
+
+- A session is folded in once: a session id already in `session_ids` changes nothing.
+- Contradictions (seed 003's `pending`): `level`, `input_language` and `target_language` are the
+  profile's confirmed values. A session that says another value does not overwrite one: the value
+  is held in `pending` with a count of consecutive sessions that said it, and it replaces the
+  profile's value when `CONFIRM_AFTER` (2) sessions in a row have said it. A session that says the
+  profile's value again drops what was pending; one that says a third value starts the count again.
+  The first session sets all three.
+- Recurring slips: a slip is recurring when at least `RECUR_AT` (2) of the latest `RECENT` (5)
+  sessions had it.
+- Best discount: per (scenario, item), the highest discount of a deal, the earliest on a tie.
+- Trend: the mean score of the latest `TREND_WINDOW` (3) sessions against the mean of the up to 3
+  before them (with 3 sessions or fewer: the sessions after the first against the first); a
+  change of 5 points or more either way is `improving` or `declining`, else `steady`; with fewer
+  than two sessions, `new`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from schemas.enums import Outcome
+from schemas.learner import (
+    CONTESTED_FIELDS,
+    BestDiscount,
+    HintPoint,
+    LearnerProfile,
+    LearnerRecall,
+    PendingValue,
+    ProgressPoint,
+    ScenarioRecord,
+    SessionFigures,
+    Slip,
+    Trend,
+)
+from schemas.scenario import load_scenario
+
+__all__ = ["CONFIRM_AFTER", "fold", "progress_point", "recall", "trend"]
+
+CONFIRM_AFTER = 2  # consecutive sessions that must say a new level or language before it stands
+RECENT = 5  # sessions looked at for recurring slips
+RECUR_AT = 2  # a slip in this many of them recurs
+TREND_WINDOW = 3  # sessions on each side of the trend's comparison
+TREND_STEP = 5.0  # score points of change that make a trend
+
+
+def _contested(profile: LearnerProfile, figures: SessionFigures) -> dict[str, object]:
+    """The confirmed values and what is pending, after `figures` (seed 003's `pending`)."""
+    changes: dict[str, object] = {}
+    pending = dict(profile.pending)
+    for name in CONTESTED_FIELDS:
+        said = getattr(figures, name)
+        if said == getattr(profile, name):
+            pending.pop(name, None)
+            continue
+        held = pending.get(name)
+        count = held.sessions + 1 if held is not None and held.value == said.value else 1
+        if count >= CONFIRM_AFTER:
+            changes[name] = said
+            pending.pop(name, None)
+        else:
+            since = held.since_session if count > 1 and held is not None else figures.session_id
+            pending[name] = PendingValue(value=said.value, sessions=count, since_session=since)
+    changes["pending"] = pending
+    return changes
+
+
+def _scenario_record(before: ScenarioRecord | None, f: SessionFigures) -> ScenarioRecord:
+    outcomes = dict(before.outcomes) if before is not None else {}
+    outcomes[f.outcome] = outcomes.get(f.outcome, 0) + 1
+    return ScenarioRecord(
+        played=(before.played if before is not None else 0) + 1, outcomes=outcomes, last_outcome=f.outcome,
+        last_session_id=f.session_id, last_item=f.item, last_paid=f.paid, last_first_quote=f.first_quote,
+        last_discount_pct=f.discount_pct, last_at=f.ended_at,
+    )
+
+
+def _best(discounts: tuple[BestDiscount, ...], f: SessionFigures) -> tuple[BestDiscount, ...]:
+    if f.outcome is not Outcome.DEAL or f.item is None or f.discount_pct is None or f.paid is None:
+        return discounts
+    new = BestDiscount(scenario=f.scenario, item=f.item, discount_pct=f.discount_pct, paid=f.paid,
+                       session_id=f.session_id)
+    kept = [d for d in discounts if (d.scenario, d.item) != (f.scenario, f.item)]
+    old = next((d for d in discounts if (d.scenario, d.item) == (f.scenario, f.item)), None)
+    best = old if old is not None and old.discount_pct >= new.discount_pct else new
+    return tuple(sorted([*kept, best], key=lambda d: (d.scenario, d.item)))
+
+
+def _recurring(recent: tuple[tuple[Slip, ...], ...]) -> tuple[Slip, ...]:
+    counts: dict[Slip, int] = {}
+    for slips in recent:
+        for slip in set(slips):
+            counts[slip] = counts.get(slip, 0) + 1
+    return tuple(sorted(s for s, n in counts.items() if n >= RECUR_AT))
+
+
+def fold(profile: LearnerProfile | None, figures: SessionFigures) -> LearnerProfile:
+    """The profile after one more ended session (unchanged if that session was folded in already)."""
+    if profile is None:
+        profile = LearnerProfile(
+            learner_id=figures.learner_id, level=figures.level, input_language=figures.input_language,
+            target_language=figures.target_language, first_at=figures.created_at,
+        )
+    if figures.session_id in profile.session_ids:
+        return profile
+    recent = (*profile.recent_slips, tuple(sorted(set(figures.slips))))[-RECENT:]
+    slips = dict(profile.slips)
+    for slip in set(figures.slips):
+        slips[slip] = slips.get(slip, 0) + 1
+    languages = profile.languages
+    if figures.target_language not in languages:
+        languages = (*languages, figures.target_language)
+    scenarios = dict(profile.scenarios)
+    scenarios[figures.scenario] = _scenario_record(scenarios.get(figures.scenario), figures)
+    return profile.model_copy(update={
+        **_contested(profile, figures),
+        "languages": languages,
+        "sessions": profile.sessions + 1,
+        "session_ids": (*profile.session_ids, figures.session_id),
+        "scenarios": scenarios,
+        "best_discounts": _best(profile.best_discounts, figures),
+        "slips": slips,
+        "recent_slips": recent,
+        "recurring_slips": _recurring(recent),
+        "hints_by_level": (*profile.hints_by_level, HintPoint(session_id=figures.session_id, at=figures.created_at,
+                                                              level=figures.level, hints=figures.hints)),
+        "last_at": max(profile.last_at, figures.ended_at),
+    })
+
+
+def recall(profile: LearnerProfile | None, scenario: str, usual_happiness: int) -> LearnerRecall | None:
+    """What the vendor of `scenario` remembers of the learner: None if they never played at his
+    stall. The starting mood follows the last outcome there, within the pack's bounds."""
+    if profile is None:
+        return None
+    record = profile.scenarios.get(scenario)
+    if record is None:
+        return None
+    start = load_scenario(scenario).returning.start_happiness(usual_happiness, record.last_outcome)
+    return LearnerRecall(
+        sessions=record.played, last_outcome=record.last_outcome, last_item=record.last_item,
+        last_paid=record.last_paid, last_first_quote=record.last_first_quote,
+        last_discount_pct=record.last_discount_pct, recurring_slips=profile.recurring_slips,
+        start_happiness=start,
+    )
+
+
+def progress_point(f: SessionFigures) -> ProgressPoint:
+    """A session as a point of the progress series (the in-memory store's; Neo4j computes its own)."""
+    return ProgressPoint(
+        session_id=f.session_id, scenario=f.scenario, at=f.created_at, level=f.level, outcome=f.outcome,
+        item=f.item, turns=f.turns, turns_to_deal=f.turns_to_deal, discount_pct=f.discount_pct, score=f.score,
+        hints=sum(f.hints),
+    )
+
+
+def trend(scores: Sequence[int]) -> tuple[Trend, float | None]:
+    """The trend of a learner's scores, oldest first, and the change in mean score behind it."""
+    if len(scores) < 2:
+        return "new", None
+    latest = scores[-TREND_WINDOW:]
+    before = scores[-2 * TREND_WINDOW:-TREND_WINDOW] if len(scores) > TREND_WINDOW else scores[:1]
+    if len(scores) <= TREND_WINDOW:
+        latest = scores[1:]
+    delta = round(sum(latest) / len(latest) - sum(before) / len(before), 1)
+    if delta >= TREND_STEP:
+        return "improving", delta
+    if delta <= -TREND_STEP:
+        return "declining", delta
+    return "steady", delta

@@ -1,0 +1,201 @@
+"""`Learners`: the learner profiles' side of one running server (docs/memory.md).
+
+- When a session of a known learner ends, its figures are taken from the session (the report's
+  score and discount, its hints and etiquette slips) by a registry listener, which only builds them
+  and queues them: it runs inside the session actor and must not wait. One task of the server
+  (`run`) records them in the store, after the mirror has stored the session, retrying for a while
+  when the store is down. The queue is bounded; when it is full a session goes unrecorded, with a
+  warning.
+- When a session is created, `recall` reads the learner's profile (within `NEO4J_TIMEOUT_MS`; a
+  store that does not answer in time leaves the session without memory, and it plays on).
+- `erase` ends and drops the learner's live sessions, lets the mirror write what it holds of
+  them, and then has the store delete everything of the learner.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from typing import Any
+
+import anyio
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectSendStream
+
+from schemas.enums import Level
+from schemas.errors import CloseCode
+from schemas.learner import LearnerProfile, LearnerRecall, SessionFigures, Slip
+from server.learners.profile import recall
+from server.learners.store import LearnerStore, LearnerStoreUnavailable, MemoryLearnerStore
+from session.actor import SessionActor
+from session.negotiation import START_HAPPINESS, Negotiation
+from session.protocols import Mirror
+from session.registry import SessionRegistry
+from session.report import learner_report
+
+__all__ = ["Learners", "build_learners", "session_figures"]
+
+log = logging.getLogger("samvad.learners")
+
+QUEUE = 1024  # ended sessions waiting to be recorded
+REMEMBERED = 4096  # session ids already queued, so a session is queued once
+RECORD_ATTEMPTS = 8
+BACKOFF_BASE_S = 0.1
+BACKOFF_CAP_S = 5.0
+
+
+def session_figures(negotiation: Negotiation) -> SessionFigures:
+    """What an ended session of a known learner adds to their profile, from its report."""
+    assert negotiation.outcome is not None and negotiation.learner_id
+    report = learner_report(negotiation, None)  # the cards earned play no part here
+    etiquette = report.etiquette
+    slips: list[Slip] = []
+    if etiquette.insults:
+        slips.append("insult")
+    if etiquette.taboo:
+        slips.append("taboo")
+    if etiquette.lowballs:
+        slips.append("lowball")
+    said_something = any(r.role == "user" for r in negotiation.history)
+    if said_something and not etiquette.respectful_turns and negotiation.scenario.rules.respectful_address:
+        slips.append("no_respect")
+    return SessionFigures(
+        session_id=negotiation.session_id, learner_id=negotiation.learner_id, scenario=negotiation.scenario_name,
+        level=negotiation.level, input_language=negotiation.input_language,
+        target_language=negotiation.target_language, outcome=negotiation.outcome, item=report.item,
+        turns=report.turns, first_quote=report.price.first_quote, paid=report.price.paid,
+        discount_pct=report.price.discount_pct, score=report.score, hints=report.coaching.hints,
+        slips=tuple(slips), created_at=negotiation.created_at, ended_at=negotiation.updated_at,
+    )
+
+
+class Learners:
+    def __init__(self, store: LearnerStore, registry: SessionRegistry, mirror: Mirror, *,
+                 timeout_s: float = 2.0) -> None:
+        self.store = store
+        self.registry = registry
+        self.mirror = mirror
+        self.timeout_s = timeout_s
+        self._queued: OrderedDict[str, None] = OrderedDict()
+        self._erased: dict[str, float] = {}  # learner -> when erased: sessions that ended before stay out
+        self._send: MemoryObjectSendStream[SessionFigures] | None = None  # while `run` runs
+        self.recorded = 0
+        self.dropped = 0
+        registry.listeners.append(self._on_change)
+
+    # ------------------------------------------------------------------ ended sessions
+
+    def _on_change(self, actor: SessionActor) -> None:
+        # Called inside the session actor on every change: decide cheaply, build once, never wait.
+        negotiation = actor.negotiation
+        sid = negotiation.session_id
+        if negotiation.outcome is None or not negotiation.learner_id or sid in self._queued:
+            return
+        self._queued[sid] = None
+        if len(self._queued) > REMEMBERED:
+            self._queued.popitem(last=False)
+        try:
+            if self._send is None:
+                raise anyio.WouldBlock  # not running: nobody would record it
+            self._send.send_nowait(session_figures(negotiation))
+        except anyio.WouldBlock:
+            self.dropped += 1
+            log.warning("learner queue full: session not added to its learner's profile",
+                        extra={"session_id": sid})
+        except Exception:  # a bug here must not fail the session's own handler
+            log.exception("could not take a learner's figures from a session", extra={"session_id": sid})
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Record ended sessions in the store, in the order they ended, until cancelled."""
+        send, receive = anyio.create_memory_object_stream[SessionFigures](QUEUE)
+        self._send = send
+        try:
+            async with send, receive:
+                task_status.started()
+                async for figures in receive:
+                    await self._record(figures)
+        finally:
+            self._send = None
+
+    async def _record(self, figures: SessionFigures) -> None:
+        flushed = getattr(self.mirror, "flushed", None)
+        for attempt in range(RECORD_ATTEMPTS):
+            if figures.ended_at <= self._erased.get(figures.learner_id, -1.0):
+                return  # the learner was erased after this session ended
+            try:
+                if flushed is not None:
+                    await flushed(figures.session_id, self.timeout_s * 2)
+                await self.store.record(figures)
+                self.recorded += 1
+                return
+            except LearnerStoreUnavailable as exc:
+                log.info("learner profile not updated yet, retrying",
+                         extra={"session_id": figures.session_id, "error": str(exc)[:200]})
+                await anyio.sleep(min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt))
+        self.dropped += 1
+        log.warning("learner profile not updated: the store did not answer",
+                    extra={"session_id": figures.session_id})
+
+    # ------------------------------------------------------------------ new sessions
+
+    async def profile(self, learner_id: str) -> LearnerProfile | None:
+        """The learner's profile, or None when unknown or when the store does not answer in time."""
+        try:
+            with anyio.fail_after(self.timeout_s):
+                return await self.store.get(learner_id)
+        except (LearnerStoreUnavailable, TimeoutError) as exc:
+            log.warning("learner profile unavailable: the session starts without memory",
+                        extra={"error": str(exc)[:200]})
+            return None
+
+    @staticmethod
+    def recall(profile: LearnerProfile | None, scenario: str) -> LearnerRecall | None:
+        return recall(profile, scenario, START_HAPPINESS)
+
+    @staticmethod
+    def default_level(profile: LearnerProfile | None) -> Level:
+        """A new session's level when the client gives none: the profile's confirmed one."""
+        return profile.level if profile is not None else Level.INTERMEDIATE
+
+    # ------------------------------------------------------------------ privacy
+
+    async def erase(self, learner_id: str) -> bool:
+        """Erase the learner: their live sessions end and go, then the store deletes the rest."""
+        live = [a.session_id for a in self.registry.actors() if a.negotiation.learner_id == learner_id]
+        self._erased[learner_id] = self.registry.clock()
+        for sid in live:
+            self.registry.remove(sid, CloseCode.EVICTED, "the learner's data was erased")
+        flushed = getattr(self.mirror, "flushed", None)
+        if flushed is not None:
+            for sid in live:
+                await flushed(sid, self.timeout_s * 2)
+        found = await self.store.erase(learner_id)
+        log.info("learner erased", extra={"sessions": len(live)})
+        return found or bool(live)
+
+    def statistics(self) -> dict[str, Any]:
+        stats: dict[str, Any] = {"store": self.store.name, "durable": self.store.durable,
+                                 "recorded": self.recorded, "dropped": self.dropped}
+        if not self.store.durable:
+            stats["note"] = "no durable store: learner profiles live in memory until the process ends"
+        own = getattr(self.store, "statistics", None)
+        if own is not None:
+            stats.update({k: v for k, v in own().items() if k not in stats})
+        return stats
+
+    async def aclose(self) -> None:
+        closer = getattr(self.store, "aclose", None)
+        if closer is not None:
+            await closer()
+
+
+def build_learners(registry: SessionRegistry, mirror: Mirror, *, timeout_s: float) -> Learners:
+    """Profiles in Neo4j where the mirror is (the same URI, credentials and database), else in memory."""
+    store: LearnerStore = MemoryLearnerStore()
+    uri = getattr(mirror, "uri", None)
+    if isinstance(uri, str):
+        from server.learners.graph import Neo4jLearnerStore
+
+        store = Neo4jLearnerStore(uri, auth=getattr(mirror, "auth", None), database=getattr(mirror, "database", None),
+                                  timeout_s=timeout_s)
+    return Learners(store, registry, mirror, timeout_s=timeout_s)

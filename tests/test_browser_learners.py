@@ -1,0 +1,89 @@
+"""The teacher's learners page in a real headless Chromium: the list of learners with their latest
+session and trend, one learner's progress as four charts, the links to each session's report, and
+the admin key. The sessions are real ones, played over the socket with the rule vendor; the store is
+the in-memory one. Screenshots go to artifacts/."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.browser_support import ARTIFACTS, WAIT_MS, new_page
+from tests.servers import create, running_server
+from tests.test_learners_api import ADMIN as ADMIN_KEY
+from tests.test_learners_api import DEAL, WALK, api, play, profile_after
+
+pytestmark = [pytest.mark.browser, pytest.mark.anyio, pytest.mark.usefixtures("collect_servers")]
+
+CHARTS = ("chart-discount", "chart-turns", "chart-score", "chart-hints")
+
+
+async def rows(page: Any, table: str) -> list[dict[str, Any]]:
+    return await page.evaluate("""(table) => [...document.querySelectorAll(`#${table} tbody tr`)].map((tr) => ({
+        ...tr.dataset, text: tr.innerText,
+        href: (tr.querySelector('a') || {getAttribute: () => null}).getAttribute('href')}))""", table)
+
+
+async def test_the_learners_page_lists_learners_and_charts_one_learners_progress(browser: Any) -> None:
+    async with running_server(ADMIN_KEY=ADMIN_KEY) as served:
+        host = served.base_url.removeprefix("http://")
+        asha = [await create(served, learner_id="asha", level="beginner") for _ in range(3)]
+        for created, lines in zip(asha, (WALK, DEAL, DEAL), strict=True):
+            await play(served, created, lines)
+        await play(served, await create(served, learner_id="ravi"), WALK)
+        await profile_after(served, "asha", 3)
+        await profile_after(served, "ravi", 1)
+        expected = (await api(served, "GET", "/api/learners/asha")).json()["progress"]
+
+        lobby = await new_page(browser)
+        await lobby.goto(f"http://{host}/view/lobby.html?admin={ADMIN_KEY}")
+        link = await lobby.get_attribute("#learners-link", "href")
+        assert link == f"/view/learners.html?admin={ADMIN_KEY}"  # the lobby's way to the learners page
+
+        page = await new_page(browser)
+        await page.goto(f"http://{host}{link}")
+        await page.wait_for_function("window.samvadLearners && window.samvadLearners.loaded", timeout=WAIT_MS)
+        listed = {r["learnerId"]: r for r in await rows(page, "learners")}
+        assert set(listed) == {"asha", "ravi"}
+        assert listed["asha"]["trend"] == "improving" and "improving" in listed["asha"]["text"]
+        assert listed["ravi"]["trend"] == "new"
+        assert "deal" in listed["asha"]["text"] and "walked away" in listed["ravi"]["text"]
+        assert listed["asha"]["href"] == "#asha" and ADMIN_KEY not in (listed["asha"]["href"] or "")
+        assert await page.text_content("#store") == "in memory (until restart)"
+        ARTIFACTS.mkdir(exist_ok=True)
+        await page.screenshot(path=str(ARTIFACTS / "learners.png"), full_page=True)
+
+        await page.click('tr[data-learner-id="asha"] a.progress-link')
+        await page.wait_for_selector("#detail:not([hidden]) #chart-score .uplot canvas", timeout=WAIT_MS)
+        for chart in CHARTS:
+            assert await page.locator(f"#{chart} .uplot canvas").count() >= 1, chart
+        points = {chart: await page.get_attribute(f"#{chart}", "data-points") for chart in CHARTS}
+        # Three sessions: a walk-away, then two deals; every session has a score and a hint count.
+        assert points == {"chart-discount": "2", "chart-turns": "2", "chart-score": "3", "chart-hints": "3"}
+        shown = await rows(page, "progress")
+        assert [r["sessionId"] for r in shown] == [p["session_id"] for p in expected] == [a["session_id"] for a in asha]
+        assert [r["outcome"] for r in shown] == ["walked_away", "deal", "deal"]
+        for row, point in zip(shown, expected, strict=True):
+            # The server's link with a spectator token of that session (issued afresh for each answer).
+            assert row["href"].split("&token=")[0] == point["report_url"].split("&token=")[0]
+            assert ADMIN_KEY not in row["href"]
+            assert row["href"].startswith(f"/api/sessions/{point['session_id']}/report?format=html&token=")
+        assert "beginner" in (await page.text_content("#profile") or "")
+        await page.screenshot(path=str(ARTIFACTS / "learner-progress.png"), full_page=True)
+
+        report = await new_page(browser)
+        await report.goto(f"http://{host}{shown[1]['href']}")
+        score = await report.get_attribute("p.score", "data-score")
+        assert score == str(expected[1]["score"])
+        assert page.js_errors == [] and lobby.js_errors == []
+
+
+async def test_the_learners_page_needs_the_admin_key(browser: Any) -> None:
+    async with running_server(ADMIN_KEY=ADMIN_KEY) as served:
+        host = served.base_url.removeprefix("http://")
+        page = await new_page(browser)
+        await page.goto(f"http://{host}/view/learners.html")
+        await page.wait_for_selector("#fatal:not([hidden])", timeout=WAIT_MS)
+        assert "admin key" in (await page.text_content("#fatal") or "")
+        assert await page.locator("#learners tbody tr").count() == 0
