@@ -48,7 +48,23 @@ def speakable(text: str, max_sentences: int = MAX_SENTENCES, price: int | None =
 
 
 def checked(text: str, max_sentences: int = MAX_SENTENCES, price: int | None = None) -> tuple[str, tuple[str, ...]]:
-    """`speakable` without its shortcut: every rule applied."""
+    """`speakable` without its shortcut: every rule applied, until the line no longer changes.
+
+    One pass can uncover more to clean: removing code ticks or an address can leave a leading `>`
+    or `-` that reads as a list mark. Every pass that changes the line makes it shorter or turns it
+    into the fixed "Haan ji?", so a few passes reach a line that a further pass leaves alone.
+    """
+    line, flags = _checked_once(text, max_sentences, price)
+    for _ in range(8):
+        again, more = _checked_once(line, max_sentences, price)
+        if again == line:
+            break
+        line = again
+        flags += tuple(f for f in more if f not in flags)
+    return line, flags
+
+
+def _checked_once(text: str, max_sentences: int, price: int | None) -> tuple[str, tuple[str, ...]]:
     flags: list[str] = []
     base = _BLANKS.sub(" ", text)  # every kind of space but the newline, as one space
     cleaned = _MD_LINK.sub(r"\1", base)

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 import websockets
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from brain.policy import INSULT_DROP, route
@@ -87,6 +87,9 @@ def test_the_shortcut_agrees_with_the_full_check(text: str) -> None:
 
 
 @given(st.text(max_size=300))
+@example("`>")  # removing the tick uncovers a quote mark
+@example("www.x.in - take it")  # removing the address uncovers a list mark
+@example("> `[a](b)")
 def test_speakable_is_idempotent_and_bounded(text: str) -> None:
     once, _ = speakable(text)
     assert speakable(once)[0] == once
