@@ -17,7 +17,7 @@ from clients.bots.personas import (
 )
 from schemas.enums import Mood, Stage
 from schemas.frames import Reply, event_dict
-from schemas.lines import say
+from schemas.lines import say, spoken_items
 from schemas.policy import round_price
 from schemas.scenario import available_scenarios, load_scenario
 from session.offers import parse_offer
@@ -73,7 +73,8 @@ def test_every_line_of_every_pack_is_short_and_speakable_for_every_item(pack: st
         for key, pool in pools.items():
             for index in range(len(pool)):
                 for item in (*scenario.items, None):
-                    text = say(scenario, language, key, index, item, price=1234, offer=999, qty=2)
+                    text = say(scenario, language, key, index, item, price=1234, offer=999, qty=2,
+                               last_items=spoken_items(item, scenario))
                     assert len(text) <= 240, text
                     assert speakable(text) == (text, ()), text  # two sentences at most, no markup
                     assert text[-1] in ".!?" and not re.search(r"[*#\n{}_`]", text), text

@@ -24,7 +24,7 @@ namespace Samvad.Harness
             {
                 var info = await api.CreateSessionAsync(new CreateSessionRequest
                 {
-                    Scenario = scenario, LearnerId = "unity-tour", Level = level,
+                    Scenario = scenario, LearnerId = "unity-tour-" + scenario, Level = level,
                 }).ConfigureAwait(false);
                 Fact("scenario", scenario);
                 var player = new SamvadClient(_url, info.SessionId, info.PlayerToken, Options(false));
