@@ -22,20 +22,27 @@ from __future__ import annotations
 import email.utils
 import logging
 import math
+import ssl
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
+import httpx2
 import openai
+import orjson
+from openai import AsyncAPIResponse
 
 from brain.errors import BrainServiceError, BrainTransientError
 from brain.partial_json import FieldExtractor
+from brain.sse import EventReader
 from brain.turn import Turn
 
 log = logging.getLogger("samvad.brain")
 
 DEFAULT_BACKOFF = (1.0, 2.0)  # seconds before the first and the second retry
+_DRAIN_S = 1.0  # at most this long to read what follows [DONE]
+_WAITED_S = 0.001  # a read that took longer than this waited for the network
 
 
 def sdk_client(*, api_key: str, base_url: str | None, timeout_s: float) -> openai.AsyncOpenAI:
@@ -220,21 +227,57 @@ class ChatTransport:
             if not completion.choices:
                 return ""
             return completion.choices[0].message.content or ""
-        # The stream goes through the SDK's generic `post` with `cast_to=object`: the SDK still
-        # builds the request, decodes the server-sent events, raises on error events and maps
-        # transport failures to its exceptions, but hands each chunk over as the parsed JSON
-        # dict instead of building a `ChatCompletionChunk` model per token -- that construction
-        # was about 85% of the brain's CPU time on a streamed turn.
-        stream = await self.client.post(
-            "/chat/completions", cast_to=object, stream=True, stream_cls=openai.AsyncStream[object],
-            body={**body, "stream": True, "stream_options": {"include_usage": True}})
-        extractor = FieldExtractor("reply_text")
+        # The stream is read through the SDK's raw streaming response: the SDK still builds and
+        # sends the request and raises its own exceptions for an error status, but the body's
+        # server-sent events are parsed here (`brain.sse`, orjson) instead of one typed or dict
+        # chunk per token through the SDK's decoder. Transport failures while reading the body
+        # are mapped to the SDK's exceptions, and an error event to its `APIError`, as the SDK's
+        # own stream does, so that `_translate` stays the one boundary.
         parts: list[str] = []
-        first = True
-        async with stream:
-            async for chunk in stream:
+        async with self.client.chat.completions.with_streaming_response.create(
+                **body, stream=True, stream_options={"include_usage": True}) as response:
+            try:
+                await self._read_stream(turn, response, started, parts)
+            except httpx2.TimeoutException as exc:
+                raise openai.APITimeoutError(request=response.http_request) from exc
+            except (httpx2.RequestError, ssl.SSLError, anyio.EndOfStream) as exc:
+                raise openai.APIConnectionError(request=response.http_request) from exc
+        await turn.flush()
+        return "".join(parts)
+
+    async def _read_stream(self, turn: Turn, response: AsyncAPIResponse[object], started: float,
+                           parts: list[str]) -> None:
+        """Read the events of one streamed answer into `parts`, pushing `reply_text` as it comes.
+
+        Once the first words are out, the body is read at most once per `turn.interval_s`: when
+        a read had to wait for the network, the next one waits out the interval first, so the
+        tokens the model writes meanwhile arrive in one read instead of one wake-up each. The
+        deltas are grouped by the same interval (`Turn.push`), so the learner sees no
+        difference; before the first delta nothing waits.
+        """
+        extractor = FieldExtractor("reply_text")
+        reader = EventReader()
+        chunks = response.http_response.aiter_bytes().__aiter__()
+        while True:
+            asked = anyio.current_time()
+            try:
+                data = await chunks.__anext__()
+            except StopAsyncIteration:
+                return
+            waited = anyio.current_time() - asked > _WAITED_S
+            for event, payload in reader.feed(data):
+                if payload.startswith(b"[DONE]"):
+                    # Read the body to its end so that the connection can be reused.
+                    with anyio.move_on_after(_DRAIN_S):
+                        async for _ in chunks:
+                            pass
+                    return
+                chunk = orjson.loads(payload)  # not JSON: ValueError, a malformed response
                 if not isinstance(chunk, dict):
                     raise BrainTransientError("malformed stream event from the model service")
+                if chunk.get("error") or event == "error":
+                    raise openai.APIError(_stream_error(chunk), response.http_request,
+                                          body=chunk.get("error"))
                 usage = chunk.get("usage")
                 if usage:
                     turn.add_usage(usage)
@@ -242,17 +285,22 @@ class ChatTransport:
                     piece = _content(choice)
                     if not piece:
                         continue
-                    if first:
+                    if turn.first_token_ms is None:
                         turn.first_token_ms = round((time.perf_counter() - started) * 1000, 3)
                         turn.tokens_flowing()
-                        first = False
                     parts.append(piece)
                     if not extractor.done:
                         await turn.push(extractor.feed(piece))
                         if extractor.done:
                             await turn.flush()  # the reply's text is complete: nothing may wait
-        await turn.flush()
-        return "".join(parts)
+            if waited and turn.first_delta_ms is not None:
+                await anyio.sleep(turn.interval_s)
+
+
+def _stream_error(chunk: dict[str, Any]) -> str:
+    error = chunk.get("error")
+    message = error.get("message") if isinstance(error, dict) else None
+    return message if isinstance(message, str) and message else "An error occurred during streaming"
 
 
 def _content(choice: object) -> str | None:

@@ -50,7 +50,7 @@ Content = str | dict[str, Any] | Callable[[dict[str, Any]], "str | dict[str, Any
 class Behaviour:
     """What the fake model does with one request."""
 
-    kind: str = "reply"  # reply | status | hang | disconnect | garbage (a non-JSON SSE event)
+    kind: str = "reply"  # reply | status | hang | disconnect | garbage (a non-JSON SSE event) | stream_error
     content: Content = None  # the model's text; a dict is sent as JSON; None: the default
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
@@ -83,6 +83,14 @@ def hang(seconds: float = 3600.0) -> Behaviour:
 
 def garbage() -> Behaviour:
     return Behaviour(kind="garbage")
+
+
+def stream_error(after_chars: int = 30, message: str = "The server had an error while processing "
+                 "your request.", content: Content = None, **options: Any) -> Behaviour:
+    """Some content, then an error event in the stream, as the API sends when a model fails
+    mid-answer (`data: {"error": {...}}`), then the end of the stream."""
+    return Behaviour(kind="stream_error", content=content, disconnect_after_chars=after_chars,
+                     message=message, **options)
 
 
 def disconnect(after_chars: int = 30, content: Content = None, **options: Any) -> Behaviour:
@@ -400,6 +408,12 @@ class _SSE:
             sent += len(token)
             if behaviour.kind == "disconnect" and sent >= behaviour.disconnect_after_chars:
                 raise _AbortStream("cut by the script")
+            if behaviour.kind == "stream_error" and sent >= behaviour.disconnect_after_chars:
+                error = {"message": behaviour.message, "type": "server_error", "code": None}
+                await body(b"data: " + json.dumps({"error": error}).encode() + b"\n\n")
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                record.finished_wall = time.time()
+                return
         await body(self._chunk({}, finish="stop"))
         if self.usage is not None:
             await body(self._chunk({}, usage=self.usage, choices=False))

@@ -16,7 +16,7 @@ from brain.transport import DEFAULT_BACKOFF, _content
 from schemas.enums import Stage
 from server.config import load_settings
 from tests.llm_support import FAST, Sink, brain, decision, gaps, negotiation, play, request
-from tests.openai_server import FakeOpenAI, disconnect, garbage, hang, reply, status
+from tests.openai_server import FakeOpenAI, disconnect, garbage, hang, reply, status, stream_error
 
 pytestmark = pytest.mark.anyio
 
@@ -140,6 +140,22 @@ async def test_a_malformed_stream_event_is_retried(openai_fake: FakeOpenAI) -> N
     async with brain(openai_fake) as b:
         result = await b.propose(request())
     assert not result.fallback and openai_fake.calls == 2 and result.ledger.retries == 1
+
+
+async def test_an_error_event_mid_stream_withdraws_and_retries(openai_fake: FakeOpenAI,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    good = decision("Arre, two kilos? For you, eighty rupees only.")
+    openai_fake.script(stream_error(after_chars=32, message="the model overloaded", content=good,
+                                    tokens_per_s=500),
+                       reply(good, tokens_per_s=500))
+    sink = Sink()
+    with caplog.at_level(logging.WARNING, logger="samvad.brain"):
+        async with brain(openai_fake) as b:
+            result = await b.propose(request(), sink)
+    assert not result.fallback and openai_fake.calls == 2 and result.ledger.retries == 1
+    assert sink.withdrawals == ["retrying after a failed model call"]
+    assert sink.standing() == result.decision.reply_text
+    assert any("the model overloaded" in r.getMessage() for r in caplog.records)
 
 
 # --------------------------------------------------------------------------- the deadline
