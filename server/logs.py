@@ -64,7 +64,7 @@ def configure_logging(level: str = "INFO", stream: Any = None) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for noisy in ("uvicorn.access", "neo4j", "httpx", "openai"):
+    for noisy in ("uvicorn.access", "neo4j", "httpx", "httpx2", "openai"):  # httpx2: the SDK's client
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
     uvicorn_error = logging.getLogger("uvicorn.error")
     uvicorn_error.filters[:] = [f for f in uvicorn_error.filters if not isinstance(f, DropConnectionChatter)]

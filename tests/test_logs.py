@@ -94,3 +94,17 @@ async def test_a_running_server_never_logs_a_session_token(tmp_path: Path) -> No
     messages = [r["msg"] for r in records if r.get("session_id") == sid]
     assert {"session created", "connection opened", "turn", "connection closed", "connection refused"} <= set(messages)
     assert not any(r["logger"] == "uvicorn.error" and "WebSocket" in r["msg"] for r in records)
+
+
+@pytest.mark.parametrize("name", ["httpx", "httpx2", "openai", "neo4j", "uvicorn.access"])
+def test_client_libraries_log_only_warnings_at_info(name: str) -> None:
+    """One record per model request ("HTTP Request: POST ...") would be a log line per turn."""
+    stream = io.StringIO()
+    try:
+        configure_logging("INFO", stream)
+        logging.getLogger(name).info("HTTP Request: POST http://model/v1/chat/completions")
+        logging.getLogger(name).warning("a warning still goes through")
+    finally:
+        configure_logging("INFO")
+    records = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [r["msg"] for r in records] == ["a warning still goes through"]
