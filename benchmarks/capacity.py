@@ -1,0 +1,277 @@
+"""How many learners does one server process hold with the LLM brain, streaming and Neo4j on?
+
+A production-shaped load (issue #14): N learners connected at once, each taking a turn every 6-10 s
+at random, with the LLM brain streaming from a fake model (`benchmarks.fake_model`: 400 ms to the
+first token, then 50 tokens/s) and the session mirror writing to a real Neo4j. Four processes:
+Neo4j (started here with scripts/neo4j.sh unless `--neo4j-uri` names one), the fake model, the
+Samvad server (`python -m server.cli serve`) and this load generator.
+
+For each N in `--steps` the learners connect (staggered over a few seconds), play for
+`--duration` seconds, and leave. Per step it reports:
+
+* the server's overhead on the first-words path, measured against the fake model's clock as
+  `benchmarks/llm_stream.py` does: `inbound` (transcript sent -> request at the model) plus
+  `outbound` (the chunk with the first character of `reply_text` written -> that character at the
+  client as a `reply.delta`); p50/p95/p99;
+* errors: error frames, fallback replies, turns with no reply within 30 s, dropped sockets;
+* the server's CPU per turn and its RSS at the end of the step, and the fake model's CPU per turn
+  (so that the fake is shown not to be the bottleneck) and the load generator's own;
+* whether the step passed: overhead p99 <= 10 ms and 0 errors.
+
+The largest passing N is the figure; steps stop after the first that fails.
+
+    python -m benchmarks.capacity                                # steps 100,250,500,750,1000
+    python -m benchmarks.capacity --steps 50,100 --duration 30   # a quick look
+
+Figures are printed and written to artifacts/capacity.json; server logs go to artifacts/capacity.*.log.
+Loopback only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import websockets
+
+from benchmarks.llm_stream import LINES, cpu_seconds, free_port, marker, stop, summary
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "artifacts"
+REPLY_TIMEOUT_S = 30.0
+OVERHEAD_P99_MS = 10.0
+
+
+@dataclass
+class Step:
+    sessions: int
+    turns: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    sent: dict[str, tuple[float, float | None]] = field(default_factory=dict)  # marker -> (sent, first delta)
+
+    def error(self, kind: str) -> None:
+        self.errors[kind] = self.errors.get(kind, 0) + 1
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def start_neo4j(port: int) -> str:
+    env = {**os.environ, "NEO4J_PORT": str(port), "NEO4J_DATA_DIR": str(ROOT / "var" / "neo4j-capacity")}
+    subprocess.run(["bash", "scripts/neo4j.sh", "start"], cwd=ROOT, env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    return f"bolt://127.0.0.1:{port}"
+
+
+def stop_neo4j(port: int) -> None:
+    env = {**os.environ, "NEO4J_PORT": str(port), "NEO4J_DATA_DIR": str(ROOT / "var" / "neo4j-capacity")}
+    subprocess.run(["bash", "scripts/neo4j.sh", "stop"], cwd=ROOT, env=env, check=False,
+                   stdout=subprocess.DEVNULL)
+
+
+def start_fake(ttft_ms: float, tokens_per_s: float) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.fake_model", "--port", "0", "--ttft-ms", str(ttft_ms),
+         "--tokens-per-s", str(tokens_per_s)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=(ARTIFACTS / "capacity.fake.log").open("w"), text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    if not line.startswith("listening on "):
+        proc.kill()
+        raise RuntimeError(f"the fake model did not start: {line!r}")
+    return proc, line.removeprefix("listening on ")
+
+
+def start_samvad(base_url: str, neo4j_uri: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = {**os.environ, "BRAIN": "openai", "OPENAI_API_KEY": "x", "OPENAI_BASE_URL": base_url,
+           "AI_STREAM": "true", "SAMVAD_SECRET": "benchmark-" + "s" * 40, "LOG_LEVEL": "WARNING",
+           "MIRROR": "neo4j" if neo4j_uri else "none", "NEO4J_URI": neo4j_uri, "USE_MOCKS": "false",
+           # one load generator creates every session: lift the per-address creation limit
+           "SESSION_CREATE_PER_SECOND": "10000", "SESSION_CREATE_BURST": "10000"}
+    proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve", "--port", str(port)],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=(ARTIFACTS / "capacity.samvad.log").open("w"))
+    host = f"127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"samvad exited with {proc.returncode} (see artifacts/capacity.samvad.log)")
+        try:
+            if httpx.get(f"http://{host}/health", timeout=1).status_code == 200:
+                return proc, host
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("samvad did not become healthy")
+
+
+# --------------------------------------------------------------------------- the learners
+
+
+async def learner(host: str, index: int, step: Step, start_by: float, until: float,
+                  think: tuple[float, float]) -> None:
+    rng = random.Random(index)
+    await anyio.sleep(rng.uniform(0, start_by))
+    try:
+        async with httpx.AsyncClient(base_url=f"http://{host}", timeout=30) as client:
+            created = (await client.post("/api/sessions", json={})).json()
+        url = f"ws://{host}/ws/sessions/{created['session_id']}?token={created['player_token']}"
+        async with websockets.connect(url, max_size=None, open_timeout=30) as ws:
+            json.loads(await ws.recv())  # welcome
+            n = 0
+            while True:
+                await anyio.sleep(rng.uniform(*think))
+                if time.time() >= until:
+                    return
+                mark = marker(rng)
+                sent = time.time()
+                step.sent[mark] = (sent, None)
+                await ws.send(json.dumps({"type": "transcript", "id": f"{mark}-{n}",
+                                          "text": f"{LINES[n % len(LINES)]} (ref {mark})"}))
+                n += 1
+                with anyio.move_on_after(REPLY_TIMEOUT_S) as scope:
+                    while True:
+                        frame = json.loads(await ws.recv())
+                        kind = frame["type"]
+                        if kind == "reply.delta" and step.sent[mark][1] is None:
+                            step.sent[mark] = (sent, time.time())
+                        elif kind == "error":
+                            step.error(f"error:{frame.get('code')}")
+                        elif kind == "reply":
+                            step.turns += 1
+                            if frame.get("fallback"):
+                                step.error("fallback")
+                            break
+                        elif kind == "session.ended":
+                            return
+                if scope.cancelled_caught:
+                    step.error("no_reply_in_30s")
+                    return
+    except (OSError, websockets.WebSocketException, httpx.HTTPError, KeyError) as exc:
+        step.error(f"socket:{type(exc).__name__}")
+
+
+async def run_step(host: str, sessions: int, duration: float, think: tuple[float, float]) -> Step:
+    step = Step(sessions)
+    ramp = max(5.0, sessions / 100)
+    until = time.time() + ramp + duration
+    async with anyio.create_task_group() as tg:
+        for index in range(sessions):
+            tg.start_soon(learner, host, index, step, ramp, until, think)
+    return step
+
+
+# --------------------------------------------------------------------------- main
+
+
+def measure(step: Step, records: list[dict[str, Any]]) -> dict[str, Any]:
+    by_marker = {r["marker"]: r for r in records if r.get("marker") and r.get("stream")}
+    overhead: list[float] = []
+    for mark, (sent, first) in step.sent.items():
+        record = by_marker.get(mark)
+        if record is None or first is None or not record.get("first_reply_char_wall"):
+            continue
+        overhead.append((record["received_wall"] - sent) * 1000 + (first - record["first_reply_char_wall"]) * 1000)
+    return {"overhead_ms": summary(overhead)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.capacity", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", default="100,250,500,750,1000", help="learner counts, comma-separated")
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds of play per step")
+    parser.add_argument("--think-s", default="6:10", help="pause between a learner's turns, LOW:HIGH s")
+    parser.add_argument("--neo4j-uri", default="", help="use this Neo4j instead of starting one")
+    parser.add_argument("--no-neo4j", action="store_true", help="run without the mirror")
+    parser.add_argument("--ttft-ms", type=float, default=400.0)
+    parser.add_argument("--tokens-per-s", type=float, default=50.0)
+    args = parser.parse_args(argv)
+    low, _, high = args.think_s.partition(":")
+    think = (float(low), float(high or low))
+    ARTIFACTS.mkdir(exist_ok=True)
+    neo4j_port = free_port()
+    neo4j_uri = "" if args.no_neo4j else (args.neo4j_uri or start_neo4j(neo4j_port))
+    fake, fake_url = start_fake(args.ttft_ms, args.tokens_per_s)
+    fake_base = fake_url.removesuffix("/v1")
+    results: list[dict[str, Any]] = []
+    try:
+        for sessions in (int(s) for s in args.steps.split(",")):
+            proc, host = start_samvad(fake_url, neo4j_uri)
+            try:
+                httpx.post(fake_base + "/_fake/reset", timeout=10)
+                cpu0, fake0 = cpu_seconds(proc.pid), httpx.get(fake_base + "/_fake/cpu").json()["cpu_s"]
+                me0 = resource.getrusage(resource.RUSAGE_SELF)
+                started = time.time()
+                step = anyio.run(run_step, host, sessions, args.duration, think)
+                wall = time.time() - started
+                cpu = cpu_seconds(proc.pid) - cpu0
+                fake_cpu = httpx.get(fake_base + "/_fake/cpu").json()["cpu_s"] - fake0
+                me1 = resource.getrusage(resource.RUSAGE_SELF)
+                rss = rss_mib(proc.pid)
+                records = httpx.get(fake_base + "/_fake/requests", timeout=60).json()
+            finally:
+                stop(proc)
+            figures = measure(step, records)
+            turns = max(1, step.turns)
+            p99 = figures["overhead_ms"].get("p99", float("inf"))
+            result = {
+                "sessions": sessions, "turns": step.turns, "wall_s": round(wall, 1),
+                "turns_per_s": round(step.turns / wall, 1), **figures,
+                "errors": step.errors, "server_cpu_ms_per_turn": round(cpu * 1000 / turns, 2),
+                "server_cpu_share": round(cpu / wall, 3), "server_rss_mib": rss,
+                "fake_cpu_ms_per_turn": round(fake_cpu * 1000 / turns, 2),
+                "loadgen_cpu_ms_per_turn": round((me1.ru_utime + me1.ru_stime - me0.ru_utime - me0.ru_stime)
+                                                 * 1000 / turns, 2),
+                "passed": p99 <= OVERHEAD_P99_MS and not step.errors,
+            }
+            results.append(result)
+            o = result["overhead_ms"]
+            print(f"N={sessions:5d}: {step.turns} turns ({result['turns_per_s']}/s), first-words "
+                  f"overhead p50 {o.get('p50')} p95 {o.get('p95')} p99 {o.get('p99')} ms, errors "
+                  f"{step.errors or 0}; server CPU {result['server_cpu_ms_per_turn']} ms/turn "
+                  f"({result['server_cpu_share']:.0%} of a core), RSS {rss} MiB; fake "
+                  f"{result['fake_cpu_ms_per_turn']} ms/turn -> {'pass' if result['passed'] else 'FAIL'}",
+                  flush=True)
+            if not result["passed"]:
+                break
+    finally:
+        stop(fake)
+        if not args.no_neo4j and not args.neo4j_uri:
+            stop_neo4j(neo4j_port)
+    passed = [r["sessions"] for r in results if r["passed"]]
+    summary_out = {
+        "config": {"steps": args.steps, "duration_s": args.duration, "think_s": args.think_s,
+                   "neo4j": bool(neo4j_uri), "model_ttft_ms": args.ttft_ms,
+                   "model_tokens_per_s": args.tokens_per_s, "cpus": os.cpu_count(),
+                   "python": sys.version.split()[0]},
+        "largest_passing_sessions": max(passed) if passed else 0,
+        "target_sessions": 1000, "steps": results,
+    }
+    (ARTIFACTS / "capacity.json").write_text(json.dumps(summary_out, indent=1))
+    print(f"largest N with first-words overhead p99 <= {OVERHEAD_P99_MS:g} ms and 0 errors: "
+          f"{summary_out['largest_passing_sessions']} (target 1000); wrote artifacts/capacity.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
