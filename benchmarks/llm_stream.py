@@ -219,8 +219,8 @@ def attach_model_times(turns: list[Turn], fake_url: str) -> None:
     for record in records:
         text = record.get("last_user", "")
         at = text.rfind("(ref ")
-        if at >= 0:
-            by_marker[text[at + 5: at + 19]] = record
+        if at >= 0:  # the turn's own request: a running summary that comes later quotes it too
+            by_marker.setdefault(text[at + 5: at + 19], record)
     for turn in turns:
         record = by_marker.get(turn.marker)
         if record is None:

@@ -42,17 +42,21 @@ log = logging.getLogger("samvad.brain")
 
 DEFAULT_BACKOFF = (1.0, 2.0)  # seconds before the first and the second retry
 _DRAIN_S = 1.0  # at most this long to read what follows [DONE]
-_WAITED_S = 0.001  # a read that took longer than this waited for the network
 
 
 def sdk_client(*, api_key: str, base_url: str | None, timeout_s: float) -> openai.AsyncOpenAI:
     """The SDK client, with its own retries off: `ChatTransport.call` is the only retry policy.
 
     Its timeout is a backstop, a second past the turn's budget; the turn's deadline is what
-    normally ends a slow call.
+    normally ends a slow call. Its HTTP transport is aiohttp, the SDK's documented alternative
+    (`openai[aiohttp]`, `DefaultAioHttpClient`): a streamed answer arrives as a hundred or so small
+    packets, and aiohttp's parser takes each one in C and buffers it, where the default transport
+    runs a Python parser and an async-generator stack per packet; a streamed turn costs about half
+    the client CPU (docs/performance.md). Its exceptions reach us as the SDK's, as before.
     """
     return openai.AsyncOpenAI(
-        api_key=api_key, base_url=base_url or None, max_retries=0, timeout=timeout_s + 1.0)
+        api_key=api_key, base_url=base_url or None, max_retries=0, timeout=timeout_s + 1.0,
+        http_client=openai.DefaultAioHttpClient(timeout=timeout_s + 1.0))
 
 
 # --------------------------------------------------------------------------- the one boundary
@@ -89,6 +93,20 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "..."
 
 
+def _failed_connection(exc: BaseException) -> OSError | None:
+    """The socket error behind `exc`, if a refused or dropped connection (not a timeout) caused it.
+
+    The SDK's aiohttp transport maps every aiohttp connection error, a refused connection
+    included, to a connect *timeout*; the original error is still in the chain of causes.
+    """
+    cause = exc.__cause__
+    while cause is not None:
+        if isinstance(cause, OSError) and not isinstance(cause, TimeoutError):
+            return cause
+        cause = cause.__cause__
+    return None
+
+
 def _translate(exc: openai.OpenAIError) -> BrainServiceError | BrainTransientError:
     """Map an SDK exception to the brain's own. Called from exactly one `except` clause."""
     if isinstance(exc, openai.APIStatusError):
@@ -98,10 +116,10 @@ def _translate(exc: openai.OpenAIError) -> BrainServiceError | BrainTransientErr
             wait = _retry_after(exc.response.headers)
             return BrainTransientError(message, status=status, retry_after=wait)
         return BrainServiceError(message, status=status, request_id=exc.request_id)
-    if isinstance(exc, openai.APITimeoutError):
+    if isinstance(exc, openai.APITimeoutError) and _failed_connection(exc) is None:
         return BrainTransientError("the model request timed out")
-    if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__
+    if isinstance(exc, openai.APIConnectionError):  # APITimeoutError is one too
+        cause = _failed_connection(exc) or exc.__cause__
         detail = f": {_short(str(cause), 120)}" if cause is not None and str(cause) else ""
         return BrainTransientError(f"connection to the model failed{detail}")
     if isinstance(exc, openai.APIError):  # an error event inside a stream, or a malformed response
@@ -249,22 +267,14 @@ class ChatTransport:
                            parts: list[str]) -> None:
         """Read the events of one streamed answer into `parts`, pushing `reply_text` as it comes.
 
-        Once the first words are out, the body is read at most once per `turn.interval_s`: when
-        a read had to wait for the network, the next one waits out the interval first, so the
-        tokens the model writes meanwhile arrive in one read instead of one wake-up each. The
-        deltas are grouped by the same interval (`Turn.push`), so the learner sees no
-        difference; before the first delta nothing waits.
+        (Waiting out AI_DELTA_INTERVAL_MS between reads, so that tokens arrive a few per read,
+        saved nothing measurable once the transport was aiohttp, which reads and parses every
+        packet as it comes anyway; docs/performance.md.)
         """
         extractor = FieldExtractor("reply_text")
         reader = EventReader()
         chunks = response.http_response.aiter_bytes().__aiter__()
-        while True:
-            asked = anyio.current_time()
-            try:
-                data = await chunks.__anext__()
-            except StopAsyncIteration:
-                return
-            waited = anyio.current_time() - asked > _WAITED_S
+        async for data in chunks:
             for event, payload in reader.feed(data):
                 if payload.startswith(b"[DONE]"):
                     # Read the body to its end so that the connection can be reused.
@@ -293,8 +303,6 @@ class ChatTransport:
                         await turn.push(extractor.feed(piece))
                         if extractor.done:
                             await turn.flush()  # the reply's text is complete: nothing may wait
-            if waited and turn.first_delta_ms is not None:
-                await anyio.sleep(turn.interval_s)
 
 
 def _stream_error(chunk: dict[str, Any]) -> str:
