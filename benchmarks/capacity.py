@@ -18,7 +18,8 @@ For each N in `--steps` the learners connect (staggered over a few seconds), pla
   (so that the fake is shown not to be the bottleneck) and the load generator's own;
 * whether the step passed: overhead p99 <= 10 ms and 0 errors.
 
-The largest passing N is the figure; steps stop after the first that fails.
+The largest passing N is the figure; steps stop after the first that fails (`--all` runs them all,
+to see how the figures grow).
 
     python -m benchmarks.capacity                                # steps 100,250,500,750,1000
     python -m benchmarks.capacity --steps 50,100 --duration 30   # a quick look
@@ -203,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--think-s", default="6:10", help="pause between a learner's turns, LOW:HIGH s")
     parser.add_argument("--neo4j-uri", default="", help="use this Neo4j instead of starting one")
     parser.add_argument("--no-neo4j", action="store_true", help="run without the mirror")
+    parser.add_argument("--all", action="store_true", help="run every step, even after one fails")
     parser.add_argument("--ttft-ms", type=float, default=400.0)
     parser.add_argument("--tokens-per-s", type=float, default=50.0)
     args = parser.parse_args(argv)
@@ -252,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"({result['server_cpu_share']:.0%} of a core), RSS {rss} MiB; fake "
                   f"{result['fake_cpu_ms_per_turn']} ms/turn -> {'pass' if result['passed'] else 'FAIL'}",
                   flush=True)
-            if not result["passed"]:
+            if not result["passed"] and not args.all:
                 break
     finally:
         stop(fake)
