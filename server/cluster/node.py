@@ -59,6 +59,7 @@ class ClusterNode:
         self.mirror = mirror
         self.registry = registry
         self.epochs: dict[str, int] = {}  # the sessions this node owns, with the epoch it holds
+        self._loading: set[str] = set()  # claimed and being rebuilt: not in the registry yet
         self.draining = False
         self.acquired = 0  # leases taken
         self.takeovers = 0  # leases taken from another node (expired or released)
@@ -125,11 +126,15 @@ class ClusterNode:
         if self._inner is None:
             return None
         await self.claim(session_id)
+        self._loading.add(session_id)
         try:
             loaded = await self._inner.load(session_id, limits)
         except BaseException:
-            await self._release([session_id])
+            with anyio.CancelScope(shield=True):
+                await self._release([session_id])
             raise
+        finally:
+            self._loading.discard(session_id)
         if loaded is None:
             await self._release([session_id])
         return loaded
@@ -162,7 +167,8 @@ class ClusterNode:
         self.renewals += 1
         self.last_renewal_ms = (time.perf_counter() - started) * 1000
         # Sessions evicted from memory (idle) give their lease back once their changes are stored.
-        idle = [sid for sid in renewed if self.registry.live(sid) is None and not self.mirror._pending(sid)]
+        idle = [sid for sid in renewed if self.registry.live(sid) is None and sid not in self._loading
+                and not self.mirror._pending(sid)]
         if idle:
             await self._release(idle)
         lost = [sid for sid in held if sid not in renewed and self.epochs.get(sid) == held[sid]]
@@ -175,9 +181,9 @@ class ClusterNode:
             await self.hand_over(wanted)
 
     def _fenced(self, session_id: str) -> None:
-        if session_id in self.epochs:
-            self.lost += 1
-            self._drop(session_id, "the session moved to another node")
+        """Neo4j refused the session's writes: whatever this node holds of it is stale."""
+        self.lost += 1
+        self._drop(session_id, "the session moved to another node")
 
     def _drop(self, session_id: str, reason: str) -> None:
         self.epochs.pop(session_id, None)
