@@ -193,12 +193,16 @@ class ClusterNode:
     async def hand_over(self, session_ids: list[str]) -> int:
         """Close the sessions' sockets (4307), flush their changes, release their leases."""
         moving = [sid for sid in session_ids if sid in self.epochs]
+        connected = sum(len(a.connections) for sid in moving if (a := self.registry.live(sid)) is not None)
         for sid in moving:
             self.registry.remove(sid, code=CloseCode.MOVED, reason="the session moved to another node")
         flushed = await self._flushed(moving)
         released = [sid for sid in moving if flushed.get(sid)]
         await self._release(released)
         self.handed_over += len(released)
+        if moving:
+            log.info("sessions handed over", extra={"node": self.node, "sessions": len(moving),
+                                                    "connections": connected, "released": len(released)})
         return len(released)
 
     async def _flushed(self, session_ids: list[str]) -> dict[str, bool]:
