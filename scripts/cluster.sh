@@ -79,7 +79,7 @@ case "${1:-}" in
     for i in $(seq "$nodes"); do start_node "$i"; done
     for i in $(seq "$nodes"); do healthy "$i"; done
     if ! alive "$dir/haproxy.pid"; then
-      haproxy -db -f deploy/haproxy.cfg >>"$dir/haproxy.log" 2>&1 &
+      "${HAPROXY:-$(command -v haproxy || echo /usr/sbin/haproxy)}" -db -f deploy/haproxy.cfg >>"$dir/haproxy.log" 2>&1 &
       echo $! >"$dir/haproxy.pid"
     fi
     for i in $(seq "$nodes"); do lb_sees_up "$i"; done

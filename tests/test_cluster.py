@@ -6,10 +6,10 @@ restart under load, drain. The cluster is started once for the module; figures t
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 import signal
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
