@@ -6,7 +6,9 @@ Two kinds, chosen for their cost on the turn path:
   leases) are read when Prometheus scrapes (`SamvadCollector`): nothing is done per turn for them.
 - Per-turn figures are observed once per reply, on the player's connection (`Metrics.observe`):
   turns, the turn's pipeline steps (queue, brain, validation, total) per brain, first words, the LLM's
-  calls, retries, fallbacks and tokens. Closes and errors by code, and the event loop's lag.
+  calls, retries, fallbacks and tokens. Closes and errors by code, and the event loop's lag. They are
+  plain integers and lock-free bucket counts (`Tally`) on the event loop's thread, turned into
+  Prometheus families only at scrape time (`TurnCollector`); benchmarks/metrics_cost.py measures it.
 
 `/metrics` takes `METRICS_KEY` (else `ADMIN_KEY`) as a bearer; with neither set it is open, as every
 admin route is in development. Names follow Prometheus' conventions: base units in the name
@@ -16,13 +18,15 @@ admin route is in development. Names follow Prometheus' conventions: base units 
 from __future__ import annotations
 
 import time
-from collections import Counter as Tally
+from bisect import bisect_left
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
@@ -41,41 +45,62 @@ LAG_TICK_S = 0.25  # the loop-lag probe: how late a sleep of this long wakes up
 STEPS = ("queue", "brain", "validation", "total")
 
 
+class Tally:
+    """A histogram observed on the event loop's thread only: a bisect and two additions, no lock.
+
+    prometheus-client's own Histogram takes a lock and walks its buckets on every observation (about
+    0.5 us each, six per turn); this one is read by `TurnCollector` when Prometheus scrapes."""
+
+    __slots__ = ("bounds", "counts", "total")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.total = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.total += value
+
+    def buckets(self) -> list[tuple[str, float]]:
+        out, running = [], 0
+        for bound, n in zip((*map(str, self.bounds), "+Inf"), self.counts, strict=True):
+            running += n
+            out.append((bound, float(running)))
+        return out
+
+
+@dataclass(slots=True)
+class BrainFigures:
+    """One brain's per-turn figures (`Metrics.observe`)."""
+
+    steps: dict[str, Tally]
+    first_words: Tally
+    turns: int = 0
+    llm_calls: int = 0
+    llm_retries: int = 0
+    fallbacks: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
 class Metrics:
-    """The per-turn instruments and the registry they live in (one per application)."""
+    """The per-turn figures, closes, errors and loop lag, and the registry that exports them."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
-        self.turns = Counter("samvad_turns", "Vendor replies to learner turns", ["brain"], registry=r)
-        self.turn_seconds = Histogram("samvad_turn_duration_seconds", "Turn pipeline time per step",
-                                      ["brain", "step"], buckets=TURN_BUCKETS, registry=r)
-        self.first_words = Histogram("samvad_first_words_seconds",
-                                     "From the learner's transcript to the vendor's first words (first delta, "
-                                     "else the whole reply)", ["brain"], buckets=TURN_BUCKETS, registry=r)
-        self.llm_calls = Counter("samvad_llm_calls", "LLM calls made for turns", ["brain"], registry=r)
-        self.llm_retries = Counter("samvad_llm_retries", "LLM call retries", ["brain"], registry=r)
-        self.fallbacks = Counter("samvad_brain_fallbacks", "Turns answered with a safe fallback line",
-                                 ["brain"], registry=r)
-        self.tokens = Counter("samvad_llm_tokens", "LLM tokens", ["brain", "kind"], registry=r)
-        self.closes = Counter("samvad_ws_closes", "Session sockets closed by the server, by close code",
-                              ["code"], registry=r)
-        self.errors = Counter("samvad_ws_errors", "error events sent to clients, by error code", ["code"],
-                              registry=r)
-        self.loop_lag = Histogram("samvad_event_loop_lag_seconds", "How late the event loop ran a timer",
-                                  buckets=LAG_BUCKETS, registry=r)
-        self._children: dict[str, tuple[Any, ...]] = {}
+        self.brains: dict[str, BrainFigures] = {}
+        self.closes: dict[str, int] = {}
+        self.errors: dict[str, int] = {}
+        self.loop_lag = Tally(LAG_BUCKETS)
+        self.registry.register(TurnCollector(self))
 
-    def _for(self, brain: str) -> tuple[Any, ...]:
-        children = self._children.get(brain)
-        if children is None:
-            children = self._children[brain] = (
-                self.turns.labels(brain), *(self.turn_seconds.labels(brain, step) for step in STEPS),
-                self.first_words.labels(brain), self.llm_calls.labels(brain), self.llm_retries.labels(brain),
-                self.fallbacks.labels(brain), self.tokens.labels(brain, "prompt"),
-                self.tokens.labels(brain, "completion"),
-            )
-        return children
+    def _for(self, brain: str) -> BrainFigures:
+        figures = self.brains.get(brain)
+        if figures is None:
+            figures = self.brains[brain] = BrainFigures({step: Tally(TURN_BUCKETS) for step in STEPS},
+                                                        Tally(TURN_BUCKETS))
+        return figures
 
     def observe(self, envelope: Envelope) -> None:
         """Called for every event sent to a player connection; counts replies (one per turn)."""
@@ -86,28 +111,28 @@ class Metrics:
         timings = reply.timings
         if timings is None:
             return
-        turns, queue, brain, validation, total, first, calls, retries, fallbacks, prompt, completion = \
-            self._for(timings.brain)
-        turns.inc()
-        queue.observe(timings.queue_ms / 1000)
-        brain.observe(timings.brain_ms / 1000)
-        validation.observe(timings.validation_ms / 1000)
-        total.observe(timings.total_ms / 1000)
+        f = self._for(timings.brain)
+        f.turns += 1
+        steps = f.steps
+        steps["queue"].observe(timings.queue_ms / 1000)
+        steps["brain"].observe(timings.brain_ms / 1000)
+        steps["validation"].observe(timings.validation_ms / 1000)
+        steps["total"].observe(timings.total_ms / 1000)
         first_ms = timings.first_delta_ms if timings.first_delta_ms is not None else timings.total_ms
-        first.observe(first_ms / 1000)
+        f.first_words.observe(first_ms / 1000)
         if timings.llm_calls:
-            calls.inc(timings.llm_calls)
-            retries.inc(timings.retries)
-            prompt.inc(timings.prompt_tokens)
-            completion.inc(timings.completion_tokens)
+            f.llm_calls += timings.llm_calls
+            f.llm_retries += timings.retries
+            f.prompt_tokens += timings.prompt_tokens
+            f.completion_tokens += timings.completion_tokens
         if reply.fallback:
-            fallbacks.inc()
+            f.fallbacks += 1
 
     def closed(self, code: int) -> None:
-        self.closes.labels(str(code)).inc()
+        self.closes[str(code)] = self.closes.get(str(code), 0) + 1
 
     def error(self, code: str) -> None:
-        self.errors.labels(code).inc()
+        self.errors[code] = self.errors.get(code, 0) + 1
 
     async def probe_loop_lag(self) -> None:
         """Sleep LAG_TICK_S again and again; how late each wake-up is, is the loop's lag."""
@@ -115,6 +140,53 @@ class Metrics:
             start = time.perf_counter()
             await anyio.sleep(LAG_TICK_S)
             self.loop_lag.observe(max(0.0, time.perf_counter() - start - LAG_TICK_S))
+
+
+def _histogram(name: str, text: str, labels: list[str]) -> HistogramMetricFamily:
+    return HistogramMetricFamily(name, text, labels=labels)
+
+
+class TurnCollector(Collector):
+    """`Metrics`' figures in the exposition format, built when Prometheus scrapes."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        m = self.metrics
+        turns = CounterMetricFamily("samvad_turns", "Vendor replies to learner turns", labels=["brain"])
+        steps = _histogram("samvad_turn_duration_seconds", "Turn pipeline time per step", ["brain", "step"])
+        first = _histogram("samvad_first_words_seconds", "From the learner's transcript to the vendor's first "
+                           "words (the first delta, else the whole reply)", ["brain"])
+        calls = CounterMetricFamily("samvad_llm_calls", "LLM calls made for turns", labels=["brain"])
+        retries = CounterMetricFamily("samvad_llm_retries", "LLM call retries", labels=["brain"])
+        fallbacks = CounterMetricFamily("samvad_brain_fallbacks", "Turns answered with a safe fallback line",
+                                        labels=["brain"])
+        tokens = CounterMetricFamily("samvad_llm_tokens", "LLM tokens", labels=["brain", "kind"])
+        for brain, f in sorted(m.brains.items()):
+            turns.add_metric([brain], f.turns)
+            for step, tally in f.steps.items():
+                steps.add_metric([brain, step], tally.buckets(), tally.total)
+            first.add_metric([brain], f.first_words.buckets(), f.first_words.total)
+            calls.add_metric([brain], f.llm_calls)
+            retries.add_metric([brain], f.llm_retries)
+            fallbacks.add_metric([brain], f.fallbacks)
+            tokens.add_metric([brain, "prompt"], f.prompt_tokens)
+            tokens.add_metric([brain, "completion"], f.completion_tokens)
+        yield from (turns, steps, first, calls, retries, fallbacks, tokens)
+        closes = CounterMetricFamily("samvad_ws_closes", "Session sockets closed by the server, by close code",
+                                     labels=["code"])
+        for code, n in sorted(m.closes.items()):
+            closes.add_metric([code], n)
+        yield closes
+        errors = CounterMetricFamily("samvad_ws_errors", "error events sent to clients, by error code",
+                                     labels=["code"])
+        for code, n in sorted(m.errors.items()):
+            errors.add_metric([code], n)
+        yield errors
+        lag = HistogramMetricFamily("samvad_event_loop_lag_seconds", "How late the event loop ran a timer")
+        lag.add_metric([], m.loop_lag.buckets(), m.loop_lag.total)
+        yield lag
 
 
 class SamvadCollector(Collector):
@@ -126,12 +198,12 @@ class SamvadCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         services = self.services
         registry = services.registry
-        by_stage = Tally(actor.negotiation.stage.value for actor in registry.actors())
+        by_stage = Counter(actor.negotiation.stage.value for actor in registry.actors())
         stages = GaugeMetricFamily("samvad_sessions", "Live sessions in memory, by stage", labels=["stage"])
         for stage, n in sorted(by_stage.items()):
             stages.add_metric([stage], n)
         yield stages
-        by_role = Tally(conn.role for conn in services.sockets)
+        by_role = Counter(conn.role for conn in services.sockets)
         roles = GaugeMetricFamily("samvad_connections", "Open session sockets, by role", labels=["role"])
         for role in ("player", "spectator"):
             roles.add_metric([role], by_role.get(role, 0))
