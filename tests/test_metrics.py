@@ -54,3 +54,17 @@ async def test_metrics_take_their_own_key_else_the_admin_key_and_can_be_off() ->
                                headers={"authorization": "Bearer admin-" + "k" * 20})).status_code == 200
     async with running_server(METRICS=False) as served, httpx.AsyncClient() as http:
         assert (await http.get(f"{served.base_url}/metrics")).status_code == 404
+
+
+def test_the_grafana_dashboard_queries_only_metrics_the_server_exports() -> None:
+    import json
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    exported = set(re.findall(r'"(samvad_[a-z_]+)"', (root / "server/metrics.py").read_text()))
+    dashboard = json.loads((root / "deploy/grafana-dashboard.json").read_text())
+    queried = {re.sub(r"_(total|bucket|count|sum)$", "", name)
+               for panel in dashboard["panels"] for target in panel["targets"]
+               for name in re.findall(r"samvad_[a-z_]+", target["expr"])}
+    assert queried and queried <= exported, queried - exported
