@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, LiteralString, TypeVar
 
 import anyio
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 from neo4j import AsyncManagedTransaction, unit_of_work
 from neo4j.exceptions import DriverError, Neo4jError
 
@@ -34,6 +34,7 @@ from session.rules import Limits
 log = logging.getLogger("samvad.cluster")
 _T = TypeVar("_T")
 POLL_S = 0.2  # how often a connection waiting for a busy lease asks again
+WRITE_ATTEMPTS = 5  # a lease statement that deadlocked (transient) is run again, with backoff
 RENEW_CHUNK = 5000  # leases per renewal statement: one transaction, bounded parameter lists
 
 
@@ -60,6 +61,8 @@ class ClusterNode:
         self.registry = registry
         self.epochs: dict[str, int] = {}  # the sessions this node owns, with the epoch it holds
         self._loading: set[str] = set()  # claimed and being rebuilt: not in the registry yet
+        self._moving: set[str] = set()  # being handed over
+        self._tg: TaskGroup | None = None
         self.draining = False
         self.acquired = 0  # leases taken
         self.takeovers = 0  # leases taken from another node (expired or released)
@@ -76,7 +79,15 @@ class ClusterNode:
     # ------------------------------------------------------------------ Neo4j
 
     async def _write(self, statement: LiteralString, **params: Any) -> list[dict[str, Any]]:
-        return await self.mirror._on_io(self._write_here(statement, params))
+        """Run a lease statement; a transient failure (a deadlock between lease locks) is retried."""
+        for attempt in range(WRITE_ATTEMPTS):
+            try:
+                return await self.mirror._on_io(self._write_here(statement, params))
+            except Neo4jError as exc:
+                if not exc.is_retryable() or attempt == WRITE_ATTEMPTS - 1:
+                    raise
+                await anyio.sleep(0.02 * 2**attempt)
+        raise AssertionError("unreachable")
 
     async def _write_here(self, statement: LiteralString, params: dict[str, Any]) -> list[dict[str, Any]]:
         driver = await self.mirror._driver_here()
@@ -142,10 +153,16 @@ class ClusterNode:
     # ------------------------------------------------------------------ renewal and handover
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        task_status.started()
-        while True:
-            await anyio.sleep(self.settings.renew_s)
-            await self.renew()
+        """Renew every `renew_s`; handovers run beside the renewals, so a slow flush delays no renewal."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            task_status.started()
+            try:
+                while True:
+                    await anyio.sleep(self.settings.renew_s)
+                    await self.renew()
+            finally:
+                self._tg = None
 
     async def renew(self) -> None:
         """Renew every held lease in one transaction; drop lost sessions, hand over wanted ones."""
@@ -176,9 +193,12 @@ class ClusterNode:
             self.lost += 1
             log.warning("lease lost: another node owns the session now", extra={"session_id": sid})
             self._drop(sid, "the session moved to another node")
-        wanted = [sid for sid, want in renewed.items() if want]
+        wanted = [sid for sid, want in renewed.items() if want and sid not in self._moving]
         if wanted:
-            await self.hand_over(wanted)
+            if self._tg is not None:
+                self._tg.start_soon(self.hand_over, wanted)
+            else:
+                await self.hand_over(wanted)
 
     def _fenced(self, session_id: str) -> None:
         """Neo4j refused the session's writes: whatever this node holds of it is stale."""
@@ -192,13 +212,17 @@ class ClusterNode:
 
     async def hand_over(self, session_ids: list[str]) -> int:
         """Close the sessions' sockets (4307), flush their changes, release their leases."""
-        moving = [sid for sid in session_ids if sid in self.epochs]
+        moving = [sid for sid in session_ids if sid in self.epochs and sid not in self._moving]
+        self._moving.update(moving)
         connected = sum(len(a.connections) for sid in moving if (a := self.registry.live(sid)) is not None)
         for sid in moving:
             self.registry.remove(sid, code=CloseCode.MOVED, reason="the session moved to another node")
-        flushed = await self._flushed(moving)
-        released = [sid for sid in moving if flushed.get(sid)]
-        await self._release(released)
+        try:
+            flushed = await self._flushed(moving)
+            released = [sid for sid in moving if flushed.get(sid)]
+            await self._release(released)
+        finally:
+            self._moving.difference_update(moving)
         self.handed_over += len(released)
         if moving:
             log.info("sessions handed over", extra={"node": self.node, "sessions": len(moving),
