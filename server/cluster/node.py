@@ -3,7 +3,7 @@
 - A session is served here only under a lease: `claim()` takes it (a new session, or one whose next
   connection HAProxy routed here) before the actor is created or rebuilt, and keeps its epoch, which
   every mirror write of the session carries (`FencedMirror`).
-- `run()` renews every held lease in one transaction each `LEASE_RENEW_SECONDS`. A lease missing from
+- `run()` renews every held lease each `LEASE_RENEW_SECONDS`, in one transaction per 5,000 leases. A lease missing from
   the answer was stolen after it expired (this node was paused or cut off): the session is dropped from
   memory and its sockets are closed with 4307 (moved). A lease another node asked for (`wanted`) is
   handed over: sockets closed with 4307, the session's changes flushed, the lease released.
@@ -35,7 +35,7 @@ log = logging.getLogger("samvad.cluster")
 _T = TypeVar("_T")
 POLL_S = 0.2  # how often a connection waiting for a busy lease asks again
 WRITE_ATTEMPTS = 5  # a lease statement that deadlocked (transient) is run again, with backoff
-RENEW_CHUNK = 5000  # leases per renewal statement: one transaction, bounded parameter lists
+RENEW_CHUNK = 5000  # leases per renewal statement (a transaction each), bounded parameter lists
 
 
 class LeaseBusy(MirrorUnavailable):
@@ -169,14 +169,9 @@ class ClusterNode:
         held = dict(self.epochs)
         if not held:
             return
-        leases = [{"session_id": sid, "epoch": held[sid]} for sid in sorted(held)]
         started = time.perf_counter()
-        renewed: dict[str, bool] = {}
         try:
-            for k in range(0, len(leases), RENEW_CHUNK):
-                rows = await self._write(RENEW, leases=leases[k:k + RENEW_CHUNK], node=self.node,
-                                         ttl_ms=int(self.settings.ttl_s * 1000))
-                renewed.update((r["session_id"], bool(r["wanted"])) for r in rows)
+            renewed = await self.renew_leases(held)
         except (Neo4jError, DriverError, OSError, TimeoutError) as exc:
             self.renewal_failures += 1
             log.warning("lease renewal failed: %s", exc, extra={"node": self.node})
@@ -199,6 +194,16 @@ class ClusterNode:
                 self._tg.start_soon(self.hand_over, wanted)
             else:
                 await self.hand_over(wanted)
+
+    async def renew_leases(self, held: dict[str, int]) -> dict[str, bool]:
+        """One transaction (per RENEW_CHUNK leases) renewing `held`; the renewed ones, and if wanted."""
+        leases = [{"session_id": sid, "epoch": held[sid]} for sid in sorted(held)]
+        renewed: dict[str, bool] = {}
+        for k in range(0, len(leases), RENEW_CHUNK):
+            rows = await self._write(RENEW, leases=leases[k:k + RENEW_CHUNK], node=self.node,
+                                     ttl_ms=int(self.settings.ttl_s * 1000))
+            renewed.update((r["session_id"], bool(r["wanted"])) for r in rows)
+        return renewed
 
     def _fenced(self, session_id: str) -> None:
         """Neo4j refused the session's writes: whatever this node holds of it is stale."""
