@@ -5,8 +5,9 @@
   every mirror write of the session carries (`FencedMirror`).
 - `run()` renews every held lease each `LEASE_RENEW_SECONDS`, in one transaction per 5,000 leases.
   A lease missing from the answer was stolen after it expired (this node was paused or cut off): the
-  session is dropped from memory and its sockets are closed with 4307 (moved). A lease another node asked for (`wanted`) is
-  handed over: sockets closed with 4307, the session's changes flushed, the lease released.
+  session is dropped from memory and its sockets are closed with 4307 (moved). A lease another node
+  asked for (`wanted`) is handed over: sockets closed with 4307, the session's changes flushed, the
+  lease released.
 - `drain()`: stop taking sessions, let HAProxy see /health fail, then hand every session over.
 """
 
