@@ -10,9 +10,10 @@ Two kinds, chosen for their cost on the turn path:
   plain integers and lock-free bucket counts (`Tally`) on the event loop's thread, turned into
   Prometheus families only at scrape time (`TurnCollector`); benchmarks/metrics_cost.py measures it.
 
-`/metrics` takes `METRICS_KEY` (else `ADMIN_KEY`) as a bearer; with neither set it is open, as every
-admin route is in development. Names follow Prometheus' conventions: base units in the name
-(`_seconds`), `_total` on counters; `tests/test_metrics.py` checks every name.
+`/metrics` takes `METRICS_KEY` (else `ADMIN_KEY`) as a bearer; with neither set it is open in
+development, as every admin route is, and closed (403) with `SAMVAD_ENV=production`. Names follow
+Prometheus' conventions: base units in the name (`_seconds`), `_total` on counters;
+`tests/test_metrics.py` checks every name.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from starlette.routing import BaseRoute, Route
 
 from schemas.codec import Envelope
 from schemas.frames import Reply
+from server.config import Environment
 from server.services import Services, admin_credential, error_response
 
 if TYPE_CHECKING:
@@ -251,7 +253,10 @@ async def metrics_endpoint(request: Request) -> Response:
     metrics: Metrics | None = getattr(request.app.state, "metrics", None)
     if metrics is None:
         return error_response(404, "not_found", "metrics are off (METRICS=false)")
-    key = services.settings.METRICS_KEY or services.settings.ADMIN_KEY
+    settings = services.settings
+    key = settings.METRICS_KEY or settings.ADMIN_KEY
+    if not key and settings.SAMVAD_ENV is Environment.PRODUCTION:  # never open to the internet by default
+        return error_response(403, "forbidden", "set METRICS_KEY (or ADMIN_KEY) to read /metrics in production")
     if not services.tokens.check_admin(admin_credential(request), key):
         return error_response(401, "unauthorized", "the metrics key (METRICS_KEY, else ADMIN_KEY) is required")
     body = await anyio.to_thread.run_sync(generate_latest, metrics.registry)
