@@ -97,8 +97,8 @@ class FencedMirror(Neo4jMirror):
         self._depth -= dropped
         self.fenced_changes += dropped
         self.fenced_batches += 1
-        log.warning("fenced: %d changes of %d sessions refused by Neo4j (their lease moved on)", dropped,
-                    len(refused), extra={"node": self.node})
+        log.warning("fenced: %d changes of %d sessions not written (their lease moved on, or the session was "
+                    "dropped here)", dropped, len(refused), extra={"node": self.node})
         super()._committed(lane, kept)
         for sid in refused:
             self.discard(sid)
