@@ -30,6 +30,7 @@ class CloseCode(IntEnum):
     GOING_AWAY = 1001  # server shutting down
     MESSAGE_TOO_BIG = 1009  # frame over the transport's hard limit (MAX_FRAME_BYTES * 16), sent by uvicorn
     TRY_AGAIN_LATER = 1013  # the session could not be rebuilt: its store is unreachable
+    MOVED = 4307  # the session moved to another node (drain, handover, lost lease): reconnect and resume
     UNAUTHORIZED = 4401  # token missing, malformed, badly signed or expired
     WRONG_SESSION = 4403  # a valid token for another session
     UNKNOWN_SESSION = 4404  # no such session, live or recoverable

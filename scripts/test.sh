@@ -15,6 +15,8 @@ command -v mcs >/dev/null 2>&1 || need+=(mono-devel)
 compgen -G "/usr/lib/cli/Newtonsoft.Json*/Newtonsoft.Json.dll" >/dev/null || need+=(libnewtonsoft-json-cil-dev)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need+=(maven)
+{ [ -x /usr/sbin/haproxy ] || command -v haproxy >/dev/null 2>&1; } || need+=(haproxy)  # tests/test_cluster.py routes through the real HAProxy
+command -v curl >/dev/null 2>&1 || need+=(curl)  # scripts/cluster.sh
 if [ ${#need[@]} -gt 0 ]; then
   echo "test: installing system packages: ${need[*]}"
   sudo=""

@@ -16,15 +16,18 @@ from brain.policy import with_policy
 from schemas.scenario import available_scenarios, check_scenarios
 from server import gcpolicy
 from server.auth import Tokens
+from server.cluster.routes import cluster_routes
 from server.config import Settings, load_settings
 from server.http_api import routes
 from server.knowledge_api import knowledge_routes
 from server.learners import build_learners
 from server.learners.api import learner_routes
+from server.metrics import install as install_metrics
+from server.metrics import metrics_routes
 from server.report_api import report_routes
 from server.services import Services
 from server.spectate import spectator_routes
-from server.wiring import build_brain, build_knowledge, build_mirror
+from server.wiring import build_brain, build_cluster, build_knowledge, build_mirror
 from server.ws import SessionSocketFastPath, sweep_idle_sockets
 from session.actor import ActorLimits
 from session.protocols import Brain, Mirror
@@ -63,7 +66,8 @@ def build_services(settings: Settings, *, brain: Brain | None = None, mirror: Mi
     )
     learners = build_learners(registry, mirror, timeout_s=settings.NEO4J_TIMEOUT_MS / 1000)
     return Services(settings=settings, tokens=Tokens(settings.signing_secret, settings.TOKEN_TTL_SECONDS),
-                    brain=brain, mirror=mirror, registry=registry, knowledge=knowledge, learners=learners)
+                    brain=brain, mirror=mirror, registry=registry, knowledge=knowledge, learners=learners,
+                    cluster=build_cluster(settings, mirror, registry))
 
 
 async def refresh_knowledge(services: Services, every_s: float = 30.0) -> None:
@@ -96,8 +100,13 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
             await anyio.to_thread.run_sync(services.knowledge.warm, available_scenarios())
             await tg.start(services.registry.run)
             await tg.start(services.learners.run)
+            if services.cluster is not None:
+                await tg.start(services.cluster.run)
             tg.start_soon(sweep_idle_sockets, services)
             tg.start_soon(refresh_knowledge, services)
+            metrics = getattr(app.state, "metrics", None)
+            if metrics is not None:
+                tg.start_soon(metrics.probe_loop_lag)
             if gcpolicy.installed():
                 tg.start_soon(full_collections, settings.GC_FULL_EVERY_SECONDS)
             log.info("server started", extra={"brain": services.brain.name,
@@ -105,6 +114,9 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
             try:
                 yield
             finally:
+                if services.cluster is not None:  # hand the sessions over rather than leave leases to expire
+                    with anyio.CancelScope(shield=True), anyio.move_on_after(settings.LEASE_SECONDS):
+                        await services.cluster.hand_over(sorted(services.cluster.epochs))
                 services.registry.close_all()
                 await anyio.sleep(0.05)  # let writers send their close frames
                 tg.cancel_scope.cancel()
@@ -119,8 +131,8 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
                 await closer()
 
     app = Starlette(
-        routes=[*(extra_routes or []), *routes(), *knowledge_routes(), *report_routes(), *learner_routes(),
-                *spectator_routes(services)],
+        routes=[*(extra_routes or []), *routes(), *cluster_routes(), *metrics_routes(), *knowledge_routes(),
+                *report_routes(), *learner_routes(), *spectator_routes(services)],
         middleware=[Middleware(SessionSocketFastPath),
                     Middleware(CORSMiddleware, allow_origins=settings.CORS_ORIGINS,
                                allow_methods=["GET", "POST", "DELETE"],
@@ -128,4 +140,5 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
         lifespan=lifespan,
     )
     app.state.services = services
+    app.state.metrics = install_metrics(services) if settings.METRICS else None
     return app

@@ -126,6 +126,15 @@ class Settings(BaseSettings):
     # `samvad serve` freezes what survives two young collections (server/gcpolicy.py); every
     # this many seconds one full pass reclaims frozen cycles. 0 leaves CPython's defaults alone.
     GC_FULL_EVERY_SECONDS: float = Field(600.0, ge=0)
+    # --- scale-out (docs/deployment.md): several nodes behind HAProxy, sessions owned by Neo4j leases
+    CLUSTER_NODE_ID: str = Field("", max_length=64, pattern=r"^[\w.\-]*$")  # empty: one node, no leases
+    LEASE_SECONDS: float = Field(6.0, ge=1.0, le=300.0)  # a lease's life without renewal (failover bound)
+    LEASE_RENEW_SECONDS: float = Field(2.0, ge=0.1, le=100.0)  # one transaction renews all of a node's leases
+    LEASE_WAIT_SECONDS: float = Field(10.0, ge=0.0, le=600.0)  # a connection waits this long for a busy lease
+    DRAIN_GRACE_SECONDS: float = Field(3.0, ge=0.0, le=120.0)  # /health says 503 this long before handover
+    # --- Prometheus (GET /metrics)
+    METRICS: bool = True
+    METRICS_KEY: str = ""  # bearer for /metrics; empty: ADMIN_KEY; both empty: open (development only)
 
     @field_validator("CORS_ORIGINS", mode="before")
     @classmethod
@@ -157,6 +166,11 @@ class Settings(BaseSettings):
             raise ValueError("SILENCE_EXTENDED_TIMEOUT_MS must not be shorter than SILENCE_TIMEOUT_MS")
         if self.MIRROR is MirrorChoice.NEO4J and not self.NEO4J_URI:
             self.NEO4J_URI = "bolt://localhost:7687"
+        if self.CLUSTER_NODE_ID and (self.mirror_kind is not MirrorChoice.NEO4J):
+            raise ValueError("CLUSTER_NODE_ID needs the Neo4j mirror (NEO4J_URI): without it there is one node")
+        if self.CLUSTER_NODE_ID and self.LEASE_RENEW_SECONDS * 2 >= self.LEASE_SECONDS:
+            raise ValueError("LEASE_RENEW_SECONDS must be under half of LEASE_SECONDS, or one slow renewal "
+                             "loses every lease")
         return self
 
     # --- derived choices

@@ -100,8 +100,8 @@ class WsConnection:
     """
 
     __slots__ = ("_backlog", "_capacity", "_open", "_send", "_spawn", "actor", "close_code",
-                 "close_reason", "conn_id", "fmt", "last_frame", "role", "scope", "session_id",
-                 "websocket")
+                 "close_reason", "conn_id", "fmt", "last_frame", "observe", "on_error", "role", "scope",
+                 "session_id", "websocket")
 
     def __init__(self, websocket: WebSocket, role: Role, fmt: WireFormat, session_id: str,
                  queue: int, actor: SessionActor | None = None) -> None:
@@ -122,6 +122,8 @@ class WsConnection:
         self.close_reason = ""
         self.scope: CancelScope | None = None
         self.last_frame = time.monotonic()
+        self.observe: Callable[[Envelope], None] | None = None  # the metrics' per-event hook (server/metrics.py)
+        self.on_error: Callable[[str], None] | None = None  # counts errors by code
 
     def start(self, tg: TaskGroup) -> None:
         """Writes that block finish in tasks of `tg`; closing cancels it."""
@@ -136,6 +138,8 @@ class WsConnection:
     def send_nowait(self, envelope: Envelope) -> bool:
         if self.close_code is not None or not self._open:
             return False
+        if self.observe is not None:
+            self.observe(envelope)
         backlog = self._backlog
         if backlog is not None:
             if len(backlog) >= self._capacity:
@@ -198,4 +202,6 @@ class WsConnection:
         self._spawn = None
 
     def error(self, code: ErrorCode, message: str, frame_id: str | None = None) -> None:
+        if self.on_error is not None:
+            self.on_error(code.value)
         self.send_nowait(Envelope(Error(session_id=self.session_id, code=code, message=message, id=frame_id)))

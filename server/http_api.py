@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
@@ -16,6 +17,7 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from schemas.enums import LanguageCode, Level, Role
 from schemas.scenario import DEFAULT_SCENARIO, available_scenarios
 from server.auth import TokenError
+from server.cluster.routes import routed_session_id
 from server.services import Services, error_response
 from server.ws import session_socket
 from session.actor import SessionActor
@@ -71,7 +73,10 @@ async def health(request: Request) -> JSONResponse:
     status = "ok"
     if mirror_stats.get("buffer_full"):
         status = "degraded"
-    return JSONResponse({
+    cluster = services.cluster
+    if cluster is not None and cluster.draining:
+        status = "draining"  # 503: HAProxy stops routing here (deploy/haproxy.cfg)
+    return JSONResponse(status_code=503 if status == "draining" else 200, content={
         "status": status,
         "version": services.settings.APP_VERSION,
         "brain": services.brain.name,
@@ -80,6 +85,7 @@ async def health(request: Request) -> JSONResponse:
         "connections": services.connections,
         "mirror": mirror_stats,
         "learners": services.learners.statistics(),
+        **({"cluster": cluster.statistics()} if cluster is not None else {}),
     })
 
 
@@ -98,8 +104,16 @@ async def create_session(request: Request) -> JSONResponse:
         return error_response(422, "invalid", f"unknown scenario {body.scenario!r}")
     # A known learner: the vendor remembers them, and their confirmed level is the default.
     profile = await services.learners.profile(body.learner_id) if body.learner_id else None
+    session_id = None
+    if services.cluster is not None:  # the id HAProxy hashed on, and this node's lease on it
+        session_id = routed_session_id(services, request) or uuid.uuid4().hex
+        try:
+            await services.cluster.claim(session_id, wait_s=0)
+        except MirrorUnavailable as exc:
+            return error_response(503, "unavailable", str(exc))
     try:
         actor = services.registry.create(
+            session_id=session_id,
             scenario=body.scenario, learner_id=body.learner_id,
             input_language=body.input_language, target_language=body.target_language,
             level=body.level or services.learners.default_level(profile),

@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse
 
 from brain.knowledge.library import KnowledgeLibrary
 from server.auth import Tokens
+from server.cluster.node import ClusterNode
 from server.config import Settings
 from server.connection import TokenBucket, WsConnection
 from server.learners.service import Learners
@@ -30,6 +31,7 @@ class Services:
     registry: SessionRegistry
     knowledge: KnowledgeLibrary
     learners: Learners  # profiles across sessions (server/learners/)
+    cluster: ClusterNode | None = None  # the leases of this node, when CLUSTER_NODE_ID is set (server/cluster/)
     started_at: float = field(default_factory=time.time)
     connections: int = 0
     sockets: set[WsConnection] = field(default_factory=set)  # open session sockets

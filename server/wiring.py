@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from brain.knowledge.library import KnowledgeLibrary
 from brain.knowledge.store import DiskPlaybookStore, PlaybookStore
 from server.config import BrainChoice, MirrorChoice, Settings
 from session.mirror import MemoryMirror
 from session.protocols import Brain
+from session.registry import SessionRegistry
+
+if TYPE_CHECKING:
+    from server.cluster.node import ClusterNode
 
 
 def build_brain(settings: Settings, knowledge: KnowledgeLibrary | None = None) -> Brain:
@@ -24,6 +30,15 @@ def build_brain(settings: Settings, knowledge: KnowledgeLibrary | None = None) -
 
 
 def build_mirror(settings: Settings) -> object:
+    if settings.mirror_kind is MirrorChoice.NEO4J and settings.CLUSTER_NODE_ID:
+        from server.cluster import FencedMirror
+
+        return FencedMirror(
+            settings.NEO4J_URI, node=settings.CLUSTER_NODE_ID, user=settings.NEO4J_USER,
+            password=settings.NEO4J_PASSWORD, timeout_ms=settings.NEO4J_TIMEOUT_MS,
+            buffer_changes=settings.MIRROR_BUFFER_CHANGES, batch_max=settings.MIRROR_BATCH_MAX,
+            flush_ms=settings.MIRROR_FLUSH_MS, writers=settings.MIRROR_WRITERS,
+        )
     if settings.mirror_kind is MirrorChoice.NEO4J:
         from server.mirror import Neo4jMirror
 
@@ -41,3 +56,16 @@ def build_knowledge(settings: Settings) -> KnowledgeLibrary:
     else:
         store = DiskPlaybookStore(settings.KNOWLEDGE_DIR)
     return KnowledgeLibrary(store, top_k=settings.RETRIEVAL_TOP_K, min_score=settings.RETRIEVAL_MIN_SCORE)
+
+
+def build_cluster(settings: Settings, mirror: object, registry: SessionRegistry) -> ClusterNode | None:
+    """This node's leases when it is one of several (CLUSTER_NODE_ID); None for a single node."""
+    if not settings.CLUSTER_NODE_ID:
+        return None
+    from server.cluster import ClusterNode, FencedMirror
+    from server.cluster.node import LeaseSettings
+
+    assert isinstance(mirror, FencedMirror), "a cluster node writes through the fenced mirror"
+    return ClusterNode(LeaseSettings(node=settings.CLUSTER_NODE_ID, ttl_s=settings.LEASE_SECONDS,
+                                     renew_s=settings.LEASE_RENEW_SECONDS, wait_s=settings.LEASE_WAIT_SECONDS,
+                                     drain_grace_s=settings.DRAIN_GRACE_SECONDS), mirror, registry)

@@ -79,6 +79,9 @@ async def _refuse(websocket: WebSocket, code: CloseCode, reason: str) -> None:
     """
     log.info("connection refused", extra={"session_id": websocket.path_params.get("session_id"),
                                           "close_code": int(code), "reason": reason})
+    metrics = getattr(websocket.app.state, "metrics", None)
+    if metrics is not None:
+        metrics.closed(int(code))
     _, subprotocol = _choose_format(websocket)
     await websocket.accept(subprotocol=subprotocol)
     await websocket.close(code=code, reason=reason)
@@ -139,6 +142,11 @@ async def session_socket(websocket: WebSocket) -> None:
     fmt, subprotocol = _choose_format(websocket)
     await websocket.accept(subprotocol=subprotocol)
     conn = WsConnection(websocket, claims.role, fmt, session_id, settings.OUTBOUND_QUEUE, actor)
+    metrics = getattr(websocket.app.state, "metrics", None)
+    if metrics is not None:
+        conn.on_error = metrics.error
+        if conn.role == Role.PLAYER.value:  # one player per session: each turn is counted once
+            conn.observe = metrics.observe
     services.connections += 1
     services.sockets.add(conn)
     try:
@@ -155,6 +163,8 @@ async def session_socket(websocket: WebSocket) -> None:
         services.sockets.discard(conn)
         conn.release()
         if conn.close_code is not None:
+            if metrics is not None:
+                metrics.closed(conn.close_code)
             with anyio.move_on_after(1.0, shield=True):
                 try:
                     await websocket.close(code=conn.close_code, reason=conn.close_reason)

@@ -1,0 +1,267 @@
+"""Prometheus metrics at `GET /metrics` (prometheus-client), one registry per application.
+
+Two kinds, chosen for their cost on the turn path:
+
+- Figures the server already keeps (sessions by stage, connections by role, the mirror's queue, the
+  leases) are read when Prometheus scrapes (`SamvadCollector`): nothing is done per turn for them.
+- Per-turn figures are observed once per reply, on the player's connection (`Metrics.observe`):
+  turns, the turn's pipeline steps (queue, brain, validation, total) per brain, first words, the LLM's
+  calls, retries, fallbacks and tokens. Closes and errors by code, and the event loop's lag. They are
+  plain integers and lock-free bucket counts (`Tally`) on the event loop's thread, turned into
+  Prometheus families only at scrape time (`TurnCollector`); benchmarks/metrics_cost.py measures it.
+
+`/metrics` takes `METRICS_KEY` (else `ADMIN_KEY`) as a bearer; with neither set it is open in
+development, as every admin route is, and closed (403) with `SAMVAD_ENV=production`. Names follow
+Prometheus' conventions: base units in the name (`_seconds`), `_total` on counters;
+`tests/test_metrics.py` checks every name.
+"""
+
+from __future__ import annotations
+
+import time
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from schemas.codec import Envelope
+from schemas.frames import Reply
+from server.config import Environment
+from server.services import Services, admin_credential, error_response
+
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
+
+TURN_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+LAG_TICK_S = 0.25  # the loop-lag probe: how late a sleep of this long wakes up
+STEPS = ("queue", "brain", "validation", "total")
+
+
+class Tally:
+    """A histogram observed on the event loop's thread only: a bisect and two additions, no lock.
+
+    prometheus-client's own Histogram takes a lock and walks its buckets on every observation (about
+    0.5 us each, six per turn); this one is read by `TurnCollector` when Prometheus scrapes."""
+
+    __slots__ = ("bounds", "counts", "total")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.total = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.total += value
+
+    def buckets(self) -> list[tuple[str, float]]:
+        out, running = [], 0
+        for bound, n in zip((*map(str, self.bounds), "+Inf"), self.counts, strict=True):
+            running += n
+            out.append((bound, float(running)))
+        return out
+
+
+@dataclass(slots=True)
+class BrainFigures:
+    """One brain's per-turn figures (`Metrics.observe`)."""
+
+    steps: dict[str, Tally]
+    first_words: Tally
+    turns: int = 0
+    llm_calls: int = 0
+    llm_retries: int = 0
+    fallbacks: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class Metrics:
+    """The per-turn figures, closes, errors and loop lag, and the registry that exports them."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.brains: dict[str, BrainFigures] = {}
+        self.closes: dict[str, int] = {}
+        self.errors: dict[str, int] = {}
+        self.loop_lag = Tally(LAG_BUCKETS)
+        self.registry.register(TurnCollector(self))
+
+    def _for(self, brain: str) -> BrainFigures:
+        figures = self.brains.get(brain)
+        if figures is None:
+            figures = self.brains[brain] = BrainFigures({step: Tally(TURN_BUCKETS) for step in STEPS},
+                                                        Tally(TURN_BUCKETS))
+        return figures
+
+    def observe(self, envelope: Envelope) -> None:
+        """Called for every event sent to a player connection; counts replies (one per turn)."""
+        reply = envelope.event
+        if reply.__class__ is not Reply:
+            return
+        assert isinstance(reply, Reply)
+        timings = reply.timings
+        if timings is None:
+            return
+        f = self._for(timings.brain)
+        f.turns += 1
+        steps = f.steps
+        steps["queue"].observe(timings.queue_ms / 1000)
+        steps["brain"].observe(timings.brain_ms / 1000)
+        steps["validation"].observe(timings.validation_ms / 1000)
+        steps["total"].observe(timings.total_ms / 1000)
+        first_ms = timings.first_delta_ms if timings.first_delta_ms is not None else timings.total_ms
+        f.first_words.observe(first_ms / 1000)
+        if timings.llm_calls:
+            f.llm_calls += timings.llm_calls
+            f.llm_retries += timings.retries
+            f.prompt_tokens += timings.prompt_tokens
+            f.completion_tokens += timings.completion_tokens
+        if reply.fallback:
+            f.fallbacks += 1
+
+    def closed(self, code: int) -> None:
+        self.closes[str(code)] = self.closes.get(str(code), 0) + 1
+
+    def error(self, code: str) -> None:
+        self.errors[code] = self.errors.get(code, 0) + 1
+
+    async def probe_loop_lag(self) -> None:
+        """Sleep LAG_TICK_S again and again; how late each wake-up is, is the loop's lag."""
+        while True:
+            start = time.perf_counter()
+            await anyio.sleep(LAG_TICK_S)
+            self.loop_lag.observe(max(0.0, time.perf_counter() - start - LAG_TICK_S))
+
+
+def _histogram(name: str, text: str, labels: list[str]) -> HistogramMetricFamily:
+    return HistogramMetricFamily(name, text, labels=labels)
+
+
+class TurnCollector(Collector):
+    """`Metrics`' figures in the exposition format, built when Prometheus scrapes."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        m = self.metrics
+        turns = CounterMetricFamily("samvad_turns", "Vendor replies to learner turns", labels=["brain"])
+        steps = _histogram("samvad_turn_duration_seconds", "Turn pipeline time per step", ["brain", "step"])
+        first = _histogram("samvad_first_words_seconds", "From the learner's transcript to the vendor's first "
+                           "words (the first delta, else the whole reply)", ["brain"])
+        calls = CounterMetricFamily("samvad_llm_calls", "LLM calls made for turns", labels=["brain"])
+        retries = CounterMetricFamily("samvad_llm_retries", "LLM call retries", labels=["brain"])
+        fallbacks = CounterMetricFamily("samvad_brain_fallbacks", "Turns answered with a safe fallback line",
+                                        labels=["brain"])
+        tokens = CounterMetricFamily("samvad_llm_tokens", "LLM tokens", labels=["brain", "kind"])
+        for brain, f in sorted(m.brains.items()):
+            turns.add_metric([brain], f.turns)
+            for step, tally in f.steps.items():
+                steps.add_metric([brain, step], tally.buckets(), tally.total)
+            first.add_metric([brain], f.first_words.buckets(), f.first_words.total)
+            calls.add_metric([brain], f.llm_calls)
+            retries.add_metric([brain], f.llm_retries)
+            fallbacks.add_metric([brain], f.fallbacks)
+            tokens.add_metric([brain, "prompt"], f.prompt_tokens)
+            tokens.add_metric([brain, "completion"], f.completion_tokens)
+        yield from (turns, steps, first, calls, retries, fallbacks, tokens)
+        closes = CounterMetricFamily("samvad_ws_closes", "Session sockets closed by the server, by close code",
+                                     labels=["code"])
+        for code, n in sorted(m.closes.items()):
+            closes.add_metric([code], n)
+        yield closes
+        errors = CounterMetricFamily("samvad_ws_errors", "error events sent to clients, by error code",
+                                     labels=["code"])
+        for code, n in sorted(m.errors.items()):
+            errors.add_metric([code], n)
+        yield errors
+        lag = HistogramMetricFamily("samvad_event_loop_lag_seconds", "How late the event loop ran a timer")
+        lag.add_metric([], m.loop_lag.buckets(), m.loop_lag.total)
+        yield lag
+
+
+class SamvadCollector(Collector):
+    """Figures the server keeps anyway, read at scrape time."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+
+    def collect(self) -> Iterator[Metric]:
+        services = self.services
+        registry = services.registry
+        by_stage = Counter(actor.negotiation.stage.value for actor in registry.actors())
+        stages = GaugeMetricFamily("samvad_sessions", "Live sessions in memory, by stage", labels=["stage"])
+        for stage, n in sorted(by_stage.items()):
+            stages.add_metric([stage], n)
+        yield stages
+        by_role = Counter(conn.role for conn in services.sockets)
+        roles = GaugeMetricFamily("samvad_connections", "Open session sockets, by role", labels=["role"])
+        for role in ("player", "spectator"):
+            roles.add_metric([role], by_role.get(role, 0))
+        yield roles
+        stats = registry.statistics()
+        for name, key, text in (("samvad_sessions_created", "created", "Sessions created"),
+                                ("samvad_sessions_recovered", "recovered", "Sessions rebuilt from Neo4j"),
+                                ("samvad_sessions_evicted", "evicted", "Sessions evicted from memory")):
+            yield CounterMetricFamily(name, text, value=stats[key])
+        mirror: dict[str, Any] = getattr(services.mirror, "statistics", dict)()
+        yield GaugeMetricFamily("samvad_mirror_queue_depth", "Changes waiting to be written to Neo4j",
+                                value=float(mirror.get("queue_depth", 0) or 0))
+        yield GaugeMetricFamily("samvad_mirror_lag_seconds", "Submit-to-durable time of recent changes (p99)",
+                                value=float(mirror.get("lag_p99_ms", mirror.get("lag_ms", 0)) or 0) / 1000)
+        yield CounterMetricFamily("samvad_mirror_batches", "Mirror transactions committed",
+                                  value=float(mirror.get("batches", 0) or 0))
+        yield CounterMetricFamily("samvad_mirror_changes_written", "Changes written to Neo4j (batch sizes sum)",
+                                  value=float(getattr(services.mirror, "rows", 0) or 0))
+        yield CounterMetricFamily("samvad_mirror_failures", "Mirror transactions that failed (retried)",
+                                  value=float(mirror.get("failures", 0) or 0))
+        cluster = services.cluster
+        if cluster is not None:
+            c = cluster.statistics()
+            yield GaugeMetricFamily("samvad_leases", "Session leases this node holds", value=c["leases"])
+            yield GaugeMetricFamily("samvad_node_draining", "1 while this node drains", value=int(c["draining"]))
+            for name, key, text in (
+                    ("samvad_lease_acquisitions", "acquired", "Leases taken"),
+                    ("samvad_lease_takeovers", "takeovers", "Leases taken from another node"),
+                    ("samvad_leases_lost", "lost", "Leases found stolen or fenced (the session moved)"),
+                    ("samvad_lease_handovers", "handed_over", "Leases handed to another node"),
+                    ("samvad_lease_renewals", "renewals", "Batched lease renewal transactions"),
+                    ("samvad_lease_renewal_failures", "renewal_failures", "Lease renewals that failed"),
+                    ("samvad_fenced_changes", "fenced_changes", "Mirror changes Neo4j refused for a stale epoch")):
+                yield CounterMetricFamily(name, text, value=c[key])
+
+
+def install(services: Services) -> Metrics:
+    metrics = Metrics()
+    metrics.registry.register(SamvadCollector(services))
+    return metrics
+
+
+async def metrics_endpoint(request: Request) -> Response:
+    services: Services = request.app.state.services
+    metrics: Metrics | None = getattr(request.app.state, "metrics", None)
+    if metrics is None:
+        return error_response(404, "not_found", "metrics are off (METRICS=false)")
+    settings = services.settings
+    key = settings.METRICS_KEY or settings.ADMIN_KEY
+    if not key and settings.SAMVAD_ENV is Environment.PRODUCTION:  # never open to the internet by default
+        return error_response(403, "forbidden", "set METRICS_KEY (or ADMIN_KEY) to read /metrics in production")
+    if not services.tokens.check_admin(admin_credential(request), key):
+        return error_response(401, "unauthorized", "the metrics key (METRICS_KEY, else ADMIN_KEY) is required")
+    body = await anyio.to_thread.run_sync(generate_latest, metrics.registry)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+
+def metrics_routes() -> list[BaseRoute]:
+    return [Route("/metrics", metrics_endpoint, methods=["GET"])]
