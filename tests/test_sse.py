@@ -17,7 +17,7 @@ def read(body: bytes, cuts: list[int]) -> list[tuple[str | None, bytes]]:
     reader = EventReader()
     events: list[tuple[str | None, bytes]] = []
     start = 0
-    for cut in sorted(set(cuts)) + [len(body)]:
+    for cut in [*sorted(set(cuts)), len(body)]:
         events += reader.feed(body[start:cut])
         start = cut
     return events
