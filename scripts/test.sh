@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up everything the tests need and run the whole suite:
-#   system packages (chromium, mono, Java/Maven) when missing, .venv with the test extra,
+#   system packages (chromium, mono, Java/Maven, espeak-ng) when missing, .venv with the test extra,
 #   a real Neo4j built from Maven Central and started on a loopback port, then ruff and pytest.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -k rules -x`.
 set -euo pipefail
@@ -15,6 +15,7 @@ command -v mcs >/dev/null 2>&1 || need+=(mono-devel)
 compgen -G "/usr/lib/cli/Newtonsoft.Json*/Newtonsoft.Json.dll" >/dev/null || need+=(libnewtonsoft-json-cil-dev)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need+=(maven)
+command -v espeak-ng >/dev/null 2>&1 || need+=(espeak-ng)  # the embedded TTS (docs/voice.md)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test: installing system packages: ${need[*]}"
   sudo=""

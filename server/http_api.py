@@ -80,6 +80,7 @@ async def health(request: Request) -> JSONResponse:
         "connections": services.connections,
         "mirror": mirror_stats,
         "learners": services.learners.statistics(),
+        "voice": services.voice.health(),
     })
 
 
