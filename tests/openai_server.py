@@ -42,6 +42,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from brain.partial_json import FieldExtractor
+from tests.openai_audio import fake_speech, fake_transcriptions
 
 Content = str | dict[str, Any] | Callable[[dict[str, Any]], "str | dict[str, Any]"] | None
 
@@ -58,6 +59,7 @@ class Behaviour:
     ttft_ms: float | None = None  # time to first token; None: the server's default
     tokens_per_s: float | None = None  # pacing after the first token; None: default; 0: none
     chars_per_token: int = 4
+    confidence: float | None = None  # transcriptions: the segments' probability (None: no segments)
     disconnect_after_chars: int = 0  # for "disconnect": cut the stream after this much content
     hang_s: float = 3600.0
 
@@ -219,7 +221,17 @@ class FakeOpenAI:
         # turn), so that a test can tell calls of different kinds apart (a running summary, a turn).
         self.route: Callable[[dict[str, Any]], Behaviour | None] | None = None
         self.requests: list[Recorded] = []
+        # Speech (docs/voice.md): `audio.transcriptions` and `audio.speech`, scripted like chat.
+        self.stt_queue: deque[Behaviour] = deque()
+        self.tts_queue: deque[Behaviour] = deque()
+        self.stt_text = "Namaste bhaiya, how much are the tomatoes?"
+        self.stt_ms = 0.0  # latency of a transcription
+        self.tts_ttfb_ms = 0.0  # time to the first audio byte of a speech request
+        self.tts_realtime = 0.0  # speech streamed this many times faster than real time (0: at once)
+        self.audio_requests: list[dict[str, Any]] = []
         self.app = Starlette(routes=[
+            Route("/v1/audio/transcriptions", self._transcriptions, methods=["POST"]),
+            Route("/v1/audio/speech", self._speech, methods=["POST"]),
             Route("/v1/chat/completions", self._completions, methods=["POST"]),
             Route("/_fake/requests", self._records, methods=["GET"]),
             Route("/_fake/reset", self._reset, methods=["POST"]),
@@ -242,6 +254,11 @@ class FakeOpenAI:
         self.route = None
         self.queue.clear()
         self.requests.clear()
+        self.stt_queue.clear()
+        self.tts_queue.clear()
+        self.audio_requests.clear()
+        self.stt_text = "Namaste bhaiya, how much are the tomatoes?"
+        self.stt_ms = self.tts_ttfb_ms = self.tts_realtime = 0.0
         self.default = Behaviour()
         self.ttft_ms = 0.0
         self.tokens_per_s = 0.0
@@ -285,6 +302,13 @@ class FakeOpenAI:
         self.queue.clear()
         self.requests.clear()
         return JSONResponse({"ok": True})
+
+    async def _transcriptions(self, request: Request) -> Any:
+        behaviour = self.stt_queue.popleft() if self.stt_queue else Behaviour(confidence=0.95)
+        return await fake_transcriptions(self, request, behaviour)
+
+    async def _speech(self, request: Request) -> Any:
+        return await fake_speech(self, request, self.tts_queue.popleft() if self.tts_queue else Behaviour())
 
     async def _completions(self, request: Request) -> Any:
         arrived, arrived_wall = time.monotonic(), time.time()  # before reading the body
