@@ -293,6 +293,7 @@ class ChatTransport:
                         await turn.push(extractor.feed(piece))
                         if extractor.done:
                             await turn.flush()  # the reply's text is complete: nothing may wait
+                            await turn.text_done()
             if waited and turn.first_delta_ms is not None:
                 await anyio.sleep(turn.interval_s)
 

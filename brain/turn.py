@@ -101,6 +101,11 @@ class Turn:
             self.held.clear()
             await self._send(text, time.perf_counter())
 
+    async def text_done(self) -> None:
+        """The reply's text is complete: its last sentence can be spoken before the decision is."""
+        if self.sink is not None and self.live:
+            await self.sink.end()
+
     async def _send(self, text: str, now: float) -> None:
         assert self.sink is not None
         self.live.append(text)

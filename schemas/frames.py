@@ -330,6 +330,7 @@ class ReplyDelta(_Event):
     type: Literal["reply.delta"] = "reply.delta"
     turn: int
     text: str
+    end: bool = False  # the reply text is complete (its `text` is then ""); the `reply` may still differ
 
 
 class ReplyWithdrawn(_Event):

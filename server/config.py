@@ -66,6 +66,7 @@ class Settings(BaseSettings):
     STT_MODEL: str = "whisper-1"  # asked for verbose_json, whose segment log-probs give the confidence
     TTS_MODEL: str = "gpt-4o-mini-tts"
     TTS_VOICE: str = "alloy"
+    TTS_BY_SENTENCE: bool = True  # false: the whole reply synthesized at once, after it is known (to compare)
     # The largest clip (and audio frame) accepted: 640 KiB is 20 s of 16 kHz PCM16 WAV, minutes of
     # Opus; base64 in JSON stays under the transport's limit of 16 x MAX_FRAME_BYTES.
     MAX_AUDIO_CLIP_BYTES: int = Field(640 * 1024, ge=4096, le=12 * 1024 * 1024)

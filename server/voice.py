@@ -50,6 +50,7 @@ class Voice:
     stt: SpeechToText | None
     tts: TextToSpeech | None
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    by_sentence: bool = True  # TTS_BY_SENTENCE
 
     def health(self) -> dict[str, Any]:
         answer: dict[str, Any] = {"stt": self.stt.name if self.stt else None,
@@ -93,6 +94,7 @@ def build_voice(settings: Settings) -> Voice:
             raise RuntimeError("TTS=espeak but espeak-ng is not installed (apt-get install espeak-ng)")
         tts = EspeakTts(binary)
     voice.stt, voice.tts = stt, tts
+    voice.by_sentence = settings.TTS_BY_SENTENCE
     return voice
 
 
@@ -131,7 +133,8 @@ class VoiceConnection(WsConnection):
         self.utterance: _Utterance | None = None
         self.speaker: Speaker | None = None
         if speak and voice.tts is not None and role is Role.PLAYER:
-            self.speaker = Speaker(voice.tts, self._send_audio, session_id, self._vendor_language)
+            self.speaker = Speaker(voice.tts, self._send_audio, session_id, self._vendor_language,
+                                   by_sentence=voice.by_sentence)
         jobs_in, jobs = anyio.create_memory_object_stream[_Job](UTTERANCES_QUEUED)
         self._jobs_in: MemoryObjectSendStream[_Job] = jobs_in
         self._jobs: MemoryObjectReceiveStream[_Job] = jobs

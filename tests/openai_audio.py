@@ -1,6 +1,7 @@
 """The fake OpenAI server's speech routes (docs/voice.md): `POST /v1/audio/transcriptions` and
 `POST /v1/audio/speech`, in the real wire format, scripted through `FakeOpenAI.stt_queue` and
-`tts_queue` like chat. Transcriptions answer `verbose_json` with one segment whose `avg_logprob`
+`tts_queue` like chat. Times recorded are `time.time()`, comparable across processes.
+Transcriptions answer `verbose_json` with one segment whose `avg_logprob`
 carries the scripted confidence; speech streams 24 kHz PCM16 (a tone as long as a voice would take),
 after `tts_ttfb_ms`, at `tts_realtime` times real time.
 
@@ -44,7 +45,7 @@ def _audio_error(behaviour: Any) -> JSONResponse:
 
 
 async def fake_transcriptions(fake: Any, request: Request, behaviour: Any) -> Any:
-    arrived = time.monotonic()
+    arrived = time.time()
     async with request.form() as form:
         upload = form.get("file")
         audio = await upload.read() if upload is not None and not isinstance(upload, str) else b""
@@ -65,12 +66,12 @@ async def fake_transcriptions(fake: Any, request: Request, behaviour: Any) -> An
         answer["segments"] = [{"id": 0, "seek": 0, "start": 0.0, "end": answer["duration"], "text": text,
                                "tokens": [1], "temperature": 0.0, "avg_logprob": logprob,
                                "compression_ratio": 1.0, "no_speech_prob": 0.0}]
-    record["answered_at"] = time.monotonic()
+    record["answered_at"] = time.time()
     return JSONResponse(answer)
 
 
 async def fake_speech(fake: Any, request: Request, behaviour: Any) -> Any:
-    arrived = time.monotonic()
+    arrived = time.time()
     body = await request.json()
     record = {"path": "speech", "model": body.get("model"), "voice": body.get("voice"),
               "input": body.get("input"), "response_format": body.get("response_format"), "received_at": arrived}
@@ -86,7 +87,7 @@ async def fake_speech(fake: Any, request: Request, behaviour: Any) -> Any:
 
     async def stream() -> Any:
         await anyio.sleep(ttfb)
-        record["first_byte_at"] = time.monotonic()
+        record["first_byte_at"] = time.time()
         step = 4800  # 0.1 s of audio per piece
         for i in range(0, len(pcm), step):
             if realtime and i:

@@ -43,6 +43,7 @@ from starlette.routing import Route
 
 from brain.partial_json import FieldExtractor
 from tests.openai_audio import fake_speech, fake_transcriptions
+from voice.sentences import SentenceSplitter
 
 Content = str | dict[str, Any] | Callable[[dict[str, Any]], "str | dict[str, Any]"] | None
 
@@ -111,6 +112,7 @@ class Recorded:
     received_wall: float  # time.time(), comparable across processes on one machine
     first_token_wall: float | None = None
     first_reply_char_wall: float | None = None
+    first_sentence_wall: float | None = None  # when reply_text's first sentence was complete (voice)
     finished_wall: float | None = None
     content: str = ""
 
@@ -234,6 +236,7 @@ class FakeOpenAI:
             Route("/v1/audio/speech", self._speech, methods=["POST"]),
             Route("/v1/chat/completions", self._completions, methods=["POST"]),
             Route("/_fake/requests", self._records, methods=["GET"]),
+            Route("/_fake/audio", self._audio_records, methods=["GET"]),
             Route("/_fake/reset", self._reset, methods=["POST"]),
         ])
         self._server: uvicorn.Server | None = None
@@ -298,9 +301,13 @@ class FakeOpenAI:
     async def _records(self, request: Request) -> JSONResponse:
         return JSONResponse([r.public() for r in list(self.requests)])
 
+    async def _audio_records(self, request: Request) -> JSONResponse:
+        return JSONResponse(list(self.audio_requests))
+
     async def _reset(self, request: Request) -> JSONResponse:
         self.queue.clear()
         self.requests.clear()
+        self.audio_requests.clear()
         return JSONResponse({"ok": True})
 
     async def _transcriptions(self, request: Request) -> Any:
@@ -411,6 +418,7 @@ class _SSE:
 
         record, behaviour = self.record, self.behaviour
         extractor = FieldExtractor("reply_text")
+        sentences = SentenceSplitter()
         start = anyio.current_time() + self.ttft
         sent = 0
         await anyio.sleep(self.ttft)
@@ -427,8 +435,12 @@ class _SSE:
             now = time.time()
             if record.first_token_wall is None:
                 record.first_token_wall = now
-            if record.first_reply_char_wall is None and extractor.feed(token):
+            piece = extractor.feed(token)
+            if record.first_reply_char_wall is None and piece:
                 record.first_reply_char_wall = now
+            if record.first_sentence_wall is None and (
+                    (piece and sentences.feed(piece)) or (extractor.done and record.first_reply_char_wall)):
+                record.first_sentence_wall = now
             sent += len(token)
             if behaviour.kind == "disconnect" and sent >= behaviour.disconnect_after_chars:
                 raise _AbortStream("cut by the script")
@@ -456,9 +468,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--ttft-ms", type=float, default=400.0, help="time to first token")
     parser.add_argument("--tokens-per-s", type=float, default=50.0, help="0 sends all at once")
+    parser.add_argument("--stt-ms", type=float, default=0.0, help="latency of a transcription")
+    parser.add_argument("--tts-ttfb-ms", type=float, default=0.0, help="speech: time to the first byte")
+    parser.add_argument("--tts-realtime", type=float, default=0.0,
+                        help="speech streamed this many times faster than real time (0: at once)")
     args = parser.parse_args(argv)
     fake = FakeOpenAI(ttft_ms=args.ttft_ms, tokens_per_s=args.tokens_per_s, host=args.host,
                       port=args.port)
+    fake.stt_ms, fake.tts_ttfb_ms, fake.tts_realtime = args.stt_ms, args.tts_ttfb_ms, args.tts_realtime
     fake.start()
     print(f"listening on {fake.base_url}", flush=True)
     try:

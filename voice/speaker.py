@@ -16,7 +16,7 @@ sends one `reply.audio` with `degraded: true` and the rest of that reply stays t
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import anyio
@@ -44,8 +44,11 @@ class _Sentence:
 
 class Speaker:
     def __init__(self, tts: TextToSpeech, send: Callable[[ReplyAudio], object], session_id: str,
-                 language: Callable[[], str | None]) -> None:
+                 language: Callable[[], str | None], *, by_sentence: bool = True) -> None:
         self.tts = tts
+        # False: the seed's design, kept to measure against (benchmarks/voice_turn.py): the whole
+        # reply is synthesized once it is known and sent once it is synthesized.
+        self.by_sentence = by_sentence
         self._send = send
         self.session_id = session_id
         self._language = language
@@ -66,6 +69,11 @@ class Speaker:
     # ----------------------------------------------------------------- fed by the connection
 
     def observe(self, event: BaseModel) -> None:
+        if not self.by_sentence:
+            if isinstance(event, Reply):
+                self._new_reply(event.turn)
+                self._enqueue(event.text, final=True)
+            return
         if isinstance(event, ReplyDelta):
             if event.turn == self._stopped_turn:
                 return
@@ -75,6 +83,10 @@ class Speaker:
             self._streamed += event.text
             for sentence in self._splitter.feed(event.text):
                 self._enqueue(sentence, final=False)
+            if event.end:  # the words are complete: speak the last sentence before the decision is
+                rest = self._splitter.flush()
+                if rest:
+                    self._enqueue(rest, final=False)
         elif isinstance(event, ReplyWithdrawn):
             if event.turn == self._turn:
                 self._gen += 1
@@ -160,7 +172,17 @@ class Speaker:
             return
         chunk = 0
         held = b""  # one piece held back, so the sentence's last piece can say `last`
-        async for pcm in self.tts.synthesize(item.text, self._language()):
+        if not self.by_sentence:
+            whole = bytearray()
+            async for pcm in self.tts.synthesize(item.text, self._language()):
+                whole += pcm
+            held = bytes(whole)
+            while len(held) > CHUNK_BYTES and item.gen == self._gen:
+                self._send(ReplyAudio(session_id=self.session_id, turn=item.turn, sentence=item.index,
+                                      chunk=chunk, text=item.text if chunk == 0 else "", sample_rate=rate,
+                                      data=held[:CHUNK_BYTES], tts=name))
+                chunk, held = chunk + 1, held[CHUNK_BYTES:]
+        async for pcm in self.tts.synthesize(item.text, self._language()) if self.by_sentence else _nothing():
             data = held + pcm
             while len(data) > CHUNK_BYTES:
                 if item.gen != self._gen:
@@ -185,3 +207,8 @@ class Speaker:
 
     def close(self) -> None:
         self._queue.close()
+
+
+async def _nothing() -> AsyncIterator[bytes]:
+    return
+    yield b""
