@@ -116,16 +116,21 @@ async def one_turn(ws: Any, n: int, speech: bytes) -> dict[str, Any]:
     return {"ended": ended, "first_audio": first, "first_audio_ms": (first - ended) * 1000}
 
 
-def fake_share(base_url: str) -> float:
-    """The fakes' own time on the first-audio path of the last turn, in ms."""
+def fake_share(base_url: str, row: dict[str, Any]) -> float:
+    """The fakes' own time on the first-audio path of the last turn, in ms; the server's four
+    legs go into `row` (end -> STT request, STT answer -> chat request, first sentence -> speech
+    request, first speech byte -> the client)."""
     root = base_url.removesuffix("/v1")
     audio = httpx.get(f"{root}/_fake/audio").json()
     chats = [c for c in httpx.get(f"{root}/_fake/requests").json() if c["kind"] == "reply"]
     stt = next(r for r in audio if r["path"] == "transcriptions")
     tts = next(r for r in audio if r["path"] == "speech")
-    chat = chats[-1]  # the turn's (a running summary is not due in so few turns)
+    chat = chats[0]  # the turn's: a running summary (every 10 turns) starts after it
     llm_end = chat["first_sentence_wall"] or chat["finished_wall"]
     httpx.post(f"{root}/_fake/reset")
+    row["legs_ms"] = [round((b - a) * 1000, 1) for a, b in (
+        (row["ended"], stt["received_at"]), (stt["answered_at"], chat["received_wall"]),
+        (llm_end, tts["received_at"]), (tts["first_byte_at"], row["first_audio"]))]
     return ((stt["answered_at"] - stt["received_at"]) + (llm_end - chat["received_wall"])
             + (tts["first_byte_at"] - tts["received_at"])) * 1000
 
@@ -141,13 +146,14 @@ async def run_mode(base_url: str, host: str, turns: int, pid: int) -> dict[str, 
         cpu_before = cpu_seconds(pid)
         for n in range(turns):
             row = await one_turn(ws, n, speech)
-            row["fakes_ms"] = await anyio.to_thread.run_sync(fake_share, base_url)
+            row["fakes_ms"] = await anyio.to_thread.run_sync(fake_share, base_url, row)
             row["overhead_ms"] = row["first_audio_ms"] - row["fakes_ms"]
             rows.append(row)
         cpu = cpu_seconds(pid) - cpu_before
     return {"first_audio_ms": summary([r["first_audio_ms"] for r in rows]),
             "fakes_ms": summary([r["fakes_ms"] for r in rows]),
             "overhead_ms": summary([r["overhead_ms"] for r in rows]),
+            "legs_p50_ms": [summary([r["legs_ms"][i] for r in rows])["p50"] for i in range(4)],
             "server_cpu_ms_per_turn": round(cpu * 1000 / turns, 1)}
 
 

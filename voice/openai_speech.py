@@ -141,7 +141,7 @@ class OpenAITts:
                                 model=speech.tts_model, voice=speech.tts_voice, input=text,
                                 response_format="pcm") as response:
                             carry = b""
-                            async for chunk in response.iter_bytes(8192):
+                            async for chunk in response.iter_bytes():  # as it arrives: no batching
                                 chunk = carry + chunk
                                 cut = len(chunk) - len(chunk) % 2
                                 carry = chunk[cut:]
