@@ -324,6 +324,7 @@ class Reply(_Event):
     mark: ReplyMark | None = None  # a reply that is not a turn (below), or None for a turn's reply
     sources: tuple[str, ...] = ()  # the knowledge chunks a P1 reply was grounded in
     suggested_user_response_english: str = ""  # the suggestion's English, when the brain gave one
+    text_english: str = ""  # `text` in English when the brain gave it and the rules kept its words
 
 
 class ReplyDelta(_Event):

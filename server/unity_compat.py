@@ -116,7 +116,10 @@ async def unity_turn(request: Request) -> JSONResponse:
     target_language, note_out = _language(body.get("targetLanguage"))
     client = request.headers.get(CLIENT_HEADER, "").strip()[:64] or (
         f"addr:{request.client.host}" if request.client else "addr:?")
-    actor = await _session_for(services, client, input_language, target_language)
+    address = request.client.host if request.client else "?"
+    actor = await _session_for(services, client, address, input_language, target_language)
+    if actor == "rate_limited":
+        return error_response(429, "rate_limited", "too many sessions created; slow down")
     if actor is None:
         return error_response(503, "capacity", "no room for another session")
     item = _item(body.get("object_grabbed"))
@@ -155,7 +158,7 @@ async def unity_turn(request: Request) -> JSONResponse:
     answer: dict[str, Any] = {
         "reply": reply.text,
         # The vendor's line in English: itself when he speaks English (see docs/voice.md).
-        "replyEnglish": reply.text if english_target else "",
+        "replyEnglish": reply.text_english or (reply.text if english_target else ""),
         "audioReply": await _speak(services, reply.text, target_language),
         "negotiation_state": reply.negotiation_state.value,
         "happiness_score": reply.happiness_score,
@@ -182,8 +185,10 @@ def _nonce() -> str:
     return uuid.uuid4().hex[:20]
 
 
-async def _session_for(services: Services, client: str, input_language: LanguageCode,
+async def _session_for(services: Services, client: str, address: str, input_language: LanguageCode,
                        target_language: LanguageCode) -> Any:
+    """The client's live session, or a new one (rate-limited per address like POST /api/sessions);
+    None when the server is full, "rate_limited" when the address creates too many."""
     sessions = services.unity_sessions
     known = sessions.get(client)
     if known is not None:
@@ -191,6 +196,8 @@ async def _session_for(services: Services, client: str, input_language: Language
         if actor is not None and not actor.negotiation.is_terminal:
             sessions.move_to_end(client)
             return actor
+    if not services.allow_create(address):
+        return "rate_limited"
     generation = known[1] + 1 if known is not None else 0
     digest = hashlib.sha256(client.encode("utf-8")).hexdigest()[:16]
     try:

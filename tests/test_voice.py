@@ -435,6 +435,8 @@ async def test_the_shipped_unity_builds_requests_are_answered_in_its_shape(opena
         # Another client, named by the documented header, gets its own session.
         other = await http.post("/api/test", json=unity_request(tone(1.0)), headers={"X-Samvad-Client": "hs-2"})
         assert other.headers["x-samvad-session"] != sid
+        # Hindi as the target: the rule vendor's line from the pack's English pool fills replyEnglish.
+        assert other.json()["replyEnglish"] and other.json()["replyEnglish"] == other.json()["reply"]
 
 
 async def test_punjabi_is_mapped_not_a_crash(openai_fake: FakeOpenAI) -> None:
