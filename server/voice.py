@@ -275,6 +275,9 @@ class VoiceConnection(WsConnection):
 
     def release(self) -> None:
         super().release()
+        # Called after the connection's task group has ended: both ends of each stream are let go,
+        # including those of a task that never started.
         if self.speaker is not None:
-            self.speaker.close()
+            self.speaker.discard()
         self._jobs_in.close()
+        self._jobs.close()

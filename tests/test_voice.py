@@ -463,3 +463,29 @@ async def test_bad_unity_requests_get_documented_errors(openai_fake: FakeOpenAI)
 
 def test_roles_are_what_the_socket_checks() -> None:
     assert Role.PLAYER.value == "player"  # audio from any other role is `forbidden` (docs/voice.md)
+
+
+async def test_with_a_streaming_brain_his_voice_starts_before_the_reply_is_decided(
+        openai_fake: FakeOpenAI) -> None:
+    """The first sentence is spoken from the deltas, and the last as soon as the words are complete
+    (`reply.delta` with `end`), while the model is still writing the rest of its decision."""
+    from brain.llm import OpenAIBrain
+    from tests.llm_support import FAST
+    from tests.llm_support import decision as llm_decision
+    from tests.openai_server import reply as scripted_reply
+
+    line = "Namaste ji, welcome to my stall! My tomatoes are the reddest in Jaipur today."
+    openai_fake.script(scripted_reply(llm_decision(line), ttft_ms=50, tokens_per_s=80))
+    brain = OpenAIBrain(api_key="sk-test", base_url=openai_fake.base_url, backoff=FAST, timeout_ms=5000)
+    async with running_server(brain=brain, **speech_settings(openai_fake, STT="none")) as served:
+        created = await create(served)
+        async with voiced(served, created) as c:
+            await c.until("welcome")
+            await c.send({"type": "transcript", "id": "t1", "text": "Namaste bhaiya"})
+            before: list[dict[str, Any]] = []
+            while (frame := await c.recv()).get("type") != "reply":
+                before.append(frame)
+            spoken = [f["text"] for f in before if f["type"] == "reply.audio" and f["chunk"] == 0]
+            assert spoken == ["Namaste ji, welcome to my stall!", "My tomatoes are the reddest in Jaipur today."]
+            assert any(f["type"] == "reply.delta" and f.get("end") for f in before)
+            assert frame["text"] == line

@@ -206,7 +206,13 @@ class Speaker:
                               final=item.final, tts=name))
 
     def close(self) -> None:
+        """No more sentences: `run` ends once it has spoken what is queued."""
         self._queue.close()
+
+    def discard(self) -> None:
+        """Let go of the queue's two ends, once `run` has ended (or never started)."""
+        self._queue.close()
+        self._receive.close()
 
 
 async def _nothing() -> AsyncIterator[bytes]:
