@@ -489,3 +489,31 @@ async def test_with_a_streaming_brain_his_voice_starts_before_the_reply_is_decid
             assert spoken == ["Namaste ji, welcome to my stall!", "My tomatoes are the reddest in Jaipur today."]
             assert any(f["type"] == "reply.delta" and f.get("end") for f in before)
             assert frame["text"] == line
+
+
+def test_the_offline_recogniser_model_ships_inside_its_wheel() -> None:
+    """Nothing is downloaded at run time: pocketsphinx's decoder reads the en-US model from the
+    installed package, and the settings pick it (and espeak-ng) only when they are there."""
+    import os
+
+    import pocketsphinx
+
+    from server.config import SttChoice, TtsChoice, load_settings
+
+    model = os.path.join(pocketsphinx.get_model_path(), "en-us")
+    package = os.path.dirname(pocketsphinx.__file__)
+    assert model.startswith(package) and {"en-us", "en-us.lm.bin", "cmudict-en-us.dict"} <= set(os.listdir(model))
+    settings = load_settings(SAMVAD_SECRET="s" * 40, USE_MOCKS=True)
+    assert settings.stt_kind is SttChoice.POCKETSPHINX
+    assert settings.tts_kind is (TtsChoice.ESPEAK if shutil.which("espeak-ng") else TtsChoice.NONE)
+    keyed = load_settings(SAMVAD_SECRET="s" * 40, SPEECH_API_KEY="sk-x")
+    assert keyed.stt_kind is SttChoice.OPENAI and keyed.tts_kind is TtsChoice.OPENAI
+
+
+def test_bad_voice_settings_stop_the_server_naming_them() -> None:
+    from server.config import ConfigError, load_settings
+
+    for name, value in (("STT", "whisper"), ("TTS", "festival"), ("MAX_UTTERANCE_SECONDS", "0"),
+                        ("MAX_AUDIO_CLIP_BYTES", "10")):
+        with pytest.raises(ConfigError, match=name):
+            load_settings(SAMVAD_SECRET="s" * 40, **{name: value})
