@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from brain.intents import Intents, read_intents
 from brain.recall import remembered_greeting
 from schemas.brain import BrainRequest, BrainResult, DeltaSink, Ledger
 from schemas.decision import AIDecision
-from schemas.enums import Mood, OfferAssessment, Stage
+from schemas.enums import LanguageCode, Mood, OfferAssessment, Stage
 from schemas.lines import say, spoken_items
 from schemas.policy import (
     DEFAULT_MAX_MOOD_DELTA,
@@ -175,6 +175,8 @@ class RuleBasedVendor:
         fields = {"price": move.price, "offer": req.learner_offer, "qty": said.quantity, **remembered}
         return AIDecision(
             reply_text=say(scenario, req.target_language, key, req.turn, item, req.level, **fields),
+            # The same line of the pack's English pool (the Unity build's `replyEnglish`), if it has one.
+            reply_text_english=_english(scenario, key, req, item, fields),
             happiness_score=score,
             negotiation_state=move.stage,
             vendor_mood=mood_band(score),
@@ -187,6 +189,12 @@ class RuleBasedVendor:
             suggested_user_response=move.hint.text,
             suggested_user_response_english=move.hint.english,
         )
+
+
+def _english(scenario: Scenario, key: str, req: BrainRequest, item: Item | None, fields: dict[str, Any]) -> str:
+    """The line `say` picks, from the pack's English pool; "" for a pack without English lines."""
+    english = next((lang for lang in (LanguageCode.EN_IN, LanguageCode.EN) if lang in scenario.lines), None)
+    return say(scenario, english, key, req.turn, item, req.level, **fields) if english is not None else ""
 
 
 # --------------------------------------------------------------------------- mood

@@ -303,6 +303,7 @@ class ChatTransport:
                         await turn.push(extractor.feed(piece))
                         if extractor.done:
                             await turn.flush()  # the reply's text is complete: nothing may wait
+                            await turn.text_done()
 
 
 def _stream_error(chunk: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ the session; the joined deltas are the same text.
 from __future__ import annotations
 
 import math
+import re
 import time
 from typing import Protocol
 
@@ -27,6 +28,9 @@ from schemas.brain import DeltaSink, Ledger
 
 DELTA_INTERVAL_MS = 40
 _WORD_END = frozenset(" \n\t.,!?;:।")
+# A piece that ends a sentence goes out at once: the server speaks each sentence as soon as it is
+# whole (docs/voice.md), and holding its end for the interval would delay the vendor's voice.
+_SENTENCE_END = re.compile(r"[.!?\u0964\u2026][\"')\]]*\s")
 
 
 class Asked(Protocol):
@@ -90,7 +94,8 @@ class Turn:
             return
         self.held.append(text)
         waited = now - self.sent_at
-        if waited >= self.interval_s and (text[-1] in _WORD_END or waited >= 3 * self.interval_s):
+        if (waited >= self.interval_s and (text[-1] in _WORD_END or waited >= 3 * self.interval_s)) or (
+                _SENTENCE_END.search(text) is not None):
             await self._send("".join(self.held), now)
             self.held.clear()
 
@@ -100,6 +105,11 @@ class Turn:
             text = "".join(self.held)
             self.held.clear()
             await self._send(text, time.perf_counter())
+
+    async def text_done(self) -> None:
+        """The reply's text is complete: its last sentence can be spoken before the decision is."""
+        if self.sink is not None and self.live:
+            await self.sink.end()
 
     async def _send(self, text: str, now: float) -> None:
         assert self.sink is not None

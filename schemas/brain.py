@@ -106,6 +106,11 @@ class DeltaSink(Protocol):
         """Everything pushed so far for this turn will not stand (a re-ask or a fallback)."""
         ...
 
+    async def end(self) -> None:
+        """The reply text is complete (the rest of the decision is still coming): a speaking
+        client may say its last sentence now (docs/voice.md)."""
+        ...
+
 
 Policy = Literal["P0", "P1", "P2", "P3"]
 

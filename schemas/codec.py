@@ -56,10 +56,15 @@ def decode_frame(
     *,
     max_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     max_transcript_chars: int | None = None,
+    max_audio_bytes: int | None = None,
 ) -> BaseModel:
-    """Turn one WebSocket message into a validated client frame, or raise `FrameError`."""
+    """Turn one WebSocket message into a validated client frame, or raise `FrameError`.
+
+    `audio` frames may be up to `max_audio_bytes` (a recorded clip is bigger than any other
+    frame); any other frame over `max_bytes` is refused as before, without its id.
+    """
     size = len(raw.encode("utf-8")) if isinstance(raw, str) else len(raw)
-    if size > max_bytes:
+    if size > max_bytes and size > (max_audio_bytes or 0):
         raise FrameError(ErrorCode.TOO_LARGE, f"frame is {size} bytes; the limit is {max_bytes}")
     try:
         if fmt is WireFormat.MSGPACK:
@@ -78,6 +83,8 @@ def decode_frame(
     kind = obj.get("type")
     if not isinstance(kind, str):
         raise FrameError(ErrorCode.BAD_FRAME, "a frame needs a string `type`", frame_id)
+    if size > max_bytes and kind != "audio":
+        raise FrameError(ErrorCode.TOO_LARGE, f"frame is {size} bytes; the limit is {max_bytes}")
     model = CLIENT_FRAME_TYPES.get(kind)
     if model is None:
         raise FrameError(ErrorCode.UNKNOWN_TYPE, f"unknown frame type {kind[:40]!r}", frame_id)

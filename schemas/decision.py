@@ -26,6 +26,8 @@ class AIDecision(BaseModel):
     offer_assessment: OfferAssessment = OfferAssessment.NONE
     suggested_user_response: str = Field(default="", max_length=300)
     suggested_user_response_english: str = Field(default="", max_length=300)
+    # reply_text in English, when the brain knows it (the rule vendor's pack lines); "" otherwise.
+    reply_text_english: str = Field(default="", max_length=MAX_REPLY_CHARS)
 
 
 def decision_json_schema() -> dict[str, object]:

@@ -24,6 +24,12 @@ class ErrorCode(str, Enum):
     NOTHING_TO_UNDO = "nothing_to_undo"  # `undo` with no answered turn left to take back (3 in a row at most)
     UNKNOWN_TURN = "unknown_turn"  # `playback` for a turn the vendor has not answered (or that was undone)
     HEARD_OUT_OF_RANGE = "heard_out_of_range"  # `playback` with `heard_chars` beyond the reply's text
+    # Voice (docs/voice.md): each refuses the utterance and changes nothing.
+    AUDIO_UNSUPPORTED = "audio_unsupported"  # not PCM16 mono 16 kHz, WAV, Ogg/Opus or WebM, or undecodable
+    AUDIO_TOO_LARGE = "audio_too_large"  # a clip or audio frame over MAX_AUDIO_CLIP_BYTES
+    AUDIO_TOO_LONG = "audio_too_long"  # an utterance over MAX_UTTERANCE_SECONDS
+    AUDIO_NOT_STARTED = "audio_not_started"  # a `chunk` or `end` with no `start` of that id open
+    SPEECH_UNAVAILABLE = "speech_unavailable"  # this server has no speech recogniser: send text
 
 
 class CloseCode(IntEnum):

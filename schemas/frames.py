@@ -6,10 +6,20 @@ by the session and encoded by `schemas.codec`. docs/protocol.md is the prose for
 
 from __future__ import annotations
 
+import base64
 from enum import Enum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetPydanticSchema, Strict, StringConstraints
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetPydanticSchema,
+    Strict,
+    StringConstraints,
+    field_serializer,
+)
 from pydantic_core import core_schema
 
 from schemas.brain import Ledger, Policy
@@ -102,6 +112,24 @@ class SilenceFrame(_ClientFrame):
     id: FrameId
 
 
+AudioEvent = Literal["start", "chunk", "end", "clip"]
+AudioFormat = Literal["pcm16", "wav", "ogg", "webm", "auto"]
+
+
+class AudioFrame(_ClientFrame):
+    """The learner's speech (docs/voice.md). A streamed utterance is `start` (with `format`
+    `pcm16`: mono 16 kHz little-endian), `chunk`s of `data` and `end`, all with the utterance's
+    `id`; a whole recorded clip is one `clip` (WAV, Ogg/Opus or WebM). `data` is bytes in msgpack
+    and base64 in JSON. The `id` becomes the transcript's: acknowledged, and idempotent, as one."""
+
+    type: Literal["audio"]
+    id: FrameId
+    event: AudioEvent
+    data: bytes | str | None = None
+    format: AudioFormat | None = None
+    language: WireLanguage | None = None
+
+
 class PingFrame(_ClientFrame):
     type: Literal["ping"]
     id: FrameId | None = None
@@ -109,7 +137,8 @@ class PingFrame(_ClientFrame):
 
 
 ClientFrame = Annotated[
-    TranscriptFrame | SceneFrame | ResumeFrame | CommandFrame | PlaybackFrame | SilenceFrame | PingFrame,
+    TranscriptFrame | SceneFrame | ResumeFrame | CommandFrame | PlaybackFrame | SilenceFrame | PingFrame
+    | AudioFrame,
     Field(discriminator="type"),
 ]
 CLIENT_FRAME_TYPES: dict[str, type[_ClientFrame]] = {
@@ -120,6 +149,7 @@ CLIENT_FRAME_TYPES: dict[str, type[_ClientFrame]] = {
     "playback": PlaybackFrame,
     "silence": SilenceFrame,
     "ping": PingFrame,
+    "audio": AudioFrame,
 }
 
 
@@ -294,12 +324,14 @@ class Reply(_Event):
     mark: ReplyMark | None = None  # a reply that is not a turn (below), or None for a turn's reply
     sources: tuple[str, ...] = ()  # the knowledge chunks a P1 reply was grounded in
     suggested_user_response_english: str = ""  # the suggestion's English, when the brain gave one
+    text_english: str = ""  # `text` in English when the brain gave it and the rules kept its words
 
 
 class ReplyDelta(_Event):
     type: Literal["reply.delta"] = "reply.delta"
     turn: int
     text: str
+    end: bool = False  # the reply text is complete (its `text` is then ""); the `reply` may still differ
 
 
 class ReplyWithdrawn(_Event):
@@ -408,14 +440,58 @@ class Heard(_Event):
     in_reply_to: str | None = None
 
 
+class Speech(_Event):
+    """What the recogniser heard in the learner's `audio` utterance `id`, sent to every connection
+    before that utterance's turn: `confidence` (0-1, or null when the engine gives none), `levels`
+    (the loudness every 50 ms, 0-1, for a meter or waveform), `fallback` when recognition failed
+    and the turn goes on as an unclear (empty) transcript."""
+
+    type: Literal["speech"] = "speech"
+    id: str
+    text: str
+    confidence: float | None
+    language: LanguageCode | None = None
+    duration_ms: int
+    levels: tuple[float, ...] = ()
+    stt: str
+    fallback: bool = False
+
+
+class ReplyAudio(_Event):
+    """A piece of the vendor's spoken reply to `turn`: PCM16 mono at `sample_rate`, sentence by
+    sentence (`sentence` from 0, `chunk` from 0 within it; `text` is the sentence, on chunk 0).
+    `last` ends a sentence, `final` the reply; `degraded` says synthesis failed and the rest of
+    this reply is text only. `data` is bytes in msgpack and base64 in JSON."""
+
+    type: Literal["reply.audio"] = "reply.audio"
+    turn: int
+    sentence: int
+    chunk: int
+    text: str = ""
+    format: Literal["pcm16"] = "pcm16"
+    sample_rate: int
+    data: bytes = b""
+    last: bool = False
+    final: bool = False
+    degraded: bool = False
+    tts: str = ""
+
+    @field_serializer("data", when_used="json")
+    def _base64(self, data: bytes) -> str:
+        return base64.b64encode(data).decode("ascii")  # standard alphabet: what atob() reads
+
+
 ServerEvent = (
     Welcome | Ack | Pong | Error | Reply | ReplyDelta | ReplyWithdrawn | MoodChanged | StageChanged
-    | SessionEnded | Snapshot | Tips | SessionReport | Repeat | Hint | Undone | Heard
+    | SessionEnded | Snapshot | Tips | SessionReport | Repeat | Hint | Undone | Heard | Speech | ReplyAudio
 )
 SEQUENCED_TYPES = frozenset({"reply", "mood", "stage", "session.ended", "snapshot", "tips", "session.report",
                              "repeat", "hint", "undo", "heard"})
 
 
 def event_dict(event: BaseModel) -> dict[str, Any]:
-    """The wire form of a server event: aliases applied, nothing dropped."""
+    """The wire form of a server event: aliases applied, nothing dropped. Audio stays bytes
+    (msgpack bin); JSON carries it as base64 (`ReplyAudio`'s own serializer)."""
+    if isinstance(event, ReplyAudio):
+        return event.model_dump(mode="python", by_alias=True)
     return event.model_dump(mode="json", by_alias=True)

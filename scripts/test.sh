@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up everything the tests need and run the whole suite:
-#   system packages (chromium, mono, Java/Maven) when missing, .venv with the test extra,
+#   system packages (chromium, mono, Java/Maven, espeak-ng) when missing, .venv with the test extra,
 #   a real Neo4j built from Maven Central and started on a loopback port, then ruff and pytest.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -k rules -x`.
 set -euo pipefail
@@ -17,6 +17,7 @@ command -v java >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need+=(maven)
 { [ -x /usr/sbin/haproxy ] || command -v haproxy >/dev/null 2>&1; } || need+=(haproxy)  # tests/test_cluster.py routes through the real HAProxy
 command -v curl >/dev/null 2>&1 || need+=(curl)  # scripts/cluster.sh
+command -v espeak-ng >/dev/null 2>&1 || need+=(espeak-ng)  # the embedded TTS (docs/voice.md)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test: installing system packages: ${need[*]}"
   sudo=""
@@ -38,7 +39,7 @@ if [ -f scripts/neo4j.sh ]; then
 fi
 
 echo "test: ruff"
-ruff check schemas session brain server clients tests
+ruff check schemas session brain server voice clients tests benchmarks
 
 echo "test: mypy (strict)"
 mypy

@@ -27,6 +27,8 @@ from server.metrics import metrics_routes
 from server.report_api import report_routes
 from server.services import Services
 from server.spectate import spectator_routes
+from server.unity_compat import unity_routes
+from server.voice import build_voice
 from server.wiring import build_brain, build_cluster, build_knowledge, build_mirror
 from server.ws import SessionSocketFastPath, sweep_idle_sockets
 from session.actor import ActorLimits
@@ -67,7 +69,7 @@ def build_services(settings: Settings, *, brain: Brain | None = None, mirror: Mi
     learners = build_learners(registry, mirror, timeout_s=settings.NEO4J_TIMEOUT_MS / 1000)
     return Services(settings=settings, tokens=Tokens(settings.signing_secret, settings.TOKEN_TTL_SECONDS),
                     brain=brain, mirror=mirror, registry=registry, knowledge=knowledge, learners=learners,
-                    cluster=build_cluster(settings, mirror, registry))
+                    voice=build_voice(settings), cluster=build_cluster(settings, mirror, registry))
 
 
 async def refresh_knowledge(services: Services, every_s: float = 30.0) -> None:
@@ -125,6 +127,8 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
         store_closer = getattr(services.knowledge.store, "close", None)
         if store_closer is not None:
             await anyio.to_thread.run_sync(store_closer)
+        with anyio.CancelScope(shield=True):
+            await services.voice.aclose()
         closer = getattr(services.brain, "aclose", None)
         if closer is not None:
             with anyio.CancelScope(shield=True):
@@ -132,7 +136,7 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
 
     app = Starlette(
         routes=[*(extra_routes or []), *routes(), *cluster_routes(), *metrics_routes(), *knowledge_routes(),
-                *report_routes(), *learner_routes(), *spectator_routes(services)],
+                *report_routes(), *learner_routes(), *unity_routes(), *spectator_routes(services)],
         middleware=[Middleware(SessionSocketFastPath),
                     Middleware(CORSMiddleware, allow_origins=settings.CORS_ORIGINS,
                                allow_methods=["GET", "POST", "DELETE"],

@@ -31,6 +31,20 @@ class MirrorChoice(str, Enum):
     AUTO = "auto"  # neo4j when NEO4J_URI is set
 
 
+class SttChoice(str, Enum):
+    AUTO = "auto"  # openai when a speech or OpenAI key is set, else pocketsphinx when installed, else none
+    OPENAI = "openai"
+    POCKETSPHINX = "pocketsphinx"
+    NONE = "none"  # text only: `audio` frames get speech_unavailable
+
+
+class TtsChoice(str, Enum):
+    AUTO = "auto"  # openai when a speech or OpenAI key is set, else espeak-ng when installed, else none
+    OPENAI = "openai"
+    ESPEAK = "espeak"
+    NONE = "none"  # no reply.audio
+
+
 class Environment(str, Enum):
     DEVELOPMENT = "development"
     PRODUCTION = "production"
@@ -43,6 +57,20 @@ class ConfigError(Exception):
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore",
                                       case_sensitive=True)
+
+    # --- voice (docs/voice.md)
+    STT: SttChoice = SttChoice.AUTO
+    TTS: TtsChoice = TtsChoice.AUTO
+    SPEECH_API_KEY: str = ""  # empty: OPENAI_API_KEY
+    SPEECH_BASE_URL: str = ""  # any OpenAI-compatible speech server; empty: OPENAI_BASE_URL
+    STT_MODEL: str = "whisper-1"  # asked for verbose_json, whose segment log-probs give the confidence
+    TTS_MODEL: str = "gpt-4o-mini-tts"
+    TTS_VOICE: str = "alloy"
+    TTS_BY_SENTENCE: bool = True  # false: the whole reply synthesized at once, after it is known (to compare)
+    # The largest clip (and audio frame) accepted: 640 KiB is 20 s of 16 kHz PCM16 WAV, minutes of
+    # Opus; base64 in JSON stays under the transport's limit of 16 x MAX_FRAME_BYTES.
+    MAX_AUDIO_CLIP_BYTES: int = Field(640 * 1024, ge=4096, le=12 * 1024 * 1024)
+    MAX_UTTERANCE_SECONDS: float = Field(30.0, gt=0, le=300)  # the longest utterance, streamed or clip
 
     # --- seed 000's configuration table
     OPENAI_API_KEY: str = ""
@@ -189,6 +217,35 @@ class Settings(BaseSettings):
         if self.MIRROR is MirrorChoice.AUTO:
             return MirrorChoice.NEO4J if self.NEO4J_URI else MirrorChoice.NONE
         return self.MIRROR
+
+    @property
+    def audio_frame_bytes(self) -> int:
+        """The largest `audio` frame read: a whole clip in base64 and its JSON, within the transport."""
+        return min(self.MAX_AUDIO_CLIP_BYTES * 4 // 3 + 1024, 16 * self.MAX_FRAME_BYTES)
+
+    @property
+    def speech_key(self) -> str:
+        return self.SPEECH_API_KEY or self.OPENAI_API_KEY
+
+    @property
+    def stt_kind(self) -> SttChoice:
+        if self.STT is SttChoice.AUTO:
+            if self.speech_key and not self.USE_MOCKS:
+                return SttChoice.OPENAI
+            from voice.stt import pocketsphinx_available
+
+            return SttChoice.POCKETSPHINX if pocketsphinx_available() else SttChoice.NONE
+        return self.STT
+
+    @property
+    def tts_kind(self) -> TtsChoice:
+        if self.TTS is TtsChoice.AUTO:
+            if self.speech_key and not self.USE_MOCKS:
+                return TtsChoice.OPENAI
+            from voice.tts import espeak_available
+
+            return TtsChoice.ESPEAK if espeak_available() else TtsChoice.NONE
+        return self.TTS
 
     @property
     def dev_endpoints(self) -> bool:

@@ -85,6 +85,7 @@ async def health(request: Request) -> JSONResponse:
         "connections": services.connections,
         "mirror": mirror_stats,
         "learners": services.learners.statistics(),
+        "voice": services.voice.health(),
         **({"cluster": cluster.statistics()} if cluster is not None else {}),
     })
 

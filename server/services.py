@@ -7,6 +7,7 @@ It sits below both the HTTP routes (`server/http_api.py`, `server/spectate.py`) 
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from starlette.requests import HTTPConnection
@@ -18,6 +19,7 @@ from server.cluster.node import ClusterNode
 from server.config import Settings
 from server.connection import TokenBucket, WsConnection
 from server.learners.service import Learners
+from server.voice import Voice
 from session.protocols import Brain, Mirror
 from session.registry import SessionRegistry
 
@@ -31,12 +33,15 @@ class Services:
     registry: SessionRegistry
     knowledge: KnowledgeLibrary
     learners: Learners  # profiles across sessions (server/learners/)
+    voice: Voice  # speech in and out (server/voice.py, docs/voice.md)
     cluster: ClusterNode | None = None  # the leases of this node, when CLUSTER_NODE_ID is set (server/cluster/)
     started_at: float = field(default_factory=time.time)
     connections: int = 0
     sockets: set[WsConnection] = field(default_factory=set)  # open session sockets
     create_buckets: dict[str, TokenBucket] = field(default_factory=dict)
     retrieve_buckets: dict[str, TokenBucket] = field(default_factory=dict)
+    # The shipped Unity build's clients (server/unity_compat.py): client -> (session id, generation).
+    unity_sessions: OrderedDict[str, tuple[str, int]] = field(default_factory=OrderedDict)
 
     def allow_create(self, client: str) -> bool:
         settings = self.settings

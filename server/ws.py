@@ -19,10 +19,11 @@ from starlette.websockets import WebSocket
 from schemas.codec import Envelope, FrameError, WireFormat, decode_frame
 from schemas.enums import Role
 from schemas.errors import CloseCode, ErrorCode
-from schemas.frames import PingFrame, Pong, ResumeFrame
+from schemas.frames import AudioFrame, PingFrame, PlaybackFrame, Pong, ResumeFrame
 from server.auth import TokenError
 from server.connection import TokenBucket, WsConnection
 from server.services import Services
+from server.voice import VoiceConnection, wants_speech
 from session.messages import CLIENT_FRAMES
 from session.protocols import MirrorUnavailable
 
@@ -141,7 +142,11 @@ async def session_socket(websocket: WebSocket) -> None:
         return
     fmt, subprotocol = _choose_format(websocket)
     await websocket.accept(subprotocol=subprotocol)
-    conn = WsConnection(websocket, claims.role, fmt, session_id, settings.OUTBOUND_QUEUE, actor)
+    voice = services.voice
+    conn = (VoiceConnection(websocket, claims.role, fmt, session_id, settings.OUTBOUND_QUEUE, actor, voice,
+                            speak=wants_speech(websocket))
+            if claims.role is Role.PLAYER and (voice.stt is not None or voice.tts is not None)
+            else WsConnection(websocket, claims.role, fmt, session_id, settings.OUTBOUND_QUEUE, actor))
     metrics = getattr(websocket.app.state, "metrics", None)
     if metrics is not None:
         conn.on_error = metrics.error
@@ -152,6 +157,8 @@ async def session_socket(websocket: WebSocket) -> None:
     try:
         async with anyio.create_task_group() as tg:
             conn.start(tg)
+            if isinstance(conn, VoiceConnection):
+                conn.start_voice(tg, services)
             actor.connect(conn)
             try:
                 await _read(websocket, conn, actor, services)
@@ -198,18 +205,29 @@ async def _read(websocket: WebSocket, conn: WsConnection, actor: SessionActor,
             continue
         try:
             frame = decode_frame(raw, conn.fmt, max_bytes=settings.MAX_FRAME_BYTES,
-                                 max_transcript_chars=settings.MAX_TRANSCRIPT_CHARS)
+                                 max_transcript_chars=settings.MAX_TRANSCRIPT_CHARS,
+                                 max_audio_bytes=settings.audio_frame_bytes)
         except FrameError as exc:
             conn.error(exc.code, exc.message, exc.frame_id)
             continue
         if isinstance(frame, PingFrame):
             conn.send_nowait(Envelope(Pong(session_id=conn.session_id, id=frame.id, t=frame.t)))
             continue
-        assert isinstance(frame, CLIENT_FRAMES)
         if not isinstance(frame, ResumeFrame) and conn.role != Role.PLAYER.value:
             # Only `resume` and `ping` are a spectator's: everything else speaks for the learner.
             conn.error(ErrorCode.FORBIDDEN,
-                       f"a {conn.role} connection may not send {frame.type}", frame.id)
+                       f"a {conn.role} connection may not send {getattr(frame, 'type', '?')}",
+                       getattr(frame, "id", None))
             continue
+        if isinstance(frame, AudioFrame):
+            if isinstance(conn, VoiceConnection):
+                conn.on_audio(frame, settings)
+            else:
+                conn.error(ErrorCode.SPEECH_UNAVAILABLE, "this server has no speech backends; send "
+                           "transcript frames", frame.id)
+            continue
+        if isinstance(frame, PlaybackFrame) and isinstance(conn, VoiceConnection):
+            conn.on_playback(frame)  # a barge-in stops the vendor's voice at once
+        assert isinstance(frame, CLIENT_FRAMES)
         if not actor.submit(conn, frame):
             conn.error(ErrorCode.RATE_LIMITED, "the session is busy; retry shortly", frame.id)

@@ -100,6 +100,7 @@ class BrainDone:
 class Delta:
     turn: int
     text: str
+    end: bool = False  # the reply text is complete (`reply.delta` with `end: true`)
 
 
 @dataclass(slots=True)

@@ -336,6 +336,8 @@ class Negotiation:
             suggested_user_response=proposal.suggested_user_response if level.unprompted_hints else "",
             suggested_user_response_english=(
                 proposal.suggested_user_response_english if level.unprompted_hints else ""),
+            # Only while the line is the brain's own words: a rewritten line has no English yet.
+            text_english=proposal.reply_text_english if text == proposal.reply_text else "",
             is_terminal=verdict.is_terminal,
             in_reply_to=pending.client_id,
             learner_text=pending.text,

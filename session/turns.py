@@ -80,6 +80,9 @@ class _Sink:
     async def withdraw(self, reason: str) -> None:
         await self._actor._post(Withdraw(self._turn, reason))
 
+    async def end(self) -> None:
+        await self._actor._post(Delta(self._turn, "", end=True))
+
 
 class ActorTurns(ActorSilence, ActorMemory):
     """The turn pipeline: the part of `SessionActor` that asks the brain and applies its answer.
@@ -214,7 +217,8 @@ class ActorTurns(ActorSilence, ActorMemory):
     def _on_delta(self, message: Delta) -> None:
         if self._thinking is not None and message.turn == self._thinking.turn:
             self._streamed.append(message.text)
-            self._fanout(Envelope(ReplyDelta(session_id=self.session_id, turn=message.turn, text=message.text)))
+            self._fanout(Envelope(ReplyDelta(session_id=self.session_id, turn=message.turn, text=message.text,
+                                             end=message.end)))
 
     def _on_withdraw(self, message: Withdraw) -> None:
         if self._thinking is not None and message.turn == self._thinking.turn and self._streamed:

@@ -44,6 +44,9 @@ class Sink:
     async def withdraw(self, reason: str) -> None:
         self.events.append(("withdraw", reason, time.perf_counter()))
 
+    async def end(self) -> None:
+        self.events.append(("end", "", time.perf_counter()))
+
     @property
     def deltas(self) -> list[str]:
         return [text for kind, text, _ in self.events if kind == "delta"]

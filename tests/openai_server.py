@@ -42,6 +42,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from brain.partial_json import FieldExtractor
+from tests.openai_audio import fake_speech, fake_transcriptions
+from voice.sentences import SentenceSplitter
 
 Content = str | dict[str, Any] | Callable[[dict[str, Any]], "str | dict[str, Any]"] | None
 
@@ -58,6 +60,7 @@ class Behaviour:
     ttft_ms: float | None = None  # time to first token; None: the server's default
     tokens_per_s: float | None = None  # pacing after the first token; None: default; 0: none
     chars_per_token: int = 4
+    confidence: float | None = None  # transcriptions: the segments' probability (None: no segments)
     disconnect_after_chars: int = 0  # for "disconnect": cut the stream after this much content
     hang_s: float = 3600.0
 
@@ -109,6 +112,7 @@ class Recorded:
     received_wall: float  # time.time(), comparable across processes on one machine
     first_token_wall: float | None = None
     first_reply_char_wall: float | None = None
+    first_sentence_wall: float | None = None  # when reply_text's first sentence was complete (voice)
     finished_wall: float | None = None
     content: str = ""
 
@@ -219,9 +223,20 @@ class FakeOpenAI:
         # turn), so that a test can tell calls of different kinds apart (a running summary, a turn).
         self.route: Callable[[dict[str, Any]], Behaviour | None] | None = None
         self.requests: list[Recorded] = []
+        # Speech (docs/voice.md): `audio.transcriptions` and `audio.speech`, scripted like chat.
+        self.stt_queue: deque[Behaviour] = deque()
+        self.tts_queue: deque[Behaviour] = deque()
+        self.stt_text = "Namaste bhaiya, how much are the tomatoes?"
+        self.stt_ms = 0.0  # latency of a transcription
+        self.tts_ttfb_ms = 0.0  # time to the first audio byte of a speech request
+        self.tts_realtime = 0.0  # speech streamed this many times faster than real time (0: at once)
+        self.audio_requests: list[dict[str, Any]] = []
         self.app = Starlette(routes=[
+            Route("/v1/audio/transcriptions", self._transcriptions, methods=["POST"]),
+            Route("/v1/audio/speech", self._speech, methods=["POST"]),
             Route("/v1/chat/completions", self._completions, methods=["POST"]),
             Route("/_fake/requests", self._records, methods=["GET"]),
+            Route("/_fake/audio", self._audio_records, methods=["GET"]),
             Route("/_fake/reset", self._reset, methods=["POST"]),
         ])
         self._server: uvicorn.Server | None = None
@@ -242,6 +257,11 @@ class FakeOpenAI:
         self.route = None
         self.queue.clear()
         self.requests.clear()
+        self.stt_queue.clear()
+        self.tts_queue.clear()
+        self.audio_requests.clear()
+        self.stt_text = "Namaste bhaiya, how much are the tomatoes?"
+        self.stt_ms = self.tts_ttfb_ms = self.tts_realtime = 0.0
         self.default = Behaviour()
         self.ttft_ms = 0.0
         self.tokens_per_s = 0.0
@@ -281,10 +301,21 @@ class FakeOpenAI:
     async def _records(self, request: Request) -> JSONResponse:
         return JSONResponse([r.public() for r in list(self.requests)])
 
+    async def _audio_records(self, request: Request) -> JSONResponse:
+        return JSONResponse(list(self.audio_requests))
+
     async def _reset(self, request: Request) -> JSONResponse:
         self.queue.clear()
         self.requests.clear()
+        self.audio_requests.clear()
         return JSONResponse({"ok": True})
+
+    async def _transcriptions(self, request: Request) -> Any:
+        behaviour = self.stt_queue.popleft() if self.stt_queue else Behaviour(confidence=0.95)
+        return await fake_transcriptions(self, request, behaviour)
+
+    async def _speech(self, request: Request) -> Any:
+        return await fake_speech(self, request, self.tts_queue.popleft() if self.tts_queue else Behaviour())
 
     async def _completions(self, request: Request) -> Any:
         arrived, arrived_wall = time.monotonic(), time.time()  # before reading the body
@@ -387,6 +418,7 @@ class _SSE:
 
         record, behaviour = self.record, self.behaviour
         extractor = FieldExtractor("reply_text")
+        sentences = SentenceSplitter()
         start = anyio.current_time() + self.ttft
         sent = 0
         await anyio.sleep(self.ttft)
@@ -403,8 +435,12 @@ class _SSE:
             now = time.time()
             if record.first_token_wall is None:
                 record.first_token_wall = now
-            if record.first_reply_char_wall is None and extractor.feed(token):
+            piece = extractor.feed(token)
+            if record.first_reply_char_wall is None and piece:
                 record.first_reply_char_wall = now
+            if record.first_sentence_wall is None and (
+                    (piece and sentences.feed(piece)) or (extractor.done and record.first_reply_char_wall)):
+                record.first_sentence_wall = now
             sent += len(token)
             if behaviour.kind == "disconnect" and sent >= behaviour.disconnect_after_chars:
                 raise _AbortStream("cut by the script")
@@ -432,9 +468,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--ttft-ms", type=float, default=400.0, help="time to first token")
     parser.add_argument("--tokens-per-s", type=float, default=50.0, help="0 sends all at once")
+    parser.add_argument("--stt-ms", type=float, default=0.0, help="latency of a transcription")
+    parser.add_argument("--tts-ttfb-ms", type=float, default=0.0, help="speech: time to the first byte")
+    parser.add_argument("--tts-realtime", type=float, default=0.0,
+                        help="speech streamed this many times faster than real time (0: at once)")
     args = parser.parse_args(argv)
     fake = FakeOpenAI(ttft_ms=args.ttft_ms, tokens_per_s=args.tokens_per_s, host=args.host,
                       port=args.port)
+    fake.stt_ms, fake.tts_ttfb_ms, fake.tts_realtime = args.stt_ms, args.tts_ttfb_ms, args.tts_realtime
     fake.start()
     print(f"listening on {fake.base_url}", flush=True)
     try:

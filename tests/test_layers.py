@@ -8,11 +8,12 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-OURS = {"schemas", "session", "brain", "server", "clients"}
+OURS = {"schemas", "session", "brain", "server", "clients", "voice"}
 FORBIDDEN = {
     "schemas": OURS - {"schemas"},
     "session": {"brain", "server", "clients"},
-    "brain": {"session", "server", "clients"},
+    "brain": {"session", "server", "clients", "voice"},
+    "voice": {"session", "server", "clients"},  # speech backends: schemas and brain's transport only
 }
 
 

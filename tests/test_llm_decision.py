@@ -54,7 +54,7 @@ async def test_schema_violation_withdraws_the_streamed_text_before_re_asking(
     assert not result.fallback and result.ledger.corrective_asks == 1
     assert sink.withdrawals == ["corrective re-ask"]
     kinds = [kind for kind, _, _ in sink.events]
-    assert kinds.index("withdraw") > 0 and kinds[-1] == "delta"
+    assert kinds.index("withdraw") > 0 and kinds[-2:] == ["delta", "end"]  # end: the text is complete
     assert sink.standing() == "Let us talk properly, ji."
     feedback = openai_fake.requests[1].last_user
     assert "happiness_score" in feedback and "less than or equal to 100" in feedback

@@ -15,7 +15,7 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PACKAGES = ("schemas", "session", "brain", "server", "clients")
+PACKAGES = ("schemas", "session", "brain", "server", "clients", "voice")
 # Source files a person writes and reads; vendored, generated and data files are not modules.
 SOURCE_SUFFIXES = {".py", ".js", ".cs", ".css", ".html", ".sh"}
 MAX_LINES = 500

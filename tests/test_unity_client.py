@@ -235,3 +235,67 @@ def test_a_silence_is_nudged_and_the_report_counts_the_help(tour: tuple[str, dic
     if LEVELS[pack] == "beginner":  # the rule vendor's two-sentence greeting is cut to a beginner's one
         assert {"turn": 1, "flag": "too_long"} in [{k: c[k] for k in ("turn", "flag")} for c in report["clamps"]]
     assert summary["errors"] == ["nothing_to_undo", "unknown_turn", "heard_out_of_range"]
+
+
+# ------------------------------------------------------------------------------ voice (issue #17)
+
+
+@pytest.fixture(scope="module")
+def voice_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The embedded voice (pocketsphinx and espeak-ng) with every transcript taken as clear, so that
+    the utterance is a turn whatever the offline recogniser makes of synthetic speech."""
+    if shutil.which("espeak-ng") is None:
+        pytest.skip("espeak-ng is not installed (scripts/test.sh installs it)")
+    port = _free_port()
+    env = {**os.environ, "SAMVAD_SECRET": "unity-client-test-secret-" + "x" * 24, "BRAIN": "rules",
+           "MIRROR": "none", "LOG_LEVEL": "WARNING", "SAMVAD_ENV": "development", "STT": "pocketsphinx",
+           "TTS": "espeak", "CONFIDENCE_CLARIFY_THRESHOLD": "0", "SILENCE_TIMEOUT_MS": "0"}
+    log_path = tmp_path_factory.mktemp("unity-voice-server") / "server.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "server.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"the server exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=1) as response:
+                    if response.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"the server did not answer /health in 20 s:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+def test_the_unity_client_speaks_listens_and_barges_in(harness: Path, voice_server_url: str,
+                                                       tmp_path: Path) -> None:
+    """MicrophoneStream streams an utterance, VendorVoice plays Ramesh's answer, a barge-in stops
+    it (no audio of that reply after the `heard`), and a clip's answer is heard to its end."""
+    from voice.audio import decode_clip, wav_bytes
+
+    spoken = subprocess.run(["espeak-ng", "-v", "en-us", "--stdout", "--stdin"],
+                            input=b"Namaste bhaiya, how much are the tomatoes today?",
+                            capture_output=True, check=True).stdout
+    utterance = tmp_path / "utterance.wav"
+    utterance.write_bytes(wav_bytes(decode_clip(spoken), 16_000))
+    run = subprocess.run(["mono", str(harness), "--url", voice_server_url, "--voice", str(utterance),
+                          "--timeout", "40"], capture_output=True, text=True, timeout=60, check=False)
+    summary = json.loads(run.stdout.strip().splitlines()[-1])
+    assert summary["ok"], summary["failures"]
+    assert summary["stt"] == "pocketsphinx" and summary["speech_text"] and summary["speech_levels"] > 20
+    assert summary["tts"] == "espeak-ng" and summary["sample_rate"] == 22_050
+    assert 0 < summary["barge_in_heard_chars"] and summary["audio_after_barge_in"] == 0
+    assert summary["clip_reply_turn"] == summary["reply_turn"] + 1

@@ -5,6 +5,7 @@
 
 import { Backoff, setCurrency, wsUrl } from "./common.js";
 import { render, renderStream, setStatus, showFatal } from "./watch-render.js";
+import { showSpeech } from "./watch-speech.js";
 import { apply, conversation, model, rebuild, streamDelta, streamWithdrawn, view } from "./watch-state.js";
 
 // Close codes after which reconnecting cannot help (docs/protocol.md section 6).
@@ -93,6 +94,9 @@ function handle(message) {
       return;
     case "reply.withdrawn":
       if (streamWithdrawn(message)) renderStream();
+      return;
+    case "speech":
+      showSpeech(message);
       return;
     case "error":
       console.warn("samvad:", message.code, message.message);

@@ -19,6 +19,7 @@
 //   Run.Negotiation.cs    the negotiation with its two forced drops, and what it must add up to
 //   Run.Tour.cs           the tour of one scenario pack: its lines, a barge-in, then the coaching
 //   Run.Coaching.cs       the tour's coaching steps: playback, hints, undo, silence, stop and report
+//   Run.Voice.cs          --voice FILE.wav: the microphone and playback helpers, with a barge-in
 //   Recorder.cs           what one client saw, from its events
 //   PoliteLearner.cs      the learner's lines
 
@@ -37,6 +38,7 @@ namespace Samvad.Harness
             bool verbose = false;
             string scenario = null;
             string level = null;
+            string voiceWav = null;
             var lines = new System.Collections.Generic.List<string>();
             for (int i = 0; i < args.Length; i++)
             {
@@ -57,6 +59,9 @@ namespace Samvad.Harness
                     case "--level":
                         level = args[++i];
                         break;
+                    case "--voice":
+                        voiceWav = args[++i];
+                        break;
                     case "--say":
                         lines.Add(args[++i]);
                         break;
@@ -75,7 +80,8 @@ namespace Samvad.Harness
             JObject summary;
             try
             {
-                var work = scenario == null ? run.ExecuteAsync() : run.TourAsync(scenario, lines, level);
+                var work = voiceWav != null ? run.VoiceAsync(voiceWav)
+                    : scenario == null ? run.ExecuteAsync() : run.TourAsync(scenario, lines, level);
                 if (!work.Wait(TimeSpan.FromSeconds(timeoutSeconds)))
                 {
                     run.Fail("the harness did not finish within " + timeoutSeconds + " s");

@@ -105,6 +105,43 @@ namespace Samvad.Client
     {
         [JsonProperty("turn")] public int Turn { get; set; }
         [JsonProperty("text")] public string Text { get; set; }
+        /// <summary>The vendor's words for the turn are complete (Text is then empty).</summary>
+        [JsonProperty("end")] public bool End { get; set; }
+    }
+
+    /// <summary>What the recogniser heard of the utterance `Id` (docs/voice.md), before its turn.</summary>
+    public sealed class SpeechEvent : ServerEvent
+    {
+        [JsonProperty("id")] public string Id { get; set; }
+        [JsonProperty("text")] public string Text { get; set; }
+        /// <summary>0-1, or null when the recogniser gives none.</summary>
+        [JsonProperty("confidence")] public double? Confidence { get; set; }
+        [JsonProperty("language")] public string Language { get; set; }
+        [JsonProperty("duration_ms")] public int DurationMs { get; set; }
+        /// <summary>Loudness every 50 ms, 0-1: a level meter or waveform.</summary>
+        [JsonProperty("levels")] public List<double> Levels { get; set; }
+        [JsonProperty("stt")] public string Stt { get; set; }
+        /// <summary>Recognition failed: the turn goes on as unclear speech (the vendor asks again).</summary>
+        [JsonProperty("fallback")] public bool Fallback { get; set; }
+    }
+
+    /// <summary>A piece of the vendor's spoken reply to `Turn`: PCM16 mono at `SampleRate`.</summary>
+    public sealed class ReplyAudioEvent : ServerEvent
+    {
+        [JsonProperty("turn")] public int Turn { get; set; }
+        [JsonProperty("sentence")] public int Sentence { get; set; }
+        [JsonProperty("chunk")] public int Chunk { get; set; }
+        /// <summary>The sentence, on chunk 0.</summary>
+        [JsonProperty("text")] public string Text { get; set; }
+        [JsonProperty("sample_rate")] public int SampleRate { get; set; }
+        /// <summary>Base64 in JSON; <see cref="Pcm"/> decodes it.</summary>
+        [JsonProperty("data")] public string Data { get; set; }
+        [JsonProperty("last")] public bool Last { get; set; }
+        [JsonProperty("final")] public bool Final { get; set; }
+        [JsonProperty("degraded")] public bool Degraded { get; set; }
+        [JsonProperty("tts")] public string Tts { get; set; }
+
+        public byte[] Pcm { get { return string.IsNullOrEmpty(Data) ? new byte[0] : System.Convert.FromBase64String(Data); } }
     }
 
     /// <summary>Throw away the deltas shown so far for `Turn`; the coming reply replaces them.</summary>

@@ -23,7 +23,7 @@ namespace Samvad.Client
             Type = type;
             Json = json;
             OnAck = onAck;
-            if (type == "transcript")
+            if (type == "transcript" || type == "audio")  // an utterance is a turn too
             {
                 _reply = new TaskCompletionSource<ReplyEvent>(TaskCreationOptions.RunContinuationsAsynchronously);
             }

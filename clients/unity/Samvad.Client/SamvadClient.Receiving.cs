@@ -47,6 +47,14 @@ namespace Samvad.Client
                         var withdrawn = frame.ToObject<ReplyWithdrawnEvent>();
                         after.Add(() => { var h = ReplyWithdrawn; if (h != null) h(withdrawn); });
                         break;
+                    case "speech":
+                        var speech = frame.ToObject<SpeechEvent>();
+                        after.Add(() => { var h = SpeechHeard; if (h != null) h(speech); });
+                        break;
+                    case "reply.audio":
+                        var audio = frame.ToObject<ReplyAudioEvent>();
+                        after.Add(() => { var h = ReplyAudio; if (h != null) h(audio); });
+                        break;
                     case "reply": OnSequenced(conn, frame.ToObject<ReplyEvent>(), after); break;
                     case "mood": OnSequenced(conn, frame.ToObject<MoodEvent>(), after); break;
                     case "stage": OnSequenced(conn, frame.ToObject<StageEvent>(), after); break;

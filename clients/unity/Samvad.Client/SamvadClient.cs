@@ -76,10 +76,10 @@ namespace Samvad.Client
             var root = new Uri(serverUrl.TrimEnd('/') + "/");
             var builder = new UriBuilder(new Uri(root, "ws/sessions/" + Uri.EscapeDataString(sessionId)));
             builder.Scheme = root.Scheme == "https" || root.Scheme == "wss" ? "wss" : "ws";
-            if (_options.TokenInQuery)
-            {
-                builder.Query = "token=" + Uri.EscapeDataString(token);
-            }
+            var query = new System.Collections.Generic.List<string>();
+            if (_options.TokenInQuery) query.Add("token=" + Uri.EscapeDataString(token));
+            if (_options.Voice) query.Add("voice=1");
+            if (query.Count > 0) builder.Query = string.Join("&", query);
             _socketUri = builder.Uri;
             _random = _options.RandomSeed.HasValue ? new Random(_options.RandomSeed.Value) : new Random();
         }
@@ -94,6 +94,11 @@ namespace Samvad.Client
         public event Action<ReplyEvent> Reply;
         public event Action<ReplyDeltaEvent> ReplyDelta;
         public event Action<ReplyWithdrawnEvent> ReplyWithdrawn;
+        /// <summary>What the recogniser heard of one of the learner's utterances (any connection).</summary>
+        public event Action<SpeechEvent> SpeechHeard;
+        /// <summary>A piece of the vendor's voice (only with <see cref="SamvadClientOptions.Voice"/>);
+        /// <see cref="VendorVoice"/> plays them.</summary>
+        public event Action<ReplyAudioEvent> ReplyAudio;
         public event Action<MoodEvent> Mood;
         public event Action<StageEvent> Stage;
         public event Action<SessionEndedEvent> SessionEnded;

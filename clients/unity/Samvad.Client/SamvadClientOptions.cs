@@ -33,6 +33,10 @@ namespace Samvad.Client
         /// The header keeps tokens out of URLs and proxy logs; the query works where headers cannot be set.</summary>
         public bool TokenInQuery { get; set; }
 
+        /// <summary>Ask for the vendor's voice: <c>?voice=1</c> on the socket URL, and the server sends
+        /// <see cref="SamvadClient.ReplyAudio"/> chunks (docs/voice.md). Off: text only.</summary>
+        public bool Voice { get; set; }
+
         /// <summary>The first reconnect waits about this long; each further failed attempt multiplies it.</summary>
         public TimeSpan InitialReconnectDelay { get; set; }
 

@@ -40,6 +40,8 @@ namespace Samvad.Unity
         [Tooltip("beginner, intermediate or advanced (empty: the server's default, intermediate)")]
         [SerializeField] string level = "";
         [SerializeField] bool connectOnStart = true;
+        [Tooltip("Ask for Ramesh's voice (reply.audio); play it with a SamvadVoice component")]
+        [SerializeField] bool voice = false;
 
         [Header("Session handed over by your backend (leave empty to create one here)")]
         [SerializeField] string sessionId = "";
@@ -126,6 +128,7 @@ namespace Samvad.Unity
             {
                 EventContext = _mainThread,
                 Log = line => Debug.Log(line),
+                Voice = voice,
             });
             _client.Connected += OnConnected;
             _client.Disconnected += OnDisconnected;

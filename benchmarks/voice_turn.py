@@ -1,0 +1,186 @@
+"""The spoken turn: how soon after the learner stops speaking does Ramesh's voice start?
+
+Three processes: the fake OpenAI server (`python -m tests.openai_server`, paced like the real
+services: transcription 150 ms; chat 400 ms to the first token, then 50 tokens/s; speech 150 ms
+to the first byte, then streamed 4x faster than it is spoken), the real Samvad server
+(`python -m server.cli serve`, BRAIN=openai, STT=openai, TTS=openai, every call to the fake), and
+this load generator. Each turn streams 1 s of microphone audio in 200 ms chunks, in real time,
+then `end`; the clock starts at `end` and stops at the first `reply.audio` with sound in it.
+
+It runs twice: by sentence (TTS_BY_SENTENCE=true, the server's design) and whole (false: the
+reply is synthesized once it is complete and sent once synthesized, as seed 000 did).
+
+The server's share is the first-audio time less the fakes' own time on that path, read from the
+fake's records on the same wall clock: the transcription (received -> answered), the chat
+(received -> the first sentence of `reply_text` complete, or the end of the stream) and the
+speech (received -> first byte). What remains is the server: decoding, the SDK calls, the
+actor's turn, the sentence cutting, and the four hops over loopback.
+
+    python -m benchmarks.voice_turn               # 30 turns per mode
+    python -m benchmarks.voice_turn --turns 10
+
+Figures are printed and written to artifacts/voice_turn.json (logs: artifacts/voice_turn.*.log),
+with the server's CPU time per spoken turn (user + system, from /proc).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from array import array
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import websockets
+
+from benchmarks.llm_stream import cpu_seconds, free_port, stop, summary
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "artifacts"
+PACING = {"--stt-ms": "150", "--ttft-ms": "400", "--tokens-per-s": "50", "--tts-ttfb-ms": "150",
+          "--tts-realtime": "4"}
+CHUNK_S = 0.2
+
+
+def tone(seconds: float) -> bytes:
+    n = int(seconds * 16_000)
+    return array("h", (int(6000 * math.sin(2 * math.pi * 300 * i / 16_000)) for i in range(n))).tobytes()
+
+
+def start_fake(log: Path) -> tuple[subprocess.Popen[str], str]:
+    args = [a for pair in PACING.items() for a in pair]
+    proc = subprocess.Popen([sys.executable, "-m", "tests.openai_server", "--port", "0", *args],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    if not line.startswith("listening on "):
+        proc.kill()
+        raise RuntimeError(f"the fake OpenAI server did not start: {line!r} (see {log})")
+    return proc, line.removeprefix("listening on ")
+
+
+def start_samvad(base_url: str, by_sentence: bool, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = {**os.environ, "BRAIN": "openai", "OPENAI_API_KEY": "x", "OPENAI_BASE_URL": base_url,
+           "STT": "openai", "TTS": "openai", "TTS_BY_SENTENCE": "true" if by_sentence else "false",
+           "SAMVAD_SECRET": "benchmark-" + "s" * 40, "LOG_LEVEL": "INFO", "MIRROR": "none",
+           "USE_MOCKS": "false", "SILENCE_TIMEOUT_MS": "0"}
+    proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve", "--port", str(port)],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
+    host = f"127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"samvad exited with {proc.returncode} (see {log})")
+        try:
+            if httpx.get(f"http://{host}/health", timeout=1).status_code == 200:
+                return proc, host
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"samvad did not become healthy (see {log})")
+
+
+async def one_turn(ws: Any, n: int, speech: bytes) -> dict[str, Any]:
+    uid = f"u{n}"
+    await ws.send(json.dumps({"type": "audio", "id": uid, "event": "start", "format": "pcm16"}))
+    step = int(CHUNK_S * 32_000)
+    for i in range(0, len(speech), step):
+        await anyio.sleep(CHUNK_S)  # the learner is still speaking
+        data = base64.b64encode(speech[i:i + step]).decode()
+        await ws.send(json.dumps({"type": "audio", "id": uid, "event": "chunk", "data": data}))
+    ended = time.time()
+    await ws.send(json.dumps({"type": "audio", "id": uid, "event": "end"}))
+    first: float | None = None
+    replied = final = False
+    while not (replied and final):
+        frame = json.loads(await ws.recv())
+        if frame["type"] == "reply.audio":
+            if first is None and frame["data"]:
+                first = time.time()
+            final = final or frame["final"]
+        elif frame["type"] == "reply" and frame.get("in_reply_to") == uid:
+            replied = True
+            if frame.get("fallback"):
+                raise RuntimeError("the brain fell back; the figures would be meaningless")
+    assert first is not None
+    return {"ended": ended, "first_audio": first, "first_audio_ms": (first - ended) * 1000}
+
+
+def fake_share(base_url: str, row: dict[str, Any]) -> float:
+    """The fakes' own time on the first-audio path of the last turn, in ms; the server's four
+    legs go into `row` (end -> STT request, STT answer -> chat request, first sentence -> speech
+    request, first speech byte -> the client)."""
+    root = base_url.removesuffix("/v1")
+    audio = httpx.get(f"{root}/_fake/audio").json()
+    chats = [c for c in httpx.get(f"{root}/_fake/requests").json() if c["kind"] == "reply"]
+    stt = next(r for r in audio if r["path"] == "transcriptions")
+    tts = next(r for r in audio if r["path"] == "speech")
+    chat = chats[0]  # the turn's: a running summary (every 10 turns) starts after it
+    llm_end = chat["first_sentence_wall"] or chat["finished_wall"]
+    httpx.post(f"{root}/_fake/reset")
+    row["legs_ms"] = [round((b - a) * 1000, 1) for a, b in (
+        (row["ended"], stt["received_at"]), (stt["answered_at"], chat["received_wall"]),
+        (llm_end, tts["received_at"]), (tts["first_byte_at"], row["first_audio"]))]
+    return ((stt["answered_at"] - stt["received_at"]) + (llm_end - chat["received_wall"])
+            + (tts["first_byte_at"] - tts["received_at"])) * 1000
+
+
+async def run_mode(base_url: str, host: str, turns: int, pid: int) -> dict[str, Any]:
+    speech = tone(1.0)
+    async with httpx.AsyncClient(base_url=f"http://{host}") as client:
+        created = (await client.post("/api/sessions", json={})).json()
+    url = f"ws://{host}/ws/sessions/{created['session_id']}?token={created['player_token']}&voice=1"
+    rows = []
+    async with websockets.connect(url, max_size=None) as ws:
+        json.loads(await ws.recv())  # welcome
+        cpu_before = cpu_seconds(pid)
+        for n in range(turns):
+            row = await one_turn(ws, n, speech)
+            row["fakes_ms"] = await anyio.to_thread.run_sync(fake_share, base_url, row)
+            row["overhead_ms"] = row["first_audio_ms"] - row["fakes_ms"]
+            rows.append(row)
+        cpu = cpu_seconds(pid) - cpu_before
+    return {"first_audio_ms": summary([r["first_audio_ms"] for r in rows]),
+            "fakes_ms": summary([r["fakes_ms"] for r in rows]),
+            "overhead_ms": summary([r["overhead_ms"] for r in rows]),
+            "legs_p50_ms": [summary([r["legs_ms"][i] for r in rows])["p50"] for i in range(4)],
+            "server_cpu_ms_per_turn": round(cpu * 1000 / turns, 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.voice_turn", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--turns", type=int, default=30)
+    args = parser.parse_args(argv)
+    ARTIFACTS.mkdir(exist_ok=True)
+    results: dict[str, Any] = {"pacing": PACING, "turns": args.turns}
+    fake, base_url = start_fake(ARTIFACTS / "voice_turn.fake.log")
+    try:
+        for mode, by_sentence in (("by_sentence", True), ("whole", False)):
+            server, host = start_samvad(base_url, by_sentence, ARTIFACTS / f"voice_turn.{mode}.log")
+            try:
+                results[mode] = anyio.run(run_mode, base_url, host, args.turns, server.pid)
+            finally:
+                stop(server)
+            print(mode, json.dumps(results[mode]), flush=True)
+    finally:
+        stop(fake)
+    results["speedup_p50"] = round(results["whole"]["first_audio_ms"]["p50"]
+                                   / results["by_sentence"]["first_audio_ms"]["p50"], 2)
+    print("first audio, whole / by sentence (p50):", results["speedup_p50"])
+    (ARTIFACTS / "voice_turn.json").write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+// The learner's spoken turns (docs/voice.md): each `speech` event is shown in the Voice panel as a
+// level meter (one bar per 50 ms of the utterance, from the event's `levels`), the words the
+// recogniser heard, its confidence and the backend. An unclear one (confidence under 0.7, the
+// server's default threshold) is marked, as is a recognition that failed (`fallback`). Newest first,
+// the last 8 kept. `speech` is outside the sequenced stream, so a resume does not replay it.
+
+import { h } from "./common.js";
+
+const KEEP = 8;
+const CLARIFY_BELOW = 0.7;
+const spoken = [];
+
+function meter(levels) {
+  const width = Math.max(1, levels.length) * 3;
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("class", "level-meter");
+  svg.setAttribute("viewBox", `0 0 ${width} 24`);
+  svg.setAttribute("preserveAspectRatio", "none");
+  svg.setAttribute("role", "img");
+  svg.setAttribute("aria-label", "loudness of the learner's utterance");
+  levels.forEach((level, i) => {
+    const bar = document.createElementNS("http://www.w3.org/2000/svg", "rect");
+    const height = Math.max(1, Math.round(level * 24));
+    bar.setAttribute("x", String(i * 3));
+    bar.setAttribute("y", String(24 - height));
+    bar.setAttribute("width", "2");
+    bar.setAttribute("height", String(height));
+    svg.append(bar);
+  });
+  return svg;
+}
+
+function card(s) {
+  const unclear = s.fallback || (s.confidence !== null && s.confidence < CLARIFY_BELOW);
+  const confidence = s.confidence === null ? "no confidence given" : `${Math.round(s.confidence * 100)}% sure`;
+  return h("div", { class: `speech${unclear ? " unclear" : ""}`,
+                    dataset: { id: s.id, confidence: s.confidence ?? "", levels: s.levels.length } },
+    meter(s.levels),
+    h("p", { class: "speech-text", text: s.fallback ? "(not recognised)" : `“${s.text}”` }),
+    h("p", { class: "speech-meta" },
+      h("span", { class: "confidence", text: confidence }),
+      ` · ${(s.duration_ms / 1000).toFixed(1)} s · ${s.stt}`,
+      unclear ? h("span", { class: "tag unclear", text: s.fallback ? "recognition failed" : "unclear: asked again" }) : null));
+}
+
+export function showSpeech(message) {
+  spoken.unshift({ id: message.id, text: message.text, confidence: message.confidence ?? null,
+                   levels: message.levels || [], duration_ms: message.duration_ms || 0,
+                   stt: message.stt || "?", fallback: Boolean(message.fallback) });
+  spoken.length = Math.min(spoken.length, KEEP);
+  const panel = document.getElementById("voice-panel");
+  const box = document.getElementById("speech");
+  if (!panel || !box) return;
+  panel.hidden = false;
+  box.replaceChildren(...spoken.map(card));
+}

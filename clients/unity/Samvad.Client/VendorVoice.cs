@@ -1,0 +1,184 @@
+// The vendor's voice on the headset: queues `reply.audio` chunks and hands out samples to whatever
+// plays them (in Unity, an AudioSource's streaming clip or OnAudioFilterRead; see
+// Samvad.Unity/SamvadVoice.cs), and knows how much of the reply's text has been heard.
+//   BargeIn()   the learner talks over Ramesh: stop now, drop the rest, report `playback`
+//               with interrupted = true and the characters heard (docs/protocol.md, barge-in).
+//   finished    a turn reply played to its end is reported with interrupted = false.
+// A `reply.withdrawn` drops the turn's audio; the replacement reply is spoken afresh.
+
+using System;
+using System.Collections.Generic;
+
+namespace Samvad.Client
+{
+    public sealed class VendorVoice
+    {
+        sealed class Sentence
+        {
+            public int Index;
+            public string Text = "";
+            public readonly List<float> Samples = new List<float>();
+            public bool Complete;
+        }
+
+        readonly SamvadClient _client;
+        readonly object _gate = new object();
+        readonly Queue<Sentence> _queue = new Queue<Sentence>();
+        Sentence _playing;
+        int _position;          // samples of _playing already played
+        int _turn = -1;         // the turn being spoken
+        int _charsBefore;       // characters of the sentences of _turn already played
+        bool _final;            // the last chunk of _turn has arrived
+        int _cutTurn = -1;      // the turn the learner barged in on: its chunks still in flight are dropped
+        readonly Dictionary<int, ReplyEvent> _replies = new Dictionary<int, ReplyEvent>();
+
+        public VendorVoice(SamvadClient client)
+        {
+            _client = client;
+            client.ReplyAudio += OnAudio;
+            client.ReplyWithdrawn += w => { lock (_gate) { if (w.Turn == _turn) ClearLocked(); if (w.Turn == _cutTurn) _cutTurn = -1; } };
+            client.Reply += r => { lock (_gate) { _replies[r.Turn] = r; } };
+            ReportWhenFinished = true;
+        }
+
+        /// <summary>Samples per second of what <see cref="Read"/> returns (the synthesizer's rate).</summary>
+        public int SampleRate { get; private set; }
+        /// <summary>True while there is vendor audio to play.</summary>
+        public bool Speaking { get { lock (_gate) { return _playing != null || _queue.Count > 0; } } }
+        public int Turn { get { lock (_gate) { return _turn; } } }
+        /// <summary>Chunks received (statistics).</summary>
+        public int Chunks { get; private set; }
+        /// <summary>True when synthesis failed for the current reply: show its text instead.</summary>
+        public bool Degraded { get; private set; }
+        /// <summary>Report `playback` (interrupted = false) when a turn reply has played to its end.</summary>
+        public bool ReportWhenFinished { get; set; }
+
+        void OnAudio(ReplyAudioEvent a)
+        {
+            lock (_gate)
+            {
+                Chunks++;
+                if (a.Turn == _cutTurn) return;
+                if (a.Turn != _turn)
+                {
+                    ClearLocked();
+                    _turn = a.Turn;
+                    Degraded = false;
+                }
+                if (a.Degraded) Degraded = true;
+                SampleRate = a.SampleRate;
+                Sentence s = _playing != null && _playing.Index == a.Sentence ? _playing : null;
+                if (s == null)
+                {
+                    foreach (var q in _queue) if (q.Index == a.Sentence) s = q;
+                }
+                if (s == null)
+                {
+                    s = new Sentence { Index = a.Sentence };
+                    _queue.Enqueue(s);
+                }
+                if (!string.IsNullOrEmpty(a.Text)) s.Text = a.Text;
+                byte[] pcm = a.Pcm;
+                for (int i = 0; i + 1 < pcm.Length; i += 2)
+                {
+                    s.Samples.Add((short)(pcm[i] | (pcm[i + 1] << 8)) / 32768f);
+                }
+                if (a.Last) s.Complete = true;
+                if (a.Final) _final = true;
+            }
+        }
+
+        /// <summary>Fill <paramref name="buffer"/> with the next samples (silence when there are none);
+        /// returns how many were vendor audio. Call it from the audio thread.</summary>
+        public int Read(float[] buffer, int offset, int count)
+        {
+            int written = 0;
+            bool finished = false;
+            int turn;
+            lock (_gate)
+            {
+                while (written < count)
+                {
+                    if (_playing == null)
+                    {
+                        if (_queue.Count == 0) break;
+                        _playing = _queue.Dequeue();
+                        _position = 0;
+                    }
+                    int available = _playing.Samples.Count - _position;
+                    if (available <= 0)
+                    {
+                        if (!_playing.Complete) break;  // the rest of the sentence is on its way
+                        _charsBefore += _playing.Text.Length + (_playing.Text.Length > 0 ? 1 : 0);
+                        _playing = null;
+                        if (_queue.Count == 0 && _final) { finished = true; _final = false; }
+                        continue;
+                    }
+                    int n = Math.Min(available, count - written);
+                    _playing.Samples.CopyTo(_position, buffer, offset + written, n);
+                    _position += n;
+                    written += n;
+                }
+                turn = _turn;
+            }
+            for (int i = written; i < count; i++) buffer[offset + i] = 0f;
+            if (finished && ReportWhenFinished) ReportHeard(turn, int.MaxValue, false);
+            return written;
+        }
+
+        /// <summary>Characters of the reply's text heard so far (whole sentences, plus the played share
+        /// of the one playing).</summary>
+        public int HeardChars
+        {
+            get
+            {
+                lock (_gate)
+                {
+                    int chars = _charsBefore;
+                    if (_playing != null && _playing.Samples.Count > 0)
+                    {
+                        chars += (int)((long)_playing.Text.Length * _position / _playing.Samples.Count);
+                    }
+                    return chars;
+                }
+            }
+        }
+
+        /// <summary>The learner cut in: stop at once, drop the rest of the reply and tell the server how
+        /// much was heard. Null when nothing was playing (or the reply was not a turn).</summary>
+        public PendingFrame BargeIn()
+        {
+            int turn, heard;
+            lock (_gate)
+            {
+                if (_turn < 0 || (_playing == null && _queue.Count == 0)) return null;
+                heard = HeardChars;
+                turn = _turn;
+                _cutTurn = turn;
+                ClearLocked();
+            }
+            return ReportHeard(turn, heard, true);
+        }
+
+        PendingFrame ReportHeard(int turn, int heard, bool interrupted)
+        {
+            ReplyEvent reply;
+            lock (_gate)
+            {
+                if (!_replies.TryGetValue(turn, out reply)) return null;
+            }
+            if (reply.Mark != null) return null;  // only a turn's reply is reported
+            int length = reply.Text == null ? 0 : reply.Text.Length;
+            return _client.ReportPlayback(turn, Math.Min(heard, length), interrupted);
+        }
+
+        void ClearLocked()
+        {
+            _queue.Clear();
+            _playing = null;
+            _position = 0;
+            _charsBefore = 0;
+            _final = false;
+        }
+    }
+}

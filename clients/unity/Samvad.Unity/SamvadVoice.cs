@@ -1,0 +1,97 @@
+// The learner's microphone and Ramesh's voice in a Unity scene, over Samvad.Client's
+// MicrophoneStream and VendorVoice (docs/voice.md). Needs Unity's assemblies: compiled by Unity
+// only, like SamvadSession.cs. Put it next to a SamvadSession (whose client must be created with
+// SamvadClientOptions.Voice = true) and an AudioSource for the vendor's mouth.
+//   - Push-to-talk: call BeginSpeaking() when the learner presses, EndSpeaking() on release; a
+//     voice activity detector can call the same two. Starting to speak while Ramesh talks is a
+//     barge-in: his playback stops and the server is told how much was heard.
+//   - The vendor's audio is pulled on the audio thread (OnAudioFilterRead), at the synthesizer's
+//     rate resampled to the output rate, so playback starts with the first chunk.
+#if UNITY_5_3_OR_NEWER
+using System;
+using Samvad.Client;
+using UnityEngine;
+
+namespace Samvad.Unity
+{
+    [RequireComponent(typeof(AudioSource))]
+    public sealed class SamvadVoice : MonoBehaviour
+    {
+        [Tooltip("The session whose client speaks (created with SamvadClientOptions.Voice = true)")]
+        public SamvadSession session;
+        [Tooltip("Microphone device name; empty for the default")]
+        public string device = "";
+        [Tooltip("The longest utterance, in seconds (the server refuses more than MAX_UTTERANCE_SECONDS)")]
+        public int maxSeconds = 30;
+
+        VendorVoice _voice;
+        MicrophoneStream _utterance;
+        AudioClip _mic;
+        int _micPosition;
+        int _outputRate;
+        double _phase;
+        float[] _source = new float[0];
+        float[] _micBuffer = new float[0];
+
+        void Start()
+        {
+            _outputRate = AudioSettings.outputSampleRate;
+            var source = GetComponent<AudioSource>();
+            source.loop = true;
+            source.Play();  // OnAudioFilterRead below supplies the samples
+        }
+
+        void Update()
+        {
+            if (_voice == null && session != null && session.Client != null) _voice = new VendorVoice(session.Client);
+            if (_utterance == null || _mic == null) return;
+            int position = Microphone.GetPosition(device);
+            int count = position - _micPosition;
+            if (count < 0) count += _mic.samples;
+            if (count <= 0) return;
+            if (_micBuffer.Length < count) _micBuffer = new float[count];
+            _mic.GetData(_micBuffer, _micPosition);  // wraps around the ring buffer itself
+            _utterance.Write(_micBuffer, 0, count);
+            _micPosition = position;
+        }
+
+        /// <summary>The learner starts speaking (push-to-talk pressed): barge in if Ramesh talks.</summary>
+        public void BeginSpeaking()
+        {
+            if (session == null || session.Client == null || _utterance != null) return;
+            if (_voice != null && _voice.Speaking) _voice.BargeIn();
+            _mic = Microphone.Start(device, true, maxSeconds, SamvadClient.MicrophoneRate);
+            _micPosition = 0;
+            _utterance = session.Client.BeginUtterance();
+        }
+
+        /// <summary>The learner stopped speaking: the utterance becomes a turn.</summary>
+        public PendingFrame EndSpeaking()
+        {
+            if (_utterance == null) return null;
+            Update();  // the last samples
+            Microphone.End(device);
+            var turn = _utterance.End();
+            _utterance = null;
+            return turn;
+        }
+
+        // The audio thread: the vendor's samples, resampled by nearest neighbour to the output rate.
+        void OnAudioFilterRead(float[] data, int channels)
+        {
+            var voice = _voice;
+            if (voice == null || voice.SampleRate == 0) return;
+            int frames = data.Length / channels;
+            double step = (double)voice.SampleRate / _outputRate;
+            int needed = (int)Math.Ceiling(frames * step + _phase) + 1;
+            if (_source.Length < needed) _source = new float[needed];
+            voice.Read(_source, 0, (int)Math.Ceiling(frames * step));
+            for (int i = 0; i < frames; i++)
+            {
+                float s = _source[Math.Min(_source.Length - 1, (int)(i * step))];
+                for (int c = 0; c < channels; c++) data[i * channels + c] = s;
+            }
+        }
+    }
+}
+#endif

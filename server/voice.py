@@ -1,0 +1,283 @@
+"""Voice on the session socket (docs/voice.md): `audio` frames in, `speech` and `reply.audio` out.
+
+`build_voice` picks the STT and TTS backends the settings ask for. A player connection is a
+`VoiceConnection`: a `WsConnection` whose `send_nowait` also shows each event to its `Speaker`
+(voice/speaker.py), which speaks the vendor's replies sentence by sentence as they stream. The
+socket reader hands `audio` frames to `on_audio`; a finished utterance waits (bounded) for the
+connection's one transcriber task, which decodes it, asks the STT backend, sends `speech` to every
+connection of the session and submits the text as a `transcript` frame with the utterance's id,
+so that the turn is exactly a typed one: the same ack, idempotency and clarification.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from starlette.websockets import WebSocket
+
+from schemas.codec import Envelope, WireFormat
+from schemas.enums import LanguageCode, Role
+from schemas.errors import ErrorCode
+from schemas.frames import AudioFrame, PlaybackFrame, ReplyAudio, Speech, TranscriptFrame
+from server.config import Settings, SttChoice, TtsChoice
+from server.connection import WsConnection
+from voice.audio import BYTES_PER_SECOND_IN, decode_clip, duration_ms, levels
+from voice.errors import AudioRejected, SpeechServiceError
+from voice.speaker import Speaker
+from voice.stt import SpeechToText, Transcription
+from voice.tts import TextToSpeech
+
+if TYPE_CHECKING:
+    from session.actor import SessionActor
+
+log = logging.getLogger("samvad.voice")
+UTTERANCES_QUEUED = 4  # finished utterances waiting for the transcriber, per connection
+
+
+@dataclass
+class Voice:
+    """The speech backends of one server; either may be None (text only in that direction)."""
+
+    stt: SpeechToText | None
+    tts: TextToSpeech | None
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    by_sentence: bool = True  # TTS_BY_SENTENCE
+
+    def health(self) -> dict[str, Any]:
+        answer: dict[str, Any] = {"stt": self.stt.name if self.stt else None,
+                                  "tts": self.tts.name if self.tts else None,
+                                  "audio_in": self.stt is not None, "audio_out": self.tts is not None}
+        if self.stt is None:
+            answer["note"] = "no speech recogniser: send transcript frames (audio frames get speech_unavailable)"
+        return answer
+
+    async def aclose(self) -> None:
+        for closer in self.closers:
+            await closer()
+
+
+def build_voice(settings: Settings) -> Voice:
+    stt: SpeechToText | None = None
+    tts: TextToSpeech | None = None
+    voice = Voice(None, None)
+    stt_kind, tts_kind = settings.stt_kind, settings.tts_kind
+    if SttChoice.OPENAI in (stt_kind,) or TtsChoice.OPENAI in (tts_kind,):
+        from voice.openai_speech import OpenAISpeech, OpenAIStt, OpenAITts
+
+        speech = OpenAISpeech(api_key=settings.speech_key,
+                              base_url=settings.SPEECH_BASE_URL or settings.OPENAI_BASE_URL or None,
+                              stt_model=settings.STT_MODEL, tts_model=settings.TTS_MODEL,
+                              tts_voice=settings.TTS_VOICE, timeout_s=settings.AI_TIMEOUT_MS / 1000)
+        voice.closers.append(speech.aclose)
+        if stt_kind is SttChoice.OPENAI:
+            stt = OpenAIStt(speech)
+        if tts_kind is TtsChoice.OPENAI:
+            tts = OpenAITts(speech)
+    if stt_kind is SttChoice.POCKETSPHINX:
+        from voice.stt import PocketsphinxStt
+
+        stt = PocketsphinxStt()
+    if tts_kind is TtsChoice.ESPEAK:
+        from voice.tts import EspeakTts, espeak_available
+
+        binary = espeak_available()
+        if binary is None:
+            raise RuntimeError("TTS=espeak but espeak-ng is not installed (apt-get install espeak-ng)")
+        tts = EspeakTts(binary)
+    voice.stt, voice.tts = stt, tts
+    voice.by_sentence = settings.TTS_BY_SENTENCE
+    return voice
+
+
+@dataclass
+class _Utterance:
+    id: str
+    language: LanguageCode | None
+    pcm: bytearray = field(default_factory=bytearray)
+
+
+@dataclass(frozen=True)
+class _Job:
+    id: str
+    audio: bytes
+    clip: str | None  # the clip's format, or None for streamed PCM16
+    language: LanguageCode | None
+    ended: float  # perf_counter when the learner stopped speaking
+
+
+def wants_speech(websocket: WebSocket) -> bool:
+    """`?voice=1` on the socket's URL asks for `reply.audio`: text clients (bots, the spectator
+    view, a Unity scene with its own TTS) are not sent audio they would only throw away."""
+    return websocket.query_params.get("voice", "").lower() in ("1", "true", "yes")
+
+
+class VoiceConnection(WsConnection):
+    """A player socket that speaks the vendor's replies (`speaker`, when it asked with `?voice=1`)
+    and transcribes the learner's utterances (`on_audio`, then its transcriber task)."""
+
+    __slots__ = ("_jobs", "_jobs_in", "speaker", "utterance", "voice")
+
+    def __init__(self, websocket: WebSocket, role: Role, fmt: WireFormat, session_id: str, queue: int,
+                 actor: SessionActor | None, voice: Voice, *, speak: bool) -> None:
+        super().__init__(websocket, role, fmt, session_id, queue, actor)
+        self.voice = voice
+        self.utterance: _Utterance | None = None
+        self.speaker: Speaker | None = None
+        if speak and voice.tts is not None and role is Role.PLAYER:
+            self.speaker = Speaker(voice.tts, self._send_audio, session_id, self._vendor_language,
+                                   by_sentence=voice.by_sentence)
+        jobs_in, jobs = anyio.create_memory_object_stream[_Job](UTTERANCES_QUEUED)
+        self._jobs_in: MemoryObjectSendStream[_Job] = jobs_in
+        self._jobs: MemoryObjectReceiveStream[_Job] = jobs
+
+    def start_voice(self, tg: TaskGroup, services: Any) -> None:
+        if self.speaker is not None:
+            tg.start_soon(self.speaker.run)
+        if self.voice.stt is not None and self.role == Role.PLAYER.value:
+            tg.start_soon(self._transcriber, services)
+
+    def send_nowait(self, envelope: Envelope) -> bool:
+        sent = super().send_nowait(envelope)
+        if self.speaker is not None and envelope.event is not None:
+            self.speaker.observe(envelope.event)
+        return sent
+
+    def _send_audio(self, event: ReplyAudio) -> None:
+        WsConnection.send_nowait(self, Envelope(event))
+
+    def _vendor_language(self) -> str | None:
+        actor = self.actor
+        return actor.negotiation.target_language.value if actor is not None else None
+
+    def _learner_language(self) -> LanguageCode | None:
+        actor = self.actor
+        return actor.negotiation.input_language if actor is not None else None
+
+    # ----------------------------------------------------------------- frames from the reader
+
+    def on_playback(self, frame: PlaybackFrame) -> None:
+        if frame.interrupted and self.speaker is not None:
+            self.speaker.stop(frame.turn)
+
+    def on_audio(self, frame: AudioFrame, settings: Settings) -> None:
+        if self.voice.stt is None:
+            self.error(ErrorCode.SPEECH_UNAVAILABLE, "this server has no speech recogniser; send transcript "
+                       "frames", frame.id)
+            return
+        data = frame.data
+        if isinstance(data, str):
+            try:
+                data = base64.b64decode(data, validate=True)
+            except (binascii.Error, ValueError):
+                self.error(ErrorCode.INVALID, "data: not standard base64", frame.id)
+                return
+        data = data or b""
+        max_pcm = int(settings.MAX_UTTERANCE_SECONDS * BYTES_PER_SECOND_IN)
+        try:
+            if frame.event == "clip":
+                if not data:
+                    raise AudioRejected("audio_unsupported", "a clip needs its data")
+                if len(data) > settings.MAX_AUDIO_CLIP_BYTES:
+                    raise AudioRejected("audio_too_large", f"the clip is {len(data)} bytes; the limit is "
+                                        f"{settings.MAX_AUDIO_CLIP_BYTES}")
+                if self.speaker is not None:
+                    self.speaker.stop()  # the learner spoke over the vendor
+                self._queue(frame.id, data, frame.format or "auto", frame.language)
+                return
+            if frame.event == "start":
+                if frame.format not in (None, "pcm16"):
+                    raise AudioRejected("audio_unsupported", "a streamed utterance is pcm16 (mono, 16 kHz); "
+                                        "send other formats as one `clip`")
+                if self.speaker is not None:
+                    self.speaker.stop()  # barge-in: the learner started speaking
+                self.utterance = _Utterance(frame.id, frame.language)
+                self.utterance.pcm += data
+            else:
+                utterance = self.utterance
+                if utterance is None or utterance.id != frame.id:
+                    raise AudioRejected("audio_not_started", f"no utterance {frame.id!r} is open; send "
+                                        "`start` first")
+                utterance.pcm += data
+            utterance = self.utterance
+            assert utterance is not None
+            if len(utterance.pcm) > max_pcm:
+                self.utterance = None
+                raise AudioRejected("audio_too_long", f"the utterance is over {settings.MAX_UTTERANCE_SECONDS:g} s; "
+                                    "it was dropped")
+            if frame.event == "end":
+                self.utterance = None
+                pcm = bytes(utterance.pcm[: len(utterance.pcm) - len(utterance.pcm) % 2])
+                self._queue(utterance.id, pcm, None, utterance.language)
+        except AudioRejected as exc:
+            self.error(ErrorCode(exc.code), exc.message, frame.id)
+
+    def _queue(self, frame_id: str, audio: bytes, clip: str | None, language: LanguageCode | None) -> None:
+        try:
+            self._jobs_in.send_nowait(_Job(frame_id, audio, clip, language, time.perf_counter()))
+        except anyio.WouldBlock:
+            self.error(ErrorCode.RATE_LIMITED, "utterances are waiting to be transcribed; send it again "
+                       "shortly", frame_id)
+
+    # ----------------------------------------------------------------- the transcriber task
+
+    async def _transcriber(self, services: Any) -> None:
+        settings: Settings = services.settings
+        async with self._jobs:
+            async for job in self._jobs:
+                try:
+                    await self._transcribe(job, services, settings)
+                except AudioRejected as exc:
+                    self.error(ErrorCode(exc.code), exc.message, job.id)
+
+    async def _transcribe(self, job: _Job, services: Any, settings: Settings) -> None:
+        actor = self.actor
+        stt = self.voice.stt
+        if actor is None or stt is None:
+            return
+        language = job.language or self._learner_language()
+        if actor.negotiation.seen(job.id):
+            # A re-sent utterance: the actor acknowledges it as a duplicate, without a second STT call.
+            actor.submit(self, TranscriptFrame(type="transcript", id=job.id, text=""))
+            return
+        pcm = job.audio
+        if job.clip is not None:
+            clip = job.clip
+            pcm = await anyio.to_thread.run_sync(lambda: decode_clip(job.audio, None if clip == "auto" else clip))
+            if duration_ms(pcm) > settings.MAX_UTTERANCE_SECONDS * 1000:
+                raise AudioRejected("audio_too_long", f"the clip is over {settings.MAX_UTTERANCE_SECONDS:g} s")
+        fallback = False
+        try:
+            heard = await stt.transcribe(pcm, language.value if language else None)
+        except SpeechServiceError as exc:
+            log.warning("speech recognition failed; asking the learner again: %s", exc,
+                        extra={"session_id": self.session_id})
+            heard, fallback = Transcription("", 0.0, stt.name), True
+        text = heard.text[: settings.MAX_TRANSCRIPT_CHARS]
+        confidence = heard.confidence if text else 0.0  # nothing recognised: the vendor asks again
+        speech = Envelope(Speech(session_id=self.session_id, id=job.id, text=text, confidence=confidence,
+                                 language=language, duration_ms=duration_ms(pcm), levels=tuple(levels(pcm)),
+                                 stt=heard.backend, fallback=fallback))
+        for conn in list(services.sockets):
+            if conn.session_id == self.session_id:
+                conn.send_nowait(speech)
+        frame = TranscriptFrame(type="transcript", id=job.id, text=text, confidence=confidence, language=language)
+        if not actor.submit(self, frame):
+            self.error(ErrorCode.RATE_LIMITED, "the session is busy; retry shortly", job.id)
+
+    def release(self) -> None:
+        super().release()
+        # Called after the connection's task group has ended: both ends of each stream are let go,
+        # including those of a task that never started.
+        if self.speaker is not None:
+            self.speaker.discard()
+        self._jobs_in.close()
+        self._jobs.close()

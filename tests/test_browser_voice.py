@@ -1,0 +1,63 @@
+"""The watch page shows the learner's spoken turns (issue #17) in a real headless Chromium: a level
+meter from the `speech` event's levels, the words heard and the confidence, an unclear one marked.
+The player speaks over a real socket to a server whose recogniser is the fake OpenAI server."""
+
+from __future__ import annotations
+
+import base64
+import math
+from array import array
+from typing import Any
+
+import pytest
+
+from tests.browser_support import ARTIFACTS, WAIT_MS, open_watch
+from tests.openai_server import Behaviour, FakeOpenAI
+from tests.servers import client, create, running_server
+
+pytestmark = [pytest.mark.browser, pytest.mark.anyio, pytest.mark.usefixtures("collect_servers")]
+
+
+def tone(seconds: float) -> bytes:
+    n = int(seconds * 16_000)
+    return array("h", (int(9000 * math.sin(2 * math.pi * 300 * i / 16_000) * (i / n)) for i in range(n))).tobytes()
+
+
+async def speak(c: Any, frame_id: str, seconds: float) -> None:
+    pcm = tone(seconds)
+    await c.send({"type": "audio", "id": frame_id, "event": "start", "format": "pcm16"})
+    for i in range(0, len(pcm), 8000):
+        data = base64.b64encode(pcm[i:i + 8000]).decode()
+        await c.send({"type": "audio", "id": frame_id, "event": "chunk", "data": data})
+    await c.send({"type": "audio", "id": frame_id, "event": "end"})
+    await c.until("reply", in_reply_to=frame_id)
+
+
+async def test_spoken_turns_show_a_level_meter_and_the_transcript_with_its_confidence(
+        browser: Any, openai_fake: FakeOpenAI) -> None:
+    openai_fake.stt_queue.extend([Behaviour(content="Namaste bhaiya, tamatar kitne ka hai?", confidence=0.92),
+                                  Behaviour(content="sattar mein", confidence=0.41)])
+    settings = {"STT": "openai", "TTS": "none", "SPEECH_API_KEY": "sk-test", "SPEECH_BASE_URL": openai_fake.base_url,
+                "SILENCE_TIMEOUT_MS": 0}
+    async with running_server(**settings) as served:
+        created = await create(served)
+        host = served.base_url.removeprefix("http://")
+        page = await open_watch(browser, host, created["session_id"], created["spectator_token"])
+        await page.wait_for_function("window.samvadView && samvadView.connected", timeout=WAIT_MS)
+        async with client(served.ws_url(created["session_id"], created["player_token"])) as c:
+            await c.until("welcome")
+            await speak(c, "v1", 1.5)
+            await speak(c, "v2", 0.8)
+        await page.wait_for_function("document.querySelectorAll('#speech .speech').length === 2", timeout=WAIT_MS)
+        cards = await page.evaluate("""[...document.querySelectorAll('#speech .speech')].map((n) => ({
+            ...n.dataset, text: n.querySelector('.speech-text').textContent,
+            confidence: n.querySelector('.confidence').textContent, unclear: n.classList.contains('unclear'),
+            bars: n.querySelectorAll('svg.level-meter rect').length,
+            tallest: Math.max(...[...n.querySelectorAll('rect')].map((r) => +r.getAttribute('height')))}))""")
+        assert [c["id"] for c in cards] == ["v2", "v1"]  # newest first
+        assert cards[1]["text"] == "“Namaste bhaiya, tamatar kitne ka hai?”" and cards[1]["confidence"] == "92% sure"
+        assert cards[1]["bars"] == 30 and cards[1]["tallest"] > 12 and not cards[1]["unclear"]
+        assert cards[0]["confidence"] == "41% sure" and cards[0]["unclear"] and cards[0]["bars"] == 16
+        assert await page.is_visible("#voice-panel")
+        ARTIFACTS.mkdir(exist_ok=True)
+        await page.screenshot(path=str(ARTIFACTS / "voice-panel.png"), full_page=True)

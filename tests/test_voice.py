@@ -1,0 +1,519 @@
+"""Voice (issue #17, docs/voice.md): audio frames become turns, the vendor's replies are spoken
+sentence by sentence, limits are refused with their codes, and backends that fail degrade to text.
+
+The OpenAI-compatible backends run against the fake server (tests/openai_server.py) over real
+HTTP with the real SDK; the embedded defaults run the real pocketsphinx and espeak-ng.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+import shutil
+import struct
+from array import array
+from typing import Any
+
+import httpx
+import pytest
+
+from schemas.enums import Role
+from schemas.frames import Reply, ReplyDelta, ReplyWithdrawn
+from tests.fakes import ScriptedBrain, decision
+from tests.openai_server import Behaviour, FakeOpenAI
+from tests.servers import client, create, player, running_server, state
+from voice.audio import decode_clip, levels, parse_wav, to_mono_16k, wav_bytes
+from voice.errors import AudioRejected
+from voice.sentences import SentenceSplitter, split_sentences
+from voice.speaker import Speaker
+
+pytestmark = pytest.mark.anyio
+LONG_LINE = ("Arre bhaiya, these are the best tomatoes in Jaipur. Fresh from the farm this morning! "
+             "For you, sixty rupees a kilo.")
+
+
+def tone(seconds: float, rate: int = 16_000, freq: float = 440.0) -> bytes:
+    n = int(seconds * rate)
+    return array("h", (int(8000 * math.sin(2 * math.pi * freq * i / rate)) for i in range(n))).tobytes()
+
+
+def unity_wav(pcm: bytes, freq: int = 16_000, channels: int = 1) -> bytes:
+    """Bytes exactly as the shipped build's `WavUtility.FromAudioClip` writes them: a 44-byte
+    header written over a zeroed prefix, with the RIFF size as an 8-byte long (so "WAVE" lands at
+    12 and the data size overwrites the first two samples)."""
+    buf = bytearray(44) + pcm
+    header = (b"RIFF" + struct.pack("<q", len(buf) - 8) + b"WAVE" + b"fmt "
+              + struct.pack("<IHHIIHH", 16, 1, channels, freq, freq * channels * 2, channels * 2, 16)
+              + b"data" + struct.pack("<i", len(pcm)))
+    buf[: len(header)] = header
+    return bytes(buf)
+
+
+def opus_clip(container: str, pcm: bytes) -> bytes:
+    """A clip as a browser's MediaRecorder makes it: Opus in Ogg or WebM, encoded by PyAV."""
+    import av
+
+    out = io.BytesIO()
+    with av.open(out, mode="w", format=container) as box:
+        stream = box.add_stream("libopus", rate=48_000)
+        stream.layout = "mono"  # type: ignore[attr-defined]
+        frame = av.AudioFrame.from_ndarray(
+            __import__("numpy").frombuffer(pcm, dtype="<i2").reshape(1, -1), format="s16", layout="mono")
+        frame.sample_rate = 16_000
+        resampler = av.AudioResampler(format="s16", layout="mono", rate=48_000)
+        for piece in resampler.resample(frame):
+            for packet in stream.encode(piece):  # type: ignore[attr-defined]
+                box.mux(packet)
+        for packet in stream.encode(None):  # type: ignore[attr-defined]
+            box.mux(packet)
+    return out.getvalue()
+
+
+# ---------------------------------------------------------------------------- audio, in process
+
+
+def test_the_unity_builds_wav_header_is_read_as_written() -> None:
+    pcm = tone(0.5)
+    frames, rate, channels, bits = parse_wav(unity_wav(pcm))
+    assert (rate, channels, bits) == (16_000, 1, 16)
+    assert frames == pcm[4:]  # the first two samples carry the data size, as in the build
+
+
+def test_wav_sizes_that_lie_are_not_trusted() -> None:
+    pcm = tone(0.2)
+    for riff, data in ((0, 0), (0xFFFFFFFF, 0xFFFFFFFF), (36, len(pcm) * 4)):
+        clip = bytearray(wav_bytes(pcm, 16_000))
+        clip[4:8] = struct.pack("<I", riff)
+        clip[40:44] = struct.pack("<I", data)
+        assert decode_clip(bytes(clip)) == pcm
+
+
+def test_stereo_44k_is_mixed_down_and_resampled_to_16k() -> None:
+    stereo = array("h", [1000, 3000] * 44_100).tobytes()
+    mono = to_mono_16k(stereo, 44_100, 2)
+    assert len(mono) == 2 * 16_000
+    assert set(array("h", mono)) == {2000}
+
+
+@pytest.mark.parametrize("container", ["ogg", "webm"])
+def test_opus_clips_as_browsers_record_them_decode_to_16k_pcm(container: str) -> None:
+    pcm = decode_clip(opus_clip(container, tone(1.0)))
+    assert abs(len(pcm) / 32_000 - 1.0) < 0.1
+    assert max(levels(pcm)) > 0.5
+
+
+def test_garbage_is_audio_unsupported() -> None:
+    with pytest.raises(AudioRejected) as caught:
+        decode_clip(b"not audio at all" * 10)
+    assert caught.value.code == "audio_unsupported"
+
+
+def test_sentences_come_out_as_soon_as_they_end() -> None:
+    splitter = SentenceSplitter()
+    assert splitter.feed("Arre bhaiya, these are the best") == []
+    assert splitter.feed(" tomatoes. Fresh to") == ["Arre bhaiya, these are the best tomatoes."]
+    assert splitter.feed("day! Sixty रुपये। For you") == ["Fresh today!", "Sixty रुपये।"]
+    assert splitter.flush() == "For you"
+    assert split_sentences("No end") == ["No end"]
+
+
+class _Tts:
+    name = "fake"
+    sample_rate = 8000
+
+    def __init__(self) -> None:
+        self.said: list[str] = []
+
+    async def synthesize(self, text: str, language: str | None) -> Any:
+        self.said.append(text)
+        yield b"\x01\x00" * 10
+
+
+async def test_the_speaker_speaks_streamed_sentences_and_drops_a_withdrawn_stream() -> None:
+    import anyio
+
+    tts, sent = _Tts(), []
+    speaker = Speaker(tts, sent.append, "s", lambda: "en-IN")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(speaker.run)
+        speaker.observe(ReplyDelta(session_id="s", turn=1, text="Bad start. And"))
+        await anyio.sleep(0.05)
+        speaker.observe(ReplyWithdrawn(session_id="s", turn=1, reason="retry"))
+        speaker.observe(ReplyDelta(session_id="s", turn=1, text="Namaste ji. Tomatoes are "))
+        speaker.observe(Reply(**_reply(1, "Namaste ji. Tomatoes are sixty.")))
+        await anyio.sleep(0.05)
+        speaker.close()
+    assert tts.said == ["Bad start.", "Namaste ji.", "Tomatoes are sixty."]
+    after = [e for e in sent if e.sentence >= 0][-3:]
+    assert [(e.turn, e.sentence, e.final) for e in sent if e.last][-2:] == [(1, 0, False), (1, 1, True)]
+    assert after[-1].final
+
+
+def _reply(turn: int, text: str) -> dict[str, Any]:
+    return dict(session_id="s", seq=turn, turn=turn, text=text, happiness_score=50,
+                negotiation_state="GREETING", vendor_mood="neutral", counter_price=None,
+                suggested_user_response="", is_terminal=False)
+
+
+# ---------------------------------------------------------------------------- over the socket
+
+
+def speech_settings(fake: FakeOpenAI, **more: Any) -> dict[str, Any]:
+    return {"STT": "openai", "TTS": "openai", "SPEECH_API_KEY": "sk-test", "SPEECH_BASE_URL": fake.base_url,
+            "AI_TIMEOUT_MS": 3000, "SILENCE_TIMEOUT_MS": 0, **more}
+
+
+def voiced(served: Any, created: dict[str, Any], **kw: Any) -> Any:
+    """The player's socket, asking for the vendor's voice (`?voice=1`)."""
+    return client(served.ws_url(created["session_id"], created["player_token"]) + "&voice=1", **kw)
+
+
+async def say(c: Any, frame_id: str, pcm: bytes, *, chunk: int = 6400) -> None:
+    """A streamed utterance: start, chunks of 0.2 s, end (base64 in JSON, bytes in msgpack)."""
+    def data(b: bytes) -> Any:
+        return b if c.msgpack else base64.b64encode(b).decode()
+
+    await c.send({"type": "audio", "id": frame_id, "event": "start", "format": "pcm16"})
+    for i in range(0, len(pcm), chunk):
+        await c.send({"type": "audio", "id": frame_id, "event": "chunk", "data": data(pcm[i:i + chunk])})
+    await c.send({"type": "audio", "id": frame_id, "event": "end"})
+
+
+async def test_a_spoken_utterance_is_a_turn_with_its_transcript_and_the_reply_is_spoken(
+        openai_fake: FakeOpenAI) -> None:
+    async with running_server(**speech_settings(openai_fake)) as served:
+        created = await create(served)
+        async with voiced(served, created) as c:
+            await c.until("welcome")
+            await say(c, "u1", tone(1.0))
+            heard = await c.until("speech", id="u1")
+            assert heard["text"] == openai_fake.stt_text and heard["confidence"] == 0.95
+            assert heard["stt"] == "openai" and heard["duration_ms"] == 1000 and len(heard["levels"]) == 20
+            await c.until("ack", id="u1")
+            reply = await c.until("reply", in_reply_to="u1")
+            assert reply["learner_text"] == openai_fake.stt_text and reply["mark"] is None
+            chunks = [await c.until("reply.audio", turn=reply["turn"])]
+            while not chunks[-1]["final"]:
+                chunks.append(await c.until("reply.audio"))
+            assert chunks[0]["sentence"] == 0 and chunks[0]["chunk"] == 0 and chunks[0]["text"]
+            assert chunks[0]["sample_rate"] == 24_000 and chunks[0]["tts"] == "openai"
+            assert " ".join(ch["text"] for ch in chunks if ch["chunk"] == 0) == reply["text"]
+            assert all(isinstance(ch["data"], str) for ch in chunks)  # base64 in JSON
+        records = openai_fake.audio_requests
+        assert records[0]["path"] == "transcriptions" and records[0]["response_format"] == "verbose_json"
+        assert records[0]["model"] == "whisper-1" and records[0]["bytes"] == 44 + 32_000
+        assert [r["input"] for r in records[1:]] == [ch["text"] for ch in chunks if ch["chunk"] == 0]
+        assert {r["response_format"] for r in records[1:]} == {"pcm"}
+
+
+async def test_a_resent_utterance_is_a_duplicate_and_not_transcribed_again(openai_fake: FakeOpenAI) -> None:
+    async with running_server(**speech_settings(openai_fake, TTS="none")) as served:
+        created = await create(served)
+        async with voiced(served, created) as c:
+            await c.until("welcome")
+            await say(c, "u1", tone(0.5))
+            await c.until("reply", in_reply_to="u1")
+            await say(c, "u1", tone(0.5))
+            ack = await c.until("ack", id="u1", duplicate=True)
+            assert ack["duplicate"] is True
+            assert [f for f in await c.quiet(0.3) if f["type"] == "reply"] == []
+        assert sum(r["path"] == "transcriptions" for r in openai_fake.audio_requests) == 1
+
+
+async def test_unclear_speech_gets_the_vendors_clarification(openai_fake: FakeOpenAI) -> None:
+    openai_fake.stt_queue.append(Behaviour(content="tomato kitna", confidence=0.3))
+    async with running_server(**speech_settings(openai_fake, TTS="none")) as served:
+        created = await create(served)
+        async with voiced(served, created, subprotocol="samvad.v1.msgpack") as c:
+            await c.until("welcome")
+            await say(c, "u1", tone(0.5))
+            assert (await c.until("speech", id="u1"))["confidence"] == 0.3
+            reply = await c.until("reply", in_reply_to="u1")
+            assert reply["mark"] == "clarify"
+            assert (await state(served, created["session_id"], created["player_token"]))["turn"] == 0
+
+
+@pytest.mark.parametrize("container", ["webm", "ogg"])
+async def test_a_recorded_opus_clip_in_msgpack_is_a_turn(openai_fake: FakeOpenAI, container: str) -> None:
+    async with running_server(**speech_settings(openai_fake, TTS="none")) as served:
+        created = await create(served)
+        async with voiced(served, created, subprotocol="samvad.v1.msgpack") as c:
+            await c.until("welcome")
+            await c.send({"type": "audio", "id": "clip1", "event": "clip", "format": container,
+                          "data": opus_clip(container, tone(1.5))})
+            heard = await c.until("speech", id="clip1")
+            assert abs(heard["duration_ms"] - 1500) < 100
+            await c.until("reply", in_reply_to="clip1")
+
+
+async def test_a_failed_transcription_asks_again_with_a_flag(openai_fake: FakeOpenAI) -> None:
+    openai_fake.stt_queue.append(Behaviour(kind="status", status=400, message="bad audio"))
+    async with running_server(**speech_settings(openai_fake, TTS="none")) as served:
+        created = await create(served)
+        async with voiced(served, created) as c:
+            await c.until("welcome")
+            await say(c, "u1", tone(0.5))
+            heard = await c.until("speech", id="u1")
+            assert heard["fallback"] is True and heard["text"] == "" and heard["confidence"] == 0.0
+            assert (await c.until("reply", in_reply_to="u1"))["mark"] == "clarify"
+
+
+async def test_a_transient_transcription_failure_is_retried(openai_fake: FakeOpenAI) -> None:
+    openai_fake.stt_queue.append(Behaviour(kind="status", status=503, headers={"retry-after": "0.05"}))
+    async with running_server(**speech_settings(openai_fake, TTS="none")) as served:
+        created = await create(served)
+        async with voiced(served, created) as c:
+            await c.until("welcome")
+            await say(c, "u1", tone(0.5))
+            heard = await c.until("speech", id="u1")
+            assert heard["fallback"] is False and heard["text"] == openai_fake.stt_text
+    assert sum(r["path"] == "transcriptions" for r in openai_fake.audio_requests) == 2
+
+
+async def test_failed_speech_degrades_to_text_with_a_flag(openai_fake: FakeOpenAI) -> None:
+    openai_fake.tts_queue.append(Behaviour(kind="status", status=400, message="no voice"))
+    async with running_server(**speech_settings(openai_fake)) as served:
+        created = await create(served)
+        async with voiced(served, created) as c:
+            await c.until("welcome")
+            await c.send({"type": "transcript", "id": "t1", "text": "Namaste bhaiya"})
+            reply = await c.until("reply", in_reply_to="t1")
+            audio = await c.until("reply.audio", turn=reply["turn"])
+            assert audio["degraded"] is True and audio["final"] is True and audio["data"] == ""
+            assert reply["text"]
+
+
+async def test_a_barge_in_stops_the_vendors_voice(openai_fake: FakeOpenAI) -> None:
+    openai_fake.tts_realtime = 1.0  # speech streams at the pace it is spoken
+    brain = ScriptedBrain(lambda r: decision(LONG_LINE, 50, r.stage))
+    async with running_server(brain=brain, **speech_settings(openai_fake)) as served:
+        created = await create(served)
+        async with voiced(served, created) as c:
+            await c.until("welcome")
+            await c.send({"type": "transcript", "id": "t1", "text": "Namaste bhaiya"})
+            reply = await c.until("reply", in_reply_to="t1")
+            await c.until("reply.audio", turn=reply["turn"])
+            await c.send({"type": "playback", "id": "p1", "turn": reply["turn"], "heard_chars": 10,
+                          "interrupted": True})
+            await c.until("heard", in_reply_to="p1")
+            assert [f for f in await c.quiet(0.8) if f["type"] == "reply.audio"] == []
+        spoken = [r for r in openai_fake.audio_requests if r["path"] == "speech"]
+        assert len(spoken) == 1  # the later sentences were never synthesized
+
+
+async def test_limits_are_refused_with_their_codes_and_change_nothing(openai_fake: FakeOpenAI) -> None:
+    settings = speech_settings(openai_fake, TTS="none", MAX_AUDIO_CLIP_BYTES=8192, MAX_UTTERANCE_SECONDS=1)
+    async with running_server(**settings) as served:
+        created = await create(served)
+        async with voiced(served, created) as c:
+            welcome = await c.until("welcome")
+            await c.send({"type": "audio", "id": "big", "event": "clip",
+                          "data": base64.b64encode(wav_bytes(tone(0.5), 16_000)).decode()})
+            assert (await c.until("error", id="big"))["code"] == "audio_too_large"
+            await say(c, "long", tone(1.5))
+            assert (await c.until("error", id="long"))["code"] == "audio_too_long"
+            await c.send({"type": "audio", "id": "orphan", "event": "chunk", "data": ""})
+            assert (await c.until("error", id="orphan"))["code"] == "audio_not_started"
+            await c.send({"type": "audio", "id": "junk", "event": "clip",
+                          "data": base64.b64encode(b"\x00junk" * 50).decode()})
+            assert (await c.until("error", id="junk"))["code"] == "audio_unsupported"
+            await c.send({"type": "audio", "id": "b64", "event": "clip", "data": "not*base64"})
+            assert (await c.until("error", id="b64"))["code"] == "invalid"
+            await c.send({"type": "audio", "id": "fmt", "event": "start", "format": "webm"})
+            assert (await c.until("error", id="fmt"))["code"] == "audio_unsupported"
+            async with client(served.ws_url(created["session_id"], created["spectator_token"])) as spectator:
+                await spectator.until("welcome")
+                await spectator.send({"type": "audio", "id": "s1", "event": "start", "format": "pcm16"})
+                assert (await spectator.until("error", id="s1"))["code"] == "forbidden"
+            assert [f for f in await c.quiet(0.2) if f["type"] in ("speech", "reply")] == []
+        after = await state(served, created["session_id"], created["player_token"])
+        assert after["seq"] == welcome["seq"] and after["turn"] == 0
+    assert openai_fake.audio_requests == []
+
+
+# ---------------------------------------------------------------------------- embedded defaults
+
+
+async def health_of(served: Any) -> dict[str, Any]:
+    async with httpx.AsyncClient(base_url=served.base_url) as http:
+        voice: dict[str, Any] = (await http.get("/health")).json()["voice"]
+        return voice
+
+
+needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
+
+
+def espeak_wav(text: str) -> bytes:
+    import subprocess
+
+    return subprocess.run(["espeak-ng", "-v", "en-us", "--stdout", "--stdin"], input=text.encode(),
+                          capture_output=True, check=True).stdout
+
+
+@needs_espeak
+async def test_embedded_defaults_hear_with_pocketsphinx_and_speak_with_espeak_ng() -> None:
+    async with running_server(SILENCE_TIMEOUT_MS=0) as served:  # USE_MOCKS: no keys at all
+        health = await health_of(served)
+        assert health == {"stt": "pocketsphinx", "tts": "espeak-ng", "audio_in": True, "audio_out": True}
+        created = await create(served)
+        async with voiced(served, created) as c:
+            await c.until("welcome")
+            clip = espeak_wav("how much are the tomatoes")
+            await c.send({"type": "audio", "id": "e1", "event": "clip", "format": "wav",
+                          "data": base64.b64encode(clip).decode()})
+            heard = await c.until("speech", id="e1", wait=15)
+            assert heard["stt"] == "pocketsphinx" and heard["text"] and 0 <= heard["confidence"] <= 1
+            reply = await c.until("reply", in_reply_to="e1", wait=15)
+            first = await c.until("reply.audio", turn=reply["turn"], wait=15)
+            assert first["tts"] == "espeak-ng" and first["sample_rate"] == 22_050
+            assert len(base64.b64decode(first["data"])) > 4000
+
+
+async def test_a_player_that_did_not_ask_for_voice_gets_no_audio(openai_fake: FakeOpenAI) -> None:
+    async with running_server(**speech_settings(openai_fake)) as served:
+        created = await create(served)
+        async with await player(served, created) as c:
+            await c.until("welcome")
+            frames = await c.turn("t1", "Namaste bhaiya")
+            assert [f["type"] for f in frames if f["type"].startswith("reply")] == ["reply"]
+            assert [f for f in await c.quiet(0.3) if f["type"] == "reply.audio"] == []
+    assert openai_fake.audio_requests == []
+
+
+async def test_a_text_only_server_says_so_and_refuses_audio() -> None:
+    async with running_server(STT="none", TTS="none") as served:
+        health = await health_of(served)
+        assert health["audio_in"] is False and "transcript" in health["note"]
+        created = await create(served)
+        async with voiced(served, created) as c:
+            await c.until("welcome")
+            await say(c, "u1", tone(0.2))
+            assert (await c.until("error", id="u1"))["code"] == "speech_unavailable"
+
+
+# ---------------------------------------------------------------------------- the shipped Unity build
+
+
+def unity_request(pcm: bytes, **fields: Any) -> dict[str, Any]:
+    """The build's `MinimalRequest`, as `JsonUtility.ToJson` writes it."""
+    body = {"audioData": base64.b64encode(unity_wav(pcm)).decode(), "inputLanguage": "en",
+            "targetLanguage": "hi", "object_grabbed": "general", "happiness_score": 50,
+            "negotiation_state": "INITIAL"}
+    body.update(fields)
+    return body
+
+
+UNITY_KEYS = {"reply", "replyEnglish", "audioReply", "negotiation_state", "happiness_score",
+              "suggested_user_response", "suggested_user_response_english"}
+
+
+async def test_the_shipped_unity_builds_requests_are_answered_in_its_shape(openai_fake: FakeOpenAI) -> None:
+    async with running_server(**speech_settings(openai_fake)) as served, httpx.AsyncClient(
+            base_url=served.base_url, timeout=10) as http:
+        first = await http.post("/api/test", json=unity_request(tone(1.0), targetLanguage="en"))
+        assert first.status_code == 200, first.text
+        body = first.json()
+        assert UNITY_KEYS <= set(body)
+        assert isinstance(body["happiness_score"], int) and body["negotiation_state"]
+        assert body["replyEnglish"] == body["reply"]  # he speaks English here
+        assert body["suggested_user_response_english"]
+        wav = base64.b64decode(body["audioReply"])
+        assert wav[:4] == b"RIFF" and wav[8:16] == b"WAVEfmt " and wav[36:40] == b"data"
+        assert struct.unpack_from("<H", wav, 22)[0] == 1 and struct.unpack_from("<I", wav, 24)[0] == 24_000
+        assert struct.unpack_from("<I", wav, 40)[0] == len(wav) - 44
+        # The state the build sends back is ignored; the same address is the same session.
+        second = await http.post("/api/test", json=unity_request(tone(1.0), targetLanguage="en",
+                                                                 object_grabbed="Tomato", happiness_score=0,
+                                                                 negotiation_state="DEAL"))
+        assert second.status_code == 200 and second.json()["negotiation_state"] != "DEAL"
+        assert second.headers["x-samvad-session"] == first.headers["x-samvad-session"]
+        sid = first.headers["x-samvad-session"]
+        actor = await served.services.registry.get(sid)  # type: ignore[union-attr]
+        assert actor is not None and actor.negotiation.turn == 2
+        assert actor.negotiation.object_grabbed == "Tomato"
+        # Another client, named by the documented header, gets its own session.
+        other = await http.post("/api/test", json=unity_request(tone(1.0)), headers={"X-Samvad-Client": "hs-2"})
+        assert other.headers["x-samvad-session"] != sid
+        # Hindi as the target: the rule vendor's line from the pack's English pool fills replyEnglish.
+        assert other.json()["replyEnglish"] and other.json()["replyEnglish"] == other.json()["reply"]
+
+
+async def test_punjabi_is_mapped_not_a_crash(openai_fake: FakeOpenAI) -> None:
+    async with running_server(**speech_settings(openai_fake, TTS="none")) as served, httpx.AsyncClient(
+            base_url=served.base_url, timeout=10) as http:
+        answer = await http.post("/api/test", json=unity_request(tone(0.5), inputLanguage="pa", targetLanguage="pa"))
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["x-samvad-language"] == "pa->hi-IN, pa->hi-IN"
+        assert answer.json()["audioReply"] == ""  # this server cannot speak
+        stt = [r for r in openai_fake.audio_requests if r["path"] == "transcriptions"]
+        assert stt[-1]["language"] == "hi"
+
+
+async def test_bad_unity_requests_get_documented_errors(openai_fake: FakeOpenAI) -> None:
+    async with running_server(**speech_settings(openai_fake, TTS="none", MAX_AUDIO_CLIP_BYTES=8192)) as served, \
+            httpx.AsyncClient(base_url=served.base_url, timeout=10) as http:
+        assert (await http.post("/api/test", content=b"{")).json()["error"]["code"] == "invalid"
+        big = await http.post("/api/test", json=unity_request(tone(1.0)))
+        assert big.status_code == 413 and big.json()["error"]["code"] == "audio_too_large"
+        junk = await http.post("/api/test", json={"audioData": base64.b64encode(b"x" * 100).decode()})
+        assert junk.status_code == 422 and junk.json()["error"]["code"] == "audio_unsupported"
+    assert openai_fake.audio_requests == []
+
+
+def test_roles_are_what_the_socket_checks() -> None:
+    assert Role.PLAYER.value == "player"  # audio from any other role is `forbidden` (docs/voice.md)
+
+
+async def test_with_a_streaming_brain_his_voice_starts_before_the_reply_is_decided(
+        openai_fake: FakeOpenAI) -> None:
+    """The first sentence is spoken from the deltas, and the last as soon as the words are complete
+    (`reply.delta` with `end`), while the model is still writing the rest of its decision."""
+    from brain.llm import OpenAIBrain
+    from tests.llm_support import FAST
+    from tests.llm_support import decision as llm_decision
+    from tests.openai_server import reply as scripted_reply
+
+    line = "Namaste ji, welcome to my stall! My tomatoes are the reddest in Jaipur today."
+    openai_fake.script(scripted_reply(llm_decision(line), ttft_ms=50, tokens_per_s=80))
+    brain = OpenAIBrain(api_key="sk-test", base_url=openai_fake.base_url, backoff=FAST, timeout_ms=5000)
+    async with running_server(brain=brain, **speech_settings(openai_fake, STT="none")) as served:
+        created = await create(served)
+        async with voiced(served, created) as c:
+            await c.until("welcome")
+            await c.send({"type": "transcript", "id": "t1", "text": "Namaste bhaiya"})
+            before: list[dict[str, Any]] = []
+            while (frame := await c.recv()).get("type") != "reply":
+                before.append(frame)
+            spoken = [f["text"] for f in before if f["type"] == "reply.audio" and f["chunk"] == 0]
+            assert spoken == ["Namaste ji, welcome to my stall!", "My tomatoes are the reddest in Jaipur today."]
+            assert any(f["type"] == "reply.delta" and f.get("end") for f in before)
+            assert frame["text"] == line
+
+
+def test_the_offline_recogniser_model_ships_inside_its_wheel() -> None:
+    """Nothing is downloaded at run time: pocketsphinx's decoder reads the en-US model from the
+    installed package, and the settings pick it (and espeak-ng) only when they are there."""
+    import os
+
+    import pocketsphinx
+
+    from server.config import SttChoice, TtsChoice, load_settings
+
+    model = os.path.join(pocketsphinx.get_model_path(), "en-us")
+    package = os.path.dirname(pocketsphinx.__file__)
+    assert model.startswith(package) and {"en-us", "en-us.lm.bin", "cmudict-en-us.dict"} <= set(os.listdir(model))
+    settings = load_settings(SAMVAD_SECRET="s" * 40, USE_MOCKS=True)
+    assert settings.stt_kind is SttChoice.POCKETSPHINX
+    assert settings.tts_kind is (TtsChoice.ESPEAK if shutil.which("espeak-ng") else TtsChoice.NONE)
+    keyed = load_settings(SAMVAD_SECRET="s" * 40, SPEECH_API_KEY="sk-x")
+    assert keyed.stt_kind is SttChoice.OPENAI and keyed.tts_kind is TtsChoice.OPENAI
+
+
+def test_bad_voice_settings_stop_the_server_naming_them() -> None:
+    from server.config import ConfigError, load_settings
+
+    for name, value in (("STT", "whisper"), ("TTS", "festival"), ("MAX_UTTERANCE_SECONDS", "0"),
+                        ("MAX_AUDIO_CLIP_BYTES", "10")):
+        with pytest.raises(ConfigError, match=name):
+            load_settings(SAMVAD_SECRET="s" * 40, **{name: value})

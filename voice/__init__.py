@@ -1,0 +1,35 @@
+"""Speech for the session socket and the Unity build's endpoint (docs/voice.md).
+
+- `audio`: PCM16, WAV (the shipped Unity build's header included), Ogg/Opus and WebM through
+  PyAV, levels for a meter; `sentences`: cutting streamed text into sentences to speak.
+- `stt`: the `SpeechToText` interface and pocketsphinx (the embedded, offline default);
+  `tts`: the `TextToSpeech` interface and espeak-ng (the embedded default);
+  `openai_speech`: both directions through the openai SDK, any OpenAI-compatible server.
+- `speaker`: the vendor's voice for one connection, sentence by sentence, stopped by a barge-in.
+- `errors`: the package's exceptions.
+
+It imports `schemas` and the brain's transport settings (`brain.transport`), nothing above them.
+"""
+
+from voice.audio import decode_clip, levels, parse_wav, wav_bytes
+from voice.errors import AudioRejected, SpeechServiceError, VoiceError
+from voice.sentences import SentenceSplitter, split_sentences
+from voice.speaker import Speaker
+from voice.stt import SpeechToText, Transcription
+from voice.tts import TextToSpeech
+
+__all__ = [
+    "AudioRejected",
+    "SentenceSplitter",
+    "Speaker",
+    "SpeechServiceError",
+    "SpeechToText",
+    "TextToSpeech",
+    "Transcription",
+    "VoiceError",
+    "decode_clip",
+    "levels",
+    "parse_wav",
+    "split_sentences",
+    "wav_bytes",
+]

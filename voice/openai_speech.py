@@ -1,0 +1,164 @@
+"""OpenAI-compatible speech: `audio.transcriptions` and `audio.speech` through the official SDK.
+
+Any server that speaks those two routes works (`SPEECH_BASE_URL`). The retry policy and the
+deadline are the chat's (brain/transport.py): 5xx, 429, timeouts and dropped connections are
+retried twice, after 1 s then 2 s (or the server's Retry-After when shorter than the time left),
+within `AI_TIMEOUT_MS` for the whole call; any other 4xx fails at once. Speech is retried only
+before its first byte went out. SDK exceptions become `SpeechServiceError` here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TypeVar
+
+import anyio
+import openai
+
+from brain.transport import DEFAULT_BACKOFF, sdk_client
+from voice.audio import wav_bytes
+from voice.errors import SpeechServiceError
+from voice.stt import Transcription
+
+log = logging.getLogger("samvad.voice")
+T = TypeVar("T")
+OPENAI_PCM_RATE = 24_000  # `response_format="pcm"`: 24 kHz 16-bit little-endian mono
+_LANG = {"hi-IN": "hi", "kn-IN": "kn", "ta-IN": "ta", "en-IN": "en", "en": "en", "hi-EN": "hi",
+         "ja-JP": "ja", "ar-MA": "ar", "fr-MA": "fr"}
+
+
+class _Transient(Exception):
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def _translate(exc: openai.OpenAIError) -> SpeechServiceError | _Transient:
+    """The one place an SDK exception is mapped to ours."""
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        if status == 429 or status >= 500:
+            wait = None
+            raw = exc.response.headers.get("retry-after")
+            try:
+                wait = float(raw) if raw is not None else None
+            except ValueError:
+                wait = None
+            return _Transient(f"HTTP {status}", wait if wait is not None and math.isfinite(wait) else None)
+        return SpeechServiceError(f"HTTP {status}: {str(exc.message)[:200]}")
+    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, openai.APIError)):
+        return _Transient(type(exc).__name__)
+    return SpeechServiceError(f"{type(exc).__name__}: {str(exc)[:200]}")
+
+
+class OpenAISpeech:
+    """Both directions against one OpenAI-compatible server; `stt` and `tts` views share the client."""
+
+    def __init__(self, *, api_key: str, base_url: str | None, stt_model: str, tts_model: str,
+                 tts_voice: str, timeout_s: float, backoff: Sequence[float] = DEFAULT_BACKOFF) -> None:
+        self.client = sdk_client(api_key=api_key or "none", base_url=base_url, timeout_s=timeout_s)
+        self.stt_model = stt_model
+        self.tts_model = tts_model
+        self.tts_voice = tts_voice
+        self.timeout_s = timeout_s
+        self.backoff = tuple(backoff)
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+    async def _call(self, what: str, attempt_once: Callable[[], Awaitable[T]], deadline: float) -> T:
+        attempt = 0
+        while True:
+            try:
+                try:
+                    return await attempt_once()
+                except openai.OpenAIError as exc:
+                    raise _translate(exc) from exc
+            except _Transient as exc:
+                remaining = deadline - anyio.current_time()
+                wait = exc.retry_after if exc.retry_after is not None else (
+                    self.backoff[attempt] if attempt < len(self.backoff) else None)
+                if attempt >= len(self.backoff) or wait is None or wait >= remaining:
+                    raise SpeechServiceError(f"{what} failed: {exc} (after {attempt} retries)") from exc
+                log.warning("%s failed, retrying in %.2f s: %s", what, wait, exc)
+                await anyio.sleep(wait)
+                attempt += 1
+
+    async def transcribe(self, pcm: bytes, language: str | None) -> Transcription:
+        wav = wav_bytes(pcm, 16_000)
+        lang = _LANG.get(language or "")
+
+        async def once() -> Transcription:
+            result = await self.client.audio.transcriptions.create(
+                file=("speech.wav", wav, "audio/wav"), model=self.stt_model,
+                response_format="verbose_json", language=lang if lang else openai.omit)
+            segments = getattr(result, "segments", None) or []
+            confidence: float | None = None
+            if segments:
+                # Whisper's own numbers: the mean token probability, less the chance of no speech.
+                probs = [math.exp(min(0.0, s.avg_logprob)) * (1.0 - s.no_speech_prob) for s in segments]
+                confidence = round(sum(probs) / len(probs), 3)
+            return Transcription(result.text.strip(), confidence, "openai")
+
+        try:
+            with anyio.fail_after(self.timeout_s):
+                return await self._call("transcription", once, anyio.current_time() + self.timeout_s)
+        except TimeoutError as exc:
+            raise SpeechServiceError("transcription timed out") from exc
+
+
+class OpenAIStt:
+    name = "openai"
+
+    def __init__(self, speech: OpenAISpeech) -> None:
+        self.speech = speech
+
+    async def transcribe(self, pcm: bytes, language: str | None) -> Transcription:
+        return await self.speech.transcribe(pcm, language)
+
+
+class OpenAITts:
+    """`audio.speech` with `response_format="pcm"`, read as it streams in."""
+
+    name = "openai"
+    sample_rate = OPENAI_PCM_RATE
+
+    def __init__(self, speech: OpenAISpeech) -> None:
+        self.speech = speech
+
+    async def synthesize(self, text: str, language: str | None) -> AsyncIterator[bytes]:
+        speech = self.speech
+        deadline = anyio.current_time() + speech.timeout_s
+        attempt = 0
+        while True:
+            sent = False
+            try:
+                try:
+                    with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
+                        async with speech.client.audio.speech.with_streaming_response.create(
+                                model=speech.tts_model, voice=speech.tts_voice, input=text,
+                                response_format="pcm") as response:
+                            carry = b""
+                            async for chunk in response.iter_bytes():  # as it arrives: no batching
+                                chunk = carry + chunk
+                                cut = len(chunk) - len(chunk) % 2
+                                carry = chunk[cut:]
+                                if cut:
+                                    sent = True
+                                    yield chunk[:cut]
+                    return
+                except openai.OpenAIError as exc:
+                    raise _translate(exc) from exc
+                except TimeoutError as exc:
+                    raise SpeechServiceError("speech timed out") from exc
+            except _Transient as exc:
+                remaining = deadline - anyio.current_time()
+                wait = exc.retry_after if exc.retry_after is not None else (
+                    speech.backoff[attempt] if attempt < len(speech.backoff) else None)
+                if sent or attempt >= len(speech.backoff) or wait is None or wait >= remaining:
+                    raise SpeechServiceError(f"speech failed: {exc} (after {attempt} retries)") from exc
+                log.warning("speech failed, retrying in %.2f s: %s", wait, exc)
+                await anyio.sleep(wait)
+                attempt += 1

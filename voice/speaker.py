@@ -1,0 +1,220 @@
+"""The vendor's voice for one player connection: sentences spoken as the reply streams in.
+
+`Speaker.observe` sees every event that goes to the player. `reply.delta` text is cut into
+sentences (`voice.sentences`) and each whole sentence is queued for synthesis at once, so the
+first audio leaves while the brain is still writing; the `reply` speaks what is left (or, from a
+brain that does not stream, the whole line, sentence by sentence). `reply.withdrawn` drops what
+was queued for the turn and the `reply` is spoken afresh from sentence 0. A barge-in (`stop`: the
+learner's `playback` with `interrupted`, or the learner starting a new utterance) drops everything
+queued and cuts the sentence being synthesized.
+
+One task (`run`) synthesizes in order; the queue is bounded (`QUEUE_SENTENCES`) and a sentence
+that does not fit is dropped with the rest of its reply marked `degraded`. A backend failure
+sends one `reply.audio` with `degraded: true` and the rest of that reply stays text.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from pydantic import BaseModel
+
+from schemas.frames import Reply, ReplyAudio, ReplyDelta, ReplyWithdrawn
+from voice.errors import SpeechServiceError
+from voice.sentences import SentenceSplitter, split_sentences
+from voice.tts import TextToSpeech
+
+log = logging.getLogger("samvad.voice")
+QUEUE_SENTENCES = 64
+CHUNK_BYTES = 16 * 1024  # about 0.35 s at 22 kHz: small enough to start playing at once
+
+
+@dataclass(frozen=True, slots=True)
+class _Sentence:
+    gen: int
+    turn: int
+    index: int
+    text: str
+    final: bool
+
+
+class Speaker:
+    def __init__(self, tts: TextToSpeech, send: Callable[[ReplyAudio], object], session_id: str,
+                 language: Callable[[], str | None], *, by_sentence: bool = True) -> None:
+        self.tts = tts
+        # False: the seed's design, kept to measure against (benchmarks/voice_turn.py): the whole
+        # reply is synthesized once it is known and sent once it is synthesized.
+        self.by_sentence = by_sentence
+        self._send = send
+        self.session_id = session_id
+        self._language = language
+        self._gen = 0  # raised by every withdrawal and barge-in: queued work of older gens is dropped
+        self._turn: int | None = None  # the turn whose deltas are being cut
+        self._splitter = SentenceSplitter()
+        self._index = 0
+        self._streaming = False
+        self._streamed = ""  # the text streamed for `_turn` so far
+        self._stopped_turn: int | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._failed_gen = -1
+        send_stream, receive_stream = anyio.create_memory_object_stream[_Sentence](QUEUE_SENTENCES)
+        self._queue: MemoryObjectSendStream[_Sentence] = send_stream
+        self._receive: MemoryObjectReceiveStream[_Sentence] = receive_stream
+        self.sentences = 0  # statistics
+
+    # ----------------------------------------------------------------- fed by the connection
+
+    def observe(self, event: BaseModel) -> None:
+        if not self.by_sentence:
+            if isinstance(event, Reply):
+                self._new_reply(event.turn)
+                self._enqueue(event.text, final=True)
+            return
+        if isinstance(event, ReplyDelta):
+            if event.turn == self._stopped_turn:
+                return
+            if event.turn != self._turn or not self._streaming:
+                self._new_reply(event.turn)
+                self._streaming = True
+            self._streamed += event.text
+            for sentence in self._splitter.feed(event.text):
+                self._enqueue(sentence, final=False)
+            if event.end:  # the words are complete: speak the last sentence before the decision is
+                rest = self._splitter.flush()
+                if rest:
+                    self._enqueue(rest, final=False)
+        elif isinstance(event, ReplyWithdrawn):
+            if event.turn == self._turn:
+                self._gen += 1
+                self._cut()
+                self._new_reply(event.turn)
+        elif isinstance(event, Reply):
+            if event.turn == self._stopped_turn and event.mark is None:
+                self._streaming = False
+                return
+            if self._streaming and event.turn == self._turn and event.text.startswith(self._streamed):
+                # The reply is what streamed, plus perhaps a tail the deltas had not reached yet.
+                for sentence in self._splitter.feed(event.text[len(self._streamed):]):
+                    self._enqueue(sentence, final=False)
+                self._enqueue(self._splitter.flush(), final=True)
+            else:
+                self._new_reply(event.turn)
+                parts = split_sentences(event.text) or [""]
+                for i, sentence in enumerate(parts):
+                    self._enqueue(sentence, final=i == len(parts) - 1)
+            self._streaming = False
+            self._stopped_turn = None
+
+    def stop(self, turn: int | None = None) -> None:
+        """Barge-in: nothing more of the reply to `turn` (or of any reply) is spoken."""
+        if turn is not None and self._turn is not None and turn != self._turn:
+            return
+        self._gen += 1
+        self._stopped_turn = self._turn if self._streaming else None
+        self._streaming = False
+        self._cut()
+
+    def _cut(self) -> None:
+        if self._scope is not None:
+            self._scope.cancel()
+
+    def _new_reply(self, turn: int) -> None:
+        self._turn = turn
+        self._splitter = SentenceSplitter()
+        self._index = 0
+        self._streamed = ""
+        self._stopped_turn = None
+
+    def _enqueue(self, text: str, *, final: bool) -> None:
+        assert self._turn is not None
+        item = _Sentence(self._gen, self._turn, self._index, text, final)
+        self._index += 1
+        try:
+            self._queue.send_nowait(item)
+        except anyio.WouldBlock:
+            log.warning("speech queue full; sentence dropped", extra={"session_id": self.session_id})
+            self._send(ReplyAudio(session_id=self.session_id, turn=item.turn, sentence=item.index, chunk=0,
+                                  sample_rate=self.tts.sample_rate, last=True, final=True, degraded=True,
+                                  tts=self.tts.name))
+            self._failed_gen = item.gen
+
+    # ----------------------------------------------------------------- the task
+
+    async def run(self) -> None:
+        async with self._receive:
+            async for item in self._receive:
+                if item.gen != self._gen or item.gen == self._failed_gen:
+                    continue
+                with anyio.CancelScope() as scope:
+                    self._scope = scope
+                    try:
+                        await self._speak(item)
+                    except SpeechServiceError as exc:
+                        log.warning("speech failed, the reply goes on as text: %s", exc,
+                                    extra={"session_id": self.session_id})
+                        self._failed_gen = item.gen
+                        self._send(ReplyAudio(
+                            session_id=self.session_id, turn=item.turn, sentence=item.index, chunk=0,
+                            sample_rate=self.tts.sample_rate, last=True, final=True, degraded=True,
+                            tts=self.tts.name))
+                    finally:
+                        self._scope = None
+
+    async def _speak(self, item: _Sentence) -> None:
+        rate, name = self.tts.sample_rate, self.tts.name
+        if not item.text:  # nothing left after the streamed sentences: just close the reply
+            self._send(ReplyAudio(session_id=self.session_id, turn=item.turn, sentence=item.index, chunk=0,
+                                  sample_rate=rate, last=True, final=item.final, tts=name))
+            return
+        chunk = 0
+        held = b""  # one piece held back, so the sentence's last piece can say `last`
+        if not self.by_sentence:
+            whole = bytearray()
+            async for pcm in self.tts.synthesize(item.text, self._language()):
+                whole += pcm
+            held = bytes(whole)
+            while len(held) > CHUNK_BYTES and item.gen == self._gen:
+                self._send(ReplyAudio(session_id=self.session_id, turn=item.turn, sentence=item.index,
+                                      chunk=chunk, text=item.text if chunk == 0 else "", sample_rate=rate,
+                                      data=held[:CHUNK_BYTES], tts=name))
+                chunk, held = chunk + 1, held[CHUNK_BYTES:]
+        async for pcm in self.tts.synthesize(item.text, self._language()) if self.by_sentence else _nothing():
+            data = held + pcm
+            while len(data) > CHUNK_BYTES:
+                if item.gen != self._gen:
+                    return
+                self._send(ReplyAudio(session_id=self.session_id, turn=item.turn, sentence=item.index,
+                                      chunk=chunk, text=item.text if chunk == 0 else "", sample_rate=rate,
+                                      data=data[:CHUNK_BYTES], tts=name))
+                chunk += 1
+                data = data[CHUNK_BYTES:]
+            held = data
+            if chunk == 0 and held and item.gen == self._gen:
+                # the sentence's first audio goes out as soon as it exists
+                self._send(ReplyAudio(session_id=self.session_id, turn=item.turn, sentence=item.index,
+                                      chunk=0, text=item.text, sample_rate=rate, data=held, tts=name))
+                chunk, held = 1, b""
+        if item.gen != self._gen:
+            return
+        self.sentences += 1
+        self._send(ReplyAudio(session_id=self.session_id, turn=item.turn, sentence=item.index, chunk=chunk,
+                              text=item.text if chunk == 0 else "", sample_rate=rate, data=held, last=True,
+                              final=item.final, tts=name))
+
+    def close(self) -> None:
+        """No more sentences: `run` ends once it has spoken what is queued."""
+        self._queue.close()
+
+    def discard(self) -> None:
+        """Let go of the queue's two ends, once `run` has ended (or never started)."""
+        self._queue.close()
+        self._receive.close()
+
+
+async def _nothing() -> AsyncIterator[bytes]:
+    return
+    yield b""

@@ -1,0 +1,82 @@
+"""Speech to text: the `SpeechToText` interface and the embedded engine (pocketsphinx).
+
+A backend gets PCM16 mono 16 kHz and returns a `Transcription`: the text, a confidence in 0-1
+(None when the engine gives none, which the session takes as clear) and the backend's name.
+The OpenAI-compatible backend is in `voice.openai_speech`.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anyio
+
+from voice.errors import SpeechServiceError
+
+_FILLERS = ("<s>", "</s>", "<sil>", "[NOISE]", "<unk>")
+
+
+@dataclass(frozen=True, slots=True)
+class Transcription:
+    text: str
+    confidence: float | None
+    backend: str
+
+
+class SpeechToText(Protocol):
+    name: str
+
+    async def transcribe(self, pcm: bytes, language: str | None) -> Transcription: ...
+
+
+def pocketsphinx_available() -> bool:
+    """True when the pocketsphinx wheel, with the en-US model inside it, is installed."""
+    try:
+        import pocketsphinx
+    except ImportError:
+        return False
+    import os
+
+    return os.path.isdir(os.path.join(pocketsphinx.get_model_path(), "en-us"))
+
+
+class PocketsphinxStt:
+    """CMU pocketsphinx with the US-English model shipped inside its wheel: no key, no download.
+
+    It only knows English, so Hindi words come out as their nearest English sounds, and its word
+    posteriors run low; the confidence is their mean, so the clarify threshold applies to it as to
+    any recogniser (docs/voice.md says how it fares). One decoder, used by one thread at a time.
+    """
+
+    name = "pocketsphinx"
+
+    def __init__(self) -> None:
+        from pocketsphinx import Decoder
+
+        self._decoder: Any = Decoder(samprate=16000, loglevel="FATAL")
+        self._lock = threading.Lock()
+        self._limiter = anyio.CapacityLimiter(1)
+
+    def _run(self, pcm: bytes) -> Transcription:
+        with self._lock:
+            decoder = self._decoder
+            decoder.start_utt()
+            decoder.process_raw(pcm, full_utt=True)
+            decoder.end_utt()
+            hyp = decoder.hyp()
+            words = [(seg.word, seg.prob) for seg in decoder.seg()] if hyp is not None else []
+        kept = [(w.split("(")[0], p) for w, p in words if w not in _FILLERS and not w.startswith("+")]
+        text = " ".join(w for w, _ in kept)
+        if not kept:
+            return Transcription("", 0.0, self.name)
+        conf = sum(p for _, p in kept) / len(kept)
+        return Transcription(text, round(min(1.0, max(0.0, conf)), 3) if math.isfinite(conf) else 0.0, self.name)
+
+    async def transcribe(self, pcm: bytes, language: str | None) -> Transcription:
+        try:
+            return await anyio.to_thread.run_sync(self._run, pcm, limiter=self._limiter)
+        except RuntimeError as exc:
+            raise SpeechServiceError(f"pocketsphinx failed: {exc}") from exc
