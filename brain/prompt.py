@@ -67,7 +67,7 @@ from schemas.policy import (
 )
 from schemas.scenario import Item, Scenario, load_scenario
 
-PROMPT_VERSION = "11.1.0"
+PROMPT_VERSION = "11.2.0"
 DEFAULT_HISTORY_BUDGET = 2000  # tokens for the summary and the history lines (HISTORY_TOKEN_BUDGET)
 DEFAULT_MODEL = "gpt-4o"
 
@@ -192,7 +192,8 @@ OUTPUT_SCHEMA = "\n".join([
     f'  "offer_assessment": one of {_enum(OfferAssessment)}; none when the learner made no offer,',
     '  "internal_reasoning": string, one short sentence on why; the learner never sees it,',
     '  "suggested_user_response": string, one short line the learner could say next,',
-    '  "suggested_user_response_english": string, that line in English (the same line if it is English)',
+    '  "suggested_user_response_english": string, that line in English (the same line if it is English),',
+    '  "reply_text_english": string, your reply_text in English (the same text if it is English)',
     "}",
     "Every key is required. Numbers are plain integers, not strings. Use only the values listed.",
 ])

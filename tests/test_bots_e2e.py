@@ -140,8 +140,11 @@ async def test_the_sleeper_is_nudged_until_the_session_times_out(served: Served)
     assert summary["errors"]["count"] == 0 and summary["violations"]["count"] == 0, summary
     timed_out = summary["outcomes"]["sleeper"]["timed_out"]
     assert timed_out >= 2
-    # MAX_CONSECUTIVE_TIMEOUTS is 3: two nudges, then the end.
-    assert summary["coaching"]["sleeper"] == {"nudge": 2 * timed_out, "timed_out": timed_out}
+    # MAX_CONSECUTIVE_TIMEOUTS is 3: two nudges, then the end. The two sessions in flight when the
+    # run stops may have had a nudge or two without reaching their end.
+    coaching = summary["coaching"]["sleeper"]
+    assert coaching["timed_out"] == timed_out
+    assert 2 * timed_out <= coaching["nudge"] <= 2 * timed_out + 2 * 2
 
 
 @pytest.mark.anyio

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import io
-import math
 import shutil
 import struct
 from array import array
@@ -18,11 +17,11 @@ from typing import Any
 import httpx
 import pytest
 
-from schemas.enums import Role
 from schemas.frames import Reply, ReplyDelta, ReplyWithdrawn
 from tests.fakes import ScriptedBrain, decision
 from tests.openai_server import Behaviour, FakeOpenAI
 from tests.servers import client, create, player, running_server, state
+from tests.voice_support import speech_settings, tone, unity_wav
 from voice.audio import decode_clip, levels, parse_wav, to_mono_16k, wav_bytes
 from voice.errors import AudioRejected
 from voice.sentences import SentenceSplitter, split_sentences
@@ -31,23 +30,6 @@ from voice.speaker import Speaker
 pytestmark = pytest.mark.anyio
 LONG_LINE = ("Arre bhaiya, these are the best tomatoes in Jaipur. Fresh from the farm this morning! "
              "For you, sixty rupees a kilo.")
-
-
-def tone(seconds: float, rate: int = 16_000, freq: float = 440.0) -> bytes:
-    n = int(seconds * rate)
-    return array("h", (int(8000 * math.sin(2 * math.pi * freq * i / rate)) for i in range(n))).tobytes()
-
-
-def unity_wav(pcm: bytes, freq: int = 16_000, channels: int = 1) -> bytes:
-    """Bytes exactly as the shipped build's `WavUtility.FromAudioClip` writes them: a 44-byte
-    header written over a zeroed prefix, with the RIFF size as an 8-byte long (so "WAVE" lands at
-    12 and the data size overwrites the first two samples)."""
-    buf = bytearray(44) + pcm
-    header = (b"RIFF" + struct.pack("<q", len(buf) - 8) + b"WAVE" + b"fmt "
-              + struct.pack("<IHHIIHH", 16, 1, channels, freq, freq * channels * 2, channels * 2, 16)
-              + b"data" + struct.pack("<i", len(pcm)))
-    buf[: len(header)] = header
-    return bytes(buf)
 
 
 def opus_clip(container: str, pcm: bytes) -> bytes:
@@ -157,11 +139,6 @@ def _reply(turn: int, text: str) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- over the socket
-
-
-def speech_settings(fake: FakeOpenAI, **more: Any) -> dict[str, Any]:
-    return {"STT": "openai", "TTS": "openai", "SPEECH_API_KEY": "sk-test", "SPEECH_BASE_URL": fake.base_url,
-            "AI_TIMEOUT_MS": 3000, "SILENCE_TIMEOUT_MS": 0, **more}
 
 
 def voiced(served: Any, created: dict[str, Any], **kw: Any) -> Any:
@@ -390,79 +367,6 @@ async def test_a_text_only_server_says_so_and_refuses_audio() -> None:
             await c.until("welcome")
             await say(c, "u1", tone(0.2))
             assert (await c.until("error", id="u1"))["code"] == "speech_unavailable"
-
-
-# ---------------------------------------------------------------------------- the shipped Unity build
-
-
-def unity_request(pcm: bytes, **fields: Any) -> dict[str, Any]:
-    """The build's `MinimalRequest`, as `JsonUtility.ToJson` writes it."""
-    body = {"audioData": base64.b64encode(unity_wav(pcm)).decode(), "inputLanguage": "en",
-            "targetLanguage": "hi", "object_grabbed": "general", "happiness_score": 50,
-            "negotiation_state": "INITIAL"}
-    body.update(fields)
-    return body
-
-
-UNITY_KEYS = {"reply", "replyEnglish", "audioReply", "negotiation_state", "happiness_score",
-              "suggested_user_response", "suggested_user_response_english"}
-
-
-async def test_the_shipped_unity_builds_requests_are_answered_in_its_shape(openai_fake: FakeOpenAI) -> None:
-    async with running_server(**speech_settings(openai_fake)) as served, httpx.AsyncClient(
-            base_url=served.base_url, timeout=10) as http:
-        first = await http.post("/api/test", json=unity_request(tone(1.0), targetLanguage="en"))
-        assert first.status_code == 200, first.text
-        body = first.json()
-        assert UNITY_KEYS <= set(body)
-        assert isinstance(body["happiness_score"], int) and body["negotiation_state"]
-        assert body["replyEnglish"] == body["reply"]  # he speaks English here
-        assert body["suggested_user_response_english"]
-        wav = base64.b64decode(body["audioReply"])
-        assert wav[:4] == b"RIFF" and wav[8:16] == b"WAVEfmt " and wav[36:40] == b"data"
-        assert struct.unpack_from("<H", wav, 22)[0] == 1 and struct.unpack_from("<I", wav, 24)[0] == 24_000
-        assert struct.unpack_from("<I", wav, 40)[0] == len(wav) - 44
-        # The state the build sends back is ignored; the same address is the same session.
-        second = await http.post("/api/test", json=unity_request(tone(1.0), targetLanguage="en",
-                                                                 object_grabbed="Tomato", happiness_score=0,
-                                                                 negotiation_state="DEAL"))
-        assert second.status_code == 200 and second.json()["negotiation_state"] != "DEAL"
-        assert second.headers["x-samvad-session"] == first.headers["x-samvad-session"]
-        sid = first.headers["x-samvad-session"]
-        actor = await served.services.registry.get(sid)  # type: ignore[union-attr]
-        assert actor is not None and actor.negotiation.turn == 2
-        assert actor.negotiation.object_grabbed == "Tomato"
-        # Another client, named by the documented header, gets its own session.
-        other = await http.post("/api/test", json=unity_request(tone(1.0)), headers={"X-Samvad-Client": "hs-2"})
-        assert other.headers["x-samvad-session"] != sid
-        # Hindi as the target: the rule vendor's line from the pack's English pool fills replyEnglish.
-        assert other.json()["replyEnglish"] and other.json()["replyEnglish"] == other.json()["reply"]
-
-
-async def test_punjabi_is_mapped_not_a_crash(openai_fake: FakeOpenAI) -> None:
-    async with running_server(**speech_settings(openai_fake, TTS="none")) as served, httpx.AsyncClient(
-            base_url=served.base_url, timeout=10) as http:
-        answer = await http.post("/api/test", json=unity_request(tone(0.5), inputLanguage="pa", targetLanguage="pa"))
-        assert answer.status_code == 200, answer.text
-        assert answer.headers["x-samvad-language"] == "pa->hi-IN, pa->hi-IN"
-        assert answer.json()["audioReply"] == ""  # this server cannot speak
-        stt = [r for r in openai_fake.audio_requests if r["path"] == "transcriptions"]
-        assert stt[-1]["language"] == "hi"
-
-
-async def test_bad_unity_requests_get_documented_errors(openai_fake: FakeOpenAI) -> None:
-    async with running_server(**speech_settings(openai_fake, TTS="none", MAX_AUDIO_CLIP_BYTES=8192)) as served, \
-            httpx.AsyncClient(base_url=served.base_url, timeout=10) as http:
-        assert (await http.post("/api/test", content=b"{")).json()["error"]["code"] == "invalid"
-        big = await http.post("/api/test", json=unity_request(tone(1.0)))
-        assert big.status_code == 413 and big.json()["error"]["code"] == "audio_too_large"
-        junk = await http.post("/api/test", json={"audioData": base64.b64encode(b"x" * 100).decode()})
-        assert junk.status_code == 422 and junk.json()["error"]["code"] == "audio_unsupported"
-    assert openai_fake.audio_requests == []
-
-
-def test_roles_are_what_the_socket_checks() -> None:
-    assert Role.PLAYER.value == "player"  # audio from any other role is `forbidden` (docs/voice.md)
 
 
 async def test_with_a_streaming_brain_his_voice_starts_before_the_reply_is_decided(

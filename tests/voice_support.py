@@ -1,0 +1,32 @@
+"""What the voice tests share: tones, the shipped Unity build's WAV, the speech settings."""
+
+from __future__ import annotations
+
+import math
+import struct
+from array import array
+from typing import Any
+
+from tests.openai_server import FakeOpenAI
+
+
+def tone(seconds: float, rate: int = 16_000, freq: float = 440.0) -> bytes:
+    n = int(seconds * rate)
+    return array("h", (int(8000 * math.sin(2 * math.pi * freq * i / rate)) for i in range(n))).tobytes()
+
+
+def unity_wav(pcm: bytes, freq: int = 16_000, channels: int = 1) -> bytes:
+    """Bytes exactly as the shipped build's `WavUtility.FromAudioClip` writes them: a 44-byte
+    header written over a zeroed prefix, with the RIFF size as an 8-byte long (so "WAVE" lands at
+    12 and the data size overwrites the first two samples)."""
+    buf = bytearray(44) + pcm
+    header = (b"RIFF" + struct.pack("<q", len(buf) - 8) + b"WAVE" + b"fmt "
+              + struct.pack("<IHHIIHH", 16, 1, channels, freq, freq * channels * 2, channels * 2, 16)
+              + b"data" + struct.pack("<i", len(pcm)))
+    buf[: len(header)] = header
+    return bytes(buf)
+
+
+def speech_settings(fake: FakeOpenAI, **more: Any) -> dict[str, Any]:
+    return {"STT": "openai", "TTS": "openai", "SPEECH_API_KEY": "sk-test", "SPEECH_BASE_URL": fake.base_url,
+            "AI_TIMEOUT_MS": 3000, "SILENCE_TIMEOUT_MS": 0, **more}
