@@ -6,7 +6,8 @@ first token, then 50 tokens/s) and the session mirror writing to a real Neo4j. F
 Neo4j (started here with scripts/neo4j.sh unless `--neo4j-uri` names one), the fake model, the
 Samvad server (`python -m server.cli serve`) and this load generator.
 
-For each N in `--steps` the learners connect (staggered over a few seconds), play for
+For each N in `--steps` a fresh server is started and warmed up with four learners taking a turn
+each (not measured), then the N learners connect (staggered over a few seconds), play for
 `--duration` seconds, and leave. Per step it reports:
 
 * the server's overhead on the first-words path, measured against the fake model's clock as
@@ -172,9 +173,10 @@ async def learner(host: str, index: int, step: Step, start_by: float, until: flo
         step.error(f"socket:{type(exc).__name__}")
 
 
-async def run_step(host: str, sessions: int, duration: float, think: tuple[float, float]) -> Step:
+async def run_step(host: str, sessions: int, duration: float, think: tuple[float, float],
+                   ramp: float | None = None) -> Step:
     step = Step(sessions)
-    ramp = max(5.0, sessions / 100)
+    ramp = max(5.0, sessions / 100) if ramp is None else ramp
     until = time.time() + ramp + duration
     async with anyio.create_task_group() as tg:
         for index in range(sessions):
@@ -220,6 +222,9 @@ def main(argv: list[str] | None = None) -> int:
         for sessions in (int(s) for s in args.steps.split(",")):
             proc, host = start_samvad(fake_url, neo4j_uri)
             try:
+                # Warm up: a few turns through every path once (imports, caches, the model's
+                # connection) before anything is measured; a server is not measured cold.
+                anyio.run(run_step, host, 4, 1.5, (0.2, 0.5), 0.0)
                 httpx.post(fake_base + "/_fake/reset", timeout=10)
                 cpu0, fake0 = cpu_seconds(proc.pid), httpx.get(fake_base + "/_fake/cpu").json()["cpu_s"]
                 me0 = resource.getrusage(resource.RUSAGE_SELF)
