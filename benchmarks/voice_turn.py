@@ -6,6 +6,7 @@ to the first byte, then streamed 4x faster than it is spoken), the real Samvad s
 (`python -m server.cli serve`, BRAIN=openai, STT=openai, TTS=openai, every call to the fake), and
 this load generator. Each turn streams 1 s of microphone audio in 200 ms chunks, in real time,
 then `end`; the clock starts at `end` and stops at the first `reply.audio` with sound in it.
+Before the measured session, two turns of another session warm the server up (not measured).
 
 It runs twice: by sentence (TTS_BY_SENTENCE=true, the server's design) and whole (false: the
 reply is synthesized once it is complete and sent once synthesized, as seed 000 did).
@@ -135,13 +136,24 @@ def fake_share(base_url: str, row: dict[str, Any]) -> float:
             + (tts["first_byte_at"] - tts["received_at"])) * 1000
 
 
-async def run_mode(base_url: str, host: str, turns: int, pid: int) -> dict[str, Any]:
-    speech = tone(1.0)
+async def voice_session(host: str) -> str:
     async with httpx.AsyncClient(base_url=f"http://{host}") as client:
         created = (await client.post("/api/sessions", json={})).json()
-    url = f"ws://{host}/ws/sessions/{created['session_id']}?token={created['player_token']}&voice=1"
+    return f"ws://{host}/ws/sessions/{created['session_id']}?token={created['player_token']}&voice=1"
+
+
+async def run_mode(base_url: str, host: str, turns: int, pid: int) -> dict[str, Any]:
+    speech = tone(1.0)
+    # Warm up: two turns of another session through every path once (imports, caches, the
+    # connections to the fake) before anything is measured; a server is not measured cold.
+    async with websockets.connect(await voice_session(host), max_size=None) as ws:
+        json.loads(await ws.recv())  # welcome
+        for n in range(2):
+            await one_turn(ws, n, speech)
+    async with httpx.AsyncClient() as client:  # the fake's records start with the measured turns
+        await client.post(base_url.removesuffix("/v1") + "/_fake/reset")
     rows = []
-    async with websockets.connect(url, max_size=None) as ws:
+    async with websockets.connect(await voice_session(host), max_size=None) as ws:
         json.loads(await ws.recv())  # welcome
         cpu_before = cpu_seconds(pid)
         for n in range(turns):
