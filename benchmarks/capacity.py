@@ -47,7 +47,7 @@ import anyio
 import httpx
 import websockets
 
-from benchmarks.llm_stream import LINES, cpu_seconds, free_port, marker, stop, summary
+from benchmarks.llm_stream import LINES, cpu_seconds, free_port, marker, start_server, stop, summary
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
@@ -103,28 +103,13 @@ def start_fake(ttft_ms: float, tokens_per_s: float) -> tuple[subprocess.Popen[st
 
 
 def start_samvad(base_url: str, neo4j_uri: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = {**os.environ, "BRAIN": "openai", "OPENAI_API_KEY": "x", "OPENAI_BASE_URL": base_url,
-           "AI_STREAM": "true", "SAMVAD_SECRET": "benchmark-" + "s" * 40, "LOG_LEVEL": "WARNING",
-           "MIRROR": "neo4j" if neo4j_uri else "none", "NEO4J_URI": neo4j_uri, "USE_MOCKS": "false",
-           # one load generator creates every session: lift the per-address creation limit
-           "SESSION_CREATE_PER_SECOND": "10000", "SESSION_CREATE_BURST": "10000"}
-    proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve", "--port", str(port)],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=(ARTIFACTS / "capacity.samvad.log").open("w"))
-    host = f"127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"samvad exited with {proc.returncode} (see artifacts/capacity.samvad.log)")
-        try:
-            if httpx.get(f"http://{host}/health", timeout=1).status_code == 200:
-                return proc, host
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("samvad did not become healthy")
+    return start_server({
+        "BRAIN": "openai", "OPENAI_API_KEY": "x", "OPENAI_BASE_URL": base_url, "AI_STREAM": "true",
+        "SAMVAD_SECRET": "benchmark-" + "s" * 40, "LOG_LEVEL": "WARNING",
+        "MIRROR": "neo4j" if neo4j_uri else "none", "NEO4J_URI": neo4j_uri, "USE_MOCKS": "false",
+        # one load generator creates every session: lift the per-address creation limit
+        "SESSION_CREATE_PER_SECOND": "10000", "SESSION_CREATE_BURST": "10000",
+    }, ARTIFACTS / "capacity.samvad.log", wait_s=60)
 
 
 # --------------------------------------------------------------------------- the learners

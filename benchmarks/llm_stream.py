@@ -122,15 +122,15 @@ def start_fake(ttft_ms: float, tokens_per_s: float, log: Path) -> tuple[subproce
     return proc, line.removeprefix("listening on ")
 
 
-def start_samvad(base_url: str, stream: bool, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(env: dict[str, str], log: Path, wait_s: float = 20.0) -> tuple[subprocess.Popen[bytes], str]:
+    """`samvad serve` on a free port with these settings over the environment's; returns the
+    process and its host:port once /health answers. The benchmarks all start the server this way."""
     port = free_port()
-    env = {**os.environ, "BRAIN": "openai", "OPENAI_API_KEY": "x", "OPENAI_BASE_URL": base_url,
-           "AI_STREAM": "true" if stream else "false", "SAMVAD_SECRET": "benchmark-" + "s" * 40,
-           "LOG_LEVEL": "INFO", "MIRROR": "none", "USE_MOCKS": "false"}
     proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve", "--port", str(port)],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
+                            cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
+                            stderr=log.open("w"))
     host = f"127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"samvad exited with {proc.returncode} (see {log})")
@@ -142,6 +142,12 @@ def start_samvad(base_url: str, stream: bool, log: Path) -> tuple[subprocess.Pop
         time.sleep(0.1)
     proc.kill()
     raise RuntimeError(f"samvad did not become healthy (see {log})")
+
+
+def start_samvad(base_url: str, stream: bool, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    return start_server({"BRAIN": "openai", "OPENAI_API_KEY": "x", "OPENAI_BASE_URL": base_url,
+                         "AI_STREAM": "true" if stream else "false", "SAMVAD_SECRET": "benchmark-" + "s" * 40,
+                         "LOG_LEVEL": "INFO", "MIRROR": "none", "USE_MOCKS": "false"}, log)
 
 
 def stop(proc: subprocess.Popen[Any]) -> None:

@@ -30,7 +30,6 @@ import argparse
 import base64
 import json
 import math
-import os
 import subprocess
 import sys
 import time
@@ -42,7 +41,7 @@ import anyio
 import httpx
 import websockets
 
-from benchmarks.llm_stream import cpu_seconds, free_port, stop, summary
+from benchmarks.llm_stream import cpu_seconds, start_server, stop, summary
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
@@ -69,26 +68,10 @@ def start_fake(log: Path) -> tuple[subprocess.Popen[str], str]:
 
 
 def start_samvad(base_url: str, by_sentence: bool, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = {**os.environ, "BRAIN": "openai", "OPENAI_API_KEY": "x", "OPENAI_BASE_URL": base_url,
-           "STT": "openai", "TTS": "openai", "TTS_BY_SENTENCE": "true" if by_sentence else "false",
-           "SAMVAD_SECRET": "benchmark-" + "s" * 40, "LOG_LEVEL": "INFO", "MIRROR": "none",
-           "USE_MOCKS": "false", "SILENCE_TIMEOUT_MS": "0"}
-    proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve", "--port", str(port)],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
-    host = f"127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"samvad exited with {proc.returncode} (see {log})")
-        try:
-            if httpx.get(f"http://{host}/health", timeout=1).status_code == 200:
-                return proc, host
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError(f"samvad did not become healthy (see {log})")
+    return start_server({"BRAIN": "openai", "OPENAI_API_KEY": "x", "OPENAI_BASE_URL": base_url,
+                         "STT": "openai", "TTS": "openai", "TTS_BY_SENTENCE": "true" if by_sentence else "false",
+                         "SAMVAD_SECRET": "benchmark-" + "s" * 40, "LOG_LEVEL": "INFO", "MIRROR": "none",
+                         "USE_MOCKS": "false", "SILENCE_TIMEOUT_MS": "0"}, log, wait_s=30)
 
 
 async def one_turn(ws: Any, n: int, speech: bytes) -> dict[str, Any]:

@@ -66,18 +66,9 @@ def harness() -> Path:
     return HARNESS
 
 
-@pytest.fixture(scope="module")
-def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def _serve(env: dict[str, str], log_path: Path) -> Iterator[str]:
+    """A `samvad serve` process on a free port with `env`, until the generator is closed: its URL."""
     port = _free_port()
-    env = {
-        **os.environ,
-        "SAMVAD_SECRET": "unity-client-test-secret-" + "x" * 24,
-        "BRAIN": "rules",
-        "MIRROR": "none",
-        "LOG_LEVEL": "WARNING",
-        "SAMVAD_ENV": "development",
-    }
-    log_path = tmp_path_factory.mktemp("unity-server") / "server.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "server.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
@@ -106,6 +97,19 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    env = {
+        **os.environ,
+        "SAMVAD_SECRET": "unity-client-test-secret-" + "x" * 24,
+        "BRAIN": "rules",
+        "MIRROR": "none",
+        "LOG_LEVEL": "WARNING",
+        "SAMVAD_ENV": "development",
+    }
+    yield from _serve(env, tmp_path_factory.mktemp("unity-server") / "server.log")
 
 
 def test_harness_haggles_to_a_deal_through_forced_reconnects(harness: Path, server_url: str) -> None:
@@ -246,38 +250,10 @@ def voice_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     the utterance is a turn whatever the offline recogniser makes of synthetic speech."""
     if shutil.which("espeak-ng") is None:
         pytest.skip("espeak-ng is not installed (scripts/test.sh installs it)")
-    port = _free_port()
     env = {**os.environ, "SAMVAD_SECRET": "unity-client-test-secret-" + "x" * 24, "BRAIN": "rules",
            "MIRROR": "none", "LOG_LEVEL": "WARNING", "SAMVAD_ENV": "development", "STT": "pocketsphinx",
            "TTS": "espeak", "CONFIDENCE_CLARIFY_THRESHOLD": "0", "SILENCE_TIMEOUT_MS": "0"}
-    log_path = tmp_path_factory.mktemp("unity-voice-server") / "server.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "server.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"the server exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=1) as response:
-                    if response.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"the server did not answer /health in 20 s:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+    yield from _serve(env, tmp_path_factory.mktemp("unity-voice-server") / "server.log")
 
 
 def test_the_unity_client_speaks_listens_and_barges_in(harness: Path, voice_server_url: str,
