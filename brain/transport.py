@@ -196,8 +196,15 @@ class ChatTransport:
         started = time.perf_counter()
         outcome = "cancelled"
         body: dict[str, Any] = {
-            "model": self.model, "messages": messages, "temperature": self.temperature,
-            "max_tokens": self.max_tokens, "response_format": self.response_format,
+            "model": self.model, "messages": (), "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            # The SDK walks every parameter it is given through its typed transform (aliases,
+            # dates, files), about 0.4 ms per call for a 7 KB prompt and the output schema, and
+            # for plain JSON strings that walk changes nothing. Sent as `extra_body` instead, they
+            # are merged into the request body unchanged, the SDK's documented way to send JSON
+            # fields as they are (docs/performance.md). `messages` itself must be given, so it
+            # is given empty, and `extra_body`'s value replaces it.
+            "extra_body": {"messages": messages, "response_format": self.response_format},
         }
         try:
             try:
