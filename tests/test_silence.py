@@ -3,6 +3,9 @@ the timers shortened by settings; and the shared timer heap on its own."""
 
 from __future__ import annotations
 
+import math
+import time
+
 import anyio
 import pytest
 
@@ -145,9 +148,12 @@ class _Client:
         self._silence_due: float | None = None
         self._silence_queued: float | None = None
         self.fired = 0
+        self.rang: anyio.Event | None = None
 
     def silence_due(self) -> None:
         self.fired += 1
+        if self.rang is not None:
+            self.rang.set()
 
 
 def test_the_timer_heap_keeps_one_entry_per_session_and_skips_moved_deadlines() -> None:
@@ -171,6 +177,26 @@ def test_the_timer_heap_keeps_one_entry_per_session_and_skips_moved_deadlines() 
     now[0] = 161.0
     assert timers.fire_due() is None
     assert clients[0].fired == 0 and sum(c.fired for c in clients) == 999 and len(timers) == 0
+
+
+async def test_the_timer_task_sleeps_until_the_earliest_deadline_and_wakes_for_an_earlier_one() -> None:
+    timers = SilenceTimers(tick=0.02)
+    late, early = _Client(), _Client()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(timers.run)
+        await anyio.sleep(0.05)
+        assert timers._wake_at == math.inf  # nothing armed: no wake-ups planned at all
+        timers.arm(late, 30)
+        await anyio.sleep(0.05)
+        assert timers._wake_at == late._silence_queued  # asleep until the only deadline
+        started = time.monotonic()
+        early.rang = anyio.Event()
+        timers.arm(early, 0.1)  # more than a tick earlier: the task wakes and re-plans
+        with anyio.fail_after(2):
+            await early.rang.wait()
+        assert time.monotonic() - started >= 0.1  # not before its deadline; fail_after: not 30 s later
+        assert late.fired == 0 and timers._wake_at == late._silence_queued
+        tg.cancel_scope.cancel()
 
 
 async def test_a_nudge_names_the_silence_frame_and_playback_after_the_end_is_refused() -> None:
