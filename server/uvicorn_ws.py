@@ -7,7 +7,8 @@ third of what a socket costs the server (benchmarks/load.py, scenario d). This s
 the handshake once it is done and swaps the queue and the event for list-based equivalents with
 the same behaviour for uvicorn's single reader. It also fails a connection the way websockets' own
 server does (see `handle_parser_exception`), so that a client always reads the close code.
-Everything else is uvicorn's own code.
+Its writes are corked (`CorkedTransport`): the frames one callback of the event loop sends to a
+socket go out in one write. Everything else is uvicorn's own code.
 
 `protocol_class()` returns the stock class unchanged if the installed uvicorn does not look the
 way this subclass expects, so an upgrade degrades to the plain protocol instead of breaking.
@@ -98,6 +99,62 @@ class WritableFlag:
                 self._waiters.remove(fut)
 
 
+class CorkedTransport:
+    """The socket's transport, with the writes of one turn of the event loop joined into one.
+
+    The end of a learner turn sends four or five frames at once (the reply, mood, stage, tips),
+    each one `transport.write`, and uvloop makes every write a `write(2)` at once. On loopback a
+    write is the costliest thing the server does per frame: the kernel runs the receiving side's
+    TCP work in the writer's time (about a fifth of the server's CPU per streamed LLM turn,
+    docs/performance.md). Corked, the frames wait for the rest of the current callback and leave
+    together, one loop iteration later, in order. `close`, `write_eof` and `abort` see to the
+    frames still waiting first; anything else is the transport's own.
+    """
+
+    __slots__ = ("_loop", "_pending", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._pending: list[bytes] | None = None
+
+    def write(self, data: bytes) -> None:
+        pending = self._pending
+        if pending is None:
+            self._pending = [data]
+            self._loop.call_soon(self.flush)
+        else:
+            pending.append(data)
+
+    def writelines(self, list_of_data: Any) -> None:
+        for data in list_of_data:
+            self.write(data)
+
+    def flush(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending and not self._transport.is_closing():
+            self._transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+
+    def get_write_buffer_size(self) -> int:
+        waiting = sum(map(len, self._pending)) if self._pending else 0
+        return self._transport.get_write_buffer_size() + waiting
+
+    def write_eof(self) -> None:
+        self.flush()
+        self._transport.write_eof()
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._pending = None
+        self._transport.abort()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 def _looks_compatible() -> bool:
     cls = WebSocketsSansIOProtocol
     names = ("handle_connect", "start_keepalive", "receive", "send", "pause_writing",
@@ -115,6 +172,10 @@ class LeanWebSocketsSansIOProtocol(WebSocketsSansIOProtocol):
             if self.writable.is_set():
                 flag.set()
             self.writable = flag  # type: ignore[assignment]
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.transport = CorkedTransport(self.transport, self.loop)  # type: ignore[assignment]
 
     def start_keepalive(self) -> None:
         # Called once the handshake response has been written: the request and response are

@@ -10,6 +10,7 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from websockets.http11 import Request
 
 from server.uvicorn_ws import (
+    CorkedTransport,
     LeanWebSocketsSansIOProtocol,
     ReceiveQueue,
     WritableFlag,
@@ -26,6 +27,67 @@ def test_protocol_class_picks_the_lean_protocol_only_for_sans_io() -> None:
     assert protocol_class("websockets") == "websockets"
     assert protocol_class("wsproto") == "wsproto"
     assert issubclass(LeanWebSocketsSansIOProtocol, WebSocketsSansIOProtocol)
+
+
+class _Recording(asyncio.Transport):
+    """A transport that records its writes, as the kernel would see them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, bytes]] = []
+        self.closing = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.calls.append(("write", bytes(data)))
+
+    def write_eof(self) -> None:
+        self.calls.append(("eof", b""))
+
+    def close(self) -> None:
+        self.closing = True
+        self.calls.append(("close", b""))
+
+    def abort(self) -> None:
+        self.closing = True
+        self.calls.append(("abort", b""))
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def get_write_buffer_size(self) -> int:
+        return 7
+
+
+async def test_corked_writes_of_one_callback_leave_as_one_write_in_order() -> None:
+    raw = _Recording()
+    corked = CorkedTransport(raw, asyncio.get_running_loop())
+    corked.write(b"reply|")
+    corked.writelines([b"mood|", b"tips"])
+    assert raw.calls == [] and corked.get_write_buffer_size() == 7 + 15
+    await asyncio.sleep(0)
+    assert raw.calls == [("write", b"reply|mood|tips")]
+    corked.write(b"delta")
+    await asyncio.sleep(0)
+    assert raw.calls[-1] == ("write", b"delta")  # a lone frame goes out alone, one iteration on
+    corked.write(b"close-frame")
+    corked.write_eof()  # what waits goes first
+    assert raw.calls[-2:] == [("write", b"close-frame"), ("eof", b"")]
+    corked.write(b"last")
+    corked.close()
+    assert raw.calls[-2:] == [("write", b"last"), ("close", b"")]
+    corked.write(b"after close")  # dropped, as the transport itself drops it
+    await asyncio.sleep(0)
+    assert raw.calls[-1] == ("close", b"")
+    assert corked.is_closing()  # anything else is the transport's own
+
+
+async def test_an_aborted_corked_transport_drops_what_waits() -> None:
+    raw = _Recording()
+    corked = CorkedTransport(raw, asyncio.get_running_loop())
+    corked.write(b"never")
+    corked.abort()
+    await asyncio.sleep(0)
+    assert raw.calls == [("abort", b"")]
 
 
 async def test_receive_queue_is_fifo_and_wakes_its_reader() -> None:
