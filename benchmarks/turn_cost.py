@@ -5,7 +5,10 @@ the real `SessionActor`, the rule brain behind the response policy and the JSON 
 event, and prints the microseconds per turn, best of `--repeat` runs. Run it on two checkouts
 one after the other to compare them (the figure is only meaningful as a ratio):
 
-    python benchmarks/turn_cost.py [--sessions 3000] [--repeat 3] [--profile]
+    python benchmarks/turn_cost.py [--sessions 3000] [--repeat 3] [--profile] [--log-level INFO]
+
+`--log-level INFO` writes the server's log records (to /dev/null), as `samvad serve` and
+`benchmarks/load.py --log-level INFO` do; by default nothing is logged, as at WARNING.
 
 Writes artifacts/turn_cost.json.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
+import os
 import pstats
 import sys
 import time
@@ -27,6 +31,7 @@ from brain.policy import with_policy  # noqa: E402
 from brain.rules_vendor import RuleBasedVendor  # noqa: E402
 from schemas.codec import Envelope, WireFormat  # noqa: E402
 from schemas.frames import TranscriptFrame  # noqa: E402
+from server.logs import configure_logging  # noqa: E402
 from session.actor import SessionActor  # noqa: E402
 from session.mirror import MemoryMirror  # noqa: E402
 from session.negotiation import Negotiation  # noqa: E402
@@ -75,8 +80,10 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=3000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--profile", action="store_true", help="also print a cProfile of one run")
+    parser.add_argument("--log-level", default="WARNING", help="INFO: log each turn, as scenario b does")
     parser.add_argument("--out", default=str(ROOT / "artifacts" / "turn_cost.json"))
     args = parser.parse_args()
+    configure_logging(args.log_level, open(os.devnull, "w"))  # open for the whole run
     play(200)  # warm the caches
     runs = []
     for _ in range(args.repeat):

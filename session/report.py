@@ -200,14 +200,21 @@ def _cards(negotiation: Negotiation, tips: TipSource | None) -> tuple[EarnedCard
     return tuple(earned.values())
 
 
-def learner_report(negotiation: Negotiation, tips: TipSource | None) -> LearnerReport:
-    """The report of an ended session."""
-    assert negotiation.outcome is not None, "a report is made when the session has ended"
+def report_figures(negotiation: Negotiation) -> tuple[Price, Etiquette, dict[str, int]]:
+    """The price, the etiquette and the score's parts of an ended session: the part of its report
+    that a learner's profile keeps (`server/learners`), for half the cost of the whole report."""
     scenario = negotiation.scenario
     price = _price(negotiation, scenario)
     etiquette = _etiquette(negotiation, scenario)
     learner_turns = sum(1 for r in negotiation.history if r.role == "user")
-    parts = score(price, etiquette, learner_turns, negotiation.happiness)
+    return price, etiquette, score(price, etiquette, learner_turns, negotiation.happiness)
+
+
+def learner_report(negotiation: Negotiation, tips: TipSource | None) -> LearnerReport:
+    """The report of an ended session."""
+    assert negotiation.outcome is not None, "a report is made when the session has ended"
+    scenario = negotiation.scenario
+    price, etiquette, parts = report_figures(negotiation)
     return LearnerReport(
         session_id=negotiation.session_id, scenario=negotiation.scenario_name, outcome=negotiation.outcome,
         item=negotiation.item, turns=negotiation.turn, price=price, curve=_curve(negotiation.history),

@@ -298,7 +298,9 @@ class ActorTurns(ActorSilence, ActorMemory):
             return  # nothing to log: do not build the record's fields either
         extra = {
             "session_id": self.session_id, "turn": reply.turn, "stage": reply.negotiation_state.value,
-            "happiness": reply.happiness_score, "timings": reply.timings.model_dump() if reply.timings else None,
+            # The frozen model's own field dict, shared rather than dumped: its values are plain
+            # numbers and strings, which the JSON formatter writes as they are.
+            "happiness": reply.happiness_score, "timings": reply.timings.__dict__ if reply.timings else None,
         }
         for override in outcome.overrides:
             log.warning("rules override: %s", override.rule,

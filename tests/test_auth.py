@@ -75,3 +75,17 @@ def test_tokens_with_another_algorithm_issuer_or_missing_claims_are_refused() ->
     for token in forged:
         with pytest.raises(TokenError):
             tokens.verify(token)
+
+
+def test_issued_tokens_are_the_jwts_pyjwt_would_sign() -> None:
+    import jwt
+
+    tokens = Tokens(SECRET, 60)
+    claims = {"iss": "samvad", "sid": "abc", "role": "player", "iat": 1000, "exp": 1060}
+    assert tokens.issue("abc", Role.PLAYER, now=1000) == jwt.encode(claims, SECRET, algorithm="HS256")
+    learner = {"iss": "samvad", "lid": "bot-7", "role": "learner", "iat": 1000, "exp": 1060}
+    assert tokens.issue_learner("bot-7", now=1000) == jwt.encode(learner, SECRET, algorithm="HS256")
+    # Not ASCII: the claims are UTF-8 JSON rather than escaped, which any JWT library reads alike.
+    decoded = jwt.decode(tokens.issue_learner("bhäi/ 1"), SECRET, algorithms=["HS256"], issuer="samvad")
+    assert decoded["lid"] == "bhäi/ 1"
+    assert tokens.verify_learner(tokens.issue_learner("bhäi/ 1")) == "bhäi/ 1"

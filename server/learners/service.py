@@ -31,7 +31,7 @@ from session.actor import SessionActor
 from session.negotiation import START_HAPPINESS, Negotiation
 from session.protocols import Mirror
 from session.registry import SessionRegistry
-from session.report import learner_report
+from session.report import report_figures
 
 __all__ = ["Learners", "build_learners", "session_figures"]
 
@@ -45,10 +45,9 @@ BACKOFF_CAP_S = 5.0
 
 
 def session_figures(negotiation: Negotiation) -> SessionFigures:
-    """What an ended session of a known learner adds to their profile, from its report."""
+    """What an ended session of a known learner adds to their profile: the figures of its report."""
     assert negotiation.outcome is not None and negotiation.learner_id
-    report = learner_report(negotiation, None)  # the cards earned play no part here
-    etiquette = report.etiquette
+    price, etiquette, parts = report_figures(negotiation)  # not the whole report: cards, curve...
     slips: list[Slip] = []
     if etiquette.insults:
         slips.append("insult")
@@ -62,9 +61,10 @@ def session_figures(negotiation: Negotiation) -> SessionFigures:
     return SessionFigures(
         session_id=negotiation.session_id, learner_id=negotiation.learner_id, scenario=negotiation.scenario_name,
         level=negotiation.level, input_language=negotiation.input_language,
-        target_language=negotiation.target_language, outcome=negotiation.outcome, item=report.item,
-        turns=report.turns, first_quote=report.price.first_quote, paid=report.price.paid,
-        discount_pct=report.price.discount_pct, score=report.score, hints=report.coaching.hints,
+        target_language=negotiation.target_language, outcome=negotiation.outcome, item=negotiation.item,
+        turns=negotiation.turn, first_quote=price.first_quote, paid=price.paid,
+        discount_pct=price.discount_pct, score=max(0, min(100, sum(parts.values()))),
+        hints=negotiation.coaching.hints,
         slips=tuple(slips), created_at=negotiation.created_at, ended_at=negotiation.updated_at,
     )
 
