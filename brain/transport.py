@@ -42,6 +42,7 @@ log = logging.getLogger("samvad.brain")
 
 DEFAULT_BACKOFF = (1.0, 2.0)  # seconds before the first and the second retry
 _DRAIN_S = 1.0  # at most this long to read what follows [DONE]
+_TAIL_REST_S = 0.1  # between reads once the reply's text is complete (see `_read_stream`)
 
 
 def sdk_client(*, api_key: str, base_url: str | None, timeout_s: float) -> openai.AsyncOpenAI:
@@ -274,14 +275,23 @@ class ChatTransport:
                            parts: list[str]) -> None:
         """Read the events of one streamed answer into `parts`, pushing `reply_text` as it comes.
 
-        (Waiting out AI_DELTA_INTERVAL_MS between reads, so that tokens arrive a few per read,
-        saved nothing measurable once the transport was aiohttp, which reads and parses every
-        packet as it comes anyway; docs/performance.md.)
+        A model sends every token in a packet of its own, a hundred or more per answer, and each
+        packet read as it comes costs a wake-up of the loop, a `read(2)`, aiohttp's parser and
+        this coroutine: most of the CPU of a streamed turn (docs/performance.md). Only the first
+        words cannot wait. Once they are out, the socket is left unread between reads: for the
+        delta interval (AI_DELTA_INTERVAL_MS, 40 ms) while the reply's text is coming, since the
+        deltas are grouped that finely anyway, and for `_TAIL_REST_S` once the text is complete,
+        when nothing the learner sees waits on the rest of the object but the final `reply`.
+        What arrives meanwhile waits in the kernel and is taken in one read. (Only waiting between
+        reads, with the socket still read, saved little: aiohttp reads and parses every packet.)
         """
         extractor = FieldExtractor("reply_text")
         reader = EventReader()
         chunks = response.http_response.aiter_bytes().__aiter__()
+        socket = _aiohttp_response(response)
         async for data in chunks:
+            if socket is not None and turn.first_delta_ms is not None:
+                await _rest(socket, _TAIL_REST_S if extractor.done else turn.interval_s)
             for event, payload in reader.feed(data):
                 if payload.startswith(b"[DONE]"):
                     # Read the body to its end so that the connection can be reused.
@@ -311,6 +321,32 @@ class ChatTransport:
                         if extractor.done:
                             await turn.flush()  # the reply's text is complete: nothing may wait
                             await turn.text_done()
+
+
+def _aiohttp_response(response: AsyncAPIResponse[object]) -> Any | None:
+    """The aiohttp response under the SDK's streamed one (None if the SDK is built otherwise)."""
+    found: object = response.http_response
+    for name in ("stream", "_stream", "_aiohttp_response"):
+        found = getattr(found, name, None)
+        if found is None:
+            return None
+    return found
+
+
+async def _rest(aiohttp_response: Any, seconds: float) -> None:
+    """Leave the model's socket unread for `seconds`, so that what it sends meanwhile is one read.
+
+    Only while the response still holds its connection: once the body is complete, aiohttp hands
+    the connection back to its pool, and another call may be reading it.
+    """
+    transport = getattr(getattr(aiohttp_response, "connection", None), "transport", None)
+    if seconds <= 0 or transport is None or transport.is_closing():
+        return
+    transport.pause_reading()
+    try:
+        await anyio.sleep(seconds)
+    finally:
+        transport.resume_reading()
 
 
 def _stream_error(chunk: dict[str, Any]) -> str:

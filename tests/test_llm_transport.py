@@ -7,12 +7,13 @@ from __future__ import annotations
 import logging
 import time
 
+import anyio
 import pytest
 
 from brain.errors import BrainServiceError
 from brain.llm import FALLBACK_LINES, OpenAIBrain
 from brain.prompt import PROMPT_VERSION
-from brain.transport import DEFAULT_BACKOFF, _content
+from brain.transport import DEFAULT_BACKOFF, _aiohttp_response, _content, _rest, sdk_client
 from schemas.enums import Stage
 from server.config import load_settings
 from tests.llm_support import FAST, Sink, brain, decision, gaps, negotiation, play, request
@@ -240,3 +241,29 @@ async def test_the_deadline_covers_the_backoff(openai_fake: FakeOpenAI) -> None:
 ])
 def test_a_streamed_choice_adds_only_the_text_of_the_first_answer(choice: object, expected: str | None) -> None:
     assert _content(choice) == expected
+
+
+async def test_a_rested_socket_gives_what_the_model_sent_meanwhile_in_one_read(openai_fake: FakeOpenAI) -> None:
+    """Issue #14: between reads after the first words, the model's socket is left unread, so that
+    the tokens sent meanwhile (a packet each) are taken in one read. This also fails if the SDK's
+    transport stops looking the way `_rest` needs, instead of the saving quietly going away."""
+    openai_fake.script(reply(decision("Namaste ji, " * 20), ttft_ms=0, tokens_per_s=200))
+    client = sdk_client(api_key="test", base_url=openai_fake.base_url, timeout_s=5)
+    try:
+        async with client.chat.completions.with_streaming_response.create(
+                model="gpt-4o", messages=[{"role": "user", "content": "Namaste"}], stream=True) as response:
+            aiohttp_response = _aiohttp_response(response)
+            assert aiohttp_response is not None
+            transport = aiohttp_response.connection.transport
+            chunks = response.http_response.aiter_bytes().__aiter__()
+            assert b"data:" in await chunks.__anext__()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_rest, aiohttp_response, 0.15)
+                await anyio.sleep(0.05)
+                assert not transport.is_reading()  # resting
+            assert transport.is_reading()
+            assert (await chunks.__anext__()).count(b"data:") >= 10  # ~30 tokens came meanwhile
+            async for _ in chunks:
+                pass
+    finally:
+        await client.close()
