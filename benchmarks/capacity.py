@@ -66,6 +66,20 @@ class Step:
         self.errors[kind] = self.errors.get(kind, 0) + 1
 
 
+def thread_cpu_seconds(pid: int) -> dict[str, float]:
+    """User plus system CPU time of the process's main thread (its event loop) and of all its other
+    threads together (the mirror's I/O thread, worker threads), from Linux /proc."""
+    split = {"main": 0.0, "other": 0.0}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks = int(fields[11]) + int(fields[12])
+        split["main" if task.name == str(pid) else "other"] += ticks / os.sysconf("SC_CLK_TCK")
+    return split
+
+
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -211,12 +225,14 @@ def main(argv: list[str] | None = None) -> int:
                 # connection) before anything is measured; a server is not measured cold.
                 anyio.run(run_step, host, 4, 1.5, (0.2, 0.5), 0.0)
                 httpx.post(fake_base + "/_fake/reset", timeout=10)
+                threads0 = thread_cpu_seconds(proc.pid)
                 cpu0, fake0 = cpu_seconds(proc.pid), httpx.get(fake_base + "/_fake/cpu").json()["cpu_s"]
                 me0 = resource.getrusage(resource.RUSAGE_SELF)
                 started = time.time()
                 step = anyio.run(run_step, host, sessions, args.duration, think)
                 wall = time.time() - started
                 cpu = cpu_seconds(proc.pid) - cpu0
+                threads = thread_cpu_seconds(proc.pid)
                 fake_cpu = httpx.get(fake_base + "/_fake/cpu").json()["cpu_s"] - fake0
                 me1 = resource.getrusage(resource.RUSAGE_SELF)
                 rss = rss_mib(proc.pid)
@@ -230,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
                 "sessions": sessions, "turns": step.turns, "wall_s": round(wall, 1),
                 "turns_per_s": round(step.turns / wall, 1), **figures,
                 "errors": step.errors, "server_cpu_ms_per_turn": round(cpu * 1000 / turns, 2),
+                "server_cpu_ms_per_turn_by_thread": {
+                    name: round((seconds - threads0.get(name, 0.0)) * 1000 / turns, 2)
+                    for name, seconds in threads.items()},
                 "server_cpu_share": round(cpu / wall, 3), "server_rss_mib": rss,
                 "fake_cpu_ms_per_turn": round(fake_cpu * 1000 / turns, 2),
                 "loadgen_cpu_ms_per_turn": round((me1.ru_utime + me1.ru_stime - me0.ru_utime - me0.ru_stime)
@@ -241,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"N={sessions:5d}: {step.turns} turns ({result['turns_per_s']}/s), first-words "
                   f"overhead p50 {o.get('p50')} p95 {o.get('p95')} p99 {o.get('p99')} ms, errors "
                   f"{step.errors or 0}; server CPU {result['server_cpu_ms_per_turn']} ms/turn "
-                  f"({result['server_cpu_share']:.0%} of a core), RSS {rss} MiB; fake "
+                  f"({result['server_cpu_share']:.0%} of a core; by thread "
+                  f"{result['server_cpu_ms_per_turn_by_thread']}), RSS {rss} MiB; fake "
                   f"{result['fake_cpu_ms_per_turn']} ms/turn -> {'pass' if result['passed'] else 'FAIL'}",
                   flush=True)
             if not result["passed"] and not args.all:

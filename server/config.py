@@ -82,8 +82,11 @@ class Settings(BaseSettings):
     NEO4J_TIMEOUT_MS: int = Field(2000, ge=100, le=120_000)
     MIRROR_BUFFER_CHANGES: int = Field(50_000, ge=1)  # changes held while Neo4j is slow or down
     MIRROR_BATCH_MAX: int = Field(500, ge=1, le=20_000)  # changes written per transaction at most
-    MIRROR_FLUSH_MS: float = Field(20.0, ge=0, le=10_000)  # the longest a change waits for its batch
-    MIRROR_WRITERS: int = Field(2, ge=1, le=16)  # concurrent write transactions, each for its own sessions
+    # The longest a change waits for its batch, and how many write transactions run at once (each for
+    # its own share of the sessions). A transaction costs the server ~2 ms of CPU and Neo4j as much again
+    # whatever its size, so at a learner's pace few, larger ones are cheaper (docs/neo4j.md, issue #14).
+    MIRROR_FLUSH_MS: float = Field(100.0, ge=0, le=10_000)
+    MIRROR_WRITERS: int = Field(1, ge=1, le=16)
     USE_MOCKS: bool = False  # forces the rule-based brain and no mirror
     LOG_LEVEL: str = "INFO"
     AI_TIMEOUT_MS: int = Field(10_000, ge=100, le=300_000)

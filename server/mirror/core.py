@@ -39,8 +39,8 @@ class Neo4jMirror(MirrorReads, MirrorHealth):
         timeout_ms: int = 2000,
         buffer_changes: int = 50_000,
         batch_max: int = 500,
-        flush_ms: float = 20.0,
-        writers: int = 2,
+        flush_ms: float = 100.0,
+        writers: int = 1,
         database: str | None = None,
     ) -> None:
         self.uri = uri
