@@ -15,11 +15,7 @@
      token and resumes from one event behind (the replay buffer died with the process, so each gets a
      snapshot rebuilt from Neo4j). Reported: total time until all have their snapshot, per-session
      p50/p99 to the welcome and to the snapshot.
-  d  cost per turn (issue #14): the (a) stream, its sessions interleaved as concurrent learners' are,
-     submitted to a running mirror at a steady --rate of learner turns per second for --cost-duration
-     seconds, against the same loop with no mirror, alternately, --repeats times. Reported (medians):
-     the mirror's CPU per learner turn (this process, its event-loop thread and its other threads), and
-     how late a 5 ms sleep on the event loop wakes (p50/p99/max): the mirror's effect on the loop's tails.
+  d  the mirror's CPU per turn and its effect on the loop's tails: benchmarks/mirror_cost.py.
 
 Targets: (a) batching >= 20x the one-transaction-per-change throughput; (b) lag p99 < 250 ms.
 The database URI comes from --neo4j-uri, else SAMVAD_TEST_NEO4J_URI, else NEO4J_URI.
@@ -38,7 +34,6 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -50,95 +45,13 @@ from websockets.asyncio.client import connect
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from brain.rules_vendor import RuleBasedVendor  # noqa: E402
-from clients.bots.personas import PERSONAS, LearnerView  # noqa: E402
-from schemas.frames import SceneFrame, TranscriptFrame  # noqa: E402
+from benchmarks import mirror_cost  # noqa: E402
+from benchmarks.mirror_stream import ITEMS, pct, record_stream, renamed  # noqa: E402
 from server.mirror import Neo4jMirror, SessionFold, plan  # noqa: E402
-from session.mirror import MemoryMirror  # noqa: E402
-from session.protocols import Change  # noqa: E402
-from session.registry import SessionRegistry  # noqa: E402
 
 PY = sys.executable
 SECRET = "mirror-benchmark-secret-" + "m" * 40
 BATCHED_RUNS = 5  # the batched run lasts well under a second, so one busy moment moves it: take a median
-TICK_S = 0.005  # (d) the ticker's sleep: how late it wakes is how long the loop was held
-ITEMS = ("Tomato", "Apple", "Orange", "Pumpkin", "Watermelon")
-
-
-def pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return round(ordered[max(0, min(len(ordered) - 1, -(-int(q * len(ordered) * 1000) // 1000) - 1))], 2)
-
-
-# ---------------------------------------------------------------------------- (a) throughput
-
-
-class Recorder(MemoryMirror):
-    """Durable at once (like the memory mirror), and keeps every change."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.stream: list[Change] = []
-
-    def submit(self, change: Change) -> None:
-        super().submit(change)
-        self.stream.append(change)
-
-
-class _Conn:
-    role, conn_id = "player", 0
-
-    def __init__(self) -> None:
-        self.replies: list[dict[str, Any]] = []
-
-    def send_nowait(self, envelope: Any) -> bool:
-        event = envelope.event
-        if event.type == "reply":
-            self.replies.append(event.model_dump(mode="json"))
-        return True
-
-    def close_nowait(self, code: int, reason: str) -> None:
-        pass
-
-
-async def record_stream(turns: int) -> list[Change]:
-    """Play personas through real actors until `turns` learner turns are recorded."""
-    recorder = Recorder()
-    registry = SessionRegistry(RuleBasedVendor(), recorder)
-    names = sorted(PERSONAS)
-    task = asyncio.ensure_future(registry.run())
-    await asyncio.sleep(0)
-    played, n = 0, 0
-    while played < turns:
-        persona = PERSONAS[names[n % len(names)]](ITEMS[n % len(ITEMS)])
-        actor = registry.create(learner_id=persona.name)
-        conn = _Conn()
-        conn.conn_id = n + 1
-        actor.connect(conn)  # type: ignore[arg-type]
-        actor.submit(conn, SceneFrame(type="scene", id="scene", object_grabbed=persona.item))  # type: ignore[arg-type]
-        view, k = LearnerView(), 0
-        while not view.is_over and k < 30 and played < turns:
-            k += 1
-            actor.submit(conn, TranscriptFrame(type="transcript", id=f"t{k}", text=persona.next_line(view)))  # type: ignore[arg-type]
-            while len(conn.replies) < k:  # noqa: ASYNC110 - the fake connection has nothing to wait on
-                await asyncio.sleep(0)
-            view = LearnerView.from_reply(conn.replies[-1])
-            played += 1
-        n += 1
-    task.cancel()
-    try:
-        await task
-    except asyncio.CancelledError:
-        pass
-    return recorder.stream
-
-
-def renamed(stream: list[Change], tag: str) -> list[Change]:
-    return [replace(c, session_id=f"{tag}-{c.session_id}") for c in stream]
-
-
 async def throughput(uri: str, turns: int) -> dict[str, Any]:
     stream = await record_stream(turns)
     learner_turns = sum(1 for c in stream if c.kind == "learner_turn")
@@ -211,125 +124,6 @@ async def throughput(uri: str, turns: int) -> dict[str, Any]:
           f"one tx per change {result['one_tx_per_change']['turns_per_s']} turns/s "
           f"({result['one_tx_per_change']['ms_per_tx']} ms/tx): x{result['speedup']} "
           f"(run by run: {result['speedup_by_pair']})", flush=True)
-    return result
-
-
-# ---------------------------------------------------------------------------- (d) cost per turn
-
-
-def interleaved(stream: list[Change]) -> list[Change]:
-    """The stream's sessions played side by side: one change of each session in turn, as concurrent
-    learners' arrive (in the recorded stream each session plays to its end before the next starts)."""
-    by_session: dict[str, list[Change]] = {}
-    for change in stream:
-        by_session.setdefault(change.session_id, []).append(change)
-    lists = list(by_session.values())
-    out: list[Change] = []
-    for k in range(max(len(changes) for changes in lists)):
-        out.extend(changes[k] for changes in lists if k < len(changes))
-    return out
-
-
-class _NoMirror(MemoryMirror):
-    async def run(self) -> None:
-        await asyncio.Event().wait()
-
-
-def neo4j_process(uri: str) -> psutil.Process | None:
-    """The local process listening on the URI's port (to count Neo4j's own CPU), if there is one."""
-    port = int(uri.rsplit(":", 1)[1])
-    for conn in psutil.net_connections(kind="tcp"):
-        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
-            return psutil.Process(conn.pid)
-    return None
-
-
-def process_cpu_s(proc: psutil.Process | None) -> float:
-    if proc is None:
-        return 0.0
-    times = proc.cpu_times()
-    return float(times.user + times.system)
-
-
-async def paced(mirror: Neo4jMirror | _NoMirror, stream: list[Change], per_s: float,
-                neo4j: psutil.Process | None) -> dict[str, Any]:
-    """Submit `stream` at `per_s` changes per second while a ticker measures the event loop's lateness;
-    the CPU this process spends until every change is durable."""
-    lateness: list[float] = []
-    stop = asyncio.Event()
-
-    async def ticker() -> None:
-        while not stop.is_set():
-            started = time.perf_counter()
-            await asyncio.sleep(TICK_S)
-            lateness.append((time.perf_counter() - started - TICK_S) * 1000)
-
-    runner = asyncio.ensure_future(mirror.run())
-    ticks = asyncio.ensure_future(ticker())
-    await asyncio.sleep(0.2)
-    cpu0, main0, db0 = time.process_time(), time.thread_time(), process_cpu_s(neo4j)
-    started = time.perf_counter()
-    for k, change in enumerate(stream):
-        delay = started + k / per_s - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        mirror.submit(change)
-    last = {c.session_id: c.version for c in stream}
-    while any(mirror.durable_version(sid) < v for sid, v in last.items()):  # noqa: ASYNC110
-        await asyncio.sleep(0.005)
-    cpu, main, db = time.process_time() - cpu0, time.thread_time() - main0, process_cpu_s(neo4j) - db0
-    stop.set()
-    await ticks
-    runner.cancel()
-    try:
-        await runner
-    except asyncio.CancelledError:
-        pass
-    return {"cpu_s": cpu, "main_s": main, "neo4j_s": db, "lateness_ms": lateness,
-            "batches": getattr(mirror, "batches", 0)}
-
-
-async def cost_per_turn(uri: str, turns_per_s: float, duration: float, repeats: int,
-                        **settings: Any) -> dict[str, Any]:
-    recorded = await record_stream(int(turns_per_s * duration) + 10)
-    turns = sum(1 for c in recorded if c.kind == "learner_turn")
-    per_s = turns_per_s * len(recorded) / turns
-    run = uuid.uuid4().hex[:8]
-    neo4j = neo4j_process(uri)
-    mirror = Neo4jMirror(uri, **settings)
-    await mirror.ensure_schema()
-    await paced(mirror, renamed(interleaved(recorded), f"warm-{run}"), per_s * 4, neo4j)  # plans compiled, JVM warm
-    figures: dict[str, list[dict[str, Any]]] = {"none": [], "neo4j": []}
-    for k in range(repeats):
-        stream = renamed(interleaved(recorded), f"cost{k}-{run}")
-        figures["none"].append(await paced(_NoMirror(), stream, per_s, neo4j))
-        figures["neo4j"].append(await paced(Neo4jMirror(uri, **settings), stream, per_s, neo4j))
-
-    def median(values: list[float]) -> float:
-        return sorted(values)[len(values) // 2]
-
-    def per_turn(name: str, key: str) -> float:
-        return median([r[key] * 1000 / turns for r in figures[name]])
-
-    result: dict[str, Any] = {"turns_per_s": turns_per_s, "learner_turns": turns, "changes": len(recorded),
-                              "repeats": repeats, "settings": settings,
-                              "batches": median([r["batches"] for r in figures["neo4j"]])}
-    for name in figures:
-        lateness = [median([pct(r["lateness_ms"], q) or 0.0 for r in figures[name]]) for q in (0.5, 0.99)]
-        result[name] = {"cpu_ms_per_turn": round(per_turn(name, "cpu_s"), 3),
-                        "loop_thread_cpu_ms_per_turn": round(per_turn(name, "main_s"), 3),
-                        "loop_late_ms": {"p50": lateness[0], "p99": lateness[1],
-                                         "max": round(median([max(r["lateness_ms"]) for r in figures[name]]), 2)}}
-    result["mirror_cpu_ms_per_turn"] = round(result["neo4j"]["cpu_ms_per_turn"] - result["none"]["cpu_ms_per_turn"], 3)
-    result["neo4j_process_cpu_ms_per_turn"] = round(per_turn("neo4j", "neo4j_s") - per_turn("none", "neo4j_s"), 3)
-    result["mirror_loop_thread_cpu_ms_per_turn"] = round(
-        result["neo4j"]["loop_thread_cpu_ms_per_turn"] - result["none"]["loop_thread_cpu_ms_per_turn"], 3)
-    n, x = result["none"], result["neo4j"]
-    print(f"(d) {turns_per_s:g} turns/s: mirror CPU {result['mirror_cpu_ms_per_turn']} ms/turn "
-          f"(loop thread {result['mirror_loop_thread_cpu_ms_per_turn']}), Neo4j's own "
-          f"{result['neo4j_process_cpu_ms_per_turn']} ms/turn, {result['batches']} batches; loop late p50/p99/max "
-          f"{x['loop_late_ms']['p50']}/{x['loop_late_ms']['p99']}/{x['loop_late_ms']['max']} ms with the mirror, "
-          f"{n['loop_late_ms']['p50']}/{n['loop_late_ms']['p99']}/{n['loop_late_ms']['max']} ms without", flush=True)
     return result
 
 
@@ -589,12 +383,7 @@ def main() -> int:
                         help="seconds of bot load in (b); over 60 so the server's 60 s lag window is all load")
     parser.add_argument("--think", type=float, nargs="+", default=[5000.0, 2000.0, 1000.0],
                         help="(b) is run once per value: each bot's paced interval between turns, in ms")
-    parser.add_argument("--rate", type=float, nargs="+", default=[12.0, 60.0],
-                        help="(d) is run once per value: learner turns per second")
-    parser.add_argument("--cost-duration", type=float, default=20.0, help="seconds of each (d) run")
-    parser.add_argument("--flush-ms", type=float, help="(d) the mirror's MIRROR_FLUSH_MS (default: its own)")
-    parser.add_argument("--writers", type=int, help="(d) the mirror's MIRROR_WRITERS (default: its own)")
-    parser.add_argument("--repeats", type=int, default=3, help="(d) runs with and without the mirror, alternately")
+    mirror_cost.add_arguments(parser)
     parser.add_argument("--out", default=str(ROOT / "artifacts" / "mirror.json"))
     parser.add_argument("--logs", default=str(ROOT / "var" / "bench-mirror"))
     args = parser.parse_args()
@@ -614,11 +403,7 @@ def main() -> int:
     if "c" in only:
         results["c_resume_after_crash"] = asyncio.run(resume_after_crash(args.neo4j_uri, args.sessions, logs))
     if "d" in only:
-        settings = {name: value for name, value in (("flush_ms", args.flush_ms), ("writers", args.writers))
-                    if value is not None}
-        results["d_cost_per_turn"] = [
-            asyncio.run(cost_per_turn(args.neo4j_uri, rate, args.cost_duration, args.repeats, **settings))
-            for rate in args.rate]
+        results["d_cost_per_turn"] = mirror_cost.run(args)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.exists() and only != {"a", "b", "c"}:  # a partial run keeps the other parts' figures
