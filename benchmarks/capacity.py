@@ -17,6 +17,9 @@ each (not measured), then the N learners connect (staggered over a few seconds),
 * errors: error frames, fallback replies, turns with no reply within 30 s, dropped sockets;
 * the server's CPU per turn and its RSS at the end of the step, and the fake model's CPU per turn
   (so that the fake is shown not to be the bottleneck) and the load generator's own;
+* how late the load generator's own event loop wakes (a 50 ms sleep, again and again), with the
+  inbound and outbound parts apart: the generator stamps the send and the first delta, so when
+  its loop is late by as much as the overhead, the step measures the generator, not the server;
 * whether the step passed: overhead p99 <= 10 ms and 0 errors.
 
 The largest passing N is the figure; steps stop after the first that fails (`--all` runs them all,
@@ -61,6 +64,7 @@ class Step:
     turns: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     sent: dict[str, tuple[float, float | None]] = field(default_factory=dict)  # marker -> (sent, first delta)
+    loop_lag_ms: list[float] = field(default_factory=list)  # how late this generator's own loop woke
 
     def error(self, kind: str) -> None:
         self.errors[kind] = self.errors.get(kind, 0) + 1
@@ -180,7 +184,17 @@ async def run_step(host: str, sessions: int, duration: float, think: tuple[float
     async with anyio.create_task_group() as tg:
         for index in range(sessions):
             tg.start_soon(learner, host, index, step, ramp, until, think)
+        tg.start_soon(probe_lag, step, until)
     return step
+
+
+async def probe_lag(step: Step, until: float, every: float = 0.05) -> None:
+    """How late this process's own event loop wakes: its timestamps of sends and first deltas are
+    only as good as that, so a busy generator must not pass for a slow server."""
+    while time.time() < until:
+        start = time.perf_counter()
+        await anyio.sleep(every)
+        step.loop_lag_ms.append((time.perf_counter() - start - every) * 1000)
 
 
 # --------------------------------------------------------------------------- main
@@ -189,12 +203,17 @@ async def run_step(host: str, sessions: int, duration: float, think: tuple[float
 def measure(step: Step, records: list[dict[str, Any]]) -> dict[str, Any]:
     by_marker = {r["marker"]: r for r in records if r.get("marker") and r.get("stream")}
     overhead: list[float] = []
+    inbound: list[float] = []
+    outbound: list[float] = []
     for mark, (sent, first) in step.sent.items():
         record = by_marker.get(mark)
         if record is None or first is None or not record.get("first_reply_char_wall"):
             continue
-        overhead.append((record["received_wall"] - sent) * 1000 + (first - record["first_reply_char_wall"]) * 1000)
-    return {"overhead_ms": summary(overhead)}
+        inbound.append((record["received_wall"] - sent) * 1000)
+        outbound.append((first - record["first_reply_char_wall"]) * 1000)
+        overhead.append(inbound[-1] + outbound[-1])
+    return {"overhead_ms": summary(overhead), "inbound_ms": summary(inbound),
+            "outbound_ms": summary(outbound), "loadgen_loop_lag_ms": summary(step.loop_lag_ms)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -264,6 +283,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"{result['server_cpu_ms_per_turn_by_thread']}), RSS {rss} MiB; fake "
                   f"{result['fake_cpu_ms_per_turn']} ms/turn -> {'pass' if result['passed'] else 'FAIL'}",
                   flush=True)
+            lag, inb, outb = result["loadgen_loop_lag_ms"], result["inbound_ms"], result["outbound_ms"]
+            print(f"         inbound p99 {inb.get('p99')} ms, outbound p99 {outb.get('p99')} ms; load "
+                  f"generator {result['loadgen_cpu_ms_per_turn']} ms/turn, its loop late p50 "
+                  f"{lag.get('p50')} p99 {lag.get('p99')} ms", flush=True)
             if not result["passed"] and not args.all:
                 break
     finally:
