@@ -100,7 +100,10 @@ async def test_sessions_are_created_on_the_node_their_id_hashes_to_and_stay_ther
 
 async def test_kill_9_of_a_node_its_sessions_resume_elsewhere_nothing_acknowledged_lost_nothing_twice(
         cluster: Cluster) -> None:
-    clients = bots(cluster, SESSIONS, uuid.uuid4().hex[:8])
+    # Bots that pause a quarter second between lines: acks wait for the mirror's batch (up to
+    # MIRROR_FLUSH_MS, more while a fresh Neo4j warms up), and the kill must find n2's learners
+    # with acknowledged lines behind them and lines still to play.
+    clients = bots(cluster, SESSIONS, uuid.uuid4().hex[:8], think=0.25)
     for client in clients:
         await client.create()
     owners = await leases(cluster.neo4j_uri, [c.session_id for c in clients])
@@ -112,7 +115,7 @@ async def test_kill_9_of_a_node_its_sessions_resume_elsewhere_nothing_acknowledg
                 tg.start_soon(client.run, 120.0)
 
             def mid_load() -> bool:
-                return sum(1 for c in victims for fid in c.transcripts if c.sent[fid].acked) >= 2 * len(victims) and \
+                return sum(1 for c in victims for fid in c.transcripts if c.sent[fid].acked) >= len(victims) and \
                     any(not c.finished for c in victims)
 
             await wait_for(mid_load, 60, "the load to be under way on n2", every=0.005)
