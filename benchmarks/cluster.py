@@ -38,7 +38,6 @@ sys.path.insert(0, str(ROOT))
 
 from clients.bots.personas import Lowballer, Persona, Polite, Rude, Walker  # noqa: E402
 from clients.bots.resuming import ResumingClient  # noqa: E402
-from clients.bots.transport import BotError  # noqa: E402
 from server.mirror import Neo4jMirror  # noqa: E402
 from tests.cluster_support import LEASES, Cluster, check_clients  # noqa: E402
 from tests.neo4j_support import COUNT_TURNS_BY_CLIENT_ID  # noqa: E402
@@ -54,17 +53,6 @@ def pct(values: list[float], q: float) -> float | None:
     return round(ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))], 1)
 
 
-async def create(client: ResumingClient) -> None:
-    for _ in range(100):
-        try:
-            await client.create()
-            return
-        except BotError as exc:
-            if exc.kind != "http_503":
-                raise
-            await anyio.sleep(0.2)
-
-
 async def counts(uri: str, clients: list[ResumingClient]) -> dict[str, dict[str, int]]:
     async with Neo4jMirror(uri) as mirror:
         return {c.session_id: {r["id"]: r["turns"] for r in await mirror.read(
@@ -77,7 +65,7 @@ async def kill9(cluster: Cluster, n: int, think: float) -> dict[str, Any]:
                for i, (p, item) in zip(range(n), itertools.cycle(PERSONAS), strict=False)]
     async with anyio.create_task_group() as tg:
         for c in clients:
-            tg.start_soon(create, c)
+            tg.start_soon(c.create, 20.0)
     async with Neo4jMirror(cluster.neo4j_uri) as mirror:
         owners = {r["id"]: r["owner"] for r in await mirror.read(LEASES, ids=[c.session_id for c in clients])}
     victims = [c for c in clients if owners.get(c.session_id) == "n2"]
@@ -127,7 +115,7 @@ async def rolling(cluster: Cluster, n: int, think: float) -> dict[str, Any]:
                          for i, (p, item) in zip(range(max(0, n - busy)), itertools.cycle(PERSONAS), strict=False)]
                 async with anyio.create_task_group() as creating:
                     for c in fresh:
-                        creating.start_soon(create, c)
+                        creating.start_soon(c.create, 20.0)
                 for c in fresh:
                     clients.append(c)
                     tg.start_soon(c.run, 400.0)

@@ -288,10 +288,8 @@ class ChatTransport:
         extractor = FieldExtractor("reply_text")
         reader = EventReader()
         chunks = response.http_response.aiter_bytes().__aiter__()
-        socket = _aiohttp_response(response)
+        aiohttp_response = _aiohttp_response(response)
         async for data in chunks:
-            if socket is not None and turn.first_delta_ms is not None:
-                await _rest(socket, _TAIL_REST_S if extractor.done else turn.interval_s)
             for event, payload in reader.feed(data):
                 if payload.startswith(b"[DONE]"):
                     # Read the body to its end so that the connection can be reused.
@@ -321,6 +319,9 @@ class ChatTransport:
                         if extractor.done:
                             await turn.flush()  # the reply's text is complete: nothing may wait
                             await turn.text_done()
+            if aiohttp_response is not None and turn.first_delta_ms is not None:
+                # What was read is handled; the next read can wait for more to arrive.
+                await _rest(aiohttp_response, _TAIL_REST_S if extractor.done else turn.interval_s)
 
 
 def _aiohttp_response(response: AsyncAPIResponse[object]) -> Any | None:

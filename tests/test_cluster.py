@@ -23,7 +23,6 @@ from websockets.exceptions import ConnectionClosed
 
 from clients.bots.personas import Lowballer, Persona, Polite, Rude, Walker
 from clients.bots.resuming import ResumingClient
-from clients.bots.transport import BotError
 from server.mirror import Neo4jMirror
 from tests.cluster_support import LEASES, Cluster, check_clients
 from tests.neo4j_support import COUNT_TURNS_BY_CLIENT_ID, wait_for
@@ -50,19 +49,6 @@ def cluster(neo4j_uri: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 def bots(c: Cluster, n: int, run: str, think: float = 0.08) -> list[ResumingClient]:
     return [ResumingClient(c.http, c.ws, persona(item), tag=f"{run}-{i}", think=think, item=item)
             for i, (persona, item) in zip(range(n), itertools.cycle(PERSONAS), strict=False)]
-
-
-async def create_retrying(client: ResumingClient) -> None:
-    """A draining node refuses new sessions (503) until HAProxy sees its /health fail: try again."""
-    for _ in range(50):
-        try:
-            await client.create()
-            return
-        except BotError as exc:
-            if exc.kind != "http_503":
-                raise
-            await anyio.sleep(0.2)
-    raise AssertionError("no node took a new session for 10 s")
 
 
 async def leases(uri: str, ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -222,7 +208,7 @@ async def test_a_rolling_restart_under_load_loses_nothing_acknowledged_and_appli
             while not restarting.is_set():  # keep SESSIONS bots playing until every node has restarted
                 busy = sum(1 for c in clients if not c.finished)
                 for client in bots(cluster, max(0, SESSIONS - busy), f"{run}-w{wave}", think=1.2):
-                    await create_retrying(client)
+                    await client.create(retry_unavailable_s=10.0)
                     clients.append(client)
                     tg.start_soon(client.run, 180.0)
                 wave += 1

@@ -22,7 +22,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from clients.bots.personas import LearnerView, Persona
-from clients.bots.transport import create_session
+from clients.bots.transport import BotError, create_session
 
 FATAL_CLOSES = {4401, 4403, 4404, 4409}
 TERMINAL = {"DEAL", "CLOSURE"}
@@ -82,9 +82,20 @@ class ResumingClient:
 
     # ------------------------------------------------------------------ driving
 
-    async def create(self) -> None:
-        body = await create_session(self.http_base, learner_id=self.tag)
-        self.session_id, self.token = body["session_id"], body["player_token"]
+    async def create(self, retry_unavailable_s: float = 0.0) -> None:
+        """Create the session. A draining node refuses new sessions (503) until the load balancer
+        sees its /health fail: with `retry_unavailable_s`, try again every 0.2 s for that long."""
+        deadline = time.monotonic() + retry_unavailable_s
+        while True:
+            try:
+                body = await create_session(self.http_base, learner_id=self.tag)
+            except BotError as exc:
+                if exc.kind != "http_503" or time.monotonic() >= deadline:
+                    raise
+                await anyio.sleep(0.2)
+                continue
+            self.session_id, self.token = body["session_id"], body["player_token"]
+            return
 
     async def run(self, limit: float = 120.0) -> None:
         """Play until the negotiation is over and every frame is acknowledged, reconnecting as needed."""
