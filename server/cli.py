@@ -7,13 +7,12 @@ import sys
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from schemas.scenario import ScenarioError
     from server import gcpolicy
     from server.app import create_app
     from server.config import ConfigError, load_settings
     from server.logs import configure_logging
+    from server.serving import serve
     from server.uvicorn_ws import protocol_class
 
     overrides: dict[str, object] = {}
@@ -34,7 +33,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     if settings.GC_FULL_EVERY_SECONDS > 0:
         gcpolicy.install()  # short collector pauses; see server/gcpolicy.py
-    uvicorn.run(
+    serve(
         app,
         host=settings.HOST,
         port=settings.PORT,
