@@ -24,9 +24,10 @@ import logging
 import math
 import ssl
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
+import aiohttp
 import anyio
 import httpx2
 import openai
@@ -264,9 +265,9 @@ class ChatTransport:
                 **body, stream=True, stream_options={"include_usage": True}) as response:
             try:
                 await self._read_stream(turn, response, started, parts)
-            except httpx2.TimeoutException as exc:
+            except (httpx2.TimeoutException, aiohttp.ServerTimeoutError) as exc:
                 raise openai.APITimeoutError(request=response.http_request) from exc
-            except (httpx2.RequestError, ssl.SSLError, anyio.EndOfStream) as exc:
+            except (httpx2.RequestError, aiohttp.ClientError, ssl.SSLError, anyio.EndOfStream) as exc:
                 raise openai.APIConnectionError(request=response.http_request) from exc
         await turn.flush()
         return "".join(parts)
@@ -287,8 +288,8 @@ class ChatTransport:
         """
         extractor = FieldExtractor("reply_text")
         reader = EventReader()
-        chunks = response.http_response.aiter_bytes().__aiter__()
         aiohttp_response = _aiohttp_response(response)
+        chunks = _pieces(response, aiohttp_response).__aiter__()
         async for data in chunks:
             for event, payload in reader.feed(data):
                 if payload.startswith(b"[DONE]"):
@@ -322,6 +323,25 @@ class ChatTransport:
             if aiohttp_response is not None and turn.first_delta_ms is not None:
                 # What was read is handled; the next read can wait for more to arrive.
                 await _rest(aiohttp_response, _TAIL_REST_S if extractor.done else turn.interval_s)
+
+
+async def _pieces(response: AsyncAPIResponse[object], aiohttp_response: Any | None) -> AsyncIterator[bytes]:
+    """The streamed body as it arrives.
+
+    Read through the SDK, a piece passes four async generators (httpx2's decoding and byte
+    counting, the SDK's stream binding, its aiohttp adapter) on its way from aiohttp's buffer.
+    A body sent as it is (no content-encoding: a stream of server-sent events usually is) is read
+    from that buffer directly, whatever is there in one piece; aiohttp's errors are the
+    transport's to map, as they are for the SDK (`_request`). An encoded body goes the SDK's way.
+    """
+    content = getattr(aiohttp_response, "content", None)
+    encoding = response.http_response.headers.get("content-encoding", "identity")
+    if content is None or encoding.strip().lower() != "identity":
+        async for data in response.http_response.aiter_bytes():
+            yield data
+        return
+    while data := await content.readany():
+        yield data
 
 
 def _aiohttp_response(response: AsyncAPIResponse[object]) -> Any | None:

@@ -29,6 +29,7 @@ import sys
 import threading
 import time
 import uuid
+import zlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -63,6 +64,7 @@ class Behaviour:
     confidence: float | None = None  # transcriptions: the segments' probability (None: no segments)
     disconnect_after_chars: int = 0  # for "disconnect": cut the stream after this much content
     hang_s: float = 3600.0
+    gzip: bool = False  # a streamed body sent with content-encoding: gzip, flushed per event
 
 
 def reply(content: Content = None, **options: Any) -> Behaviour:
@@ -392,9 +394,10 @@ class _SSE:
         return b"data: " + json.dumps(payload).encode() + b"\n\n"
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": [
-            (b"content-type", b"text/event-stream; charset=utf-8"),
-            (b"cache-control", b"no-cache")]})
+        headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
+        if self.behaviour.gzip:
+            headers.append((b"content-encoding", b"gzip"))
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
         aborted = False
         async with anyio.create_task_group() as tg:
 
@@ -413,8 +416,12 @@ class _SSE:
             raise _AbortStream("cut by the script")  # uvicorn drops the connection mid-body
 
     async def _send_body(self, send: Any) -> None:
-        async def body(data: bytes) -> None:
-            await send({"type": "http.response.body", "body": data, "more_body": True})
+        packer = zlib.compressobj(wbits=31) if self.behaviour.gzip else None
+
+        async def body(data: bytes, more: bool = True) -> None:
+            if packer is not None:  # each event decodable as it comes, as a streaming server sends it
+                data = packer.compress(data) + packer.flush(zlib.Z_SYNC_FLUSH if more else zlib.Z_FINISH)
+            await send({"type": "http.response.body", "body": data, "more_body": more})
 
         record, behaviour = self.record, self.behaviour
         extractor = FieldExtractor("reply_text")
@@ -447,14 +454,14 @@ class _SSE:
             if behaviour.kind == "stream_error" and sent >= behaviour.disconnect_after_chars:
                 error = {"message": behaviour.message, "type": "server_error", "code": None}
                 await body(b"data: " + json.dumps({"error": error}).encode() + b"\n\n")
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                await body(b"", more=False)
                 record.finished_wall = time.time()
                 return
         await body(self._chunk({}, finish="stop"))
         if self.usage is not None:
             await body(self._chunk({}, usage=self.usage, choices=False))
         await body(b"data: [DONE]\n\n")
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        await body(b"", more=False)
         record.finished_wall = time.time()
 
 

@@ -13,7 +13,7 @@ import pytest
 from brain.errors import BrainServiceError
 from brain.llm import FALLBACK_LINES, OpenAIBrain
 from brain.prompt import PROMPT_VERSION
-from brain.transport import DEFAULT_BACKOFF, _aiohttp_response, _content, _rest, sdk_client
+from brain.transport import DEFAULT_BACKOFF, _aiohttp_response, _content, _pieces, _rest, sdk_client
 from schemas.enums import Stage
 from server.config import load_settings
 from tests.llm_support import FAST, Sink, brain, decision, gaps, negotiation, play, request
@@ -267,3 +267,32 @@ async def test_a_rested_socket_gives_what_the_model_sent_meanwhile_in_one_read(o
                 pass
     finally:
         await client.close()
+
+
+@pytest.mark.parametrize("gzip", [False, True])
+async def test_a_plain_stream_is_read_from_aiohttp_directly_and_an_encoded_one_through_the_sdk(
+        openai_fake: FakeOpenAI, gzip: bool) -> None:
+    """Issue #14: a body sent as it is skips the SDK's four async generators per piece (httpx2
+    never counts its bytes); a gzip one is decoded by httpx2 as before. Both give the same events."""
+    openai_fake.script(reply(decision("Namaste ji, fresh tomatoes today."), ttft_ms=0, tokens_per_s=0,
+                             gzip=gzip))
+    client = sdk_client(api_key="test", base_url=openai_fake.base_url, timeout_s=5)
+    try:
+        async with client.chat.completions.with_streaming_response.create(
+                model="gpt-4o", messages=[{"role": "user", "content": "Namaste"}], stream=True) as response:
+            body = b"".join([piece async for piece in _pieces(response, _aiohttp_response(response))])
+            downloaded = response.http_response.num_bytes_downloaded
+    finally:
+        await client.close()
+    assert body.startswith(b"data: {") and body.endswith(b"data: [DONE]\n\n") and body.count(b"data: ") >= 10
+    assert (downloaded > 0) is gzip
+
+
+async def test_a_gzipped_stream_gives_the_learner_the_same_words(openai_fake: FakeOpenAI) -> None:
+    good = decision("Arre, two kilos? For you, eighty rupees only.")
+    openai_fake.script(reply(good, tokens_per_s=500, gzip=True))
+    sink = Sink()
+    async with brain(openai_fake) as b:
+        result = await b.propose(request(), sink)
+    assert not result.fallback and len(sink.deltas) >= 2
+    assert "".join(sink.deltas) == result.decision.reply_text == good["reply_text"]
