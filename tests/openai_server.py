@@ -345,6 +345,8 @@ class FakeOpenAI:
                  "completion_tokens": len(tokens)}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         if not body.get("stream"):
+            if behaviour.kind == "garbage":
+                return Response(b'{"choices": [{"this is not json', media_type="application/json")
             gap = (len(tokens) - 1) / rate if rate else 0.0
             await anyio.sleep(ttft + gap)
             record.first_token_wall = record.first_reply_char_wall = time.time()

@@ -20,7 +20,7 @@ from schemas.enums import Stage
 from server.config import load_settings
 from session.rules import Limits
 from tests.llm_support import Sink, brain, decision, negotiation, play, request
-from tests.openai_server import FakeOpenAI, reply
+from tests.openai_server import FakeOpenAI, garbage, reply
 
 pytestmark = pytest.mark.anyio
 
@@ -84,6 +84,14 @@ async def test_non_streaming_mode_makes_one_plain_call(openai_fake: FakeOpenAI) 
     assert result.ledger.first_delta_ms is None and result.ledger.first_token_ms is not None
     assert result.ledger.completion_tokens > 0
     assert openai_fake.requests[0].body.get("stream") in (None, False)
+
+
+async def test_a_plain_answer_that_is_not_json_is_retried(openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(garbage(), reply(decision("Haan ji, what do you need?")))
+    async with brain(openai_fake, stream=False) as b:
+        result = await b.propose(request())
+    assert not result.fallback and result.decision.reply_text == "Haan ji, what do you need?"
+    assert openai_fake.calls == 2 and result.ledger.retries == 1 and result.ledger.prompt_tokens > 0
 
 
 # --------------------------------------------------------------------------- the rules still rule
