@@ -94,3 +94,15 @@ def test_a_query_of_common_words_in_a_large_corpus_agrees_too() -> None:
         for top_k, min_score in ((3, 1.0), (10, 0.5), (len(chunks), 0.0)):
             hits = [(h.chunk_id, h.score) for h in index.retrieve(query, top_k, min_score)]
             assert hits == as_hits(chunks, reference(chunks, query, top_k, min_score)), query
+
+
+def test_the_same_question_twice_gets_the_same_answer_as_its_own_list() -> None:
+    """The LLM turn's policy and its tip cards ask alike: the second is the index's recent answer."""
+    index = KnowledgeIndex(pack_chunks("jaipur-bazaar", NOW))
+    first = index.retrieve("bhaiya kitne ka hai silk")
+    second = index.retrieve("bhaiya kitne ka hai silk")
+    assert first and second == first and second is not first
+    assert all(a is b for a, b in zip(first, second, strict=True))
+    first.clear()
+    assert index.retrieve("bhaiya kitne ka hai silk") == second
+    assert index.retrieve("bhaiya kitne ka hai silk", top_k=1) == second[:1]

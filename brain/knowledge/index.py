@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import bm25s
@@ -33,7 +34,7 @@ import numpy as np
 from brain.knowledge.tokens import tokenize
 from schemas.knowledge import Chunk, Retrieved
 
-__all__ = ["DEFAULT_MIN_SCORE", "DEFAULT_TOP_K", "VECTOR_POSTINGS", "KnowledgeIndex", "confidence"]
+__all__ = ["DEFAULT_MIN_SCORE", "DEFAULT_TOP_K", "RECENT_ANSWERS", "VECTOR_POSTINGS", "KnowledgeIndex", "confidence"]
 
 # bm25s sets its own logger to DEBUG on import, which would put a line per index build into the
 # server's log whatever LOG_LEVEL says; its messages are worth nothing below a warning.
@@ -46,6 +47,10 @@ DEFAULT_MIN_SCORE = 1.0
 # 4.5 us + 0.14 us a score, bm25s about 6 us + 1.5 us a query word; at a learner's dozen words
 # they meet near 100. A word in more chunks than this is not copied out of bm25s's matrix at all.
 VECTOR_POSTINGS = 100
+# A turn of the LLM brain asks the same question twice, a reply apart: the response policy for the
+# prompt's notes, then the tip cards (both the learner's words and the item in play). At 1,000
+# sessions that is some 300 turns a second times a reply of about 3 s in between.
+RECENT_ANSWERS = 1024
 
 _FLOAT32 = struct.Struct("f")
 _TINY = float(np.finfo(np.float32).tiny)
@@ -75,13 +80,17 @@ def _columns(bm25: bm25s.BM25, vocabulary: frozenset[str]) -> dict[str, Column]:
 
 
 class KnowledgeIndex:
-    """An immutable BM25 index over chunks. Build it off the event loop: it costs O(corpus)."""
+    """An immutable BM25 index over chunks. Build it off the event loop: it costs O(corpus).
+
+    It remembers its last `RECENT_ANSWERS` answers, so the second asking of a question costs a
+    lookup; like the rest of retrieval, call it from the event loop's thread only."""
 
     def __init__(self, chunks: Sequence[Chunk]) -> None:
         self.chunks = tuple(chunks)
         self._vocabulary: frozenset[str] = frozenset()
         self._bm25: bm25s.BM25 | None = None
         self._columns: dict[str, Column] = {}
+        self._recent: OrderedDict[tuple[str, int, float], tuple[Retrieved, ...]] = OrderedDict()
         documents = [
             tokenize(f"{c.metadata.section}\n{c.text_content}") for c in self.chunks
         ]
@@ -110,7 +119,12 @@ class KnowledgeIndex:
         """The best `top_k` chunks scoring at least `min_score`, best first; empty if none do."""
         if top_k <= 0 or not self.chunks:
             return []
-        return [
+        key = (query, top_k, min_score)
+        found = self._recent.get(key)
+        if found is not None:
+            self._recent.move_to_end(key)
+            return list(found)
+        found = self._recent[key] = tuple(
             Retrieved(
                 chunk_id=self.chunks[i].chunk_id,
                 score=round(score, 4),
@@ -118,7 +132,10 @@ class KnowledgeIndex:
                 metadata=self.chunks[i].metadata,
             )
             for i, score in self._ranked(query, top_k, min_score)
-        ]
+        )
+        if len(self._recent) > RECENT_ANSWERS:
+            self._recent.popitem(last=False)
+        return list(found)
 
     def _ranked(self, query: str, top_k: int, min_score: float) -> list[tuple[int, float]]:
         """(chunk position, score) of the best `top_k` chunks scoring at least `min_score`."""
