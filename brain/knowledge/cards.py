@@ -12,6 +12,9 @@
 At most `MAX_CARDS` (6), one per chunk, in retrieval order. With nothing retrieved there is exactly
 one generic card, `grounded: false`, with no sources; its words are the scenario's (or, failing
 that, this module's fixed default). The same inputs give the same cards, byte for byte.
+
+A chunk's sentences, title and card id do not depend on what the learner said, so they are worked
+out once per chunk (`_prepare`, kept for the last `CHUNK_CACHE` chunks), not once per card.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Sequence
+from functools import lru_cache
+from typing import NamedTuple
 
 from brain.knowledge.index import DEFAULT_MIN_SCORE, confidence
 from brain.knowledge.tokens import tokenize
@@ -30,6 +35,9 @@ MAX_CARDS = 6
 BODY_CHARS = 280
 TITLE_CHARS = 60
 GENERIC = ("Keep the conversation going", "Listen, answer what was asked, and ask one question back.")
+# Chunks whose sentences, title and card id are kept (a few KiB each): every scenario's pack and
+# its playbook's few hundred chunks, with room to spare.
+CHUNK_CACHE = 2048
 
 _CARD_NAMESPACE = uuid.UUID("0b9e4a8c-71d2-5f36-8e0a-4c5d9b2e7f61")
 _SENTENCE = re.compile(r"[^.!?।]+(?:[.!?।]+|$)")
@@ -51,19 +59,41 @@ def _cut(text: str, limit: int) -> str:
     return (head[:space] if space > limit // 2 else head).rstrip(" ,;:") + "…"
 
 
-def _title(card: Retrieved, sentences: list[str]) -> str:
-    if card.metadata.section:
-        return _cut(card.metadata.section, TITLE_CHARS)
-    return _cut(sentences[0].rstrip(".!?।"), TITLE_CHARS) if sentences else ""
+class _Prepared(NamedTuple):
+    """What a card takes from its chunk whatever the learner said: computed once per chunk."""
+
+    card_id: str
+    title: str
+    sentences: tuple[str, ...]
+    whole: str
+    """The sentences joined: the body when it fits in `BODY_CHARS`."""
+    words: tuple[frozenset[str], ...]
+    """Each sentence's tokens, to rank the sentences of a chunk too long for one body."""
 
 
-def _body(sentences: list[str], said: frozenset[str]) -> str:
-    if not sentences:
-        return ""
-    if len(" ".join(sentences)) <= BODY_CHARS:
-        return " ".join(sentences)
+@lru_cache(maxsize=CHUNK_CACHE)
+def _card_id(name: str) -> str:
+    return str(uuid.uuid5(_CARD_NAMESPACE, name))
+
+
+@lru_cache(maxsize=CHUNK_CACHE)
+def _prepare(chunk_id: str, section: str, text: str) -> _Prepared:
+    sentences = tuple(_sentences(text))
+    if section:
+        title = _cut(section, TITLE_CHARS)
+    else:
+        title = _cut(sentences[0].rstrip(".!?।"), TITLE_CHARS) if sentences else ""
+    whole = " ".join(sentences)
+    words = () if len(whole) <= BODY_CHARS else tuple(frozenset(tokenize(s)) for s in sentences)
+    return _Prepared(_card_id(chunk_id), title, sentences, whole, words)
+
+
+def _body(chunk: _Prepared, said: frozenset[str]) -> str:
+    if len(chunk.whole) <= BODY_CHARS:
+        return chunk.whole
     # Rank by words shared with the learner, earlier first on ties; then restore the chunk's order.
-    ranked = sorted(range(len(sentences)), key=lambda i: (-len(said & set(tokenize(sentences[i]))), i))
+    sentences = chunk.sentences
+    ranked = sorted(range(len(sentences)), key=lambda i: (-len(said & chunk.words[i]), i))
     chosen: list[int] = []
     used = 0
     for index in ranked:
@@ -91,14 +121,14 @@ def generate_cards(
         if hit.chunk_id in seen or len(cards) == MAX_CARDS:
             continue
         seen.add(hit.chunk_id)
-        sentences = _sentences(hit.text_content)
-        body = _body(sentences, said)
+        chunk = _prepare(hit.chunk_id, hit.metadata.section, hit.text_content)
+        body = _body(chunk, said)
         if not body:
             continue
         cards.append(
             TipCard(
-                card_id=str(uuid.uuid5(_CARD_NAMESPACE, hit.chunk_id)),
-                title=_title(hit, sentences),
+                card_id=chunk.card_id,
+                title=chunk.title,
                 body=body,
                 type="coaching",
                 grounded=True,
@@ -111,7 +141,7 @@ def generate_cards(
     title, body = generic
     return [
         TipCard(
-            card_id=str(uuid.uuid5(_CARD_NAMESPACE, f"generic\x00{title}\x00{body}")),
+            card_id=_card_id(f"generic\x00{title}\x00{body}"),
             title=title,
             body=body,
             type="generic",
