@@ -396,9 +396,8 @@ class _SSE:
         return b"data: " + json.dumps(payload).encode() + b"\n\n"
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
-        if self.behaviour.gzip:
-            headers.append((b"content-encoding", b"gzip"))
+        headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
+                   *([(b"content-encoding", b"gzip")] if self.behaviour.gzip else [])]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         aborted = False
         async with anyio.create_task_group() as tg:
