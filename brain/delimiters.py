@@ -7,6 +7,13 @@ could pass for a delimiter, so that no text can close a block early or open one 
 or more dash-like characters at either end (ASCII, en and em dashes, minus signs, box-drawing
 rules, fullwidth forms, with zero-width or no-break characters in between) or a bare block label
 such as `end user message` becomes `[delimiter-like line: ...]`, which keeps its words.
+
+`neutralise` runs on every turn over text that is mostly the same as the turn before (the
+cultural notes, the summary, a known learner's memory), so each line is decided in one of three
+ways, all giving the same text: a line with nothing delimiter-like in it is returned as it is after
+a cheap check (`_plainly_safe`); any other line of at most `CACHED_LINE_CHARS` characters is
+rewritten once and kept in a bounded cache (`LINE_CACHE_SIZE` lines); a longer one is rewritten
+each time (`_defang_slowly`, the full check, which the tests hold the other two to).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable
+from functools import lru_cache
 
 SUMMARY_BLOCK = "CONVERSATION SUMMARY"
 HISTORY_BLOCK = "CONVERSATION HISTORY"
@@ -107,24 +115,52 @@ def _collapse_runs(text: str) -> str:
     return "".join(out)
 
 
+# Kept lines: 1,024 lines of at most 1,100 characters (a retrieved note is a chunk of at most 1,000
+# and its label) hold under 10 MB even if every character took four bytes; in practice well under 1 MB.
+LINE_CACHE_SIZE = 1024
+CACHED_LINE_CHARS = 1100
+# What sends an ASCII line down the full check: a hyphen, or a control character other than tab.
+_ASCII_SUSPECTS = re.compile("[\x00-\x08\x0a-\x1f\x7f-]")
+_SPACE_RUNS = re.compile(r"\s+")
 _LABEL_TAILS = tuple(block.split()[-1].lower() for block in _ALL_BLOCKS)  # summary, history, context, message, memory
 
 
+def _label(core: str) -> str:
+    """The block label `core` would read as: spaces collapsed, upper case."""
+    return _SPACE_RUNS.sub(" ", core).strip().upper()
+
+
 def _plainly_safe(line: str) -> bool:
-    """The common case, decided cheaply: printable ASCII, no hyphen, no block label word."""
-    if not (line.isascii() and line.isprintable()) or "-" in line:
+    """Whether the full check keeps `line` as it is, decided cheaply: no hyphen or other dash-like
+    character, no control or invisible format character, already NFKC-normal, and not a bare block
+    label. Then the line as a reader sees it is the line itself, with no dash at either end to
+    strip, nothing to collapse and nothing to drop, so the full check would return it unchanged."""
+    if _ASCII_SUSPECTS.search(line):
         return False
-    low = line.lower()
-    return not any(tail in low for tail in _LABEL_TAILS)
+    if line.isascii():
+        low = line.lower()
+        if not any(tail in low for tail in _LABEL_TAILS):  # every label ends in one of these words
+            return True
+    else:
+        if not unicodedata.is_normalized("NFKC", line):
+            return False
+        for char in set(line):
+            if char > "\x7f" and (char in _DASH_LOOKALIKES or unicodedata.category(char) in ("Pd", "Cf", "Cc")):
+                return False
+    return _label(line) not in _LABELS  # outside ASCII, upper case can make words ("meßage")
 
 
 def _defang_line(line: str) -> str:
-    return line if _plainly_safe(line) else _defang_slowly(line)
+    if _plainly_safe(line):
+        return line
+    if len(line) <= CACHED_LINE_CHARS:
+        return _defang_kept(line)
+    return _defang_slowly(line)
 
 
 # In ASCII the only dash is "-", NFKC changes nothing and the only invisible characters are the
-# C0 controls and DEL: the same steps reduce to str.translate and one regex, which matters because
-# every bulleted line ("- ...") of the cultural notes takes this path on every turn.
+# C0 controls and DEL: the same steps reduce to str.translate and one regex, for every bulleted line
+# ("- ...") of the notes and the learner's memory the first time it is seen.
 _ASCII_CONTROLS = dict.fromkeys([*range(9), *range(10, 32), 127])
 _HYPHEN_RUN = re.compile("-{3,}")
 
@@ -140,6 +176,11 @@ def _defang_slowly(line: str) -> str:
     return _defang_visible(_visible(line), _drop_controls(line), _collapse_runs)
 
 
+# The full check's answers for the lines that are not plainly safe: the same notes, summary and
+# memory lines come back turn after turn (bounded: least recently used first out).
+_defang_kept = lru_cache(maxsize=LINE_CACHE_SIZE)(_defang_slowly)
+
+
 def _defang_generic(line: str) -> str:
     """`_defang_slowly` without the ASCII shortcut (the reference the tests compare it with)."""
     return _defang_visible(_visible(line), _drop_controls(line), _collapse_runs)
@@ -147,8 +188,7 @@ def _defang_generic(line: str) -> str:
 
 def _defang_visible(visible: str, kept: str, collapse: Callable[[str], str]) -> str:
     core, lead, trail = _strip_dashes(visible)
-    label = re.sub(r"\s+", " ", core).strip().upper()
-    if lead >= 2 or trail >= 2 or label in _LABELS:
+    if lead >= 2 or trail >= 2 or _label(core) in _LABELS:
         return MARK.format(collapse(core).replace("[", "(").replace("]", ")"))
     return collapse(kept)
 

@@ -18,9 +18,12 @@ Counting. `counter_for(model)` returns the `TokenCounter` for a model, made once
   English and for Hindi in Devanagari.
 
 A history line never changes, and the session hands the same `HistoryLine` objects to the brain
-turn after turn, so each line is rendered and counted once: the count is kept, per counter, in a
-`WeakKeyDictionary` keyed by the line, and goes when the line does. A turn's counting work is
-bounded by the number of lines the session hands over, not by the length of the conversation.
+turn after turn, so each line is rendered and counted once: the count is kept, per counter, under
+the line's identity (the object itself, held weakly), and goes when the line does. A turn's
+counting work is bounded by the number of lines the session hands over, not by the length of the
+conversation. Identity rather than a `WeakKeyDictionary`: that one compares the line it is asked
+for with the line it holds by value, a pydantic `__eq__` per line per turn, which cost more than
+the rest of the window.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from __future__ import annotations
 import logging
 import weakref
 from collections.abc import Callable, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from schemas.brain import HistoryLine
 
@@ -54,7 +57,8 @@ class TokenCounter:
     def __init__(self, name: str, encode: Callable[[str], Sequence[int]] | None) -> None:
         self.name = name  # the encoding used, or "estimate"
         self._encode = encode
-        self._lines: weakref.WeakKeyDictionary[HistoryLine, tuple[str, str, int]] = weakref.WeakKeyDictionary()
+        # id(line) -> (the line, held weakly; the speaker it was rendered for; the text; its tokens)
+        self._lines: dict[int, tuple[weakref.ref[HistoryLine], str, str, int]] = {}
         # A session's summary is the same text for ten turns: its count is kept too (bounded).
         self.count_kept = lru_cache(maxsize=4096)(self.count)
 
@@ -65,12 +69,18 @@ class TokenCounter:
 
     def line(self, line: HistoryLine, speaker: str, render: Callable[[HistoryLine, str], str]) -> tuple[str, int]:
         """`line` as `render` writes it for `speaker`, and its tokens: made once per line."""
-        kept = self._lines.get(line)
-        if kept is None or kept[0] != speaker:
+        key = id(line)
+        kept = self._lines.get(key)
+        if kept is None or kept[0]() is not line or kept[1] != speaker:
             text = render(line, speaker)
-            kept = (speaker, text, self.count(text) + NEWLINE_TOKENS)
-            self._lines[line] = kept
-        return kept[1], kept[2]
+            kept = (weakref.ref(line, partial(self._forget, key)), speaker, text, self.count(text) + NEWLINE_TOKENS)
+            self._lines[key] = kept
+        return kept[2], kept[3]
+
+    def _forget(self, key: int, gone: weakref.ref[HistoryLine]) -> None:
+        """A kept line has been dropped: its entry goes, unless its id already serves a newer line."""
+        if self._lines.get(key, (None,))[0] is gone:
+            self._lines.pop(key, None)
 
 
 def _offline_encoding(name: str) -> TokenCounter | None:

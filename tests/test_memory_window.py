@@ -138,6 +138,23 @@ def test_each_line_is_counted_once_across_turns() -> None:
     assert shown(second[1])[-1] == history[HISTORY_LINES + 1].text
 
 
+def test_a_kept_line_goes_when_the_line_does_and_a_window_is_the_same_warm_or_cold() -> None:
+    counter = TokenCounter("kept", counter_for("gpt-4o")._encode)
+    history = list(lines(30))
+    for turn in range(10):  # a growing conversation whose oldest lines leave, as the session's do
+        window = tuple(history[-HISTORY_LINES:])
+        for budget in (400, 2000):  # a window cut short, and one that holds every line
+            warm = history_blocks(request(history=window), budget, counter)
+            assert warm == history_blocks(request(history=window), budget, TokenCounter("cold", counter._encode))
+        history += lines(2, text=f"turn {turn} line {{i}}, rendered once")
+        del history[:2]  # no reference left: the line object is gone
+        del window
+        assert len(counter._lines) <= len(history)  # the entries of lines that are gone went with them
+    twin = HistoryLine(turn=1, role="user", text=history[0].text)  # equal to a kept line, another object
+    for who in ("Learner", "Ramesh"):  # and the same line for another speaker is rendered again
+        assert counter.line(twin, who, lambda line, name: f"{name}: {line.text}")[0] == f"{who}: {twin.text}"
+
+
 def test_a_thousand_turns_of_history_give_a_prompt_within_the_budget() -> None:
     """A session with 1,000 answered turns: the session hands over HISTORY_LINES lines, the prompt
     keeps what fits 2,000 tokens, and the build time does not grow with the history."""
