@@ -113,6 +113,17 @@ def test_chunking_never_exceeds_the_limit_and_loses_no_word(paragraphs: list[str
             assert word in kept
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("#\x0c0", [("#\x0c0", "0")]),  # found by the property above: the heading was the whole text
+    ("# Title\n\n## Prices\n\nTomatoes are 40 a kilo.", [("# Title", "Title"),
+                                                         ("Tomatoes are 40 a kilo.", "Prices")]),
+    ("Bargain politely.\n\n# Notes", [("Bargain politely.", ""), ("# Notes", "Notes")]),
+])
+def test_a_heading_with_nothing_under_it_is_kept_as_a_chunk(text: str, expected: list[tuple[str, str]]) -> None:
+    chunks = chunk_text(text, "t.md", NOW)
+    assert [(c.text_content, c.metadata.section) for c in chunks] == expected
+
+
 def test_a_single_huge_line_is_split_at_sentences_then_words() -> None:
     line = "This sentence is about prices in the bazaar. " * 60
     segments = split_segments(line.strip())

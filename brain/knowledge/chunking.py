@@ -4,7 +4,8 @@
    and table rows; an empty paragraph is a blank line), `.pdf` through pypdf (page by page).
 2. Split on blank lines, so that a question and its answer written on consecutive lines stay in
    one chunk. A Markdown heading on a paragraph of its own is not a chunk: it becomes the
-   `section` of the chunks under it (and a card's title).
+   `section` of the chunks under it (and a card's title). A heading with nothing under it (the
+   next paragraph is a heading too, or the text ends) is kept as a chunk, so no word is lost.
 3. A chunk over `MAX_CHARS` (1,000) characters is split on single newlines, recursively: lines are
    packed into segments of at most `MAX_CHARS`, and a line that is itself too long is split at
    sentence ends, then at spaces. Neighbouring segments of one paragraph overlap by about
@@ -171,14 +172,9 @@ def chunk_text(
     seen: Counter[str] = Counter()
     chunks: list[Chunk] = []
     section = ""
-    for paragraph in re.split(r"\n[ \t]*\n", normal):
-        paragraph = paragraph.strip()
-        if not paragraph:
-            continue
-        heading = _HEADING.match(paragraph)
-        if heading and "\n" not in paragraph:
-            section = heading.group(1).strip()
-            continue
+    bare: str | None = None  # the last heading, while nothing has come under it
+
+    def add(paragraph: str) -> None:
         for segment in split_segments(paragraph):
             meta = ChunkMeta(
                 source_file=source_file,
@@ -188,4 +184,19 @@ def chunk_text(
             )
             chunks.append(Chunk(chunk_id=chunk_id(segment, seen[segment]), text_content=segment, metadata=meta))
             seen[segment] += 1
+
+    for paragraph in re.split(r"\n[ \t]*\n", normal):
+        paragraph = paragraph.strip()
+        if not paragraph:
+            continue
+        heading = _HEADING.match(paragraph)
+        if heading and "\n" not in paragraph:
+            if bare is not None:
+                add(bare)
+            section, bare = heading.group(1).strip(), paragraph
+            continue
+        bare = None
+        add(paragraph)
+    if bare is not None:
+        add(bare)
     return tuple(chunks)
