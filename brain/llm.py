@@ -33,7 +33,7 @@ import openai
 
 from brain.decision import parse_decision, reask_messages, response_format
 from brain.errors import BrainOutputError, BrainServiceError, BrainTransientError
-from brain.knowledge.retriever import Retriever, knowledge_retriever
+from brain.knowledge.retriever import Retriever, knowledge_retriever, no_notes
 from brain.prompt import DEFAULT_HISTORY_BUDGET, build_system_prompt, build_user_message
 from brain.summary import SUMMARY_MAX_TOKENS, SUMMARY_TEMPERATURE, LLMSummarizer
 from brain.transport import DEFAULT_BACKOFF, ChatTransport, sdk_client
@@ -191,10 +191,12 @@ class OpenAIBrain:
         Python, a few tens of microseconds each, and they simply run one after the other. They are
         deliberately not pushed to worker threads: under the GIL two pure-Python functions cannot
         run at the same time, and a thread hop costs more than either function. A retriever that
-        fails, or notes supplied by the caller, never hold up the turn.
+        fails, or notes supplied by the caller, never hold up the turn. Behind the response
+        policy (`brain.policy`, which retrieves the notes itself) the retriever is `no_notes`, and
+        no task is started for it: the turn goes on to the model without yielding the loop.
         """
         notes = [request.rag_context]
-        if not request.rag_context.strip():
+        if not request.rag_context.strip() and self.retriever is not no_notes:
 
             async def fetch() -> None:
                 try:

@@ -9,9 +9,10 @@ import itertools
 import re
 import time
 
+import anyio
 import pytest
 
-from brain.knowledge.retriever import DATA_NOTE
+from brain.knowledge.retriever import DATA_NOTE, no_notes
 from brain.llm import OpenAIBrain
 from brain.prompt import DELIMITER_LINES, PROMPT_VERSION
 from brain.transport import DEFAULT_BACKOFF
@@ -250,3 +251,14 @@ async def test_deltas_after_the_first_come_in_word_groups_and_still_join_up(open
     gaps = [b_at - a_at for (_, _, a_at), (_, b, b_at) in itertools.pairwise(pushed[1:])
             if not re.search(r"[.!?]\s", b)]  # a piece that ends a sentence may come sooner
     assert gaps and all(gap >= 0.035 for gap in gaps)
+
+
+async def test_behind_the_policy_the_prompt_is_built_without_yielding_the_loop(openai_fake: FakeOpenAI) -> None:
+    """The policy supplies the notes and gives the brain `no_notes`: no task, no checkpoint (a
+    cancelled scope would stop a checkpoint), so the request goes out in the same loop step."""
+    built: list[dict[str, str]] | None = None
+    async with brain(openai_fake, retriever=no_notes) as b:
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            built = await b._prepare(request())
+    assert built is not None and [m["role"] for m in built] == ["system", "user"]
