@@ -19,6 +19,7 @@ from one `except` clause with `raise ... from exc`. The SDK's own retries are of
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import logging
 import math
@@ -372,7 +373,7 @@ async def _rest(aiohttp_response: Any, seconds: float) -> None:
         return
     transport.pause_reading()
     try:
-        await anyio.sleep(seconds)
+        await asyncio.sleep(seconds)  # aiohttp's transport is asyncio's; anyio.sleep would look that up
     finally:
         transport.resume_reading()
 

@@ -139,6 +139,9 @@ class SessionRegistry:
     async def _dispatch(self) -> None:
         """Drain each actor that asked, in order; sleep when none has anything to do."""
         ready = self._ready
+        # `anyio.Event()` looks the running backend up (sniffio) on every call, a few microseconds
+        # per wake-up of this loop; the backend's own class, found once, makes the same event.
+        new_event = type(anyio.Event())
         while True:
             while ready:
                 actor = ready.popleft()
@@ -146,7 +149,7 @@ class SessionRegistry:
                     actor.drain()
                 except Exception:  # drain already guards each message; this guards the loop
                     log.exception("session dispatch failed", extra={"session_id": actor.session_id})
-            event = self._ready_event = anyio.Event()
+            event = self._ready_event = new_event()
             await event.wait()
 
     def _on_durable(self, session_id: str, version: int) -> None:
