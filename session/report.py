@@ -45,7 +45,7 @@ from session.negotiation import Negotiation
 from session.protocols import TipSource
 from session.records import TurnRecord
 
-__all__ = ["learner_report", "report_event", "score"]
+__all__ = ["learner_report", "report_event", "report_figures", "score", "total_score"]
 
 FALLBACK_SUGGESTIONS = (
     "Ask about the item's quality before its price: it shows interest and respect.",
@@ -200,6 +200,11 @@ def _cards(negotiation: Negotiation, tips: TipSource | None) -> tuple[EarnedCard
     return tuple(earned.values())
 
 
+def total_score(parts: dict[str, int]) -> int:
+    """The session's score: its parts added up, kept within 0..100."""
+    return max(0, min(100, sum(parts.values())))
+
+
 def report_figures(negotiation: Negotiation) -> tuple[Price, Etiquette, dict[str, int]]:
     """The price, the etiquette and the score's parts of an ended session: the part of its report
     that a learner's profile keeps (`server/learners`), for half the cost of the whole report."""
@@ -218,7 +223,7 @@ def learner_report(negotiation: Negotiation, tips: TipSource | None) -> LearnerR
     return LearnerReport(
         session_id=negotiation.session_id, scenario=negotiation.scenario_name, outcome=negotiation.outcome,
         item=negotiation.item, turns=negotiation.turn, price=price, curve=_curve(negotiation.history),
-        stages=_stages(negotiation), etiquette=etiquette, score=max(0, min(100, sum(parts.values()))),
+        stages=_stages(negotiation), etiquette=etiquette, score=total_score(parts),
         score_parts=parts, suggestions=_suggestions(negotiation, scenario, price, etiquette),
         cards_earned=_cards(negotiation, tips), level=negotiation.level,
         coaching=CoachingCounts(hints=negotiation.coaching.hints, hints_offered=negotiation.coaching.hints_offered,

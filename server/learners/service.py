@@ -31,7 +31,7 @@ from session.actor import SessionActor
 from session.negotiation import START_HAPPINESS, Negotiation
 from session.protocols import Mirror
 from session.registry import SessionRegistry
-from session.report import report_figures
+from session.report import report_figures, total_score
 
 __all__ = ["Learners", "build_learners", "session_figures"]
 
@@ -63,7 +63,7 @@ def session_figures(negotiation: Negotiation) -> SessionFigures:
         level=negotiation.level, input_language=negotiation.input_language,
         target_language=negotiation.target_language, outcome=negotiation.outcome, item=negotiation.item,
         turns=negotiation.turn, first_quote=price.first_quote, paid=price.paid,
-        discount_pct=price.discount_pct, score=max(0, min(100, sum(parts.values()))),
+        discount_pct=price.discount_pct, score=total_score(parts),
         hints=negotiation.coaching.hints,
         slips=tuple(slips), created_at=negotiation.created_at, ended_at=negotiation.updated_at,
     )
