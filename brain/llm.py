@@ -109,9 +109,6 @@ class OpenAIBrain:
             response_format=response_format(json_schema), backoff=backoff,
             attempt_timeout_s=attempt_timeout_s,
         )
-        # The SDK imports its chat resources (and builds their models) on first use, about 15 ms:
-        # here, once, rather than on the first learner's turn.
-        _ = self.transport.client.chat.completions.with_streaming_response
         # The running summary (docs/memory.md): the same client and retry policy, plain text, no stream.
         self.summarizer = LLMSummarizer(ChatTransport(
             client=self.transport.client, model=model, temperature=SUMMARY_TEMPERATURE,

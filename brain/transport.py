@@ -26,14 +26,13 @@ import math
 import ssl
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import anyio
 import httpx2
 import openai
 import orjson
-from openai import AsyncAPIResponse
 
 from brain.errors import BrainServiceError, BrainTransientError
 from brain.partial_json import FieldExtractor
@@ -198,17 +197,7 @@ class ChatTransport:
         turn.first_token_ms = None  # reported for the attempt whose answer is used
         started = time.perf_counter()
         outcome = "cancelled"
-        body: dict[str, Any] = {
-            "model": self.model, "messages": (), "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-            # The SDK walks every parameter it is given through its typed transform (aliases,
-            # dates, files), about 0.4 ms per call for a 7 KB prompt and the output schema, and
-            # for plain JSON strings that walk changes nothing. Sent as `extra_body` instead, they
-            # are merged into the request body unchanged, the SDK's documented way to send JSON
-            # fields as they are (docs/performance.md). `messages` itself must be given, so it
-            # is given empty, and `extra_body`'s value replaces it.
-            "extra_body": {"messages": messages, "response_format": self.response_format},
-        }
+        body = self._body(messages)
         try:
             try:
                 if self.attempt_timeout_s is None:
@@ -244,13 +233,40 @@ class ChatTransport:
                 model=self.model, stream=self.stream, attempt=attempt + 1, call=turn.llm_calls,
                 outcome=outcome, ms=round((time.perf_counter() - started) * 1000, 1)))
 
-    async def _request(self, turn: Turn, body: dict[str, Any], started: float) -> str:
+    def _body(self, messages: list[dict[str, str]]) -> bytes:
+        """The request body, encoded once per attempt with orjson."""
+        body: dict[str, Any] = {
+            "model": self.model, "messages": messages, "temperature": self.temperature,
+            "max_tokens": self.max_tokens, "response_format": self.response_format,
+        }
+        if self.stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        return orjson.dumps(body)
+
+    async def _post(self, body: bytes, *, stream: bool) -> httpx2.Response:
+        """POST the body to chat completions through the SDK's generic request method.
+
+        `client.post` is the SDK's documented way to call an endpoint with a body of one's own:
+        its headers, authentication, retries (off here, see `sdk_client`) and error statuses
+        (`openai.APIStatusError` and the rest) are those of `chat.completions.create`. What it
+        skips is what this transport never used: the typed walk of every parameter (aliases,
+        dates, files; about 0.4 ms for a 7 KB prompt), the stdlib JSON encoder (orjson
+        instead) and the typed response wrappers. The answer is the HTTP response itself; a
+        streamed one is still open, for `_read_stream`, and the caller closes it.
+        """
+        response = await self.client.post(
+            "/chat/completions", cast_to=httpx2.Response, content=body, stream=stream,
+            stream_cls=openai.AsyncStream[Any])
+        return cast(httpx2.Response, response)
+
+    async def _request(self, turn: Turn, body: bytes, started: float) -> str:
         """One chat-completions exchange through the SDK; returns the model's text."""
         if not self.stream:
             # The raw response, read with orjson: the SDK still sends the request and raises its
             # errors, but its typed `ChatCompletion` (about a tenth of a call's CPU) is not built
             # for the one string and the usage counts that are wanted from it.
-            raw = await self.client.chat.completions.with_raw_response.create(**body)
+            raw = await self._post(body, stream=False)
             turn.first_token_ms = round((time.perf_counter() - started) * 1000, 3)
             turn.tokens_flowing()
             completion = orjson.loads(raw.content)  # not JSON: ValueError, a malformed response
@@ -269,18 +285,20 @@ class ChatTransport:
         # are mapped to the SDK's exceptions, and an error event to its `APIError`, as the SDK's
         # own stream does, so that `_translate` stays the one boundary.
         parts: list[str] = []
-        async with self.client.chat.completions.with_streaming_response.create(
-                **body, stream=True, stream_options={"include_usage": True}) as response:
-            try:
-                await self._read_stream(turn, response, started, parts)
-            except (httpx2.TimeoutException, aiohttp.ServerTimeoutError) as exc:
-                raise openai.APITimeoutError(request=response.http_request) from exc
-            except (httpx2.RequestError, aiohttp.ClientError, ssl.SSLError, anyio.EndOfStream) as exc:
-                raise openai.APIConnectionError(request=response.http_request) from exc
+        response = await self._post(body, stream=True)
+        try:
+            await self._read_stream(turn, response, started, parts)
+        except (httpx2.TimeoutException, aiohttp.ServerTimeoutError) as exc:
+            raise openai.APITimeoutError(request=response.request) from exc
+        except (httpx2.RequestError, aiohttp.ClientError, ssl.SSLError, anyio.EndOfStream) as exc:
+            raise openai.APIConnectionError(request=response.request) from exc
+        finally:
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
         await turn.flush()
         return "".join(parts)
 
-    async def _read_stream(self, turn: Turn, response: AsyncAPIResponse[object], started: float,
+    async def _read_stream(self, turn: Turn, response: httpx2.Response, started: float,
                            parts: list[str]) -> None:
         """Read the events of one streamed answer into `parts`, pushing `reply_text` as it comes.
 
@@ -313,7 +331,7 @@ class ChatTransport:
                 if not isinstance(chunk, dict):
                     raise BrainTransientError("malformed stream event from the model service")
                 if chunk.get("error") or event == "error":
-                    raise openai.APIError(_stream_error(chunk), response.http_request,
+                    raise openai.APIError(_stream_error(chunk), response.request,
                                           body=chunk.get("error"))
                 usage = chunk.get("usage")
                 if usage:
@@ -336,7 +354,7 @@ class ChatTransport:
                 await _rest(aiohttp_response, _TAIL_REST_S if extractor.done else turn.interval_s)
 
 
-async def _pieces(response: AsyncAPIResponse[object], aiohttp_response: Any | None) -> AsyncIterator[bytes]:
+async def _pieces(response: httpx2.Response, aiohttp_response: Any | None) -> AsyncIterator[bytes]:
     """The streamed body as it arrives.
 
     Read through the SDK, a piece passes four async generators (httpx2's decoding and byte
@@ -346,18 +364,18 @@ async def _pieces(response: AsyncAPIResponse[object], aiohttp_response: Any | No
     transport's to map, as they are for the SDK (`_request`). An encoded body goes the SDK's way.
     """
     content = getattr(aiohttp_response, "content", None)
-    encoding = response.http_response.headers.get("content-encoding", "identity")
+    encoding = response.headers.get("content-encoding", "identity")
     if content is None or encoding.strip().lower() != "identity":
-        async for data in response.http_response.aiter_bytes():
+        async for data in response.aiter_bytes():
             yield data
         return
     while data := await content.readany():
         yield data
 
 
-def _aiohttp_response(response: AsyncAPIResponse[object]) -> Any | None:
+def _aiohttp_response(response: httpx2.Response) -> Any | None:
     """The aiohttp response under the SDK's streamed one (None if the SDK is built otherwise)."""
-    found: object = response.http_response
+    found: object = response
     for name in ("stream", "_stream", "_aiohttp_response"):
         found = getattr(found, name, None)
         if found is None:

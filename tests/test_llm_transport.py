@@ -252,7 +252,7 @@ async def test_a_rested_socket_gives_what_the_model_sent_meanwhile_in_one_read(o
     try:
         async with client.chat.completions.with_streaming_response.create(
                 model="gpt-4o", messages=[{"role": "user", "content": "Namaste"}], stream=True) as response:
-            aiohttp_response = _aiohttp_response(response)
+            aiohttp_response = _aiohttp_response(response.http_response)
             assert aiohttp_response is not None
             transport = aiohttp_response.connection.transport
             chunks = response.http_response.aiter_bytes().__aiter__()
@@ -280,7 +280,8 @@ async def test_a_plain_stream_is_read_from_aiohttp_directly_and_an_encoded_one_t
     try:
         async with client.chat.completions.with_streaming_response.create(
                 model="gpt-4o", messages=[{"role": "user", "content": "Namaste"}], stream=True) as response:
-            body = b"".join([piece async for piece in _pieces(response, _aiohttp_response(response))])
+            http = response.http_response
+            body = b"".join([piece async for piece in _pieces(http, _aiohttp_response(http))])
             downloaded = response.http_response.num_bytes_downloaded
     finally:
         await client.close()
