@@ -275,7 +275,16 @@ class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
             wake(self)
 
     async def _post(self, message: Message) -> None:
-        self._post_nowait(message)
+        """Post from another task (a brain call, a summary). With nothing queued before it, the
+        message is applied at once, as the dispatcher would have done one loop pass later: each
+        delta of a streamed reply was a wake-up of the dispatcher (issue #14)."""
+        inbox = self._inbox
+        if self._wake is None or self._scheduled or len(inbox) or inbox.closed:
+            self._post_nowait(message)
+            return
+        self._scheduled = True
+        inbox.send_nowait(message)
+        self.drain()
 
     def _changed(self) -> None:
         if self.on_change is not None:
