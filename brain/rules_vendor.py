@@ -456,6 +456,15 @@ def _deal(t: _Turn, price: int, reason: str) -> _Move:
     return _Move(Stage.DEAL, "deal", price, reason, DEAL_JOY, _hint(t, "thanks"))
 
 
+# The line pool that answers an offer countered with a smaller quote. An excellent offer is
+# countered only when the vendor's mood has raised his price above it; the packs' "good" lines fit.
+COUNTER_LINES = {
+    OfferAssessment.LOWBALL: "counter_lowball", OfferAssessment.FAIR: "counter_fair",
+    OfferAssessment.GOOD: "counter_good", OfferAssessment.EXCELLENT: "counter_good",
+    OfferAssessment.NONE: "counter_fair",
+}
+
+
 def _counter(t: _Turn, quote: int, stage: Stage) -> _Move:
     """Answer an offer below the acceptable price with a smaller quote (or none, for an insult)."""
     assert t.offer is not None and t.accept_at is not None
@@ -471,7 +480,7 @@ def _counter(t: _Turn, quote: int, stage: Stage) -> _Move:
     elif price >= quote or price <= t.accept_at:
         key = "last_price"
     else:
-        key = f"counter_{label.value}" if label is not OfferAssessment.NONE else "counter_fair"
+        key = COUNTER_LINES[label]
     return _Move(stage, key, price, f"{label.value} offer, concedes {quote - price}",
                  hint=_offer_hint(t, price))
 

@@ -420,3 +420,30 @@ def test_asking_for_a_fair_price_does_not_switch_the_item() -> None:
     script = iter(["Bhaiya, tamatar kitne ka hai?", "Bahut mehenga hai", "Sahi daam lagao"])
     run = anyio.run(play, lambda view: next(script, None))
     assert [r.item for r in run.replies] == ["Tomato", "Tomato", "Tomato"]
+
+
+def test_every_countered_offer_has_lines_in_every_pack() -> None:
+    """Each assessment the vendor counters with a smaller quote names a pool the packs must have."""
+    from brain.rules_vendor import COUNTER_LINES
+    from schemas.pack import LINE_KEYS
+
+    assert set(COUNTER_LINES) == set(OfferAssessment) - {OfferAssessment.INSULT}
+    assert set(COUNTER_LINES.values()) <= set(LINE_KEYS)
+
+
+def test_an_excellent_offer_under_a_raised_price_is_countered_in_words() -> None:
+    """Found by the undo property test: "80 final" then "60 rupees?" is an excellent offer for
+    tomatoes that the vendor's mood had priced above, and it was answered with a pool no pack has
+    (KeyError), crashing the rule brain's turn."""
+    n = Negotiation(session_id="s1", scenario_name="jaipur-bazaar", created_at=1000.0)
+    vendor = RuleBasedVendor()
+    said = ["Namaste bhaiya", "Namaste bhaiya", "tamatar kitne ka hai?", "80 final",
+            "Bahut mehenga, 40 mein de do?", "60 rupees?"]
+    for text in said:
+        pending = n.begin_turn(text, f"id-{n.turn + 1}", 1001.0)
+        request = n.brain_request(pending)
+        result = vendor.propose_now(request)
+        n.complete_turn(pending, result, 1001.0)
+    assert request.offer_assessment is OfferAssessment.EXCELLENT
+    assert result.decision.reply_text and not result.fallback
+    assert result.decision.counter_price is not None and result.decision.counter_price > 60
