@@ -137,9 +137,18 @@ def batch_rows(batch: Iterable[Entry]) -> list[dict[str, Any]]:
 async def write_batch(driver: AsyncDriver, database: str | None, batch: list[Entry], seconds: float) -> None:
     """Write `batch` in one managed transaction of at most `seconds`; call on the I/O loop."""
     work = unit_of_work(timeout=seconds)(_tx_write)
-    with anyio.fail_after(seconds * 2 + 1):  # the server's own timeout should fire first
-        async with driver.session(database=database) as session:
-            await session.execute_write(work, batch_rows(batch), summary_rows(batch))
+    rows, summaries = batch_rows(batch), summary_rows(batch)
+    try:
+        with anyio.fail_after(seconds * 2 + 1):  # the server's own timeout should fire first
+            async with driver.session(database=database) as session:
+                await session.execute_write(work, rows, summaries)
+    finally:
+        # The driver keeps a query's parameters on objects that end up in reference cycles, so a
+        # batch's rows (hundreds of lists and dicts) outlived it until the cyclic collector found
+        # them: most of the server's cyclic garbage, and collector passes that stop every socket.
+        # Emptied here, they are freed at once; a retry builds them again from the batch.
+        rows.clear()
+        summaries.clear()
 
 
 async def _tx_write(tx: AsyncManagedTransaction, rows: list[dict[str, Any]], summaries: list[dict[str, Any]]) -> None:
