@@ -65,6 +65,8 @@ class Step:
     errors: dict[str, int] = field(default_factory=dict)
     sent: dict[str, tuple[float, float | None]] = field(default_factory=dict)  # marker -> (sent, first delta)
     loop_lag_ms: list[float] = field(default_factory=list)  # how late this generator's own loop woke
+    connected: int = 0  # learners whose socket is open
+    all_connected_at: float | None = None  # wall clock when the last of them connected
 
     def error(self, kind: str) -> None:
         self.errors[kind] = self.errors.get(kind, 0) + 1
@@ -142,6 +144,9 @@ async def learner(client: httpx.AsyncClient, host: str, index: int, step: Step, 
         url = f"ws://{host}/ws/sessions/{created['session_id']}?token={created['player_token']}"
         async with websockets.connect(url, max_size=None, open_timeout=30) as ws:
             json.loads(await ws.recv())  # welcome
+            step.connected += 1
+            if step.connected == step.sessions:
+                step.all_connected_at = time.time()
             n = 0
             while True:
                 await anyio.sleep(rng.uniform(*think))
@@ -208,6 +213,7 @@ def measure(step: Step, records: list[dict[str, Any]]) -> dict[str, Any]:
     overhead: list[float] = []
     inbound: list[float] = []
     outbound: list[float] = []
+    steady: list[float] = []  # turns sent once every learner was connected
     for mark, (sent, first) in step.sent.items():
         record = by_marker.get(mark)
         if record is None or first is None or not record.get("first_reply_char_wall"):
@@ -215,8 +221,11 @@ def measure(step: Step, records: list[dict[str, Any]]) -> dict[str, Any]:
         inbound.append((record["received_wall"] - sent) * 1000)
         outbound.append((first - record["first_reply_char_wall"]) * 1000)
         overhead.append(inbound[-1] + outbound[-1])
+        if step.all_connected_at is not None and sent >= step.all_connected_at:
+            steady.append(overhead[-1])
     return {"overhead_ms": summary(overhead), "inbound_ms": summary(inbound),
-            "outbound_ms": summary(outbound), "loadgen_loop_lag_ms": summary(step.loop_lag_ms)}
+            "outbound_ms": summary(outbound), "steady_overhead_ms": summary(steady),
+            "loadgen_loop_lag_ms": summary(step.loop_lag_ms)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -251,7 +260,10 @@ def main(argv: list[str] | None = None) -> int:
                 cpu0, fake0 = cpu_seconds(proc.pid), httpx.get(fake_base + "/_fake/cpu").json()["cpu_s"]
                 me0 = resource.getrusage(resource.RUSAGE_SELF)
                 started = time.time()
-                step = anyio.run(run_step, host, sessions, args.duration, think)
+                # uvloop when it is there, as the server and the fake model have: the generator's
+                # loop is on the measured path (it stamps the sends and the first deltas).
+                step = anyio.run(run_step, host, sessions, args.duration, think,
+                                 backend_options={"use_uvloop": True})
                 wall = time.time() - started
                 cpu = cpu_seconds(proc.pid) - cpu0
                 threads = thread_cpu_seconds(proc.pid)
@@ -287,6 +299,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{result['fake_cpu_ms_per_turn']} ms/turn -> {'pass' if result['passed'] else 'FAIL'}",
                   flush=True)
             lag, inb, outb = result["loadgen_loop_lag_ms"], result["inbound_ms"], result["outbound_ms"]
+            steady = result["steady_overhead_ms"]
+            print(f"         once all {sessions} were connected: {steady.get('n')} turns, overhead p50 "
+                  f"{steady.get('p50')} p95 {steady.get('p95')} p99 {steady.get('p99')} ms", flush=True)
             print(f"         inbound p99 {inb.get('p99')} ms, outbound p99 {outb.get('p99')} ms; load "
                   f"generator {result['loadgen_cpu_ms_per_turn']} ms/turn, its loop late p50 "
                   f"{lag.get('p50')} p99 {lag.get('p99')} ms", flush=True)
