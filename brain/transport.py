@@ -162,9 +162,10 @@ class ChatTransport:
     async def call(self, turn: Turn, messages: list[dict[str, str]]) -> str:
         """One logical model call, with up to `len(backoff)` retries on transient failures."""
         attempt = 0
+        body = self._body(messages)  # the same bytes for every attempt
         while True:
             try:
-                return await self._attempt(turn, messages, attempt)
+                return await self._attempt(turn, body, attempt)
             except BrainTransientError as exc:
                 await turn.withdraw("retrying after a failed model call")
                 if attempt >= len(self.backoff):
@@ -192,12 +193,11 @@ class ChatTransport:
         wait = self.backoff[attempt]
         return wait if wait < remaining else None
 
-    async def _attempt(self, turn: Turn, messages: list[dict[str, str]], attempt: int) -> str:
+    async def _attempt(self, turn: Turn, body: bytes, attempt: int) -> str:
         turn.llm_calls += 1
         turn.first_token_ms = None  # reported for the attempt whose answer is used
         started = time.perf_counter()
         outcome = "cancelled"
-        body = self._body(messages)
         try:
             try:
                 if self.attempt_timeout_s is None:
@@ -234,7 +234,7 @@ class ChatTransport:
                 outcome=outcome, ms=round((time.perf_counter() - started) * 1000, 1)))
 
     def _body(self, messages: list[dict[str, str]]) -> bytes:
-        """The request body, encoded once per attempt with orjson."""
+        """The request body of one call, encoded once with orjson."""
         body: dict[str, Any] = {
             "model": self.model, "messages": messages, "temperature": self.temperature,
             "max_tokens": self.max_tokens, "response_format": self.response_format,
@@ -257,7 +257,7 @@ class ChatTransport:
         """
         response = await self.client.post(
             "/chat/completions", cast_to=httpx2.Response, content=body, stream=stream,
-            stream_cls=openai.AsyncStream[Any])
+            stream_cls=openai.AsyncStream[Any])  # for the overloads only: an httpx2.Response comes back as it is
         return cast(httpx2.Response, response)
 
     async def _request(self, turn: Turn, body: bytes, started: float) -> str:
