@@ -3,7 +3,7 @@
 A production-shaped load (issue #14): N learners connected at once, each taking a turn every 6-10 s
 at random, with the LLM brain streaming from a fake model (`benchmarks.fake_model`: 400 ms to the
 first token, then 50 tokens/s) and the session mirror writing to a real Neo4j. Four processes:
-Neo4j (started here with scripts/neo4j.sh unless `--neo4j-uri` names one), the fake model, the
+Neo4j (started here with scripts/neo4j.sh and warmed up, unless `--neo4j-uri` names one), the fake model, the
 Samvad server (`python -m server.cli serve`) and this load generator.
 
 For each N in `--steps` a fresh server is started and warmed up with four learners taking a turn
@@ -135,6 +135,21 @@ def start_samvad(base_url: str, neo4j_uri: str) -> tuple[subprocess.Popen[bytes]
         # one load generator creates every session: lift the per-address creation limit
         "SESSION_CREATE_PER_SECOND": "10000", "SESSION_CREATE_BURST": "10000",
     }, ARTIFACTS / "capacity.samvad.log", wait_s=60)
+
+
+def warm_neo4j(fake_url: str, neo4j_uri: str) -> None:
+    """Give a Neo4j this benchmark has just started a production-like warm JVM before any step.
+
+    A fresh Neo4j runs the mirror's queries slowly until its JIT has compiled them: in the first
+    45 s at N=1000 it used 21 CPU-seconds (3-6 s once warm) on the two cores the server shares,
+    and that step's p99 was 44 ms. 300 learners for 20 s, against a server of its own, not measured.
+    """
+    print("warming the new Neo4j up (300 learners, 20 s, not measured)", flush=True)
+    proc, host = start_samvad(fake_url, neo4j_uri)
+    try:
+        anyio.run(run_step, host, 300, 20.0, (0.5, 1.5), 3.0)
+    finally:
+        stop(proc)
 
 
 # --------------------------------------------------------------------------- the learners
@@ -270,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     neo4j_uri = "" if args.no_neo4j else (args.neo4j_uri or start_neo4j(neo4j_port))
     fake, fake_url = start_fake(args.ttft_ms, args.tokens_per_s)
     fake_base = fake_url.removesuffix("/v1")
+    if neo4j_uri and not args.neo4j_uri:
+        warm_neo4j(fake_url, neo4j_uri)
     results: list[dict[str, Any]] = []
     try:
         for sessions in (int(s) for s in args.steps.split(",")):
