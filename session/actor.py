@@ -141,11 +141,19 @@ class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
         self._post_nowait(Disconnect(conn))
 
     def submit(self, conn: Connection | None, frame: ClientFrame, **extra: str) -> bool:
-        """Queue a client frame; False when the session's inbox is full (answer `rate_limited`)."""
-        if self._frames_queued >= self.limits.inbox_frames:
+        """Take a client frame; False when the session already holds `limits.inbox_frames` of them
+        (answer `rate_limited`): queued, held behind the turn in flight, or that turn's own.
+
+        With nothing queued before it, a dispatched actor applies the frame at once, as `_post`
+        does a brain's messages: the dispatcher would have applied it one loop pass later, a pass
+        that under load is every other session's ready work, on the way from a learner's words to
+        the model's request (issue #14).
+        """
+        held = self._frames_queued + len(self._waiting or ()) + (self._thinking is not None)
+        if held >= self.limits.inbox_frames:
             return False
         self._frames_queued += 1
-        self._post_nowait(Frame(conn, frame, self.clock(), time.perf_counter(), dict(extra)))
+        self._apply_or_post(Frame(conn, frame, self.clock(), time.perf_counter(), dict(extra)))
         return True
 
     def stop(self, code: int = CloseCode.GOING_AWAY, reason: str = "server shutting down") -> None:
@@ -278,6 +286,11 @@ class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
         """Post from another task (a brain call, a summary). With nothing queued before it, the
         message is applied at once, as the dispatcher would have done one loop pass later: each
         delta of a streamed reply was a wake-up of the dispatcher (issue #14)."""
+        self._apply_or_post(message)
+
+    def _apply_or_post(self, message: Message) -> None:
+        """Apply `message` now if a dispatcher drives this actor and nothing waits before it
+        (not even a drain in progress: a message posted from inside one is queued), else queue it."""
         inbox = self._inbox
         if self._wake is None or self._scheduled or len(inbox) or inbox.closed:
             self._post_nowait(message)

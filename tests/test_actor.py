@@ -295,6 +295,35 @@ async def test_a_full_inbox_refuses_frames() -> None:
         assert results == [True, True, False, False]
 
 
+async def test_frames_held_behind_a_turn_count_against_the_inbox() -> None:
+    # Spread over loop passes, so that each is taken before the next arrives: only what is held
+    # (the turn in flight and the frames waiting behind it) bounds them, not the inbox alone.
+    async with running(ScriptedBrain(delay=0.5), inbox_frames=3) as actor:
+        player = FakeConnection()
+        actor.connect(player)
+        results = []
+        for i in range(5):
+            results.append(actor.submit(player, transcript(f"t{i}")))
+            await anyio.sleep(0.02)
+        assert results == [True, True, True, False, False]
+        assert actor.statistics()["waiting_turns"] == 2 and actor.statistics()["thinking"]
+        await until(lambda: len(player.of_type("reply")) == 3, limit=5)
+        assert [r["in_reply_to"] for r in player.of_type("reply")] == ["t0", "t1", "t2"]
+        assert actor.submit(player, transcript("t5"))  # room again once they are answered
+
+
+async def test_a_dispatched_actor_applies_a_frame_with_nothing_before_it_at_once() -> None:
+    async with running(ScriptedBrain(delay=0.5)) as actor:
+        player = FakeConnection()
+        actor.connect(player)
+        await until(lambda: len(player.sent) >= 1)  # the welcome: the inbox is empty again
+        assert actor.submit(player, transcript("t0"))
+        # Dispatched, the turn has begun before `submit` returns; in its own task, the actor
+        # takes the frame on its next pass.
+        assert actor.statistics()["thinking"] is (MODE == "dispatched")
+        await until(lambda: actor.statistics()["thinking"])
+
+
 async def test_the_registry_evicts_idle_sessions_and_closes_their_sockets() -> None:
     now = [1000.0]
     registry = SessionRegistry(ScriptedBrain(), MemoryMirror(), idle_seconds=60, clock=lambda: now[0])
