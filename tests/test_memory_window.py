@@ -125,7 +125,7 @@ def test_each_line_is_counted_once_across_turns() -> None:
 
     def encode(text: str) -> list[int]:
         calls.append(text)
-        return exact._encode(text)  # type: ignore[misc]
+        return list(exact._encode(text))  # type: ignore[misc]
 
     counter = TokenCounter("counting", encode)
     history = lines(60)
