@@ -3,8 +3,8 @@
 A production-shaped load (issue #14): N learners connected at once, each taking a turn every 6-10 s
 at random, with the LLM brain streaming from a fake model (`benchmarks.fake_model`: 400 ms to the
 first token, then 50 tokens/s) and the session mirror writing to a real Neo4j. Four processes:
-Neo4j (started here with scripts/neo4j.sh and warmed up, unless `--neo4j-uri` names one), the fake model, the
-Samvad server (`python -m server.cli serve`) and this load generator.
+Neo4j (started here with scripts/neo4j.sh and warmed up, unless `--neo4j-uri` names one), the
+fake model, the Samvad server (`python -m server.cli serve`) and this load generator.
 
 For each N in `--steps` a fresh server is started and warmed up with four learners taking a turn
 each (not measured), then the N learners connect (staggered over a few seconds), play for

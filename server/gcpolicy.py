@@ -25,19 +25,20 @@ The policy:
   max 32 ms and turn latency p99 18.4 ms; 3,000 gave 8 / 11 ms and p99 8.0 ms; 1,500 gave 3.4 /
   4.8 ms and p99 4.6 ms; 700 gave 1.1 / 1.6 ms and p99 3.8 ms, with the least collector time
   (0.49 s per 30 s, against 0.89 s at 10,000 and 2.42 s for CPython's defaults unfrozen, whose
-  full passes took up to 0.37 s and p99 248 ms). With the LLM brain streaming (benchmarks.capacity,
-  1,000 learners) 700 still let gen1 passes hold 11-15k young objects and run up to 7-9 ms, p99
-  7 ms; 100 gives gen0 passes of p99 0.3 ms and gen1 passes of p99 0.8 ms, max 1.9 ms, for the
-  same collector time (0.57 s against 0.68 s in a step of 30 s). On the bot load above, 100 against 700
-  took 0.94 s against 0.93 s of young passes per 30 s, gen1 p99 0.16 against 1.87 ms;
+  full passes took up to 0.37 s and p99 248 ms). With the LLM brain streaming
+  (benchmarks.capacity, 1,000 learners) 700 still let gen1 passes hold 11-15k young objects and
+  run up to 7-9 ms, p99 7 ms; 100 gives gen0 passes of p99 0.3 ms and gen1 passes of p99 0.8 ms,
+  max 1.9 ms, for the same collector time (0.57 s against 0.68 s in a step of 30 s). On the bot
+  load above, 100 against 700 took 0.94 s against 0.93 s of young passes per 30 s, gen1 p99
+  0.16 against 1.87 ms;
 * a cycle that dies after being frozen is not collected by those passes. Such garbage is rare
-  (about 25 objects a second at 1,160 turns/s, measured with the threshold at 700), and `full_collection`,
-  run every `GC_FULL_EVERY_SECONDS` by the app, unfreezes, collects everything and freezes
-  again. That pass is the one long pause, planned and logged: it walks every live object, so it
-  grows with the sessions held in memory (0.27 s at 300,000 objects, 0.44 s at 530,000: 1,000
-  busy sessions after 20 and 40 s). Evicted sessions do not wait for it: their state holds no
-  cycles and is freed by reference counting (after 966 sessions were evicted, the next full
-  pass found 18 objects to collect).
+  (about 25 objects a second at 1,160 turns/s, measured with the threshold at 700), and
+  `full_collection`, run every `GC_FULL_EVERY_SECONDS` by the app, unfreezes, collects everything
+  and freezes again. That pass is the one long pause, planned and logged: it walks every live
+  object, so it grows with the sessions held in memory (0.27 s at 300,000 objects, 0.44 s at
+  530,000: 1,000 busy sessions after 20 and 40 s). Evicted sessions do not wait for it: their
+  state holds no cycles and is freed by reference counting (after 966 sessions were evicted, the
+  next full pass found 18 objects to collect).
 """
 
 from __future__ import annotations

@@ -298,7 +298,7 @@ async def test_a_full_inbox_refuses_frames() -> None:
 async def test_frames_held_behind_a_turn_count_against_the_inbox() -> None:
     # Spread over loop passes, so that each is taken before the next arrives: only what is held
     # (the turn in flight and the frames waiting behind it) bounds them, not the inbox alone.
-    async with running(ScriptedBrain(delay=0.5), inbox_frames=3) as actor:
+    async with running(ScriptedBrain(delay=1.0), inbox_frames=3) as actor:
         player = FakeConnection()
         actor.connect(player)
         results = []
@@ -307,7 +307,7 @@ async def test_frames_held_behind_a_turn_count_against_the_inbox() -> None:
             await anyio.sleep(0.02)
         assert results == [True, True, True, False, False]
         assert actor.statistics()["waiting_turns"] == 2 and actor.statistics()["thinking"]
-        await until(lambda: len(player.of_type("reply")) == 3, limit=5)
+        await until(lambda: len(player.of_type("reply")) == 3, limit=10)
         assert [r["in_reply_to"] for r in player.of_type("reply")] == ["t0", "t1", "t2"]
         assert actor.submit(player, transcript("t5"))  # room again once they are answered
 
