@@ -70,7 +70,7 @@ class Step:
     errors: dict[str, int] = field(default_factory=dict)
     sent: dict[str, tuple[float, float | None]] = field(default_factory=dict)  # marker -> (sent, first delta)
     loop_lag_ms: list[float] = field(default_factory=list)  # how late this generator's own loop woke
-    connected: int = 0  # learners whose socket is open
+    connected: int = 0  # learners whose socket has opened (not decremented when one closes)
     all_connected_at: float | None = None  # wall clock when the last of them connected
 
     def error(self, kind: str) -> None:

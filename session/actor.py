@@ -144,8 +144,8 @@ class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
         """Take a client frame; False when the session already holds `limits.inbox_frames` of them
         (answer `rate_limited`): queued, held behind the turn in flight, or that turn's own.
 
-        With nothing queued before it, a dispatched actor applies the frame at once, as `_post`
-        does a brain's messages: the dispatcher would have applied it one loop pass later, a pass
+        With nothing queued before it, a dispatched actor applies the frame at once (`_post`), as
+        it does a brain's messages: the dispatcher would have applied it one loop pass later, a pass
         that under load is every other session's ready work, on the way from a learner's words to
         the model's request (issue #14).
         """
@@ -153,7 +153,7 @@ class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
         if held >= self.limits.inbox_frames:
             return False
         self._frames_queued += 1
-        self._apply_or_post(Frame(conn, frame, self.clock(), time.perf_counter(), dict(extra)))
+        self._post(Frame(conn, frame, self.clock(), time.perf_counter(), dict(extra)))
         return True
 
     def stop(self, code: int = CloseCode.GOING_AWAY, reason: str = "server shutting down") -> None:
@@ -282,15 +282,13 @@ class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
             self._scheduled = True
             wake(self)
 
-    async def _post(self, message: Message) -> None:
-        """Post from another task (a brain call, a summary). With nothing queued before it, the
-        message is applied at once, as the dispatcher would have done one loop pass later: each
-        delta of a streamed reply was a wake-up of the dispatcher (issue #14)."""
-        self._apply_or_post(message)
-
-    def _apply_or_post(self, message: Message) -> None:
-        """Apply `message` now if a dispatcher drives this actor and nothing waits before it
-        (not even a drain in progress: a message posted from inside one is queued), else queue it."""
+    def _post(self, message: Message) -> None:
+        """Post from anywhere: a brain call, a summary, a connection's reader (`submit`). With
+        nothing queued before it and a dispatcher driving the actor, the message is applied at
+        once, as the dispatcher would have done one loop pass later (issue #14: each delta of a
+        streamed reply, and each learner's frame, was a wake-up of the dispatcher). A message
+        posted from inside a drain, or while the actor runs in its own task, is queued.
+        """
         inbox = self._inbox
         if self._wake is None or self._scheduled or len(inbox) or inbox.closed:
             self._post_nowait(message)

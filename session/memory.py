@@ -40,7 +40,7 @@ class ActorMemory(ActorFanout):
 
     _summarize: Callable[[SummaryAsk], Awaitable[SummaryResult]] | None  # the brain's, if it writes summaries
     _tg: TaskGroup | None  # where its calls run
-    _post: Callable[[Message], Awaitable[None]]  # the actor's: post into its own inbox
+    _post: Callable[[Message], None]  # the actor's: post into its own inbox (or apply at once)
 
     def _remember(self) -> None:
         """After a reply is out: start a refresh of the running summary if one is due. Never waits."""
@@ -68,7 +68,7 @@ class ActorMemory(ActorFanout):
                 result = await summarize(ask)
             except Exception as exc:  # the brain's own failures come back as a result; a last guard
                 result = SummaryResult(error=f"{type(exc).__name__}: {exc}")
-        await self._post(SummaryDone(token, ask.turn, result or SummaryResult(error="summary deadline exceeded")))
+        self._post(SummaryDone(token, ask.turn, result or SummaryResult(error="summary deadline exceeded")))
 
     def _on_summary_done(self, message: SummaryDone) -> None:
         memory = self.negotiation.memory

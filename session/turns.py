@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import anyio
 from anyio.abc import TaskGroup
@@ -75,13 +75,13 @@ class _Sink:
 
     async def delta(self, text: str) -> None:
         if text:
-            await self._actor._post(Delta(self._turn, text))
+            self._actor._post(Delta(self._turn, text))
 
     async def withdraw(self, reason: str) -> None:
-        await self._actor._post(Withdraw(self._turn, reason))
+        self._actor._post(Withdraw(self._turn, reason))
 
     async def end(self) -> None:
-        await self._actor._post(Delta(self._turn, "", end=True))
+        self._actor._post(Delta(self._turn, "", end=True))
 
 
 class ActorTurns(ActorSilence, ActorMemory):
@@ -99,7 +99,7 @@ class ActorTurns(ActorSilence, ActorMemory):
     _propose_now: Callable[[BrainRequest], BrainResult] | None  # the brain's, if it answers at once
     _tg: TaskGroup | None  # where brain calls run
     _brain_scope: anyio.CancelScope | None  # the brain call in flight, if any
-    _post: Callable[[Message], Awaitable[None]]  # the actor's: post into its own inbox
+    _post: Callable[[Message], None]  # the actor's: post into its own inbox (or apply at once)
     _apply_queued: Callable[[Frame], None]  # the actor's: apply a frame that waited behind a turn
 
     def _resume_pending(self) -> None:
@@ -209,7 +209,7 @@ class ActorTurns(ActorSilence, ActorMemory):
                         result = self._fallback(request, started, f"{type(exc).__name__}: {exc}")
                 if result is None:
                     result = self._fallback(request, started, "brain deadline exceeded")
-                await self._post(BrainDone(pending, result, started, time.perf_counter()))
+                self._post(BrainDone(pending, result, started, time.perf_counter()))
             finally:
                 if self._brain_scope is scope:
                     self._brain_scope = None
