@@ -124,7 +124,7 @@ class VoiceConnection(WsConnection):
     """A player socket that speaks the vendor's replies (`speaker`, when it asked with `?voice=1`)
     and transcribes the learner's utterances (`on_audio`, then its transcriber task)."""
 
-    __slots__ = ("_jobs", "_jobs_in", "speaker", "utterance", "voice")
+    __slots__ = ("_jobs", "_jobs_in", "_services", "_tg", "speaker", "utterance", "voice")
 
     def __init__(self, websocket: WebSocket, role: Role, fmt: WireFormat, session_id: str, queue: int,
                  actor: SessionActor | None, voice: Voice, *, speak: bool) -> None:
@@ -135,15 +135,17 @@ class VoiceConnection(WsConnection):
         if speak and voice.tts is not None and role is Role.PLAYER:
             self.speaker = Speaker(voice.tts, self._send_audio, session_id, self._vendor_language,
                                    by_sentence=voice.by_sentence)
-        jobs_in, jobs = anyio.create_memory_object_stream[_Job](UTTERANCES_QUEUED)
-        self._jobs_in: MemoryObjectSendStream[_Job] = jobs_in
-        self._jobs: MemoryObjectReceiveStream[_Job] = jobs
+        # The transcriber's queue and task are made with the first utterance: most sessions
+        # (typed ones, bots) never send audio, and each connection paid for both (docs/performance.md).
+        self._jobs_in: MemoryObjectSendStream[_Job] | None = None
+        self._jobs: MemoryObjectReceiveStream[_Job] | None = None
+        self._tg: TaskGroup | None = None
+        self._services: Any = None
 
     def start_voice(self, tg: TaskGroup, services: Any) -> None:
         if self.speaker is not None:
             tg.start_soon(self.speaker.run)
-        if self.voice.stt is not None and self.role == Role.PLAYER.value:
-            tg.start_soon(self._transcriber, services)
+        self._tg, self._services = tg, services
 
     def send_nowait(self, envelope: Envelope) -> bool:
         sent = super().send_nowait(envelope)
@@ -221,18 +223,25 @@ class VoiceConnection(WsConnection):
             self.error(ErrorCode(exc.code), exc.message, frame.id)
 
     def _queue(self, frame_id: str, audio: bytes, clip: str | None, language: LanguageCode | None) -> None:
+        jobs_in = self._jobs_in
+        if jobs_in is None:
+            if self._tg is None or self.voice.stt is None or self.role != Role.PLAYER.value:
+                return  # not started (or closing): there is no one to transcribe it
+            jobs_in, self._jobs = anyio.create_memory_object_stream[_Job](UTTERANCES_QUEUED)
+            self._jobs_in = jobs_in
+            self._tg.start_soon(self._transcriber, self._jobs, self._services)
         try:
-            self._jobs_in.send_nowait(_Job(frame_id, audio, clip, language, time.perf_counter()))
+            jobs_in.send_nowait(_Job(frame_id, audio, clip, language, time.perf_counter()))
         except anyio.WouldBlock:
             self.error(ErrorCode.RATE_LIMITED, "utterances are waiting to be transcribed; send it again "
                        "shortly", frame_id)
 
     # ----------------------------------------------------------------- the transcriber task
 
-    async def _transcriber(self, services: Any) -> None:
+    async def _transcriber(self, jobs: MemoryObjectReceiveStream[_Job], services: Any) -> None:
         settings: Settings = services.settings
-        async with self._jobs:
-            async for job in self._jobs:
+        async with jobs:
+            async for job in jobs:
                 try:
                     await self._transcribe(job, services, settings)
                 except AudioRejected as exc:
@@ -279,5 +288,8 @@ class VoiceConnection(WsConnection):
         # including those of a task that never started.
         if self.speaker is not None:
             self.speaker.discard()
-        self._jobs_in.close()
-        self._jobs.close()
+        self._tg = self._services = None
+        if self._jobs_in is not None:
+            self._jobs_in.close()
+        if self._jobs is not None:
+            self._jobs.close()
