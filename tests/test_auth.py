@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from schemas.enums import Role
 from server.auth import TokenError, Tokens
@@ -89,3 +94,109 @@ def test_issued_tokens_are_the_jwts_pyjwt_would_sign() -> None:
     decoded = jwt.decode(tokens.issue_learner("bhäi/ 1"), SECRET, algorithms=["HS256"], issuer="samvad")
     assert decoded["lid"] == "bhäi/ 1"
     assert tokens.verify_learner(tokens.issue_learner("bhäi/ 1")) == "bhäi/ 1"
+
+
+# --------------------------------------------------------------------------- the prepared check
+
+
+_NOW = 1_900_000_000  # a fixed clock for the prepared check; PyJWT is given tokens far from its edges
+
+_claim_values = st.one_of(
+    st.none(), st.booleans(), st.text(max_size=8), st.sampled_from(["samvad", "player", "learner", "abc"]),
+    st.integers(min_value=-(2**70), max_value=2**70), st.floats(allow_nan=False, allow_infinity=False),
+)
+
+
+def _times(now: int) -> st.SearchStrategy[object]:
+    # Far from the leeway's edges (PyJWT reads the real clock a moment later) or not integers at all.
+    return st.one_of(st.sampled_from([now - 10_000, now - 600, now + 600, now + 10_000]),
+                     st.sampled_from([float(now + 600), True, "1900000600", None]))
+
+
+@st.composite
+def _tokens(draw: st.DrawFn) -> tuple[str, str]:
+    """A token this server could have signed, then up to three things changed about it."""
+    import json
+    import time
+
+    now = int(time.time())
+    subject = draw(st.sampled_from(["sid", "lid"]))
+    payload: dict[str, object] = {"iss": "samvad", subject: "abc", "role": "player", "iat": now, "exp": now + 600}
+    header: dict[str, object] = {"alg": "HS256", "typ": "JWT"}
+    secret, signature_change = SECRET, "none"
+    for change in draw(st.lists(st.sampled_from(["claim", "claim", "drop", "header", "secret", "signature"]),
+                                max_size=3)):
+        if change == "claim":
+            name = draw(st.sampled_from(["iss", "sid", "lid", "role", "iat", "exp", "nbf", "aud", "extra"]))
+            payload[name] = draw(_times(now) if name in ("iat", "exp", "nbf") else _claim_values)
+        elif change == "drop" and payload:
+            payload.pop(draw(st.sampled_from(sorted(payload))))
+        elif change == "header":
+            header = draw(st.sampled_from([
+                {"typ": "JWT", "alg": "HS256"}, {"alg": "HS256"}, {"alg": "HS256", "typ": "JWT", "kid": "k"},
+                {"alg": "HS512", "typ": "JWT"}, {"alg": "none"}]))
+        elif change == "secret":
+            secret = "t" * 40
+        else:
+            signature_change = draw(st.sampled_from(["flip", "pad", "drop"]))
+    segments = [_b64url(json.dumps(header, separators=(",", ":")).encode()),
+                _b64url(json.dumps(payload, separators=(",", ":")).encode())]
+    signature = _b64url(hmac.new(secret.encode(), ".".join(segments).encode(), hashlib.sha256).digest())
+    if signature_change == "flip":
+        signature = ("A" if signature[0] != "A" else "B") + signature[1:]
+    elif signature_change == "pad":
+        signature += "="
+    elif signature_change == "drop":
+        signature = ""
+    return ".".join([*segments, signature]), subject
+
+
+def _b64url(data: bytes) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _pyjwt(token: str, subject: str) -> dict[str, object] | None:
+    import jwt
+
+    try:
+        return dict(jwt.decode(token, SECRET, algorithms=["HS256"], issuer="samvad", leeway=5,
+                               options={"require": ["exp", subject, "role"]}))
+    except jwt.PyJWTError:
+        return None
+
+
+@settings(max_examples=400, deadline=None)
+@given(_tokens())
+def test_the_prepared_check_accepts_only_what_pyjwt_accepts(case: tuple[str, str]) -> None:
+    import time
+
+    token, subject = case
+    tokens = Tokens(SECRET, 60)
+    own = tokens._own_payload(token, subject, now=time.time())
+    expected = _pyjwt(token, subject)
+    if own is not None:
+        assert own == expected
+    # Whichever way the check goes, `_decode` answers as PyJWT does.
+    try:
+        decoded: dict[str, object] | None = tokens._decode(token, subject)
+    except Exception:
+        decoded = None
+    assert decoded == expected
+
+
+def test_the_prepared_check_takes_this_servers_tokens_and_keeps_the_leeway() -> None:
+    tokens = Tokens(SECRET, 60)
+    issued = tokens.issue("abc", Role.PLAYER, now=_NOW)
+    assert tokens._own_payload(issued, "sid", now=_NOW) == {
+        "iss": "samvad", "sid": "abc", "role": "player", "iat": _NOW, "exp": _NOW + 60}
+    assert tokens._own_payload(tokens.issue_learner("bhäi", now=_NOW), "lid", now=_NOW) is not None
+    # PyJWT's rules: expired once exp <= now - leeway; not yet valid once iat > now + leeway.
+    assert tokens._own_payload(issued, "sid", now=_NOW + 64.9) is not None
+    assert tokens._own_payload(issued, "sid", now=_NOW + 65) is None
+    assert tokens._own_payload(issued, "sid", now=_NOW - 5) is not None
+    assert tokens._own_payload(issued, "sid", now=_NOW - 5.1) is None
+    # A session token does not name a learner, and the other way round.
+    assert tokens._own_payload(issued, "lid", now=_NOW) is None
+    assert Tokens("t" * 40, 60)._own_payload(issued, "sid", now=_NOW) is None
