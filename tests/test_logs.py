@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from schemas.enums import Stage
@@ -108,3 +109,42 @@ def test_client_libraries_log_only_warnings_at_info(name: str) -> None:
         configure_logging("INFO")
     records = [json.loads(line) for line in stream.getvalue().splitlines()]
     assert [r["msg"] for r in records] == ["a warning still goes through"]
+
+
+class _CountingStream(io.StringIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        return super().write(text)
+
+
+async def test_records_of_one_loop_pass_are_written_together_and_in_order() -> None:
+    from server.logs import JsonFormatter, PassBatchingHandler
+
+    stream = _CountingStream()
+    handler = PassBatchingHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    log = logging.getLogger("samvad.test.batching")
+    log.addHandler(handler)
+    log.propagate, log.level = False, logging.INFO
+    try:
+        for n in range(3):
+            log.info("record %d", n)
+        assert stream.writes == 0  # kept until the end of this pass
+        await anyio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
+        assert stream.writes == 1
+        log.info("record 3")
+        # Off the loop's thread a record is written at once, after what was kept.
+        await anyio.to_thread.run_sync(log.info, "from a thread")
+        assert [json.loads(line)["msg"] for line in stream.getvalue().splitlines()] == [
+            "record 0", "record 1", "record 2", "record 3", "from a thread"]
+        log.info("at shutdown")
+        handler.close()  # `logging.shutdown` flushes and closes every handler at exit
+        assert json.loads(stream.getvalue().splitlines()[-1])["msg"] == "at shutdown"
+    finally:
+        log.removeHandler(handler)
+        log.propagate = True
