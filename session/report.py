@@ -205,14 +205,30 @@ def total_score(parts: dict[str, int]) -> int:
     return max(0, min(100, sum(parts.values())))
 
 
+_last_figures: tuple[tuple[object, ...], tuple[Price, Etiquette, dict[str, int]]] | None = None
+
+
 def report_figures(negotiation: Negotiation) -> tuple[Price, Etiquette, dict[str, int]]:
     """The price, the etiquette and the score's parts of an ended session: the part of its report
-    that a learner's profile keeps (`server/learners`), for half the cost of the whole report."""
+    that a learner's profile keeps (`server/learners`), for half the cost of the whole report.
+
+    A session that ends asks twice in the same handler, for its report and for its learner's
+    profile: the last answer is kept while the session is unchanged (its id, last update, history
+    length, outcome and happiness), so the second is not worked out again.
+    """
+    global _last_figures
+    key = (negotiation.session_id, negotiation.updated_at, len(negotiation.history), negotiation.outcome,
+           negotiation.happiness, negotiation.turn)
+    if _last_figures is not None and _last_figures[0] == key:
+        price, etiquette, parts = _last_figures[1]
+        return price, etiquette, dict(parts)
     scenario = negotiation.scenario
     price = _price(negotiation, scenario)
     etiquette = _etiquette(negotiation, scenario)
     learner_turns = sum(1 for r in negotiation.history if r.role == "user")
-    return price, etiquette, score(price, etiquette, learner_turns, negotiation.happiness)
+    parts = score(price, etiquette, learner_turns, negotiation.happiness)
+    _last_figures = key, (price, etiquette, dict(parts))
+    return price, etiquette, parts
 
 
 def learner_report(negotiation: Negotiation, tips: TipSource | None) -> LearnerReport:
