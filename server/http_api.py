@@ -9,6 +9,7 @@ import time
 import uuid
 from typing import Annotated, Any
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -90,7 +91,7 @@ async def health(request: Request) -> JSONResponse:
     })
 
 
-async def create_session(request: Request) -> JSONResponse:
+async def create_session(request: Request) -> Response:
     services: Services = request.app.state.services
     client = request.client.host if request.client else "?"
     if not services.allow_create(client):
@@ -141,7 +142,9 @@ async def create_session(request: Request) -> JSONResponse:
     if body.learner_id:
         answer["learner_token"] = services.tokens.issue_learner(body.learner_id)  # GET /api/learners/{id}
         answer["known_learner"] = actor.negotiation.recall is not None
-    return JSONResponse(answer, status_code=201)
+    # orjson writes the same bytes as JSONResponse's `json.dumps` for these plain values, at a
+    # tenth of the cost: one of these per session created.
+    return Response(orjson.dumps(answer), status_code=201, media_type="application/json")
 
 
 def refuse_unless_session_token(services: Services, request: Request, sid: str) -> JSONResponse | None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
+from starlette.responses import JSONResponse
 from websockets.asyncio.client import connect
 
 from schemas.brain import BrainRequest
@@ -314,6 +315,9 @@ async def test_session_creation_validates_its_body() -> None:
             assert garbage.status_code == 422
             fine = await http.post("/api/sessions", json={"target_language": "hi-IN"})
             assert fine.status_code == 201
+            # The answer is written with orjson: the same bytes and type as Starlette's JSONResponse.
+            assert fine.headers["content-type"] == "application/json"
+            assert fine.content == JSONResponse(fine.json()).body
 
 
 # ---------------------------------------------------------------------------- slow consumer
