@@ -155,6 +155,16 @@ class ChatTransport:
         self.response_format = response_format
         self.backoff = tuple(float(b) for b in backoff)
         self.attempt_timeout_s = attempt_timeout_s
+        # A streamed answer is read without the SDK's read timeout: aiohttp rearms it (a timer) on
+        # every packet, and what it bounds is bounded anyway by the turn's deadline, and before
+        # the first token by `attempt_timeout_s` (docs/performance.md). Connect, write and pool
+        # keep the client's limits.
+        limits = client.timeout
+        if isinstance(limits, httpx2.Timeout):
+            self._stream_timeout = httpx2.Timeout(connect=limits.connect, read=None, write=limits.write,
+                                                  pool=limits.pool)
+        else:
+            self._stream_timeout = httpx2.Timeout(limits, read=None)
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -257,6 +267,7 @@ class ChatTransport:
         """
         response = await self.client.post(
             "/chat/completions", cast_to=httpx2.Response, content=body, stream=stream,
+            options={"timeout": self._stream_timeout} if stream else {},
             stream_cls=openai.AsyncStream[Any])  # for the overloads only: an httpx2.Response comes back as it is
         return cast(httpx2.Response, response)
 

@@ -117,6 +117,7 @@ class Recorded:
     first_sentence_wall: float | None = None  # when reply_text's first sentence was complete (voice)
     finished_wall: float | None = None
     content: str = ""
+    headers: dict[str, str] = field(default_factory=dict)  # the request's, names in lower case
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -150,6 +151,7 @@ class Recorded:
     def public(self) -> dict[str, Any]:
         out = asdict(self)
         out["last_user"] = self.last_user
+        out["headers"] = {k: v for k, v in self.headers.items() if k != "authorization"}
         return out
 
 
@@ -326,7 +328,7 @@ class FakeOpenAI:
         if behaviour is None:
             behaviour = self.queue.popleft() if self.queue else self.default
         record = Recorded(id=f"chatcmpl-{uuid.uuid4().hex[:24]}", body=body, kind=behaviour.kind,
-                          received_at=arrived, received_wall=arrived_wall)
+                          received_at=arrived, received_wall=arrived_wall, headers=dict(request.headers))
         self.requests.append(record)
         if behaviour.kind == "status":
             error = {"message": behaviour.message, "type": "fake_error", "param": None,

@@ -297,3 +297,23 @@ async def test_a_gzipped_stream_gives_the_learner_the_same_words(openai_fake: Fa
         result = await b.propose(request(), sink)
     assert not result.fallback and len(sink.deltas) >= 2
     assert "".join(sink.deltas) == result.decision.reply_text == good["reply_text"]
+
+
+# --------------------------------------------------------------------------- read timeouts
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_a_streamed_call_has_no_read_timeout_of_its_own(openai_fake: FakeOpenAI, stream: bool) -> None:
+    """aiohttp rearms a read timeout on every packet; a stream is bounded by the turn's deadline
+    (test_a_slow_stream_is_cut_at_the_deadline_and_withdrawn) and by the first-token limit
+    instead. The SDK tells the server the read timeout it uses, so its absence shows here."""
+    openai_fake.script(reply(decision()))
+    async with brain(openai_fake, stream=stream, timeout_ms=3000) as b:
+        result = await b.propose(request())
+    assert not result.fallback
+    headers = openai_fake.requests[-1].headers
+    if stream:
+        assert "x-stainless-read-timeout" not in headers
+    else:
+        assert float(headers["x-stainless-read-timeout"]) == pytest.approx(4.0)  # the budget and a second
+    assert headers["authorization"] == "Bearer test"  # the SDK's own headers, as before
