@@ -74,6 +74,7 @@ class PassBatchingHandler(logging.StreamHandler):  # type: ignore[type-arg]
     def __init__(self, stream: Any = None) -> None:
         super().__init__(stream)
         self._kept: list[str] = []
+        self._flushing: asyncio.AbstractEventLoop | None = None  # the loop a flush is due on
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -86,12 +87,14 @@ class PassBatchingHandler(logging.StreamHandler):  # type: ignore[type-arg]
             self._kept.append(line)
             self.flush()
             return
-        if not self._kept:
-            loop.call_soon(self.flush)
         self._kept.append(line)
+        if self._flushing is not loop:  # (a loop that ended before its pass did keeps nothing waiting)
+            self._flushing = loop
+            loop.call_soon(self.flush)
 
     def flush(self) -> None:
         with self.lock:  # type: ignore[union-attr]
+            self._flushing = None
             if self._kept:
                 text, self._kept = "".join(self._kept), []
                 try:

@@ -142,6 +142,25 @@ async def test_records_of_one_loop_pass_are_written_together_and_in_order() -> N
         await anyio.to_thread.run_sync(log.info, "from a thread")
         assert [json.loads(line)["msg"] for line in stream.getvalue().splitlines()] == [
             "record 0", "record 1", "record 2", "record 3", "from a thread"]
+        # A loop that stops before the end of its pass (its flush never runs) holds nothing back
+        # from the next loop's records.
+        def on_a_loop_that_ends() -> None:
+            import asyncio
+
+            other = asyncio.new_event_loop()
+            asyncio._set_running_loop(other)
+            try:
+                log.info("on a loop that ended")
+            finally:
+                asyncio._set_running_loop(None)
+                other.close()
+
+        on_a_loop_that_ends()
+        log.info("back on this loop")
+        await anyio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
+        assert [json.loads(line)["msg"] for line in stream.getvalue().splitlines()][-2:] == [
+            "on a loop that ended", "back on this loop"]
         log.info("at shutdown")
         handler.close()  # `logging.shutdown` flushes and closes every handler at exit
         assert json.loads(stream.getvalue().splitlines()[-1])["msg"] == "at shutdown"
