@@ -155,7 +155,11 @@ async def test_records_of_one_loop_pass_are_written_together_and_in_order() -> N
                 asyncio._set_running_loop(None)
                 other.close()
 
-        on_a_loop_that_ends()
+        import threading
+
+        elsewhere = threading.Thread(target=on_a_loop_that_ends)
+        elsewhere.start()
+        elsewhere.join()
         log.info("back on this loop")
         await anyio.lowlevel.checkpoint()
         await anyio.lowlevel.checkpoint()
