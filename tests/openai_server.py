@@ -149,10 +149,8 @@ class Recorded:
         return self.body.get("response_format")
 
     def public(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["last_user"] = self.last_user
-        out["headers"] = {k: v for k, v in self.headers.items() if k != "authorization"}
-        return out
+        return {**asdict(self), "last_user": self.last_user,
+                "headers": {k: v for k, v in self.headers.items() if k != "authorization"}}
 
 
 # --------------------------------------------------------------------------- default model
