@@ -213,13 +213,13 @@ def report_figures(negotiation: Negotiation) -> tuple[Price, Etiquette, dict[str
     that a learner's profile keeps (`server/learners`), for half the cost of the whole report.
 
     A session that ends asks twice in the same handler, for its report and for its learner's
-    profile: the last answer is kept while the session is unchanged (its id, last update, history
-    length, outcome and happiness), so the second is not worked out again.
+    profile: the answer for the last ended session is kept while it is unchanged (its id, last
+    update, history length, outcome, happiness and turn), so the second is not worked out again.
     """
     global _last_figures
     key = (negotiation.session_id, negotiation.updated_at, len(negotiation.history), negotiation.outcome,
            negotiation.happiness, negotiation.turn)
-    if _last_figures is not None and _last_figures[0] == key:
+    if negotiation.outcome is not None and _last_figures is not None and _last_figures[0] == key:
         price, etiquette, parts = _last_figures[1]
         return price, etiquette, dict(parts)
     scenario = negotiation.scenario
@@ -227,7 +227,8 @@ def report_figures(negotiation: Negotiation) -> tuple[Price, Etiquette, dict[str
     etiquette = _etiquette(negotiation, scenario)
     learner_turns = sum(1 for r in negotiation.history if r.role == "user")
     parts = score(price, etiquette, learner_turns, negotiation.happiness)
-    _last_figures = key, (price, etiquette, dict(parts))
+    if negotiation.outcome is not None:
+        _last_figures = key, (price, etiquette, dict(parts))
     return price, etiquette, parts
 
 

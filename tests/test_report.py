@@ -102,3 +102,26 @@ def test_the_score_follows_its_documented_formula() -> None:
     assert score(halfway_up, etiquette, 4, 70)["price"] == 15
     no_deal = at_floor.model_copy(update={"paid": None})
     assert score(no_deal, etiquette, 0, 0) == {"price": 0, "respect": 0, "goodwill": 0, "manners": 8}
+
+
+def test_an_ended_sessions_figures_are_kept_only_while_it_is_unchanged() -> None:
+    from schemas.enums import Outcome
+    from session import report
+    from session.negotiation import Negotiation
+
+    def fresh(n: Negotiation) -> tuple[Any, ...]:
+        report._last_figures = None
+        return report.report_figures(n)
+
+    n = Negotiation(session_id="memo-1", scenario_name="jaipur-bazaar", created_at=0.0)
+    n.outcome, n.happiness = Outcome.DEAL, 40
+    first = report.report_figures(n)
+    again = report.report_figures(n)
+    assert again == first
+    again[2]["rapport"] = -999  # each caller gets its own parts
+    assert report.report_figures(n)[2] == first[2]
+    n.happiness = 95  # a change the key sees: worked out again
+    assert report.report_figures(n) == fresh(n) != first
+    other = Negotiation(session_id="memo-2", scenario_name="jaipur-bazaar", created_at=0.0)
+    other.outcome, other.happiness = Outcome.WALKED_AWAY, 40
+    assert report.report_figures(other) == fresh(other)
