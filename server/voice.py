@@ -225,7 +225,7 @@ class VoiceConnection(WsConnection):
     def _queue(self, frame_id: str, audio: bytes, clip: str | None, language: LanguageCode | None) -> None:
         jobs_in = self._jobs_in
         if jobs_in is None:
-            if self._tg is None or self.voice.stt is None or self.role != Role.PLAYER.value:
+            if self._tg is None:
                 return  # not started (or closing): there is no one to transcribe it
             jobs_in, self._jobs = anyio.create_memory_object_stream[_Job](UTTERANCES_QUEUED)
             self._jobs_in = jobs_in
