@@ -204,7 +204,7 @@ async def session_graph(request: Request) -> JSONResponse:
 async def stats(request: Request) -> JSONResponse:
     """Figures across sessions, computed in Neo4j. `?since=<unix s>&scenario=<name>&limit=<n>`."""
     services: Services = request.app.state.services
-    if not services.tokens.check_admin(bearer(request), services.settings.ADMIN_KEY):
+    if not services.is_admin(bearer(request)):
         return error_response(401, "unauthorized", "the admin key is required")
     figures = getattr(services.mirror, "stats", None)
     if figures is None:

@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse
 from brain.knowledge.library import KnowledgeLibrary
 from server.auth import Tokens
 from server.cluster.node import ClusterNode
-from server.config import Settings
+from server.config import Environment, Settings
 from server.connection import TokenBucket, WsConnection
 from server.learners.service import Learners
 from server.voice import Voice
@@ -42,6 +42,20 @@ class Services:
     retrieve_buckets: dict[str, TokenBucket] = field(default_factory=dict)
     # The shipped Unity build's clients (server/unity_compat.py): client -> (session id, generation).
     unity_sessions: OrderedDict[str, tuple[str, int]] = field(default_factory=OrderedDict)
+
+    @property
+    def admin_open(self) -> bool:
+        """True when the admin routes need no key: no ADMIN_KEY, in development only."""
+        return not self.settings.ADMIN_KEY and self.settings.SAMVAD_ENV is Environment.DEVELOPMENT
+
+    def is_admin(self, presented: str | None) -> bool:
+        """Whether `presented` opens the admin routes (the lobby, spectator links, learners, stats,
+        drain). With no ADMIN_KEY they are open in development and closed with SAMVAD_ENV=production,
+        where no credential opens them: learners' profiles and the lobby are never public by default."""
+        key = self.settings.ADMIN_KEY
+        if not key:
+            return self.admin_open
+        return self.tokens.check_admin(presented, key)
 
     def allow_create(self, client: str) -> bool:
         settings = self.settings

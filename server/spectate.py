@@ -9,8 +9,9 @@ Routes (all added by `spectator_routes`):
 - `GET /api/sessions/{id}/spectator-link`: a watch-page URL with a fresh spectator token (admin).
 
 "Admin" means `Authorization: Bearer <ADMIN_KEY>` or `?admin=<ADMIN_KEY>`, checked with
-`Tokens.check_admin` (constant time). With no ADMIN_KEY configured the lobby is open to anyone
-who can reach the server, and a warning says so at start-up. The watch page itself needs only
+`Services.is_admin` (constant time). With no ADMIN_KEY configured the lobby is open to anyone
+who can reach the server in development, and a warning says so at start-up; with
+`SAMVAD_ENV=production` it is closed until an ADMIN_KEY is set. The watch page itself needs only
 the session's spectator token, which the session socket checks as usual.
 
 Lobby updates are driven by `registry.listeners`. Each lobby socket keeps a set of the sessions
@@ -90,11 +91,10 @@ class Lobby:
 
     @property
     def open(self) -> bool:
-        return not self.services.settings.ADMIN_KEY
+        return self.services.admin_open
 
     def allowed(self, conn: HTTPConnection) -> bool:
-        settings = self.services.settings
-        return self.services.tokens.check_admin(admin_credential(conn), settings.ADMIN_KEY)
+        return self.services.is_admin(admin_credential(conn))
 
     def _on_change(self, actor: SessionActor) -> None:
         # Called by the session actor on every change: only mark, never format or send here.
@@ -254,6 +254,9 @@ def spectator_routes(services: Services) -> list[BaseRoute]:
         log.warning("ADMIN_KEY is not set: the lobby (/view/, /api/lobby, /ws/lobby) and "
                     "/api/sessions/{id}/spectator-link are open to anyone who can reach this "
                     "server; set ADMIN_KEY outside development")
+    elif not services.settings.ADMIN_KEY:
+        log.warning("ADMIN_KEY is not set: with SAMVAD_ENV=production the lobby, spectator links, "
+                    "learner profiles and stats are closed to everyone until it is")
 
     async def lobby_page(request: Request) -> Response:
         if not lobby.allowed(request):

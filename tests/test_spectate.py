@@ -9,6 +9,7 @@ import anyio
 import httpx
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
 
 from server.app import create_app
 from server.config import load_settings
@@ -84,3 +85,38 @@ async def test_lobby_rows_carry_working_spectator_links() -> None:
         state = await client.get(f"/api/sessions/{created['session_id']}",
                                  headers={"authorization": f"Bearer {token}"})
         assert state.status_code == 200 and state.json()["learner_id"] == "ravi"
+
+
+@pytest.mark.parametrize("environment", ["development", "production"])
+async def test_without_an_admin_key_the_admin_routes_are_open_only_in_development(environment: str) -> None:
+    production = environment == "production"
+    async with serve(app_with(SAMVAD_ENV=environment)) as host, \
+            httpx.AsyncClient(base_url=f"http://{host}") as client:
+        created = (await client.post("/api/sessions", json={"learner_id": "asha"})).json()
+        session = created["session_id"]
+        answers = {
+            "lobby page": await client.get("/view/lobby.html"),
+            "lobby": await client.get("/api/lobby"),
+            "link": await client.get(f"/api/sessions/{session}/spectator-link"),
+            "learners": await client.get("/api/learners"),
+            "learner": await client.get("/api/learners/asha", params={"admin": "anything"}),
+            "stats": await client.get("/api/stats"),
+            "drain": await client.post("/admin/drain"),
+            "erase": await client.delete("/api/learners/asha"),
+        }
+        closed = {name for name, answer in answers.items() if answer.status_code == 401}
+        assert closed == (set(answers) if production else set()), {n: a.status_code for n, a in answers.items()}
+        if production:
+            # The learner's own token still opens the learner's own profile (none yet: the first
+            # session has not ended), and another learner's stays closed.
+            own = await client.get("/api/learners/asha", params={"token": created["learner_token"]})
+            assert own.status_code == 404 and own.json()["error"]["code"] == "unknown_learner"
+            other = await client.get("/api/learners/ravi", params={"token": created["learner_token"]})
+            assert other.status_code == 403
+            async with connect(f"ws://{host}/ws/lobby") as lobby:
+                with pytest.raises(ConnectionClosed) as refused:
+                    await lobby.recv()
+            assert refused.value.rcvd is not None and refused.value.rcvd.code == 4401
+        else:
+            assert answers["lobby"].json()["sessions"][0]["session_id"] == session
+            assert answers["erase"].json() == {"learner_id": "asha", "erased": True}

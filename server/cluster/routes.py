@@ -32,7 +32,7 @@ def routed_session_id(services: Services, request: Request) -> str | None:
 async def drain(request: Request) -> JSONResponse:
     """Stop taking sessions and hand every live one over (clients get 4307 and reconnect elsewhere)."""
     services: Services = request.app.state.services
-    if not services.tokens.check_admin(admin_credential(request), services.settings.ADMIN_KEY):
+    if not services.is_admin(admin_credential(request)):
         return error_response(401, "unauthorized", "the admin key is required")
     if services.cluster is None:
         return error_response(409, "not_clustered", "this node is not part of a cluster (set CLUSTER_NODE_ID)")

@@ -7,9 +7,10 @@
 - `DELETE /api/learners/{learner_id}`: erase the learner and their sessions; the admin key.
 
 The admin key comes as `Authorization: Bearer <key>` or `?admin=`; a learner token as
-`Authorization: Bearer <token>` or `?token=`. Without `ADMIN_KEY` the routes are open, like the
-lobby. Errors: 401 `unauthorized` (no valid credential), 403 `forbidden` (a learner token of
-another learner, or a learner token where only the admin key will do), 404 `unknown_learner`,
+`Authorization: Bearer <token>` or `?token=`. Without `ADMIN_KEY` the routes are open in
+development, like the lobby, and closed with `SAMVAD_ENV=production`. Errors: 401 `unauthorized`
+(no valid credential), 403 `forbidden` (a learner token of another learner, or a learner token
+where only the admin key will do), 404 `unknown_learner`,
 503 `unavailable` (the store did not answer).
 """
 
@@ -35,7 +36,7 @@ def _credential(request: Request) -> str | None:
 
 
 def _is_admin(services: Services, request: Request) -> bool:
-    return services.tokens.check_admin(_credential(request), services.settings.ADMIN_KEY)
+    return services.is_admin(_credential(request))
 
 
 def _refused(services: Services, request: Request, learner_id: str | None) -> JSONResponse | None:
