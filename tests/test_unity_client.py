@@ -3,8 +3,11 @@
 `clients/unity/build.sh` compiles the library and the console harness; the harness then plays a
 polite negotiation to DEAL against a `samvad serve` process, aborting its socket twice on the way,
 and prints a JSON summary. It also tours every scenario pack (at a learner level each) through the
-coaching: a barge-in before a price, hints, undo, a silence, stop and the report's counts. Without
-Mono the test is skipped, except in CI where it must run.
+coaching: a barge-in before a price, hints, undo, a silence, stop and the report's counts. Its `--scene`
+mode runs the Unity MonoBehaviours themselves (clients/unity/Samvad.Unity, compiled against the test
+stand-in for Unity in clients/unity/StandIn) frame by frame in a scene, and the test checks what the
+scene showed against the server's own record. Without Mono the test is skipped, except in CI where it
+must run.
 """
 
 from __future__ import annotations
@@ -256,10 +259,8 @@ def voice_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     yield from _serve(env, tmp_path_factory.mktemp("unity-voice-server") / "server.log")
 
 
-def test_the_unity_client_speaks_listens_and_barges_in(harness: Path, voice_server_url: str,
-                                                       tmp_path: Path) -> None:
-    """MicrophoneStream streams an utterance, VendorVoice plays Ramesh's answer, a barge-in stops
-    it (no audio of that reply after the `heard`), and a clip's answer is heard to its end."""
+def _utterance(tmp_path: Path) -> Path:
+    """A learner's line spoken by espeak-ng, as PCM16 mono 16 kHz in a WAV file."""
     from voice.audio import decode_clip, wav_bytes
 
     spoken = subprocess.run(["espeak-ng", "-v", "en-us", "--stdout", "--stdin"],
@@ -267,6 +268,14 @@ def test_the_unity_client_speaks_listens_and_barges_in(harness: Path, voice_serv
                             capture_output=True, check=True).stdout
     utterance = tmp_path / "utterance.wav"
     utterance.write_bytes(wav_bytes(decode_clip(spoken), 16_000))
+    return utterance
+
+
+def test_the_unity_client_speaks_listens_and_barges_in(harness: Path, voice_server_url: str,
+                                                       tmp_path: Path) -> None:
+    """MicrophoneStream streams an utterance, VendorVoice plays Ramesh's answer, a barge-in stops
+    it (no audio of that reply after the `heard`), and a clip's answer is heard to its end."""
+    utterance = _utterance(tmp_path)
     run = subprocess.run(["mono", str(harness), "--url", voice_server_url, "--voice", str(utterance),
                           "--timeout", "40"], capture_output=True, text=True, timeout=60, check=False)
     summary = json.loads(run.stdout.strip().splitlines()[-1])
@@ -275,3 +284,88 @@ def test_the_unity_client_speaks_listens_and_barges_in(harness: Path, voice_serv
     assert summary["tts"] == "espeak-ng" and summary["sample_rate"] == 22_050
     assert 0 < summary["barge_in_heard_chars"] and summary["audio_after_barge_in"] == 0
     assert summary["clip_reply_turn"] == summary["reply_turn"] + 1
+
+
+# ------------------------------------------------------- the MonoBehaviours in a scene (Unity stand-in)
+
+SCENE_LINE = "Namaste bhaiya, ye tamatar kitne ka hai?"
+
+
+def _scene(harness: Path, url: str, *extra: str) -> dict:
+    run = subprocess.run(["mono", str(harness), "--url", url, "--scene", "--timeout", "45", *extra],
+                         capture_output=True, text=True, timeout=60, check=False)
+    lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
+    assert lines, f"no summary line (exit {run.returncode}):\n{run.stdout}\n{run.stderr}"
+    summary = json.loads(lines[-1])
+    assert run.returncode == 0 and summary["ok"] is True, summary.get("failures")
+    # Every UnityEvent was raised on the main thread, no Unity API was touched off it, nothing was
+    # logged as an error, and OnDestroy closed the socket.
+    assert summary["events_off_main_thread"] == 0
+    assert summary["main_thread_violations"] == [] and summary["unity_errors"] == []
+    return summary
+
+
+def _server_state(url: str, summary: dict) -> dict:
+    """The session as the server has it (GET /api/sessions/{id} with the component's token)."""
+    request = urllib.request.Request(f"{url}/api/sessions/{summary['session_id']}",
+                                     headers={"Authorization": f"Bearer {summary['player_token']}"})
+    with urllib.request.urlopen(request, timeout=5) as response:
+        return json.load(response)
+
+
+def test_the_session_component_grabs_speaks_and_shows_the_servers_reply(harness: Path, server_url: str) -> None:
+    """SamvadSession in a scene: an XRI grab of a tomato, a typed turn, and Ramesh's reply, mood and stage
+    on the uGUI and TextMeshPro labels, the slider, the Animator and the UnityEvents, as the server has them."""
+    summary = _scene(harness, server_url, "--say", SCENE_LINE)
+    state = _server_state(server_url, summary)
+    said = [line["text"] for line in state["transcript"] if line["role"] == "learner"]
+    replies = [line["text"] for line in state["transcript"] if line["role"] == "vendor"]
+    assert said == [SCENE_LINE] and len(replies) == 1  # OnTranscript made exactly one turn
+
+    # The reply the server recorded is the one onVendorLine carried and both subtitles show.
+    assert summary["vendor_lines"] == replies
+    assert summary["subtitle"] == summary["subtitle_tmp"] == replies[0]
+    assert summary["hint"] and summary["hint_tmp"] == summary["hint"]  # a beginner's suggested line
+    # The stage and happiness on screen are the server's, after the welcome's.
+    assert summary["welcome_stage"] == "GREETING" and summary["stages"][0] == "GREETING"
+    assert summary["stage_label"] == summary["stage_label_tmp"] == summary["stages"][-1] == state["stage"]
+    assert summary["slider"] == summary["happiness_events"][-1] == state["happiness_score"]
+    assert summary["happiness_events"][0] == summary["welcome_happiness"]
+    # Ramesh's mouth: talking after the reply, still after StopTalking; one trigger per reply.
+    assert summary["talking_after_reply"] is True and summary["talking_after_stop"] is False
+    assert summary["reply_triggers"] == 1
+
+    # The grabbed mesh's parent SamvadItem named it; letting go emptied the hands; the apple has no
+    # SamvadItem, so its GameObject's name without "(Clone)" went.
+    assert summary["item_held"] == "Tomato" and summary["item_after_release"] is None
+    assert summary["item_apple"] == "Apple" == state["object_grabbed"]
+
+    assert summary["destroyed_equals_null"] is True and summary["closed_because"] == "SamvadClosedException"
+    assert summary["problems"] == []
+    # Without Unity's SynchronizationContext the fallback queue brings the reply to the main thread.
+    fallback = summary["fallback"]
+    assert fallback["vendor_line"] and fallback["subtitle"] == fallback["vendor_line"]
+    assert fallback["events_off_main_thread"] == 0 and fallback["problems"] == 0
+
+
+def test_the_voice_component_hears_the_microphone_plays_ramesh_and_barges_in(
+        harness: Path, voice_server_url: str, tmp_path: Path) -> None:
+    """SamvadVoice in a scene: push-to-talk records the microphone into a turn, Ramesh's answer comes out
+    of the AudioSource through OnAudioFilterRead, talking over him silences him at once, and his next
+    answer is played to its end."""
+    summary = _scene(harness, voice_server_url, "--voice", str(_utterance(tmp_path)))
+    state = _server_state(voice_server_url, summary)
+    replies = [line["text"] for line in state["transcript"] if line["role"] == "vendor"]
+    assert replies == summary["vendor_lines"] == [summary["voice_reply"], summary["second_reply"]]
+    assert summary["second_reply_turn"] == summary["voice_reply_turn"] + 1  # each utterance was a turn
+
+    assert summary["voice_peak"] > 0.05  # audible, not a buffer of zeros
+    barge = summary["barge_in"]
+    assert barge["interrupted"] is True and barge["turn"] == summary["voice_reply_turn"]
+    assert 0 < barge["heard_chars"] < len(summary["voice_reply"])
+    assert barge["heard_text"] == summary["voice_reply"][: barge["heard_chars"]]
+    # Silent from the barge-in on while the learner spoke, but for the one buffer being played then.
+    assert summary["loud_frames_while_learner_spoke"] <= 1024
+    whole = summary["heard_to_end"]
+    assert whole["turn"] == summary["second_reply_turn"] and whole["heard_chars"] == len(summary["second_reply"])
+    assert whole["seconds_played"] > 0.2

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Compile the Samvad C# client with Mono:
 #   clients/unity/bin/Samvad.Client.dll  the library (no Unity dependencies)
-#   clients/unity/bin/Harness.exe        the console harness (run it with `mono`)
+#   clients/unity/bin/UnityStandIn.dll   a stand-in for the Unity API, for tests only (StandIn/)
+#   clients/unity/bin/Samvad.Unity.dll   the MonoBehaviours (Samvad.Unity/) against the stand-in,
+#                                        as Unity compiles them without XRI or TextMeshPro
+#   clients/unity/bin/Samvad.Unity.TmpXri.dll  the same with SAMVAD_TMP and SAMVAD_XRI defined
+#   clients/unity/bin/Harness.exe        the console harness (run it with `mono`); its --scene mode
+#                                        drives the TmpXri build in the stand-in's player loop
 #   clients/unity/bin/Newtonsoft.Json.dll copied next to them
 # Newtonsoft.Json comes from Debian's libnewtonsoft-json-cil-dev; set NEWTONSOFT_JSON_DLL to use
 # another copy. Fails loudly when mcs, mono or Newtonsoft.Json is missing.
@@ -51,9 +56,24 @@ mcs "${common[@]}" -target:library -out:"$bin/Samvad.Client.dll" \
   -r:System.dll -r:System.Core.dll -r:System.Net.Http.dll -r:"$bin/Newtonsoft.Json.dll" \
   "$here"/Samvad.Client/*.cs
 
+mcs "${common[@]}" -target:library -out:"$bin/UnityStandIn.dll" \
+  -r:System.dll -r:System.Core.dll \
+  "$here"/StandIn/*.cs
+
+# The components, once as a project without the optional packages has them and once with both.
+unity_refs=(-r:System.dll -r:System.Core.dll -r:System.Net.Http.dll -r:"$bin/Newtonsoft.Json.dll"
+            -r:"$bin/Samvad.Client.dll" -r:"$bin/UnityStandIn.dll")
+mcs "${common[@]}" -target:library -out:"$bin/Samvad.Unity.dll" -define:UNITY_5_3_OR_NEWER \
+  "${unity_refs[@]}" "$here"/Samvad.Unity/*.cs
+mcs "${common[@]}" -target:library -out:"$bin/Samvad.Unity.TmpXri.dll" \
+  "-define:UNITY_5_3_OR_NEWER;SAMVAD_TMP;SAMVAD_XRI" \
+  "${unity_refs[@]}" "$here"/Samvad.Unity/*.cs
+
 mcs "${common[@]}" -target:exe -out:"$bin/Harness.exe" \
   -r:System.dll -r:System.Core.dll -r:System.Net.Http.dll \
   -r:"$bin/Newtonsoft.Json.dll" -r:"$bin/Samvad.Client.dll" \
+  -r:"$bin/UnityStandIn.dll" -r:"$bin/Samvad.Unity.TmpXri.dll" \
   "$here"/Harness/*.cs
 
-echo "unity/build.sh: built $bin/Samvad.Client.dll and $bin/Harness.exe (Newtonsoft.Json from $newtonsoft)"
+echo "unity/build.sh: built $bin/Samvad.Client.dll, $bin/UnityStandIn.dll, $bin/Samvad.Unity.dll," \
+     "$bin/Samvad.Unity.TmpXri.dll and $bin/Harness.exe (Newtonsoft.Json from $newtonsoft)"

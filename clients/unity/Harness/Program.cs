@@ -4,6 +4,8 @@
 //   mono clients/unity/bin/Harness.exe --url http://127.0.0.1:8000 [--timeout 45] [--verbose]
 //   mono clients/unity/bin/Harness.exe --url ... --scenario kyoto-antiques [--level beginner] --say LINE ...
 //     (the tour of one pack with the coaching commands: Run.Tour.cs, Run.Coaching.cs)
+//   mono clients/unity/bin/Harness.exe --url ... --scene [--say LINE] [--voice utterance.wav]
+//     (Samvad.Unity's MonoBehaviours in the Unity stand-in's player loop: Run.Scene*.cs)
 //
 // Drop 1 aborts the socket right after a transcript is queued: the frame may or may not have reached
 // the server, and either way it must be answered exactly once. Drop 2 first makes the client deaf
@@ -20,6 +22,8 @@
 //   Run.Tour.cs           the tour of one scenario pack: its lines, a barge-in, then the coaching
 //   Run.Coaching.cs       the tour's coaching steps: playback, hints, undo, silence, stop and report
 //   Run.Voice.cs          --voice FILE.wav: the microphone and playback helpers, with a barge-in
+//   Run.Scene.cs          --scene: SamvadSession in a scene (grab, a turn, labels, events, close)
+//   Run.SceneVoice.cs     --scene --voice FILE.wav: SamvadVoice (microphone, speaker, barge-in)
 //   Recorder.cs           what one client saw, from its events
 //   PoliteLearner.cs      the learner's lines
 
@@ -39,6 +43,7 @@ namespace Samvad.Harness
             string scenario = null;
             string level = null;
             string voiceWav = null;
+            bool scene = false;
             var lines = new System.Collections.Generic.List<string>();
             for (int i = 0; i < args.Length; i++)
             {
@@ -62,6 +67,9 @@ namespace Samvad.Harness
                     case "--voice":
                         voiceWav = args[++i];
                         break;
+                    case "--scene":
+                        scene = true;
+                        break;
                     case "--say":
                         lines.Add(args[++i]);
                         break;
@@ -73,15 +81,32 @@ namespace Samvad.Harness
             if (string.IsNullOrEmpty(url))
             {
                 Console.Error.WriteLine("usage: mono Harness.exe --url http://127.0.0.1:PORT [--timeout S] [--verbose]"
-                                        + " [--scenario ID [--level LEVEL] --say LINE [--say LINE ...]]");
+                                        + " [--scenario ID [--level LEVEL] --say LINE [--say LINE ...]]"
+                                        + " [--scene [--say LINE] [--voice FILE.wav]]");
                 return 2;
             }
             var run = new Run(url, verbose);
             JObject summary;
+            if (scene)
+            {
+                // This thread is Unity's main thread: the scene runs its frames here, not in a task.
+                run.Scene(TimeSpan.FromSeconds(timeoutSeconds), voiceWav, lines.Count > 0 ? lines[0] : Run.SceneLine);
+            }
+            else
+            {
+                RunTask(run, voiceWav != null ? run.VoiceAsync(voiceWav)
+                    : scenario == null ? run.ExecuteAsync() : run.TourAsync(scenario, lines, level),
+                    timeoutSeconds, verbose);
+            }
+            summary = run.Summary();
+            Console.WriteLine(summary.ToString(Formatting.None));
+            return (bool)summary["ok"] ? 0 : 1;
+        }
+
+        static void RunTask(Run run, System.Threading.Tasks.Task work, int timeoutSeconds, bool verbose)
+        {
             try
             {
-                var work = voiceWav != null ? run.VoiceAsync(voiceWav)
-                    : scenario == null ? run.ExecuteAsync() : run.TourAsync(scenario, lines, level);
                 if (!work.Wait(TimeSpan.FromSeconds(timeoutSeconds)))
                 {
                     run.Fail("the harness did not finish within " + timeoutSeconds + " s");
@@ -92,9 +117,6 @@ namespace Samvad.Harness
                 run.Fail("unexpected " + ex.InnerException.GetType().Name + ": " + ex.InnerException.Message);
                 if (verbose) Console.Error.WriteLine(ex.InnerException);
             }
-            summary = run.Summary();
-            Console.WriteLine(summary.ToString(Formatting.None));
-            return (bool)summary["ok"] ? 0 : 1;
         }
     }
 }

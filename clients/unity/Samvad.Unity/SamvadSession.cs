@@ -1,6 +1,7 @@
 // A thin MonoBehaviour over Samvad.Client: where the socket plugs into a VR scene.
 //
-// Needs Unity's assemblies, so it is compiled by Unity only (build.sh never sees this folder).
+// Needs Unity's assemblies. build.sh also compiles it against a stand-in for them (StandIn/), with and
+// without the two symbols below, and the harness runs it there against a live server (--scene).
 // Optional integrations are behind scripting define symbols (Project Settings > Player > Scripting
 // Define Symbols, or versionDefines in an .asmdef):
 //   SAMVAD_XRI  XR Interaction Toolkit 2.x is installed: OnSelectEntered/OnSelectExited take its args

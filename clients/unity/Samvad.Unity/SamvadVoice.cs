@@ -1,6 +1,6 @@
 // The learner's microphone and Ramesh's voice in a Unity scene, over Samvad.Client's
-// MicrophoneStream and VendorVoice (docs/voice.md). Needs Unity's assemblies: compiled by Unity
-// only, like SamvadSession.cs. Put it next to a SamvadSession (whose client must be created with
+// MicrophoneStream and VendorVoice (docs/voice.md). Needs Unity's assemblies (or, for the tests, the
+// stand-in, like SamvadSession.cs). Put it next to a SamvadSession (whose client must be created with
 // SamvadClientOptions.Voice = true) and an AudioSource for the vendor's mouth.
 //   - Push-to-talk: call BeginSpeaking() when the learner presses, EndSpeaking() on release; a
 //     voice activity detector can call the same two. Starting to speak while Ramesh talks is a
@@ -29,7 +29,6 @@ namespace Samvad.Unity
         AudioClip _mic;
         int _micPosition;
         int _outputRate;
-        double _phase;
         float[] _source = new float[0];
         float[] _micBuffer = new float[0];
 
@@ -83,7 +82,7 @@ namespace Samvad.Unity
             if (voice == null || voice.SampleRate == 0) return;
             int frames = data.Length / channels;
             double step = (double)voice.SampleRate / _outputRate;
-            int needed = (int)Math.Ceiling(frames * step + _phase) + 1;
+            int needed = (int)Math.Ceiling(frames * step) + 1;
             if (_source.Length < needed) _source = new float[needed];
             voice.Read(_source, 0, (int)Math.Ceiling(frames * step));
             for (int i = 0; i < frames; i++)
