@@ -165,6 +165,10 @@ class ChatTransport:
                                                   pool=limits.pool)
         else:
             self._stream_timeout = httpx2.Timeout(limits, read=None)
+        # The endpoint as the SDK itself would join it to the base URL (`_prepare_url`), worked out
+        # once: given a relative path, the SDK parses it and copies the base URL on every call.
+        base = client.base_url
+        self._url = str(base.copy_with(raw_path=base.raw_path + b"chat/completions"))
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -254,7 +258,7 @@ class ChatTransport:
             body["stream_options"] = {"include_usage": True}
         return orjson.dumps(body)
 
-    async def _post(self, body: bytes, *, stream: bool) -> httpx2.Response:
+    async def _post(self, body: bytes, *, stream: bool, read_limit: bool = True) -> httpx2.Response:
         """POST the body to chat completions through the SDK's generic request method.
 
         `client.post` is the SDK's documented way to call an endpoint with a body of one's own:
@@ -263,11 +267,12 @@ class ChatTransport:
         skips is what this transport never used: the typed walk of every parameter (aliases,
         dates, files; about 0.4 ms for a 7 KB prompt), the stdlib JSON encoder (orjson
         instead) and the typed response wrappers. The answer is the HTTP response itself; a
-        streamed one is still open, for `_read_stream`, and the caller closes it.
+        streamed one is still open, for `_read_stream` or `_read_body`, and the caller closes it.
+        `read_limit=False` drops the read timeout (for a streamed answer, see `__init__`).
         """
         response = await self.client.post(
-            "/chat/completions", cast_to=httpx2.Response, content=body, stream=stream,
-            options={"timeout": self._stream_timeout} if stream else {},
+            self._url, cast_to=httpx2.Response, content=body, stream=stream,
+            options={} if read_limit else {"timeout": self._stream_timeout},
             stream_cls=openai.AsyncStream[Any])  # for the overloads only: an httpx2.Response comes back as it is
         return cast(httpx2.Response, response)
 
@@ -276,11 +281,21 @@ class ChatTransport:
         if not self.stream:
             # The raw response, read with orjson: the SDK still sends the request and raises its
             # errors, but its typed `ChatCompletion` (about a tenth of a call's CPU) is not built
-            # for the one string and the usage counts that are wanted from it.
-            raw = await self._post(body, stream=False)
+            # for the one string and the usage counts that are wanted from it. The SDK is asked to
+            # leave the body unread so that `_read_body` takes it from aiohttp's buffer in one call.
+            raw = await self._post(body, stream=True)
+            try:
+                data = await _read_body(raw)
+            except (httpx2.TimeoutException, aiohttp.ServerTimeoutError) as exc:
+                raise openai.APITimeoutError(request=raw.request) from exc
+            except (httpx2.RequestError, aiohttp.ClientError, ssl.SSLError) as exc:
+                raise openai.APIConnectionError(request=raw.request) from exc
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await raw.aclose()
             turn.first_token_ms = round((time.perf_counter() - started) * 1000, 3)
             turn.tokens_flowing()
-            completion = orjson.loads(raw.content)  # not JSON: ValueError, a malformed response
+            completion = orjson.loads(data)  # not JSON: ValueError, a malformed response
             if not isinstance(completion, dict):
                 raise BrainTransientError("malformed response from the model service")
             turn.add_usage(completion.get("usage"))
@@ -296,7 +311,7 @@ class ChatTransport:
         # are mapped to the SDK's exceptions, and an error event to its `APIError`, as the SDK's
         # own stream does, so that `_translate` stays the one boundary.
         parts: list[str] = []
-        response = await self._post(body, stream=True)
+        response = await self._post(body, stream=True, read_limit=False)
         try:
             await self._read_stream(turn, response, started, parts)
         except (httpx2.TimeoutException, aiohttp.ServerTimeoutError) as exc:
@@ -374,14 +389,27 @@ async def _pieces(response: httpx2.Response, aiohttp_response: Any | None) -> As
     from that buffer directly, whatever is there in one piece; aiohttp's errors are the
     transport's to map, as they are for the SDK (`_request`). An encoded body goes the SDK's way.
     """
-    content = getattr(aiohttp_response, "content", None)
-    encoding = response.headers.get("content-encoding", "identity")
-    if content is None or encoding.strip().lower() != "identity":
+    content = _plain_content(response, aiohttp_response)
+    if content is None:
         async for data in response.aiter_bytes():
             yield data
         return
     while data := await content.readany():
         yield data
+
+
+async def _read_body(response: httpx2.Response) -> bytes:
+    """The whole body of a response the SDK left open, read like `_pieces` reads a stream: from
+    aiohttp's buffer in one call when it is sent as it is, else through `Response.aread`."""
+    content = _plain_content(response, _aiohttp_response(response))
+    return await response.aread() if content is None else await content.read()
+
+
+def _plain_content(response: httpx2.Response, aiohttp_response: Any | None) -> Any | None:
+    """aiohttp's reader of the body when the body is sent as it is (no content-encoding), else None."""
+    content = getattr(aiohttp_response, "content", None)
+    encoding = response.headers.get("content-encoding", "identity")
+    return content if content is not None and encoding.strip().lower() == "identity" else None
 
 
 def _aiohttp_response(response: httpx2.Response) -> Any | None:

@@ -64,7 +64,7 @@ class Behaviour:
     confidence: float | None = None  # transcriptions: the segments' probability (None: no segments)
     disconnect_after_chars: int = 0  # for "disconnect": cut the stream after this much content
     hang_s: float = 3600.0
-    gzip: bool = False  # a streamed body sent with content-encoding: gzip, flushed per event
+    gzip: bool = False  # the body sent with content-encoding: gzip (a stream flushed per event)
 
 
 def reply(content: Content = None, **options: Any) -> Behaviour:
@@ -351,13 +351,13 @@ class FakeOpenAI:
             await anyio.sleep(ttft + gap)
             record.first_token_wall = record.first_reply_char_wall = time.time()
             record.finished_wall = time.time()
-            return JSONResponse({
-                "id": record.id, "object": "chat.completion", "created": int(time.time()),
-                "model": body.get("model", "fake"),
-                "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                             "message": {"role": "assistant", "content": record.content}}],
-                "usage": usage,
-            })
+            data = json.dumps({"id": record.id, "object": "chat.completion", "created": int(time.time()),
+                               "model": body.get("model", "fake"), "usage": usage,
+                               "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                                            "message": {"role": "assistant", "content": record.content}}]}).encode()
+            packed = behaviour.gzip
+            return Response(zlib.compress(data, wbits=31) if packed else data, media_type="application/json",
+                            headers={"content-encoding": "gzip"} if packed else None)
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         return _SSE(record, tokens, ttft, rate, behaviour, usage if include_usage else None)
 

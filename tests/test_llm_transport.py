@@ -8,12 +8,22 @@ import logging
 import time
 
 import anyio
+import orjson
 import pytest
 
 from brain.errors import BrainServiceError
 from brain.llm import FALLBACK_LINES, OpenAIBrain
 from brain.prompt import PROMPT_VERSION
-from brain.transport import DEFAULT_BACKOFF, _aiohttp_response, _content, _pieces, _rest, sdk_client
+from brain.transport import (
+    DEFAULT_BACKOFF,
+    ChatTransport,
+    _aiohttp_response,
+    _content,
+    _pieces,
+    _read_body,
+    _rest,
+    sdk_client,
+)
 from schemas.enums import Stage
 from server.config import load_settings
 from tests.llm_support import FAST, Sink, brain, decision, gaps, negotiation, play, request
@@ -287,6 +297,33 @@ async def test_a_plain_stream_is_read_from_aiohttp_directly_and_an_encoded_one_t
         await client.close()
     assert body.startswith(b"data: {") and body.endswith(b"data: [DONE]\n\n") and body.count(b"data: ") >= 10
     assert (downloaded > 0) is gzip
+
+
+@pytest.mark.parametrize("gzip", [False, True])
+async def test_a_whole_answer_is_read_from_aiohttp_directly_unless_it_is_encoded(
+        openai_fake: FakeOpenAI, gzip: bool) -> None:
+    """A non-streamed answer is asked of the SDK unread and taken from aiohttp's buffer in one call
+    (httpx2 never counts its bytes); a gzip one goes through httpx2's decoder. Same answer."""
+    good = decision("Namaste ji, fresh tomatoes today.")
+    openai_fake.script(reply(good, ttft_ms=0, tokens_per_s=0, gzip=gzip),
+                       reply(good, ttft_ms=0, tokens_per_s=0, gzip=gzip))
+    client = sdk_client(api_key="test", base_url=openai_fake.base_url, timeout_s=5)
+    transport = ChatTransport(client=client, model="gpt-4o", temperature=0.7, max_tokens=200, stream=False,
+                              response_format={"type": "json_object"})
+    try:
+        http = await transport._post(transport._body([{"role": "user", "content": "Namaste"}]), stream=True)
+        try:
+            body = orjson.loads(await _read_body(http))
+        finally:
+            await http.aclose()
+        assert orjson.loads(body["choices"][0]["message"]["content"]) == good
+        assert (http.num_bytes_downloaded > 0) is gzip
+        assert str(http.request.url) == openai_fake.base_url.rstrip("/") + "/chat/completions"
+    finally:
+        await client.close()
+    async with brain(openai_fake, stream=False) as b:
+        result = await b.propose(request())
+    assert not result.fallback and result.decision.reply_text == good["reply_text"]
 
 
 async def test_a_gzipped_stream_gives_the_learner_the_same_words(openai_fake: FakeOpenAI) -> None:
