@@ -24,6 +24,7 @@ class _HangingStore:
 
     name = "hanging"
     durable = True
+    immediate = False
 
     async def get(self, learner_id: str) -> LearnerProfile | None:
         await anyio.sleep_forever()

@@ -53,6 +53,7 @@ class Neo4jLearnerStore:
 
     name = "neo4j"
     durable = True
+    immediate = False
 
     def __init__(self, uri: str, *, auth: tuple[str, str] | None = None, database: str | None = None,
                  timeout_s: float = 2.0) -> None:

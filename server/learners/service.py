@@ -140,8 +140,8 @@ class Learners:
 
     async def profile(self, learner_id: str) -> LearnerProfile | None:
         """The learner's profile, or None when unknown or when the store does not answer in time."""
-        if isinstance(self.store, MemoryLearnerStore):
-            return await self.store.get(learner_id)  # a dict lookup: no time limit to keep
+        if self.store.immediate:
+            return await self.store.get(learner_id)  # no I/O: no time limit to keep
         try:
             with anyio.fail_after(self.timeout_s):
                 return await self.store.get(learner_id)

@@ -26,6 +26,7 @@ class LearnerStoreUnavailable(Exception):
 class LearnerStore(Protocol):
     name: str
     durable: bool  # False: the profiles go with the process
+    immediate: bool  # True: answers without waiting on I/O, so callers keep no time limit on it
 
     async def get(self, learner_id: str) -> LearnerProfile | None:
         """The learner's profile, or None for a learner never seen."""
@@ -54,6 +55,7 @@ class MemoryLearnerStore:
 
     name = "memory"
     durable = False
+    immediate = True  # dict lookups
 
     def __init__(self) -> None:
         self._profiles: dict[str, LearnerProfile] = {}
