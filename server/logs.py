@@ -82,13 +82,11 @@ class PassBatchingHandler(logging.StreamHandler):  # type: ignore[type-arg]
         except Exception:
             self.handleError(record)
             return
+        self._kept.append(line)
         loop = asyncio._get_running_loop()
         if loop is None:
-            self._kept.append(line)
             self.flush()
-            return
-        self._kept.append(line)
-        if self._flushing is not loop:  # (a loop that ended before its pass did keeps nothing waiting)
+        elif self._flushing is not loop:  # (a loop that ended before its pass did keeps nothing waiting)
             self._flushing = loop
             loop.call_soon(self.flush)
 

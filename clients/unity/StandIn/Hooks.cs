@@ -51,16 +51,6 @@ namespace UnityStandIn
                 return errors.ToArray();
             }
         }
-
-        public static string[] Warnings
-        {
-            get
-            {
-                var warnings = new List<string>();
-                lock (Entries) foreach (var e in Entries) if (e.Key == LogType.Warning) warnings.Add(e.Value);
-                return warnings.ToArray();
-            }
-        }
     }
 
     /// <summary>Unity's audio thread: every buffer of the output, the filters of each playing source.</summary>
@@ -73,7 +63,6 @@ namespace UnityStandIn
         {
             if (_thread != null) throw new InvalidOperationException("the audio thread is already running");
             AudioSettings.OutputRate = outputRate;
-            AudioSettings.BufferFrames = bufferFrames;
             _running = true;
             _thread = new Thread(() => Loop(outputRate, bufferFrames, channels)) { IsBackground = true, Name = "Audio" };
             _thread.Start();

@@ -62,10 +62,7 @@ namespace UnityStandIn
         public static void Frame()
         {
             RequireMainThread("PlayerLoop.Frame");
-            float now = (float)RealSeconds();
-            Time.Delta = now - Time.Now;
-            Time.Now = now;
-            Time.Frames++;
+            Time.Now = (float)RealSeconds();
             foreach (var script in Scripts())
             {
                 if (script.Awoken && !script.Started && script.isActiveAndEnabled)

@@ -49,14 +49,6 @@ namespace UnityEngine
             return true;
         }
 
-        public bool SetData(float[] data, int offsetSamples)
-        {
-            PlayerLoop.RequireMainThread("SetData");
-            if (data == null || offsetSamples < 0 || offsetSamples >= samples) return false;
-            Write(data, 0, data.Length, offsetSamples * _channels);
-            return true;
-        }
-
         internal void Write(float[] source, int from, int count, int at)
         {
             lock (_data)
@@ -100,15 +92,8 @@ namespace UnityEngine
     public sealed class AudioSettings
     {
         internal static volatile int OutputRate = 48000;
-        internal static volatile int BufferFrames = 1024;
 
         public static int outputSampleRate { get { return OutputRate; } }
-
-        public static void GetDSPBufferSize(out int bufferLength, out int numBuffers)
-        {
-            bufferLength = BufferFrames;
-            numBuffers = 4;
-        }
     }
 
     public sealed class Microphone
@@ -159,12 +144,6 @@ namespace UnityEngine
             }
         }
 
-        public static bool IsRecording(string deviceName)
-        {
-            PlayerLoop.RequireMainThread("Microphone.IsRecording");
-            lock (Gate) return Known(deviceName) && _recording;
-        }
-
         /// <summary>Where the device is writing in the clip, in samples (it wraps when looping).</summary>
         public static int GetPosition(string deviceName)
         {
@@ -176,12 +155,6 @@ namespace UnityEngine
                 Advance();
                 return (int)(_recorded % _clip.samples);
             }
-        }
-
-        public static void GetDeviceCaps(string deviceName, out int minFreq, out int maxFreq)
-        {
-            minFreq = 0;  // any rate, as Unity reports for such devices
-            maxFreq = 0;
         }
 
         // The device has recorded until now: what the test said (MicrophoneInput), silence after it.

@@ -14,12 +14,7 @@ namespace UnityEngine.Events
     public delegate void UnityAction<T0>(T0 arg0);
 
     [Serializable]
-    public abstract class UnityEventBase
-    {
-        internal abstract void Clear();
-        public void RemoveAllListeners() { Clear(); }
-        public int GetPersistentEventCount() { return 0; }
-    }
+    public abstract class UnityEventBase { }
 
     [Serializable]
     public class UnityEvent : UnityEventBase
@@ -27,8 +22,6 @@ namespace UnityEngine.Events
         readonly List<UnityAction> _calls = new List<UnityAction>();
 
         public void AddListener(UnityAction call) { _calls.Add(call); }
-        public void RemoveListener(UnityAction call) { _calls.Remove(call); }
-        internal override void Clear() { _calls.Clear(); }
 
         public void Invoke()
         {
@@ -42,8 +35,6 @@ namespace UnityEngine.Events
         readonly List<UnityAction<T0>> _calls = new List<UnityAction<T0>>();
 
         public void AddListener(UnityAction<T0> call) { _calls.Add(call); }
-        public void RemoveListener(UnityAction<T0> call) { _calls.Remove(call); }
-        internal override void Clear() { _calls.Clear(); }
 
         public void Invoke(T0 arg0)
         {

@@ -56,7 +56,6 @@ namespace UnityEngine
         public override string ToString() { return NameOf() + " (" + GetType().FullName + ")"; }
 
         public static void Destroy(Object obj) { PlayerLoop.RequireMainThread("Destroy"); PlayerLoop.DestroyAtEndOfFrame(obj); }
-        public static void DestroyImmediate(Object obj) { PlayerLoop.RequireMainThread("DestroyImmediate"); PlayerLoop.DestroyNow(obj); }
     }
 
     public sealed class GameObject : Object
@@ -179,8 +178,6 @@ namespace UnityEngine
             set { SetParent(value); }
         }
 
-        public int childCount { get { return Children.Count; } }
-        public Transform GetChild(int index) { return Children[index]; }
 
         public Transform root
         {
@@ -215,7 +212,6 @@ namespace UnityEngine
         public static void LogError(object message) { UnityStandIn.ConsoleWindow.Add(LogType.Error, message); }
         public static void LogError(object message, Object context) { LogError(message); }
         public static void LogException(Exception exception) { UnityStandIn.ConsoleWindow.Add(LogType.Exception, exception); }
-        public static void LogFormat(string format, params object[] args) { Log(string.Format(format, args)); }
     }
 
     public enum LogType { Error = 0, Assert = 1, Warning = 2, Log = 3, Exception = 4 }
@@ -223,27 +219,15 @@ namespace UnityEngine
     public static class Time
     {
         internal static float Now;
-        internal static float Delta;
-        internal static int Frames;
 
         public static float time { get { PlayerLoop.RequireMainThread("get_time"); return Now; } }
-        public static float deltaTime { get { PlayerLoop.RequireMainThread("get_deltaTime"); return Delta; } }
-        public static int frameCount { get { PlayerLoop.RequireMainThread("get_frameCount"); return Frames; } }
-        public static float realtimeSinceStartup { get { return (float)PlayerLoop.RealSeconds(); } }
     }
 
     public static class Mathf
     {
         public static float Clamp01(float value) { return value < 0f ? 0f : value > 1f ? 1f : value; }
         public static float Clamp(float value, float min, float max) { return value < min ? min : value > max ? max : value; }
-        public static int Clamp(int value, int min, int max) { return value < min ? min : value > max ? max : value; }
         public static float Max(float a, float b) { return a > b ? a : b; }
-        public static int Max(int a, int b) { return a > b ? a : b; }
-        public static float Min(float a, float b) { return a < b ? a : b; }
-        public static int Min(int a, int b) { return a < b ? a : b; }
-        public static float Abs(float f) { return Math.Abs(f); }
-        public static int CeilToInt(float f) { return (int)Math.Ceiling(f); }
-        public static int RoundToInt(float f) { return (int)Math.Round(f, MidpointRounding.ToEven); }
     }
 
     [AttributeUsage(AttributeTargets.Field, Inherited = true, AllowMultiple = false)]
@@ -306,6 +290,5 @@ namespace UnityEngine
             Triggers[name] = count + 1;
         }
 
-        public void ResetTrigger(string name) { PlayerLoop.RequireMainThread("ResetTrigger"); Triggers.Remove(name); }
     }
 }
