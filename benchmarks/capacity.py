@@ -37,7 +37,6 @@ Loopback only.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import random
@@ -45,8 +44,6 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +53,7 @@ import httpx
 import websockets
 
 from benchmarks.llm_stream import LINES, cpu_seconds, free_port, marker, start_server, stop, summary
+from clients.bots.steady import collector_paused
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
@@ -214,24 +212,6 @@ async def run_step(host: str, sessions: int, duration: float, think: tuple[float
             tg.start_soon(learner, client, host, index, step, ramp, until, think)
         tg.start_soon(probe_lag, step, until)
     return step
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """This process's cyclic collector off for a step, back on (and caught up) after it.
-
-    The generator stamps sends and first deltas, so a pause of its own passes for server overhead.
-    With 1,000 sockets open its passes took up to 8 ms (gen0, gen1) and 32 ms (full), and its loop
-    woke late by p99 7.5 ms; with the collector off, p99 2.3-2.6 ms. A step's cyclic garbage is
-    a few megabytes, freed when the collector runs again.
-    """
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-        gc.collect()
 
 
 async def probe_lag(step: Step, until: float, every: float = 0.05) -> None:

@@ -68,6 +68,10 @@ def test_samvad_bots_cli_with_msgpack(served: Served, tmp_path: Path) -> None:
     assert samvad["turns"] > 50
     check_outcomes(samvad["outcomes"])
     assert "turns/s" in done.stdout
+    # The generator's collector was paused for the run, and its own lateness is reported.
+    assert result["config"]["collector"] == "paused"
+    assert samvad["generator_loop_late_ms"]["count"] > 10
+    assert "generator loop late ms" in done.stdout
 
 
 def test_the_cli_exits_non_zero_when_the_run_fails(tmp_path: Path) -> None:

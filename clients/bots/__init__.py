@@ -11,6 +11,8 @@
   coaching personas exercised.
 - `checker.py` (with `coach_checks.py`): the invariant checker every server frame of a bot goes through.
 - `resuming.py`: the bot that follows docs/protocol.md §5 to the letter; the crash test uses it.
+- `steady.py`: keeps the generator out of its own measurements: its collector paused for a run,
+  and how late its own event loop woke, reported beside the latencies.
 - `echo.py`: a bare `websockets` echo server, the baseline the bots compare Samvad with.
 
 How to run them: the top-level README, "Clients".

@@ -9,6 +9,10 @@ undoer, mumbler, silent, barger, sleeper and quitter also use hints, undo, repea
 speech, silences and barge-in (clients/bots/coach_personas.py). `--personas coach` plays all of
 those, `--personas all` every persona.
 
+The run's own cyclic garbage collector is paused while it plays (`--collector on` leaves it
+running): its passes would otherwise count as the server's latency (clients/bots/steady.py). Each
+summary reports how late the generator's own event loop woke (`generator_loop_late_ms`).
+
 Exit status: 0 when the run had no errors and no invariant violations, 1 otherwise, 2 for bad
 arguments. Only loopback or explicitly given URLs are used; the run stops by itself.
 """
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import resource
 import sys
@@ -26,6 +31,7 @@ from typing import Any
 
 from clients.bots.coach_personas import ALL_PERSONAS
 from clients.bots.runner import COACHING_PERSONAS, DEFAULT_PERSONAS, RunConfig, RunStats, progress_line, run
+from clients.bots.steady import collector_paused
 
 GROUPS = {"default": DEFAULT_PERSONAS, "coach": COACHING_PERSONAS, "all": (*DEFAULT_PERSONAS, *COACHING_PERSONAS)}
 
@@ -72,6 +78,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--scenario", default="jaipur-bazaar", help="the scenario pack to play (GET /api/scenarios)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--no-uvloop", action="store_true")
+    p.add_argument("--collector", choices=("paused", "on"), default="paused",
+                   help="this process's cyclic garbage collector during the run (default paused)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     args = p.parse_args(argv)
     if args.sessions < 1 or args.duration <= 0 or args.think < 0:
@@ -138,15 +146,22 @@ def report(result: dict[str, Any]) -> str:
             lines.append(f"  {persona:<10} {outcomes}")
         for persona, counts in s.get("coaching", {}).items():
             lines.append(f"  {persona:<10} exercised {counts}")
+        lines.append(_lag_line(s))
     e = result.get("echo")
     if e:
         lat = e["latency_ms"]
         lines.append(f"echo:   {e['round_trips']} round trips = {e['round_trips_per_s']} rt/s; "
                      f"latency ms p50={lat['p50']} p95={lat['p95']} p99={lat['p99']} "
                      f"max={lat['max']} errors={e['errors']['count']}")
+        lines.append(_lag_line(e))
     if "ratio_turns_per_echo_rt" in result:
         lines.append(f"ratio turns/s / echo rt/s = {result['ratio_turns_per_echo_rt']}")
     return "\n".join(lines)
+
+
+def _lag_line(summary: dict[str, Any]) -> str:
+    lag = summary["generator_loop_late_ms"]
+    return f"  generator loop late ms p50={lag['p50']} p99={lag['p99']} max={lag['max']}"
 
 
 def failed(result: dict[str, Any]) -> bool:
@@ -164,15 +179,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     raise_fd_limit(max(4096, args.sessions * 2 + 256))
     coro = run_all(args)
-    if not args.no_uvloop:
-        try:
-            import uvloop
-        except ImportError:
-            result = asyncio.run(coro)
+    with collector_paused() if args.collector == "paused" else contextlib.nullcontext():
+        if not args.no_uvloop:
+            try:
+                import uvloop
+            except ImportError:
+                result = asyncio.run(coro)
+            else:
+                result = uvloop.run(coro)
         else:
-            result = uvloop.run(coro)
-    else:
-        result = asyncio.run(coro)
+            result = asyncio.run(coro)
+    result["config"]["collector"] = args.collector
     print(report(result), flush=True)
     if args.json_path:
         path = Path(args.json_path)

@@ -36,6 +36,7 @@ from clients.bots.checker import SessionChecker
 from clients.bots.coach_personas import ALL_PERSONAS, COACH_PERSONAS
 from clients.bots.personas import LearnerView, scene_items
 from clients.bots.play import SessionPlay
+from clients.bots.steady import watch_loop_lag
 from clients.bots.transport import BotError, Wire, close_kind, create_session, open_socket, ws_base
 from clients.bots.transport import http_request as http_request  # re-exported (benchmarks/load.py)
 
@@ -86,6 +87,7 @@ class RunStats:
     closing_replies: int = 0
     live: int = 0
     frames: int = 0
+    loop_late_ms: list[float] = field(default_factory=list)  # this process's own lateness (steady.py)
 
     def error(self, kind: str, detail: str = "") -> None:
         self.errors[kind] += 1
@@ -128,6 +130,7 @@ class RunStats:
             },
             "errors": {"count": self.error_count, "by_kind": dict(self.errors),
                        "samples": self.error_samples},
+            "generator_loop_late_ms": lateness(self.loop_late_ms),
         }
         if self.mode == "echo":
             out["round_trips"] = self.turns
@@ -150,6 +153,12 @@ class RunStats:
             "frames": self.frames,
         })
         return out
+
+
+def lateness(late_ms: list[float]) -> dict[str, Any]:
+    ordered = sorted(late_ms)
+    return {"count": len(ordered), "p50": percentile(ordered, 50), "p99": percentile(ordered, 99),
+            "max": round(ordered[-1], 3) if ordered else None}
 
 
 def percentile(ordered: list[float], pct: float) -> float | None:
@@ -328,6 +337,7 @@ async def run(config: RunConfig, *, progress: Callable[[RunStats], None] | None 
                 progress(stats)
 
         reporter = asyncio.ensure_future(report())
+    lag = asyncio.ensure_future(watch_loop_lag(stats.loop_late_ms))
     try:
         done, pending = await asyncio.wait(tasks, timeout=config.duration_s + GRACE_SECONDS)
         for task in pending:
@@ -340,6 +350,7 @@ async def run(config: RunConfig, *, progress: Callable[[RunStats], None] | None 
                 exc = task.exception()
                 stats.error("bot_crashed", f"{type(exc).__name__}: {exc}")
     finally:
+        lag.cancel()
         if reporter is not None:
             reporter.cancel()
     # Rates are over the run's duration: no turn starts after it, and the few still in flight

@@ -1,0 +1,62 @@
+"""The load generator keeps its own pauses out of what it measures (clients/bots/steady.py)."""
+
+from __future__ import annotations
+
+import gc
+import time
+import weakref
+
+import anyio
+import pytest
+
+from clients.bots.runner import RunStats
+from clients.bots.steady import collector_paused, watch_loop_lag
+
+
+class Node:
+    def __init__(self) -> None:
+        self.me = self  # a cycle: only the cyclic collector frees it
+
+
+def test_a_cycle_made_while_paused_lives_until_the_block_ends_and_no_longer() -> None:
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+        ref = weakref.ref(Node())
+        churn = [[i] for i in range(50_000)]  # far past every threshold: passes would have run
+        del churn
+        assert ref() is not None
+    assert gc.isenabled()
+    assert ref() is None
+
+
+def test_a_collector_that_was_off_stays_off() -> None:
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+@pytest.mark.anyio
+async def test_the_loop_lag_watch_sees_a_loop_held_still() -> None:
+    late: list[float] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch_loop_lag, late, 0.01)
+        await anyio.sleep(0.05)
+        time.sleep(0.08)  # noqa: ASYNC251 - the point: the loop stands still, the watch wakes >= ~70 ms late
+        await anyio.sleep(0.05)
+        tg.cancel_scope.cancel()
+    assert len(late) >= 3
+    assert max(late) >= 60
+    assert sorted(late)[len(late) // 2] < 60  # the other wake-ups were not held
+
+
+def test_the_summary_reports_the_generators_lateness() -> None:
+    stats = RunStats()
+    stats.loop_late_ms.extend([0.1] * 98 + [7.0, 40.0])
+    lag = stats.summary()["generator_loop_late_ms"]
+    assert lag == {"count": 100, "p50": 0.1, "p99": 7.0, "max": 40.0}
+    assert RunStats().summary()["generator_loop_late_ms"]["count"] == 0
