@@ -295,6 +295,9 @@ def row(name: str, r: dict[str, Any]) -> str:
              f"violations {s.get('violations', {}).get('count')}",
              f"cpu s: server {cpu.get('server')} bots {cpu.get('bots')} "
              f"other processes {cpu.get('others')}"]
+    late = s.get("generator_loop_late_ms")
+    if late:  # the bots' own loop: a p99 here near the latency p99 means the bots were the limit
+        parts.append(f"bots' loop late p99 {late['p99']} ms")
     if e:
         el = e["latency_ms"]
         parts.append(f"| echo rt/s {e['round_trips_per_s']} p50 {el['p50']} p95 {el['p95']} "
