@@ -126,6 +126,10 @@ def test_harness_haggles_to_a_deal_through_forced_reconnects(harness: Path, serv
 
     assert summary["outcome"] == "deal"
     assert 0 <= summary["report_score"] <= 100  # the learner report reached the game
+    # The vendor's voice resampled at its own speed: 200 callbacks, not a source sample early or late.
+    for pair, due in {"22050_48000": 1 + 200 * 1024 * 22050 // 48000, "16000_44100": 1 + 200 * 512 * 16000 // 44100,
+                      "24000_48000": 1 + 200 * 256 // 2}.items():
+        assert summary[f"resampler_{pair}"] == {"consumed": due, "due": due, "wrong_frames": 0}
     assert summary["final_price"] is not None and summary["final_price"] < summary["first_quote"]
     assert summary["reconnects"] >= 1
     assert summary["refused_bad_token"] == 4401

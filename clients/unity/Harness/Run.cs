@@ -106,8 +106,42 @@ namespace Samvad.Harness
                 Check(SamvadClient.MayReconnect(code), "the client would not reconnect after " + code);
             }
             Check(SamvadClient.MayReconnect(null), "the client would not reconnect after a network drop");
+            CheckResampler(22050, 48000, 1024, 2);
+            CheckResampler(16000, 44100, 512, 1);
+            CheckResampler(24000, 48000, 256, 2);
             string id = SamvadClient.NewId("transcript");
             Check(id.Length <= 64 && id.All(c => c > ' ' && c <= '~'), "NewId made an invalid id: " + id);
+        }
+
+        /// <summary>The vendor's voice through <see cref="Resampler"/> over 200 callbacks of a numbered
+        /// source: every output frame g plays sample floor(g * from / to), on every channel.</summary>
+        void CheckResampler(int from, int to, int frames, int channels)
+        {
+            var resampler = new Resampler();
+            long next = 0;
+            Func<float[], int, int, int> numbered = (buffer, offset, count) =>
+            {
+                for (int i = 0; i < count; i++) buffer[offset + i] = next++;
+                return count;
+            };
+            var data = new float[frames * channels];
+            long g = 0, wrong = 0;
+            const int callbacks = 200;
+            for (int n = 0; n < callbacks; n++)
+            {
+                resampler.Fill(data, channels, from, to, numbered);
+                for (int i = 0; i < frames; i++, g++)
+                {
+                    float due = g * from / to;
+                    for (int c = 0; c < channels; c++) if (data[i * channels + c] != due) wrong++;
+                }
+            }
+            long consumed = 1 + (long)callbacks * frames * from / to;
+            string name = "resampler_" + from + "_" + to;
+            Fact(name, new JObject { ["consumed"] = resampler.Consumed, ["due"] = consumed, ["wrong_frames"] = wrong });
+            Check(wrong == 0, "Resampler " + from + " -> " + to + ": " + wrong + " samples off their source sample");
+            Check(resampler.Consumed == consumed, "Resampler " + from + " -> " + to + " took " + resampler.Consumed
+                  + " source samples where " + consumed + " are due");
         }
 
         public async Task ExecuteAsync()

@@ -6,7 +6,8 @@
 //     voice activity detector can call the same two. Starting to speak while Ramesh talks is a
 //     barge-in: his playback stops and the server is told how much was heard.
 //   - The vendor's audio is pulled on the audio thread (OnAudioFilterRead), at the synthesizer's
-//     rate resampled to the output rate, so playback starts with the first chunk.
+//     rate resampled to the output rate (Samvad.Client's Resampler, which keeps the position between
+//     two source samples from one callback to the next), so playback starts with the first chunk.
 #if UNITY_5_3_OR_NEWER
 using System;
 using Samvad.Client;
@@ -29,7 +30,8 @@ namespace Samvad.Unity
         AudioClip _mic;
         int _micPosition;
         int _outputRate;
-        float[] _source = new float[0];
+        readonly Resampler _resampler = new Resampler();
+        volatile Func<float[], int, int, int> _read;  // _voice.Read, made once (set after _voice): no allocation per callback
         float[] _micBuffer = new float[0];
 
         void Start()
@@ -42,7 +44,11 @@ namespace Samvad.Unity
 
         void Update()
         {
-            if (_voice == null && session != null && session.Client != null) _voice = new VendorVoice(session.Client);
+            if (_voice == null && session != null && session.Client != null)
+            {
+                _voice = new VendorVoice(session.Client);
+                _read = _voice.Read;
+            }
             if (_utterance == null || _mic == null) return;
             int position = Microphone.GetPosition(device);
             int count = position - _micPosition;
@@ -78,18 +84,10 @@ namespace Samvad.Unity
         // The audio thread: the vendor's samples, resampled by nearest neighbour to the output rate.
         void OnAudioFilterRead(float[] data, int channels)
         {
+            var read = _read;
             var voice = _voice;
-            if (voice == null || voice.SampleRate == 0) return;
-            int frames = data.Length / channels;
-            double step = (double)voice.SampleRate / _outputRate;
-            int needed = (int)Math.Ceiling(frames * step) + 1;
-            if (_source.Length < needed) _source = new float[needed];
-            voice.Read(_source, 0, (int)Math.Ceiling(frames * step));
-            for (int i = 0; i < frames; i++)
-            {
-                float s = _source[Math.Min(_source.Length - 1, (int)(i * step))];
-                for (int c = 0; c < channels; c++) data[i * channels + c] = s;
-            }
+            if (read == null || voice == null || voice.SampleRate == 0) return;
+            _resampler.Fill(data, channels, voice.SampleRate, _outputRate, read);
         }
     }
 }
