@@ -60,3 +60,33 @@ def test_the_summary_reports_the_generators_lateness() -> None:
     lag = stats.summary()["generator_loop_late_ms"]
     assert lag == {"count": 100, "p50": 0.1, "p99": 7.0, "max": 40.0}
     assert RunStats().summary()["generator_loop_late_ms"]["count"] == 0
+
+
+@pytest.mark.anyio
+async def test_a_released_closed_connection_is_freed_without_the_collector() -> None:
+    from websockets.asyncio.client import connect
+    from websockets.asyncio.server import ServerConnection, serve
+
+    from clients.bots.steady import release
+
+    async def echo(conn: ServerConnection) -> None:
+        async for message in conn:
+            await conn.send(message)
+
+    async with serve(echo, "127.0.0.1", 0) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        refs = []
+        with collector_paused():
+            for released in (False, True):
+                ws = await connect(f"ws://127.0.0.1:{port}")
+                await ws.send("namaste")
+                assert await ws.recv() == "namaste"
+                await ws.close()
+                if released:
+                    release(ws)
+                refs.append(weakref.ref(ws.protocol))
+                del ws
+            kept, freed = (ref() is not None for ref in refs)
+    assert kept, "without release the closed connection's protocol waits for the collector"
+    assert not freed, "a released closed connection is freed by reference counting"
+    assert refs[0]() is None  # and the collector, back on, took the other one

@@ -36,7 +36,7 @@ from clients.bots.checker import SessionChecker
 from clients.bots.coach_personas import ALL_PERSONAS, COACH_PERSONAS
 from clients.bots.personas import LearnerView, scene_items
 from clients.bots.play import SessionPlay
-from clients.bots.steady import watch_loop_lag
+from clients.bots.steady import release, watch_loop_lag
 from clients.bots.transport import BotError, Wire, close_kind, create_session, open_socket, ws_base
 from clients.bots.transport import http_request as http_request  # re-exported (benchmarks/load.py)
 
@@ -269,6 +269,7 @@ class Bot:
             if ws.state.name != "CLOSED":
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(ws.close(), 2.0)
+            release(ws)
 
     def turned(self, reply: dict[str, Any], latency_s: float) -> None:
         """A turn was answered: its latency, and the server's own time for it."""
@@ -305,6 +306,7 @@ class Bot:
             await ws.close()
         finally:
             self.stats.live -= 1
+            release(ws)
 
 
 # ---------------------------------------------------------------------------- a run

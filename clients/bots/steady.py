@@ -11,6 +11,12 @@ process stands still between the two counts as the server's. Two things make it 
   benchmark's generator does the same for each step: with 1,000 streaming learners its passes
   took up to 8 ms (gen0, gen1) and 32 ms (full), and its loop woke late by p99 7.5 ms, against
   2.3-2.6 ms with the collector off;
+* the cycle every closed `websockets` connection leaves behind. Its sans-I/O protocol keeps its
+  parser, a generator suspended inside one of the protocol's own methods, after the close:
+  protocol -> parser -> frame -> protocol, with the reader, the close frames and the rest hanging
+  off it (about 3 KB a connection). With the collector paused, 230 sessions a second made the
+  bots' RSS grow by 0.6 MiB a second; `release` closes the parser of a closed connection, so
+  reference counting frees it at once;
 * a loop that is simply busy. `watch_loop_lag` measures how late the generator's event loop wakes, and
   the bots report it next to the latencies (`generator_loop_late_ms`): a p99 there as large as
   the latency p99 says the generator, not the server, was the limit.
@@ -23,6 +29,9 @@ import gc
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from websockets.asyncio.client import ClientConnection
+from websockets.protocol import State
 
 
 @contextmanager
@@ -49,3 +58,16 @@ async def watch_loop_lag(late_ms: list[float], every: float = 0.05) -> None:
         asked = time.perf_counter() + every
         await asyncio.sleep(every)
         late_ms.append(max(0.0, time.perf_counter() - asked) * 1000)
+
+
+def release(connection: ClientConnection) -> None:
+    """Free a closed connection's protocol now instead of at the next collection (see above).
+
+    Closing the parser is what the protocol would do if it ever finished: a closed connection
+    reads nothing more. A connection that is not closed yet, or a `websockets` without the
+    parser, is left alone."""
+    if connection.state is not State.CLOSED:
+        return
+    parser = getattr(connection.protocol, "parser", None)
+    if parser is not None and hasattr(parser, "close"):
+        parser.close()
