@@ -157,7 +157,7 @@ class CorkedTransport:
 
 def _looks_compatible() -> bool:
     cls = WebSocketsSansIOProtocol
-    names = ("handle_connect", "start_keepalive", "receive", "send", "pause_writing",
+    names = ("handle_connect", "start_keepalive", "connection_lost", "receive", "send", "pause_writing",
              "resume_writing", "data_received", "handle_parser_exception")
     return all(callable(getattr(cls, name, None)) for name in names)
 
@@ -176,6 +176,16 @@ class LeanWebSocketsSansIOProtocol(WebSocketsSansIOProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         self.transport = CorkedTransport(self.transport, self.loop)  # type: ignore[assignment]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        # websockets' sans-I/O protocol keeps its parser, a generator suspended in one of its own
+        # methods, after the close: protocol -> parser -> frame -> protocol, a cycle that only the
+        # collector frees, and server/gcpolicy.py freezes what has lived through two young passes.
+        # Nothing is read after the connection is lost: closing the parser frees it at once.
+        parser = getattr(self.conn, "parser", None)
+        if parser is not None and hasattr(parser, "close"):
+            parser.close()
 
     def start_keepalive(self) -> None:
         # Called once the handshake response has been written: the request and response are

@@ -154,3 +154,27 @@ async def test_a_live_socket_drops_its_handshake_and_uses_the_lean_queue() -> No
             assert isinstance(proto.queue, ReceiveQueue)
             assert isinstance(proto.writable, WritableFlag) and proto.writable.is_set()
 
+
+
+async def test_a_closed_socket_frees_websockets_protocol_without_the_collector() -> None:
+    """websockets' parser keeps its protocol in a cycle after the close, and server/gcpolicy.py
+    freezes long-lived objects: the lean protocol closes the parser when the connection is lost."""
+    import weakref
+
+    from clients.bots.steady import collector_paused
+
+    async with running_server() as served:
+        created = await create(served)
+        url = served.ws_url(created["session_id"], created["player_token"])
+        with collector_paused():
+            async with client(url) as c:
+                await c.recv()  # the welcome
+                protocols = [o for o in gc.get_objects() if type(o) is LeanWebSocketsSansIOProtocol]
+                assert len(protocols) == 1
+                conn = weakref.ref(protocols[0].conn)
+                del protocols
+            for _ in range(100):  # the server side sees the close a few loop passes later
+                if conn() is None:
+                    break
+                await asyncio.sleep(0.01)
+            assert conn() is None, "the closed connection's websockets protocol waits for the collector"
