@@ -53,7 +53,7 @@ import httpx
 import websockets
 
 from benchmarks.llm_stream import LINES, cpu_seconds, free_port, marker, start_server, stop, summary
-from clients.bots.steady import collector_paused
+from clients.bots.steady import collector_paused, watch_loop_lag
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
@@ -214,13 +214,11 @@ async def run_step(host: str, sessions: int, duration: float, think: tuple[float
     return step
 
 
-async def probe_lag(step: Step, until: float, every: float = 0.05) -> None:
-    """How late this process's own event loop wakes: its timestamps of sends and first deltas are
-    only as good as that, so a busy generator must not pass for a slow server."""
-    while time.time() < until:
-        start = time.perf_counter()
-        await anyio.sleep(every)
-        step.loop_lag_ms.append((time.perf_counter() - start - every) * 1000)
+async def probe_lag(step: Step, until: float) -> None:
+    """How late this process's own event loop wakes, until `until`: its timestamps of sends and first
+    deltas are only as good as that, so a busy generator must not pass for a slow server."""
+    with anyio.move_on_after(until - time.time()):
+        await watch_loop_lag(step.loop_lag_ms)
 
 
 # --------------------------------------------------------------------------- main

@@ -8,9 +8,11 @@ import weakref
 
 import anyio
 import pytest
+from websockets.asyncio.client import connect
+from websockets.asyncio.server import ServerConnection, serve
 
 from clients.bots.runner import RunStats
-from clients.bots.steady import collector_paused, watch_loop_lag
+from clients.bots.steady import collector_paused, release, watch_loop_lag
 
 
 class Node:
@@ -64,11 +66,6 @@ def test_the_summary_reports_the_generators_lateness() -> None:
 
 @pytest.mark.anyio
 async def test_a_released_closed_connection_is_freed_without_the_collector() -> None:
-    from websockets.asyncio.client import connect
-    from websockets.asyncio.server import ServerConnection, serve
-
-    from clients.bots.steady import release
-
     async def echo(conn: ServerConnection) -> None:
         async for message in conn:
             await conn.send(message)

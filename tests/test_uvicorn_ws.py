@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import weakref
 
 import pytest
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.http11 import Request
 
+from clients.bots.steady import collector_paused
 from server.uvicorn_ws import (
     CorkedTransport,
     LeanWebSocketsSansIOProtocol,
@@ -159,10 +161,6 @@ async def test_a_live_socket_drops_its_handshake_and_uses_the_lean_queue() -> No
 async def test_a_closed_socket_frees_websockets_protocol_without_the_collector() -> None:
     """websockets' parser keeps its protocol in a cycle after the close, and server/gcpolicy.py
     freezes long-lived objects: the lean protocol closes the parser when the connection is lost."""
-    import weakref
-
-    from clients.bots.steady import collector_paused
-
     async with running_server() as served:
         created = await create(served)
         url = served.ws_url(created["session_id"], created["player_token"])
