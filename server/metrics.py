@@ -213,7 +213,9 @@ class SamvadCollector(Collector):
         stats = registry.statistics()
         for name, key, text in (("samvad_sessions_created", "created", "Sessions created"),
                                 ("samvad_sessions_recovered", "recovered", "Sessions rebuilt from Neo4j"),
-                                ("samvad_sessions_evicted", "evicted", "Sessions evicted from memory")):
+                                ("samvad_sessions_evicted", "evicted", "Sessions evicted from memory"),
+                                ("samvad_sessions_evicted_for_room", "evicted_for_room",
+                                 "Ended sessions evicted early to make room for new ones")):
             yield CounterMetricFamily(name, text, value=stats[key])
         mirror: dict[str, Any] = getattr(services.mirror, "statistics", dict)()
         yield GaugeMetricFamily("samvad_mirror_queue_depth", "Changes waiting to be written to Neo4j",

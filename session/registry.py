@@ -1,5 +1,9 @@
 """The live sessions of one server process: creation, lookup, recovery and idle eviction.
 
+An ended session stays in memory for `idle_seconds` after its last activity, for its report and
+a late reconnect. Ended sessions do not hold the server's room for new ones: at `max_sessions`,
+creating a session first drops the ended one idle longest that nobody is connected to.
+
 The registry owns a task group, and one dispatcher task in it applies every session's messages:
 an actor with something in its inbox asks to be drained, and the dispatcher drains the actors
 in the order they asked. Each actor's messages are still applied one at a time and in order, by
@@ -34,7 +38,7 @@ log = logging.getLogger("samvad.registry")
 
 
 class CapacityError(Exception):
-    """The server holds MAX_SESSIONS live sessions already."""
+    """The server holds MAX_SESSIONS sessions already, and none of them has ended unwatched."""
 
 
 class SessionLoader(Protocol):
@@ -81,8 +85,11 @@ class SessionRegistry:
         self._tg: TaskGroup | None = None
         self._ready: deque[SessionActor] = deque()  # actors with messages, in the order they asked
         self._ready_event: anyio.Event | None = None  # set to wake the dispatcher
+        self._spare: deque[str] = deque()  # ended sessions to make room with, idle longest first
+        self._no_spare_until = float("-inf")  # a pass found no spare session: none looked for till then
         self.created = 0
         self.evicted = 0
+        self.evicted_for_room = 0
         self.recovered = 0
         mirror.subscribe_durable(self._on_durable)
 
@@ -176,8 +183,8 @@ class SessionRegistry:
     ) -> SessionActor:
         """A new live session. `recall` is what the vendor remembers of a known learner: the brain is
         told it, and the vendor's mood starts where it says (docs/memory.md)."""
-        if len(self._actors) >= self.max_sessions:
-            raise CapacityError(f"{self.max_sessions} live sessions already")
+        if len(self._actors) >= self.max_sessions and not self._make_room():
+            raise CapacityError(f"{self.max_sessions} sessions already, none of them ended and unwatched")
         sid = session_id or uuid.uuid4().hex
         negotiation = Negotiation(
             session_id=sid, scenario_name=scenario, created_at=self.clock(), limits=self.limits,
@@ -257,19 +264,43 @@ class SessionRegistry:
     def evict_idle(self) -> int:
         now = self.clock()
         evicted = 0
-        for sid, actor in list(self._actors.items()):
+        for actor in list(self._actors.values()):
             idle = self.idle_seconds if actor.negotiation.is_terminal else self.live_idle_seconds
             if actor.connections or actor.busy or now - actor.last_activity < idle:
                 continue
-            actor.stop(CloseCode.EVICTED, "session idle")
-            del self._actors[sid]
-            forget = getattr(self.mirror, "forget", None)
-            if forget is not None:
-                forget(sid)
+            self._evict(actor, "session idle")
             evicted += 1
-            log.info("session evicted", extra={"session_id": sid})
-        self.evicted += evicted
         return evicted
+
+    def _make_room(self) -> bool:
+        """Drop the ended session idle longest that nobody is connected to; False if there is none.
+
+        The candidates are found by one pass over the sessions, sorted by last activity, and used
+        up one per session created; each is checked again when its turn comes (a learner may have
+        reconnected to read the report). When a pass finds none, the next is at least a second
+        later: a full server that refuses a burst of creations does not walk every session for each.
+        """
+        spare = self._spare
+        while True:
+            if not spare:
+                now = self.clock()
+                if now < self._no_spare_until:
+                    return False
+                ended = sorted((a.last_activity, sid) for sid, a in self._actors.items() if _spare(a))
+                if not ended:
+                    self._no_spare_until = now + 1.0
+                    return False
+                spare.extend(sid for _, sid in ended)
+            actor = self._actors.get(spare.popleft())
+            if actor is not None and _spare(actor):
+                self._evict(actor, "room for a new session")
+                self.evicted_for_room += 1
+                return True
+
+    def _evict(self, actor: SessionActor, reason: str) -> None:
+        self.remove(actor.session_id, CloseCode.EVICTED, reason)
+        self.evicted += 1
+        log.info("session evicted", extra={"session_id": actor.session_id, "reason": reason})
 
     def statistics(self) -> dict[str, int]:
         return {
@@ -277,5 +308,11 @@ class SessionRegistry:
             "connections": sum(len(a.connections) for a in self._actors.values()),
             "created": self.created,
             "evicted": self.evicted,
+            "evicted_for_room": self.evicted_for_room,
             "recovered": self.recovered,
         }
+
+
+def _spare(actor: SessionActor) -> bool:
+    """An ended session nobody is connected to or waiting on: the first to go when room is short."""
+    return actor.negotiation.is_terminal and not actor.connections and not actor.busy
