@@ -24,6 +24,10 @@ each (not measured), then the N learners connect (staggered over a few seconds),
   so that its own pauses do not pass for the server's;
 * whether the step passed: overhead p99 <= 10 ms and 0 errors.
 
+With `--no-stream` the server runs with AI_STREAM=false: the first words are the whole `reply`,
+and `outbound` runs from the model writing its whole answer to the reply at the client. That is
+the CPU of a non-streamed turn at the same load.
+
 The largest passing N is the figure; steps stop after the first that fails (`--all` runs them all,
 to see how the figures grow).
 
@@ -125,9 +129,9 @@ def start_fake(ttft_ms: float, tokens_per_s: float) -> tuple[subprocess.Popen[st
     return proc, line.removeprefix("listening on ")
 
 
-def start_samvad(base_url: str, neo4j_uri: str) -> tuple[subprocess.Popen[bytes], str]:
+def start_samvad(base_url: str, neo4j_uri: str, stream: bool = True) -> tuple[subprocess.Popen[bytes], str]:
     return start_server({
-        "BRAIN": "openai", "OPENAI_API_KEY": "x", "OPENAI_BASE_URL": base_url, "AI_STREAM": "true",
+        "BRAIN": "openai", "OPENAI_API_KEY": "x", "OPENAI_BASE_URL": base_url, "AI_STREAM": str(stream).lower(),
         "SAMVAD_SECRET": "benchmark-" + "s" * 40, "LOG_LEVEL": "WARNING",
         "MIRROR": "neo4j" if neo4j_uri else "none", "NEO4J_URI": neo4j_uri, "USE_MOCKS": "false",
         # one load generator creates every session: lift the per-address creation limit
@@ -185,6 +189,8 @@ async def learner(client: httpx.AsyncClient, host: str, index: int, step: Step, 
                         elif kind == "error":
                             step.error(f"error:{frame.get('code')}")
                         elif kind == "reply":
+                            if step.sent[mark][1] is None:  # not streaming: the reply is the first words
+                                step.sent[mark] = (sent, time.time())
                             step.turns += 1
                             if frame.get("fallback"):
                                 step.error("fallback")
@@ -225,17 +231,24 @@ async def probe_lag(step: Step, until: float) -> None:
 
 
 def measure(step: Step, records: list[dict[str, Any]]) -> dict[str, Any]:
-    by_marker = {r["marker"]: r for r in records if r.get("marker") and r.get("stream")}
+    # A running summary (docs/memory.md) quotes earlier lines, markers and all: a marker's turn is
+    # the first request that carries it. The model's first words are the chunk with the reply's
+    # first character when streaming, else the whole answer.
+    by_marker: dict[str, dict[str, Any]] = {}
+    for r in records:
+        if r.get("marker"):
+            by_marker.setdefault(r["marker"], r)
     overhead: list[float] = []
     inbound: list[float] = []
     outbound: list[float] = []
     steady: list[float] = []  # turns sent once every learner was connected
     for mark, (sent, first) in step.sent.items():
         record = by_marker.get(mark)
-        if record is None or first is None or not record.get("first_reply_char_wall"):
+        model_first = record and (record.get("first_reply_char_wall") or record.get("answered_wall"))
+        if record is None or first is None or not model_first:
             continue
         inbound.append((record["received_wall"] - sent) * 1000)
-        outbound.append((first - record["first_reply_char_wall"]) * 1000)
+        outbound.append((first - model_first) * 1000)
         overhead.append(inbound[-1] + outbound[-1])
         if step.all_connected_at is not None and sent >= step.all_connected_at:
             steady.append(overhead[-1])
@@ -255,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="run every step, even after one fails")
     parser.add_argument("--ttft-ms", type=float, default=400.0)
     parser.add_argument("--tokens-per-s", type=float, default=50.0)
+    parser.add_argument("--no-stream", action="store_true",
+                        help="AI_STREAM=false: the first words are the whole reply (the CPU of a non-streamed turn)")
     args = parser.parse_args(argv)
     low, _, high = args.think_s.partition(":")
     think = (float(low), float(high or low))
@@ -268,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict[str, Any]] = []
     try:
         for sessions in (int(s) for s in args.steps.split(",")):
-            proc, host = start_samvad(fake_url, neo4j_uri)
+            proc, host = start_samvad(fake_url, neo4j_uri, stream=not args.no_stream)
             try:
                 # Warm up: a few turns through every path once (imports, caches, the model's
                 # connection) before anything is measured; a server is not measured cold.
@@ -333,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     passed = [r["sessions"] for r in results if r["passed"]]
     summary_out = {
         "config": {"steps": args.steps, "duration_s": args.duration, "think_s": args.think_s,
-                   "neo4j": bool(neo4j_uri), "model_ttft_ms": args.ttft_ms,
+                   "neo4j": bool(neo4j_uri), "stream": not args.no_stream, "model_ttft_ms": args.ttft_ms,
                    "model_tokens_per_s": args.tokens_per_s, "cpus": os.cpu_count(),
                    "python": sys.version.split()[0]},
         "largest_passing_sessions": max(passed) if passed else 0,

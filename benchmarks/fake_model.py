@@ -85,6 +85,11 @@ class FakeModel:
         else:
             self._respond(transport, 404, b'{"error": {"message": "not found"}}')
 
+    def _answer(self, transport: asyncio.Transport, answer: bytes, record: dict[str, Any]) -> None:
+        """A whole (non-streamed) completion, written when its last token would have been."""
+        record["answered_wall"] = time.time()
+        self._respond(transport, 200, answer)
+
     def _respond(self, transport: asyncio.Transport, status: int, body: bytes) -> None:
         reason = b"OK" if status == 200 else b"Not Found"
         transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
@@ -98,7 +103,7 @@ class FakeModel:
         at = last_user.rfind("(ref ")
         record: dict[str, Any] = {"marker": last_user[at + 5: at + 19] if at >= 0 else None,
                                   "received_wall": wall, "first_reply_char_wall": None,
-                                  "stream": bool(body.get("stream"))}
+                                  "answered_wall": None, "stream": bool(body.get("stream"))}
         self.records.append(record)
         if body.get("response_format"):
             content = json.dumps(mirror_decision(body), ensure_ascii=False)
@@ -117,7 +122,7 @@ class FakeModel:
                              "message": {"role": "assistant", "content": content}}],
                 "usage": usage})
             delay = self.ttft_s + (len(tokens) - 1) / self.rate
-            asyncio.get_running_loop().call_later(delay, self._respond, transport, 200, answer)
+            asyncio.get_running_loop().call_later(delay, self._answer, transport, answer, record)
             return
         created = int(wall)
 
