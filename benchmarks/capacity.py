@@ -244,8 +244,10 @@ def measure(step: Step, records: list[dict[str, Any]]) -> dict[str, Any]:
     steady: list[float] = []  # turns sent once every learner was connected
     for mark, (sent, first) in step.sent.items():
         record = by_marker.get(mark)
-        model_first = record and (record.get("first_reply_char_wall") or record.get("answered_wall"))
-        if record is None or first is None or not model_first:
+        if record is None or first is None:
+            continue
+        model_first = record.get("first_reply_char_wall") or record.get("answered_wall")
+        if not model_first:
             continue
         inbound.append((record["received_wall"] - sent) * 1000)
         outbound.append((first - model_first) * 1000)
