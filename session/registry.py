@@ -228,6 +228,9 @@ class SessionRegistry:
             loaded = await self.loader.load(session_id, self.limits)
             if loaded is None:
                 return None
+            if len(self._actors) >= self.max_sessions:
+                # A learner's own session is never refused for room, but an ended one may give its place.
+                self._make_room()
             negotiation, version = loaded
             actor = self._new_actor(negotiation, version)
             self._start(actor)

@@ -18,7 +18,9 @@ import pytest
 from schemas.enums import Stage
 from session.actor import SessionActor
 from session.mirror import MemoryMirror
+from session.negotiation import Negotiation
 from session.registry import CapacityError, SessionRegistry
+from session.rules import Limits
 from tests.fakes import FakeConnection, ScriptedBrain
 from tests.servers import create, player, running_server
 
@@ -138,3 +140,32 @@ async def test_using_up_the_candidates_does_not_hold_back_a_session_that_ends_la
         registry.create()  # the same second: a new pass finds b
         assert registry.live(a.session_id) is None and registry.live(b.session_id) is None
         assert registry.statistics()["evicted_for_room"] == 2
+
+
+class OneSessionStore:
+    """A loader that rebuilds one session, as the Neo4j mirror rebuilds an evicted one."""
+
+    def __init__(self, negotiation: Negotiation) -> None:
+        self.negotiation = negotiation
+
+    async def load(self, session_id: str, limits: Limits) -> tuple[Negotiation, int] | None:
+        return (self.negotiation, 3) if session_id == self.negotiation.session_id else None
+
+
+async def test_a_session_rebuilt_from_the_store_takes_an_ended_sessions_place_or_comes_back_anyway() -> None:
+    now = [1000.0]
+    stored = Negotiation(session_id="stored", scenario_name="jaipur-bazaar", created_at=now[0])
+    registry = SessionRegistry(ScriptedBrain(), MemoryMirror(), max_sessions=2, clock=lambda: now[0],
+                               loader=OneSessionStore(stored))
+    async with anyio.create_task_group() as tg:
+        await tg.start(registry.run)
+        live = registry.create()
+        ended = ended_at(registry.create(), 500.0)
+        back = await registry.get("stored")
+        assert back is not None and registry.live(ended.session_id) is None and len(registry) == 2
+        assert await registry.get("nowhere") is None and len(registry) == 2
+        registry.remove("stored")
+        registry.create()  # full again, of live sessions only
+        assert await registry.get("stored") is not None, "the learner's own session is never refused"
+        assert len(registry) == 3 and registry.live(live.session_id) is live
+        tg.cancel_scope.cancel()
