@@ -145,17 +145,19 @@ def start_samvad(base_url: str, neo4j_uri: str, stream: bool = True) -> tuple[su
     }, ARTIFACTS / "capacity.samvad.log", wait_s=60)
 
 
-def warm_neo4j(fake_url: str, neo4j_uri: str) -> None:
+def warm_neo4j(fake_url: str, neo4j_uri: str, learners: int) -> None:
     """Give a Neo4j this benchmark has just started a production-like warm JVM before any step.
 
     A fresh Neo4j runs the mirror's queries slowly until its JIT has compiled them: in the first
     45 s at N=1000 it used 21 CPU-seconds (3-6 s once warm) on the two cores the server shares,
-    and that step's p99 was 44 ms. 300 learners for 20 s, against a server of its own, not measured.
+    and that step's p99 was 44 ms. Learners as many as the largest step, a turn every 0.5-1.5 s
+    for 30 s, against a server of its own, not measured (300 learners for 20 s left the first
+    N=1000 step at p99 19-23 ms).
     """
-    print("warming the new Neo4j up (300 learners, 20 s, not measured)", flush=True)
+    print(f"warming the new Neo4j up ({learners} learners, 30 s, not measured)", flush=True)
     proc, host = start_samvad(fake_url, neo4j_uri)
     try:
-        anyio.run(run_step, host, 300, 20.0, (0.5, 1.5), 3.0)
+        anyio.run(run_step, host, learners, 30.0, (0.5, 1.5), max(3.0, learners / 100))
     finally:
         stop(proc)
 
@@ -287,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     fake, fake_url = start_fake(args.ttft_ms, args.tokens_per_s)
     fake_base = fake_url.removesuffix("/v1")
     if neo4j_uri and not args.neo4j_uri:
-        warm_neo4j(fake_url, neo4j_uri)
+        warm_neo4j(fake_url, neo4j_uri, max(int(s) for s in args.steps.split(",")))
     results: list[dict[str, Any]] = []
     try:
         for sessions in (int(s) for s in args.steps.split(",")):
