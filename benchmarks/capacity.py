@@ -281,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-stream", action="store_true",
                         help="AI_STREAM=false: the first words are the whole reply (the CPU of a non-streamed turn)")
     args = parser.parse_args(argv)
+    steps = [int(s) for s in args.steps.split(",")]
     low, _, high = args.think_s.partition(":")
     think = (float(low), float(high or low))
     ARTIFACTS.mkdir(exist_ok=True)
@@ -289,10 +290,10 @@ def main(argv: list[str] | None = None) -> int:
     fake, fake_url = start_fake(args.ttft_ms, args.tokens_per_s)
     fake_base = fake_url.removesuffix("/v1")
     if neo4j_uri and not args.neo4j_uri:
-        warm_neo4j(fake_url, neo4j_uri, max(int(s) for s in args.steps.split(",")))
+        warm_neo4j(fake_url, neo4j_uri, max(steps))
     results: list[dict[str, Any]] = []
     try:
-        for sessions in (int(s) for s in args.steps.split(",")):
+        for sessions in steps:
             proc, host = start_samvad(fake_url, neo4j_uri, stream=not args.no_stream)
             try:
                 # Warm up: a few turns through every path once (imports, caches, the model's

@@ -178,17 +178,16 @@ def failed(result: dict[str, Any]) -> bool:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     raise_fd_limit(max(4096, args.sessions * 2 + 256))
-    coro = run_all(args)
-    with collector_paused() if args.collector == "paused" else contextlib.nullcontext():
-        if not args.no_uvloop:
-            try:
-                import uvloop
-            except ImportError:
-                result = asyncio.run(coro)
-            else:
-                result = uvloop.run(coro)
+    runner: Any = asyncio.run
+    if not args.no_uvloop:
+        try:
+            import uvloop
+        except ImportError:
+            pass
         else:
-            result = asyncio.run(coro)
+            runner = uvloop.run
+    with collector_paused() if args.collector == "paused" else contextlib.nullcontext():
+        result = runner(run_all(args))
     result["config"]["collector"] = args.collector
     print(report(result), flush=True)
     if args.json_path:

@@ -1,7 +1,7 @@
 """Keeping a load generator out of its own measurements.
 
 A generator stamps the moment it sends and the moment the answer arrives, so any time its own
-process stands still between the two counts as the server's. Two things make it stand still:
+process stands still between the two counts as the server's. Three things make it stand still:
 
 * its cyclic garbage collector. With 1,000 sessions open, `samvad bots` holds enough live objects
   (sockets, checkers, personas) for a gen1 pass to take up to 43 ms and a full pass 141 ms, and
