@@ -9,7 +9,7 @@ token, then tokens per second), but it is written for many streams: an asyncio p
 connection, every chunk encoded when the request arrives, and one ticker for all streams that
 writes whatever each stream has due, in one write per stream per tick.
 
-The reply is `tests.openai_server.mirror_decision` (the stage and happiness the prompt states,
+The reply is `tests.fake_decision.mirror_decision` (the stage and happiness the prompt states,
 so the session changes nothing); a request without `response_format` (the running summary) gets a
 line of plain text. Every request is recorded with its marker (the text after "(ref " in the last
 user message), when it arrived and when the chunk holding the first character of `reply_text`
@@ -31,7 +31,7 @@ from typing import Any, cast
 
 import orjson
 
-from tests.openai_server import mirror_decision
+from tests.fake_decision import mirror_decision
 
 TICK_S = 0.005  # the ticker's period; a token is written at most this late
 CHARS_PER_TOKEN = 4

@@ -12,9 +12,11 @@ learner gets are the whole final reply). For every turn it records, on the clien
 
 The server's own share of the first-words path is measured against the fake model's clock
 (both processes share the machine's wall clock): `inbound` is transcript sent -> request received
-by the model, `outbound` is the model sending the chunk that holds the first character of
-`reply_text` -> that character arriving at the client as a `reply.delta`; their sum is the server
-overhead. The simpler figure "p99 first delta - 400 ms" is reported too; it also contains the
+by the model, `outbound` is the model sending the chunk that completes the first clause of
+`reply_text` (the session lets the vendor's words out a whole clause at a time, session/spoken.py)
+-> that clause arriving at the client as a `reply.delta`; their sum is the server overhead.
+`--numbers-first` has the fake write the decision's numbers before `reply_text`, the alternative
+design docs/llm.md weighs. The simpler figure "p99 first delta - 400 ms" is reported too; it also contains the
 ~60 ms the fake model spends writing `{"reply_text": "` before the first word.
 
     python -m benchmarks.llm_stream                     # 200 turns per mode
@@ -109,10 +111,11 @@ def summary(values: list[float]) -> dict[str, float]:
 # --------------------------------------------------------------------------- processes
 
 
-def start_fake(ttft_ms: float, tokens_per_s: float, log: Path) -> tuple[subprocess.Popen[str], str]:
+def start_fake(ttft_ms: float, tokens_per_s: float, log: Path,
+               numbers_first: bool = False) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.openai_server", "--port", "0", "--ttft-ms", str(ttft_ms),
-         "--tokens-per-s", str(tokens_per_s)],
+         "--tokens-per-s", str(tokens_per_s), *(["--numbers-first"] if numbers_first else [])],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
@@ -232,8 +235,9 @@ def attach_model_times(turns: list[Turn], fake_url: str) -> None:
         if record is None:
             continue
         turn.inbound_ms = (record["received_wall"] - turn.sent_wall) * 1000
-        if turn.first_delta_wall is not None and record.get("first_reply_char_wall"):
-            turn.outbound_ms = (turn.first_delta_wall - record["first_reply_char_wall"]) * 1000
+        clause = record.get("first_clause_wall") or record.get("first_reply_char_wall")
+        if turn.first_delta_wall is not None and clause:
+            turn.outbound_ms = (turn.first_delta_wall - clause) * 1000
 
 
 # --------------------------------------------------------------------------- main
@@ -268,9 +272,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ttft-ms", type=float, default=400.0)
     parser.add_argument("--tokens-per-s", type=float, default=50.0)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--numbers-first", action="store_true",
+                        help="the fake model writes the decision's numbers and stage before reply_text")
+    parser.add_argument("--out", default="llm_stream.json", help="file name under artifacts/")
     args = parser.parse_args(argv)
     ARTIFACTS.mkdir(exist_ok=True)
-    fake, fake_url = start_fake(args.ttft_ms, args.tokens_per_s, ARTIFACTS / "llm_stream.fake.log")
+    fake, fake_url = start_fake(args.ttft_ms, args.tokens_per_s, ARTIFACTS / "llm_stream.fake.log",
+                                args.numbers_first)
     try:
         streaming = run_mode(True, fake_url, args)
         plain = run_mode(False, fake_url, args)
@@ -287,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
         "config": {"turns_per_mode": args.turns, "turns_per_session": args.per_session,
                    "concurrency": args.concurrency, "think_ms": args.think_ms,
                    "cpus": os.cpu_count(), "model_ttft_ms": args.ttft_ms,
-                   "model_tokens_per_s": args.tokens_per_s, "python": sys.version.split()[0]},
+                   "model_tokens_per_s": args.tokens_per_s, "python": sys.version.split()[0],
+                   "numbers_first": args.numbers_first},
         "streaming": {"first_words_ms": summary(s_first),
                       "reply_ms": summary([t.reply_ms for t in streaming]),
                       "deltas_per_turn": summary([float(t.deltas) for t in streaming]),
@@ -306,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     result["targets"]["speedup_met"] = result["first_words_speedup"]["p50"] >= 4.0
     result["targets"]["overhead_met"] = bool(overhead) and percentile(overhead, 99) < 10.0
-    (ARTIFACTS / "llm_stream.json").write_text(json.dumps(
+    (ARTIFACTS / args.out).write_text(json.dumps(
         {**result, "turns": [asdict(t) for t in streaming + plain]}, indent=1))
 
     def row(name: str, stats: dict[str, float]) -> str:
@@ -324,14 +333,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"first words sooner by: p50 {speed['p50']}x, p95 {speed['p95']}x, p99 {speed['p99']}x")
     print("server overhead on the first-words path (ms):")
     print(row("inbound (transcript -> model)", result["server_overhead_ms"]["inbound"]))
-    print(row("outbound (model token -> client)", result["server_overhead_ms"]["outbound"]))
+    print(row("outbound (model clause -> client)", result["server_overhead_ms"]["outbound"]))
     print(row("total", result["server_overhead_ms"]["total"]))
     print(f"  p99 first delta - {args.ttft_ms:g} ms: "
           f"{result['server_overhead_ms']['p99_first_delta_minus_ttft']} ms")
     print(f"server CPU per turn (ms): {CPU_MS_PER_TURN}")
     print(f"fallbacks: streaming {result['streaming']['fallbacks']}, "
           f"non-streaming {result['non_streaming']['fallbacks']}")
-    print(f"wrote {ARTIFACTS / 'llm_stream.json'}")
+    print(f"wrote {ARTIFACTS / args.out}")
     return 0
 
 

@@ -35,7 +35,8 @@ def decision_schema_format() -> dict[str, Any]:
     """A strict `json_schema` response format for models that support structured outputs.
 
     Strict mode wants every property listed as required and no extra ones; ranges are left to the
-    pydantic validation that follows every call.
+    pydantic validation that follows every call. Models write the properties in the order given,
+    so the decision's numbers and stage follow the words at once (docs/llm.md).
     """
 
     def one_of(values: type[Stage] | type[Mood] | type[OfferAssessment]) -> dict[str, Any]:
@@ -43,10 +44,10 @@ def decision_schema_format() -> dict[str, Any]:
 
     properties: dict[str, Any] = {
         "reply_text": {"type": "string"},
-        "happiness_score": {"type": "integer"},
-        "negotiation_state": one_of(Stage),
-        "vendor_mood": one_of(Mood),
         "counter_price": {"type": ["integer", "null"]},
+        "negotiation_state": one_of(Stage),
+        "happiness_score": {"type": "integer"},
+        "vendor_mood": one_of(Mood),
         "offer_assessment": one_of(OfferAssessment),
         "internal_reasoning": {"type": "string"},
         "suggested_user_response": {"type": "string"},

@@ -15,6 +15,12 @@ It follows just enough of JSON to be exact about that one value:
   escape or between the two halves of a pair;
 * it stops at the value's closing quote and ignores everything after it.
 
+It can also read, in the same pass, the values of a few other top-level keys (`capture`): the
+decision's numbers and stage, which the session rules on while the words still stream (docs/llm.md).
+A captured string is decoded as the field is; a number or literal is read with `json.loads`; a
+nested value is recorded as `None`, which no valid decision has there. Once the field has ended,
+the scan goes on only until every captured key has been read.
+
 Two deliberate differences from `json.loads`, both only for input that no valid decision has: an
 unpaired surrogate escape comes out as U+FFFD (a lone surrogate cannot be sent as UTF-8), and an
 unknown escape `\\q` comes out as `q`. The brain validates the whole object afterwards and
@@ -22,6 +28,8 @@ withdraws what it streamed if the final `reply_text` differs.
 """
 
 from __future__ import annotations
+
+import json
 
 _SIMPLE_ESCAPES = {
     '"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t",
@@ -103,21 +111,35 @@ class FieldExtractor:
     """Incrementally extract the string value of top-level key `field` from streamed JSON text."""
 
     __slots__ = (
+        "_capture_key",
+        "_capture_out",
+        "_capturing",
         "_decoder",
         "_depth",
         "_in_string",
         "_key",
         "_last_key",
+        "_scalar",
         "_skip_escape",
         "_state",
         "_target",
+        "capture",
         "done",
         "field",
         "found",
+        "head_done",
+        "values",
     )
 
-    def __init__(self, field: str = "reply_text") -> None:
+    def __init__(self, field: str = "reply_text", capture: tuple[str, ...] = ()) -> None:
         self.field = field
+        self.capture = frozenset(capture)
+        self.values: dict[str, object] = {}  # the captured keys read so far, in the JSON's order
+        self.head_done = not capture  # every captured key has been read (or the object closed)
+        self._capture_key: str | None = None  # the captured key whose value comes next
+        self._capturing: _StringDecoder | None = None  # decoding a captured string value
+        self._capture_out: list[str] = []
+        self._scalar: list[str] | None = None  # the characters of a captured number or literal
         self._state = _BEFORE
         self._depth = 0  # nesting depth below the top-level object while skipping a value
         self._in_string = False  # inside a string that is skipped (not decoded)
@@ -131,22 +153,50 @@ class FieldExtractor:
 
     def feed(self, chunk: str) -> str:
         """Consume the next piece of the JSON text; return the next piece of the field's value."""
-        if self.done:
+        if self.done and self.head_done:
             return ""
         out: list[str] = []
         for char in chunk:
             if self._step(char, out):
-                self.done = True
+                self.done = self.head_done = True
                 break
         return "".join(out)
+
+    def _got(self, key: str, value: object) -> bool:
+        """A captured value is read; True when nothing more is to be read."""
+        self.values.setdefault(key, value)  # the first of duplicate keys, as it was reported
+        self._capture_key = None
+        if not self.head_done and self.capture.issubset(self.values):
+            self.head_done = True
+        return self.done and self.head_done
 
     def _step(self, char: str, out: list[str]) -> bool:
         """Advance by one character; True when there is nothing more to extract."""
         if self._decoder is not None:
             if self._decoder.feed(char, out):
                 self._decoder = None
-                return True
+                self.done = True
+                self._state = _AFTER
+                return self.head_done
             return False
+        if self._capturing is not None:
+            if self._capturing.feed(char, self._capture_out):
+                self._capturing = None
+                assert self._capture_key is not None
+                return self._got(self._capture_key, "".join(self._capture_out))
+            return False
+        if self._scalar is not None:
+            if char not in _WHITESPACE and char not in ",}]":
+                self._scalar.append(char)
+                return False
+            text, self._scalar = "".join(self._scalar), None
+            try:
+                value: object = json.loads(text)
+            except ValueError:
+                value = text  # not JSON: the session's validation refuses it
+            assert self._capture_key is not None
+            if self._got(self._capture_key, value):
+                return True
         if self._key is not None:
             if self._key.feed(char, self._last_key):
                 self._key = None
@@ -172,7 +222,9 @@ class FieldExtractor:
         if state == _COLON:
             if char == ":":
                 self._state = _VALUE
-                self._target = "".join(self._last_key) == self.field
+                key = "".join(self._last_key)
+                self._target = key == self.field and not self.done
+                self._capture_key = key if key in self.capture and key not in self.values else None
             return False
         if state == _VALUE:
             self._state = _AFTER
@@ -180,10 +232,17 @@ class FieldExtractor:
                 if self._target:
                     self.found = True
                     self._decoder = _StringDecoder()
+                elif self._capture_key is not None:
+                    self._capturing = _StringDecoder()
+                    self._capture_out = []
                 else:
                     self._in_string = True
             elif char in "{[":
                 self._depth = 1
+                if self._capture_key is not None:
+                    return self._got(self._capture_key, None)
+            elif self._capture_key is not None:
+                self._scalar = [char]
             return False  # a number or literal: its characters are skipped below
         # _AFTER: the rest of a scalar, then ',' or '}'
         if char == ",":

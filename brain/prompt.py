@@ -67,7 +67,7 @@ from schemas.policy import (
 )
 from schemas.scenario import Item, Scenario, load_scenario
 
-PROMPT_VERSION = "11.2.0"
+PROMPT_VERSION = "12.0.0"
 DEFAULT_HISTORY_BUDGET = 2000  # tokens for the summary and the history lines (HISTORY_TOKEN_BUDGET)
 DEFAULT_MODEL = "gpt-4o"
 
@@ -179,23 +179,25 @@ def _enum(values: type[Stage] | type[Mood] | type[OfferAssessment]) -> str:
 OUTPUT_SCHEMA = "\n".join([
     "## OUTPUT_SCHEMA",
     "Answer with exactly one JSON object and nothing else: no code fence, no text before or after "
-    "it. Write the keys in this order, reply_text first, because your words are spoken while the "
-    "rest of the object is still being written:",
+    "it. Write the keys in this order: reply_text first, because your words are spoken while the "
+    "rest of the object is still being written; then at once counter_price, negotiation_state and "
+    "happiness_score, because the server checks these before it speaks any price in your words:",
     "{",
     '  "reply_text": string, what you say aloud: 1-2 short sentences, at most '
-    f"{MAX_REPLY_CHARS} characters,",
-    '  "happiness_score": integer from 0 to 100, your happiness after this turn,',
-    f'  "negotiation_state": one of {_enum(Stage)},',
-    f'  "vendor_mood": one of {_enum(Mood)}, matching the happiness band,',
+    f"{MAX_REPLY_CHARS} characters; any price you name here is the counter_price below,",
     '  "counter_price": integer price in the catalog currency that you now ask for the item, or null '
     "if you named no price,",
+    f'  "negotiation_state": one of {_enum(Stage)},',
+    '  "happiness_score": integer from 0 to 100, your happiness after this turn,',
+    f'  "vendor_mood": one of {_enum(Mood)}, matching the happiness band,',
     f'  "offer_assessment": one of {_enum(OfferAssessment)}; none when the learner made no offer,',
     '  "internal_reasoning": string, one short sentence on why; the learner never sees it,',
     '  "suggested_user_response": string, one short line the learner could say next,',
     '  "suggested_user_response_english": string, that line in English (the same line if it is English),',
     '  "reply_text_english": string, your reply_text in English (the same text if it is English)',
     "}",
-    "Every key is required. Numbers are plain integers, not strings. Use only the values listed.",
+    "Every key is required. Numbers are plain integers, not strings. Use only the values listed. "
+    "Say prices in digits. Never write web links or formatting marks in reply_text.",
 ])
 
 ANTI_INJECTION = "\n".join([

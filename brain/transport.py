@@ -38,6 +38,7 @@ from brain.errors import BrainServiceError, BrainTransientError
 from brain.partial_json import FieldExtractor
 from brain.sse import EventReader
 from brain.turn import Turn
+from schemas.decision import HEAD_FIELDS
 
 log = logging.getLogger("samvad.brain")
 
@@ -333,15 +334,17 @@ class ChatTransport:
         this coroutine: most of the CPU of a streamed turn (docs/performance.md). Only the first
         words cannot wait. Once they are out, the socket is left unread between reads: for the
         delta interval (AI_DELTA_INTERVAL_MS, 40 ms) while the reply's text is coming, since the
-        deltas are grouped that finely anyway, and for `_TAIL_REST_S` (250 ms) once the text is
-        complete, when nothing the learner sees waits on the rest of the object but the final
-        `reply`, whose mood and stage land while the vendor is still speaking the text. The rest
-        of the object (the reasoning, the suggested answer) is most of the tokens; at 50 tokens/s
+        deltas are grouped that finely anyway, and for `_TAIL_REST_S` (250 ms) once the text and
+        the decision's numbers and stage (reported to the turn as soon as they are read, for the
+        words that wait on them) are complete, when nothing the learner sees waits on the rest
+        of the object but the final `reply`, whose mood and stage land while the vendor is still
+        speaking the text. The rest of the object (the reasoning, the suggested answer) is most of
+        the tokens; at 50 tokens/s
         and 250 ms it takes a twelfth of the reads it would token by token, 60% fewer than at 100 ms.
         What arrives meanwhile waits in the kernel and is taken in one read. (Only waiting between
         reads, with the socket still read, saved little: aiohttp reads and parses every packet.)
         """
-        extractor = FieldExtractor("reply_text")
+        extractor = FieldExtractor("reply_text", HEAD_FIELDS)
         reader = EventReader()
         aiohttp_response = _aiohttp_response(response)
         chunks = _pieces(response, aiohttp_response).__aiter__()
@@ -370,14 +373,18 @@ class ChatTransport:
                         turn.first_token_ms = round((time.perf_counter() - started) * 1000, 3)
                         turn.tokens_flowing()
                     parts.append(piece)
-                    if not extractor.done:
+                    if not (extractor.done and extractor.head_done):
+                        text_was_done = extractor.done
                         await turn.push(extractor.feed(piece))
-                        if extractor.done:
+                        if extractor.done and not text_was_done:
                             await turn.flush()  # the reply's text is complete: nothing may wait
                             await turn.text_done()
+                        if extractor.head_done and not turn.head_sent:
+                            await turn.decided(extractor.values)
             if aiohttp_response is not None and turn.first_delta_ms is not None:
                 # What was read is handled; the next read can wait for more to arrive.
-                await _rest(aiohttp_response, _TAIL_REST_S if extractor.done else turn.interval_s)
+                rest = _TAIL_REST_S if extractor.done and extractor.head_done else turn.interval_s
+                await _rest(aiohttp_response, rest)
 
 
 async def _pieces(response: httpx2.Response, aiohttp_response: Any | None) -> AsyncIterator[bytes]:

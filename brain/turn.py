@@ -28,9 +28,10 @@ from schemas.brain import DeltaSink, Ledger
 
 DELTA_INTERVAL_MS = 40
 _WORD_END = frozenset(" \n\t.,!?;:।")
-# A piece that ends a sentence goes out at once: the server speaks each sentence as soon as it is
-# whole (docs/voice.md), and holding its end for the interval would delay the vendor's voice.
-_SENTENCE_END = re.compile(r"[.!?\u0964\u2026][\"')\]]*\s")
+# A piece that ends a clause or a sentence goes out at once: the session says the words a clause at
+# a time once each is whole (session/spoken.py), and the server speaks each sentence as soon as it
+# is whole (docs/voice.md); holding its end for the interval would delay the vendor's voice.
+_CLAUSE_END = re.compile(r"[.!?\u0964\u2026,;:\u2013\u2014][\"')\]\u201d\u2019*_`~]*\s")
 
 
 class Asked(Protocol):
@@ -61,10 +62,12 @@ class Turn:
         self.first_delta_ms: float | None = None
         self.live: list[str] = []  # pushed to the sink and not withdrawn
         self.held: list[str] = []  # pushed by the transport, not sent to the sink yet
+        self.tail = ""  # the last character pushed
         self.interval_s = interval_s
         self.sent_at = 0.0  # perf_counter of the last delta
         self.streamed = False
         self.waiting: anyio.CancelScope | None = None  # the current attempt's wait for its first token
+        self.head_sent = False  # the decision's numbers and stage went to the sink
 
     @property
     def remaining(self) -> float:
@@ -90,12 +93,25 @@ class Turn:
         now = time.perf_counter()
         if self.first_delta_ms is None:
             self.first_delta_ms = round((now - self.started) * 1000, 3)
+            self.tail = text[-1]
             await self._send(text, now)  # the first words never wait
             return
+        # A clause ends at its mark and the space after it, which may come in the next piece: the
+        # text up to that space goes at once, the rest of the piece waits as any piece does.
+        prev, self.tail = self.tail, text[-1]
+        cut = 0
+        for match in _CLAUSE_END.finditer(prev + text):
+            cut = match.end() - len(prev)
+        if cut > 0:
+            self.held.append(text[:cut])
+            await self._send("".join(self.held), now)
+            self.held.clear()
+            text = text[cut:]
+            if not text:
+                return
         self.held.append(text)
         waited = now - self.sent_at
-        if (waited >= self.interval_s and (text[-1] in _WORD_END or waited >= 3 * self.interval_s)) or (
-                _SENTENCE_END.search(text) is not None):
+        if waited >= self.interval_s and (text[-1] in _WORD_END or waited >= 3 * self.interval_s):
             await self._send("".join(self.held), now)
             self.held.clear()
 
@@ -111,6 +127,12 @@ class Turn:
         if self.sink is not None and self.live:
             await self.sink.end()
 
+    async def decided(self, head: dict[str, object]) -> None:
+        """The model has written the decision's numbers and stage: the session can rule on them."""
+        self.head_sent = True
+        if self.sink is not None:
+            await self.sink.decided(dict(head))
+
     async def _send(self, text: str, now: float) -> None:
         assert self.sink is not None
         self.live.append(text)
@@ -120,9 +142,10 @@ class Turn:
 
     async def withdraw(self, reason: str) -> None:
         self.held.clear()
-        if self.sink is not None and self.live:
-            await self.sink.withdraw(reason)
+        if self.sink is not None and (self.live or self.head_sent):
+            await self.sink.withdraw(reason)  # the numbers go too: a new attempt writes its own
             self.live.clear()
+        self.head_sent = False
 
     def ledger(self) -> Ledger:
         return Ledger(

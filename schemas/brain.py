@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -109,6 +110,12 @@ class DeltaSink(Protocol):
     async def end(self) -> None:
         """The reply text is complete (the rest of the decision is still coming): a speaking
         client may say its last sentence now (docs/voice.md)."""
+        ...
+
+    async def decided(self, head: Mapping[str, object]) -> None:
+        """The model has written the decision's numbers and stage (`schemas.decision.HEAD_FIELDS`),
+        as they stand in its JSON, unvalidated: the session rules on them and says the words
+        that name a price (session/spoken.py)."""
         ...
 
 

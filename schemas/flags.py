@@ -1,8 +1,9 @@
 """The flags a `reply` may carry, each in plain words for a learner or a teacher.
 
 A flag names what the server changed in the brain's proposal before anyone saw it: a clamp of the
-rules engine (`session/rules.py`, by its rule's name), a line made speakable (`session/speakable.py`)
-or a brain that failed (`fallback`). The spectator view and the learner report show these words;
+rules engine (`session/rules.py`, by its rule's name), the vendor's words made speakable and true to
+the engine's numbers (`session/spoken.py`), or a brain that failed (`fallback`). Every field of a
+proposal that the server overrules is named by one of them. The spectator view and the learner report show these words;
 docs/protocol.md lists the same table.
 """
 
@@ -22,14 +23,20 @@ RULE_FLAGS: dict[str, str] = {
     "max_turns": "The turn limit was reached, so the session closed.",
     "quote_rise": "Once haggling starts, a vendor may not raise his price; the earlier price stands.",
     "below_floor": "The vendor will not go below his floor price; the floor stands.",
+    "vendor_mood": "The vendor's mood follows his happiness; the mood his brain proposed was set aside.",
 }
 
 FLAG_WORDS: dict[str, str] = {
     **RULE_FLAGS,
     "markdown": "Formatting marks were taken out so the line can be spoken.",
-    "link": "A web link was taken out so the line can be spoken.",
+    "link": "A sentence with a web link was left out (or ended before the link) so the line can be spoken.",
     "too_long": "The line was cut to the sentences a learner at this level hears at once (two, or one for "
-                "a beginner), keeping the one with the new price.",
+                "a beginner), keeping one that names his price.",
+    "text_price_rewritten": "The vendor's words named a price the rules did not allow; they now say the "
+                            "price that stands.",
+    "text_price_dropped": "The vendor's words named a price when no price stands; that part was left out.",
+    "quote_unsaid": "The vendor's new price was only in words left out of his line, so the learner never "
+                    "heard it; his earlier price stands.",
     "fallback": "The vendor's brain did not answer in time; he said a safe line and nothing changed.",
 }
 

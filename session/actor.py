@@ -118,6 +118,8 @@ class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
         self._thinking = None
         self._thinking_since = 0.0
         self._streamed = []
+        self._gate = None
+        self._delta_ended = False
         self._withdrawn = False
         self._unacked = None
         self._unacked_ids = {}

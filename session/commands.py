@@ -131,6 +131,7 @@ class ActorCommands(ActorTurns):
                 self._brain_scope.cancel()
             self._thinking = None
             self._streamed = []
+            self._gate = None
         negotiation.remember(frame.id)
         previous = negotiation.stage
         self._hush()

@@ -13,8 +13,9 @@ Who posts what:
   `context_block`).
 - `BrainDone`: the brain's result for a pending turn, posted by the brain call's task (or made
   inline for a brain that answers at once, `propose_now`).
-- `Delta`, `Withdraw`: a streaming brain's partial reply text, and its retraction, posted through
-  the turn's `DeltaSink` (`session/turns.py`).
+- `Delta`, `Withdraw`, `Decided`: a streaming brain's partial reply text, its retraction, and the
+  decision's numbers and stage as soon as the model has written them, posted through the turn's
+  `DeltaSink` (`session/turns.py`).
 - `SummaryDone`: a running summary written in the background (`session/memory.py`), posted by its task.
 - `SilenceDue`: the player's silence timer expired, posted by the shared timers (`session/timers.py`).
 - `Durable`: the mirror made every change up to `version` durable (`SessionActor.notify_durable`),
@@ -110,6 +111,14 @@ class Withdraw:
 
 
 @dataclass(slots=True)
+class Decided:
+    """A streaming brain's model has written the decision's numbers and stage (unvalidated)."""
+
+    turn: int
+    head: dict[str, object]
+
+
+@dataclass(slots=True)
 class SummaryDone:
     token: int  # the refresh it answers (`session.summary.Memory.start`)
     turn: int  # the last learner turn it covers
@@ -133,4 +142,5 @@ class Stop:
     keep_running: bool = False  # close the connections only (`SessionActor.close_connections`)
 
 
-Message = Connect | Disconnect | Frame | BrainDone | Delta | Withdraw | SummaryDone | SilenceDue | Durable | Stop
+Message = (Connect | Disconnect | Frame | BrainDone | Delta | Withdraw | Decided | SummaryDone | SilenceDue
+           | Durable | Stop)

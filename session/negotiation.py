@@ -35,9 +35,10 @@ from session.coaching import Checkpoint, Coaching, drop_from
 from session.context import graph_context
 from session.offers import assess_offer, parse_offer
 from session.records import PendingTurn, TurnOutcome, TurnRecord
-from session.rules import Limits, Position, Verdict, mood_for, validate
-from session.speakable import speakable
+from session.rules import Limits, Position, Proposal, Verdict, mood_for, validate
+from session.spoken import PriceRule, ReplyGate
 from session.summary import Memory
+from session.wording import nothing_said_line, price_rule, unbind_unsaid, words_of
 
 START_HAPPINESS = 50
 # Lines of history a brain is handed (it keeps the newest that fit HISTORY_TOKEN_BUDGET): twice the
@@ -272,6 +273,25 @@ class Negotiation:
             learner=self.recall,
         )
 
+    def _position(self, pending: PendingTurn) -> Position:
+        catalog = self.scenario.item(pending.item)
+        return Position(stage=self.stage, happiness=self.happiness, turn=pending.turn,
+                        quote=self.quotes.get(pending.item) if pending.item else None,
+                        floor=catalog.floor if catalog else None, learner_offer=pending.offer,
+                        server_assessment=pending.assessment)
+
+    def _price_rule(self, pending: PendingTurn, position: Position, proposal: Proposal, verdict: Verdict) -> PriceRule:
+        return price_rule(self.scenario, pending.item, position, proposal, verdict, quotes=self.quotes,
+                          first_quotes=self.first_quotes, offer=pending.offer, recall=self.recall)
+
+    def price_rule(self, pending: PendingTurn, proposal: Proposal) -> PriceRule:
+        """What the words of the turn in flight may say, given the numbers a streaming brain has
+        written so far (`schemas.decision.DecisionHead`): the ruling `complete_turn` makes on the
+        same numbers. Changes nothing."""
+        assert self.pending is pending
+        position = self._position(pending)
+        return self._price_rule(pending, position, proposal, validate(position, proposal, self.rule_limits))
+
     def complete_turn(
         self,
         pending: PendingTurn,
@@ -279,8 +299,10 @@ class Negotiation:
         now: float,
         *,
         withdrawn_stream: bool = False,
+        gate: ReplyGate | None = None,
     ) -> TurnOutcome:
-        """Validate the brain's proposal, apply what stands and return the events, in seq order."""
+        """Validate the brain's proposal, apply what stands and return the events, in seq order.
+        `gate`: the words streamed for this turn, if any went out (`session.wording.words_of`)."""
         assert self.pending is pending
         proposal = result.decision
         if result.fallback:
@@ -289,20 +311,15 @@ class Negotiation:
                 update={"negotiation_state": self.stage, "happiness_score": self.happiness}
             )
         item = pending.item
-        catalog = self.scenario.item(item)
-        position = Position(
-            stage=self.stage,
-            happiness=self.happiness,
-            turn=pending.turn,
-            quote=self.quotes.get(item) if item else None,
-            floor=catalog.floor if catalog else None,
-            learner_offer=pending.offer,
-            server_assessment=pending.assessment,
-        )
+        position = self._position(pending)
         verdict = validate(position, proposal, self.rule_limits)
         level = self.level_params
-        said = verdict.quote if verdict.quote is not None and verdict.quote != position.quote else None
-        text, text_flags = speakable(proposal.reply_text, level.max_sentences, said)
+        words = words_of(proposal.reply_text, self._price_rule(pending, position, proposal, verdict), gate,
+                         self.scenario_name, level.max_sentences, fallback=result.fallback)
+        said, withdrawn_stream = words.said, withdrawn_stream or (gate is not None and not words.gated)
+        verdict = unbind_unsaid(verdict, said, position)
+        text = said.text or nothing_said_line(self.scenario, self.target_language, self.level, pending.turn,
+                                              item, verdict.quote)
         self.ledger = self.ledger.add(result.ledger)
         previous_stage, previous_happiness = self.stage, self.happiness
         self.stage, self.happiness, self.turn = verdict.stage, verdict.happiness, pending.turn
@@ -346,7 +363,7 @@ class Negotiation:
             offer_assessment=verdict.assessment,
             fallback=result.fallback,
             withdrawn_stream=withdrawn_stream,
-            flags=verdict.flags + text_flags + (("fallback",) if result.fallback else ()),
+            flags=verdict.flags + said.flags + (("fallback",) if result.fallback else ()),
             policy=result.policy,
             sources=result.sources,
         )
@@ -381,7 +398,8 @@ class Negotiation:
             events.append(
                 SessionEnded(session_id=self.session_id, seq=self.next_seq(), outcome=summary.outcome, summary=summary)
             )
-        return TurnOutcome(events=tuple(events), verdict=verdict, overrides=verdict.overrides)
+        return TurnOutcome(events=tuple(events), verdict=verdict, overrides=verdict.overrides,
+                           rewrites=said.rewrites, tail=words.tail, gated=words.gated)
 
     def closing_reply(
         self, client_id: str | None, now: float, learner_text: str | None = None

@@ -12,6 +12,7 @@ from schemas.brain import HistoryLine
 from schemas.enums import OfferAssessment, Stage
 from schemas.frames import MoodChanged, Reply, SessionEnded, StageChanged
 from session.rules import Override, Verdict
+from session.spoken import Rewrite
 
 __all__ = ["PendingTurn", "TurnOutcome", "TurnRecord"]
 
@@ -64,3 +65,6 @@ class TurnOutcome:
     events: tuple[Reply | MoodChanged | StageChanged | SessionEnded, ...]
     verdict: Verdict | None
     overrides: tuple[Override, ...] = ()
+    rewrites: tuple[Rewrite, ...] = ()  # what the engine changed in the brain's words (session/spoken.py)
+    tail: str = ""  # words of a streamed reply that were waiting for the ruling: the last delta
+    gated: bool = False  # the streamed words are the reply's (else what was streamed is withdrawn)

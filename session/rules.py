@@ -16,15 +16,21 @@ Rules, in the order they are applied (seed 000, plus what the original left undo
 4. Turn limit. The turn that reaches `max_turns` ends in CLOSURE unless it validly reached DEAL.
 5. Quotes. During haggling (and after a walk-away) a quote may only fall; a rise keeps the previous quote and flags the
    turn. No quote goes below the item's floor, which wins over everything else.
-6. Mood is derived from the validated score, never taken from the proposal.
+6. Mood is derived from the validated score, never taken from the proposal; a proposed mood that
+   differs is overruled like any other field (`vendor_mood`).
 7. DEAL and CLOSURE are terminal.
+
+A proposal is anything with the decision's fields (`Proposal`): a whole `AIDecision`, or the head
+of one that a streaming brain has written so far (its numbers and stage, `schemas.decision.DecisionHead`),
+so that the words that depend on the numbers can wait for this ruling and no longer
+(`session/spoken.py`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from schemas.decision import AIDecision
 from schemas.enums import Mood, OfferAssessment, Stage
 
 # The table and the numbers are published in schemas.policy for brains to describe; they are
@@ -51,6 +57,7 @@ __all__ = [
     "Limits",
     "Override",
     "Position",
+    "Proposal",
     "Verdict",
     "is_legal",
     "mood_for",
@@ -68,6 +75,25 @@ class Limits:
     max_turns: int = DEFAULT_MAX_TURNS
     wrap_up_after: int = WRAP_UP_AFTER_TURN
     lowball_min_drop: int = LOWBALL_MIN_DROP  # a beginner's level may lower it (schemas.pack.LevelParams)
+
+
+class Proposal(Protocol):
+    """What `validate` reads of a brain's proposal."""
+
+    @property
+    def happiness_score(self) -> int: ...
+
+    @property
+    def negotiation_state(self) -> Stage: ...
+
+    @property
+    def counter_price(self) -> int | None: ...
+
+    @property
+    def offer_assessment(self) -> OfferAssessment: ...
+
+    @property
+    def vendor_mood(self) -> Mood | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +132,7 @@ class Verdict:
     flags: tuple[str, ...] = field(default=())
 
 
-def validate(position: Position, proposal: AIDecision, limits: Limits = Limits()) -> Verdict:
+def validate(position: Position, proposal: Proposal, limits: Limits = Limits()) -> Verdict:
     overrides: list[Override] = []
 
     # 1. Offer consistency: the server's judgement wins; the brain's label only without a number.
@@ -163,10 +189,15 @@ def validate(position: Position, proposal: AIDecision, limits: Limits = Limits()
             overrides.append(Override("below_floor", quote, position.floor))
             quote = position.floor
 
+    # 6. Mood follows the validated score.
+    mood = mood_for(happiness)
+    if proposal.vendor_mood is not None and proposal.vendor_mood is not mood:
+        overrides.append(Override("vendor_mood", proposal.vendor_mood.value, mood.value))
+
     return Verdict(
         stage=stage,
         happiness=happiness,
-        mood=mood_for(happiness),
+        mood=mood,
         delta=happiness - position.happiness,
         quote=quote,
         assessment=assessment,

@@ -14,11 +14,16 @@ One turn is in flight at a time. The path of a turn through `ActorTurns`:
    of its own and under `limits.brain_deadline_s`. A failure or the deadline turns into the
    fallback decision (`FALLBACK_LINE`, and nothing else changes). The task does not touch the
    session: its result comes back through the inbox as `BrainDone`, and a streaming brain's
-   partial text as `Delta` and `Withdraw` through the turn's sink (`_Sink`), which the actor fans
-   out as `reply.delta` and `reply.withdrawn` while that turn is the one in flight.
-4. `_on_brain_done`: a result for a turn no longer in flight is dropped. Streamed text that the
-   final reply does not match is withdrawn. `Negotiation.complete_turn` validates the brain's
-   proposal against the rules (an illegal move is overridden, and logged), the reply gets its
+   partial text as `Delta` and `Withdraw` through the turn's sink (`_Sink`), with the decision's
+   numbers and stage as `Decided` once the model has written them. The text passes the turn's
+   `ReplyGate` (`session/spoken.py`): a clause goes out as `reply.delta` once it is whole and
+   speakable, and a clause that names a number waits until the engine has ruled on `Decided`'s
+   numbers (`Negotiation.price_rule`), so no price the engine rejects is ever streamed.
+   `reply.withdrawn` takes back what went out when the brain withdraws it.
+4. `_on_brain_done`: a result for a turn no longer in flight is dropped. `Negotiation.complete_turn`
+   validates the brain's proposal against the rules (an illegal move is overridden, and logged) and
+   judges its words: through the turn's gate, whose last held words go out as the final delta, or
+   afresh, when what streamed was not this decision's text (then it is withdrawn). The reply gets its
    timings (queue, brain, validation, total), the vendor turn is recorded (`vendor_turn`), its
    events are fanned out, whoever waits for that frame's reply is told (`wait_turn`, the library
    interface), and the next waiting transcript starts.
@@ -32,13 +37,15 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import anyio
 from anyio.abc import TaskGroup
+from pydantic import ValidationError
 
 from schemas.brain import BrainRequest, BrainResult, Ledger
 from schemas.codec import Envelope
+from schemas.decision import DecisionHead
 from schemas.frames import (
     LEDGER_SUMMED,
     Reply,
@@ -49,15 +56,16 @@ from schemas.frames import (
     TurnTimings,
 )
 from session.memory import ActorMemory
-from session.messages import BrainDone, ClientFrame, Delta, Frame, Handler, Message, Withdraw
+from session.messages import BrainDone, ClientFrame, Decided, Delta, Frame, Handler, Message, Withdraw
 from session.negotiation import fallback_decision
 from session.protocols import Brain
 from session.records import PendingTurn, TurnOutcome
 from session.report import report_event
 from session.silence import ActorSilence
-from session.speakable import speakable
+from session.spoken import ReplyGate
 from session.tips import tips_event
 from session.unclear import clarify_reply, is_unclear
+from session.wording import reply_gate
 
 log = logging.getLogger("samvad.session")
 
@@ -83,6 +91,9 @@ class _Sink:
     async def end(self) -> None:
         self._actor._post(Delta(self._turn, "", end=True))
 
+    async def decided(self, head: Mapping[str, object]) -> None:
+        self._actor._post(Decided(self._turn, dict(head)))
+
 
 class ActorTurns(ActorSilence, ActorMemory):
     """The turn pipeline: the part of `SessionActor` that asks the brain and applies its answer.
@@ -92,7 +103,9 @@ class ActorTurns(ActorSilence, ActorMemory):
     brain: Brain
     _thinking: PendingTurn | None  # the turn in flight
     _thinking_since: float  # perf_counter when its transcript arrived
-    _streamed: list[str]  # its reply text streamed so far
+    _streamed: list[str]  # its reply text streamed so far (released by the gate)
+    _gate: ReplyGate | None  # its words on their way out, for the brain's current attempt
+    _delta_ended: bool  # the `reply.delta` with `end` went out
     _withdrawn: bool  # and whether a streamed reply was withdrawn
     _waiting: deque[Frame] | None  # transcripts accepted while a turn is in flight, in order
     _turn_waiters: dict[str, list[Callable[[Reply | None], None]]]  # by frame id (`wait_turn`)
@@ -173,6 +186,8 @@ class ActorTurns(ActorSilence, ActorMemory):
         self._thinking = pending
         self._thinking_since = since
         self._streamed = []
+        self._gate = None
+        self._delta_ended = False
         self._withdrawn = False
         if self._propose_now is not None:
             # A rules brain answers in microseconds: no task, no round trip through the inbox.
@@ -215,18 +230,53 @@ class ActorTurns(ActorSilence, ActorMemory):
                     self._brain_scope = None
 
     def _on_delta(self, message: Delta) -> None:
-        if self._thinking is not None and message.turn == self._thinking.turn:
-            self._streamed.append(message.text)
-            self._fanout(Envelope(ReplyDelta(session_id=self.session_id, turn=message.turn, text=message.text,
-                                             end=message.end)))
+        if self._thinking is None or message.turn != self._thinking.turn:
+            return
+        gate = self._gate
+        if gate is None:
+            gate = self._gate = self._reply_gate()
+        out = gate.feed(message.text) if message.text else ""
+        if message.end:
+            out += gate.finish()
+        self._say_released(message.turn, out, gate)
+
+    def _on_decided(self, message: Decided) -> None:
+        pending = self._thinking
+        if pending is None or message.turn != pending.turn:
+            return
+        try:
+            head = DecisionHead.model_validate(message.head)
+        except ValidationError:
+            return  # numbers no decision may have: the words wait for the whole, validated answer
+        gate = self._gate
+        if gate is None:
+            gate = self._gate = self._reply_gate()
+        if gate.rule is None:
+            self._say_released(message.turn, gate.decide(self.negotiation.price_rule(pending, head)), gate)
+
+    def _reply_gate(self) -> ReplyGate:
+        return reply_gate(self.negotiation.scenario_name, self.negotiation.level_params.max_sentences)
+
+    def _say_released(self, turn: int, text: str, gate: ReplyGate) -> None:
+        """Send the words the gate let out, and say when the last of them has gone."""
+        end = gate.done and bool(self._streamed or text) and not self._delta_ended
+        if not text and not end:
+            return
+        self._streamed.append(text)
+        self._delta_ended = end
+        self._fanout(Envelope(ReplyDelta(session_id=self.session_id, turn=turn, text=text, end=end)))
 
     def _on_withdraw(self, message: Withdraw) -> None:
-        if self._thinking is not None and message.turn == self._thinking.turn and self._streamed:
+        if self._thinking is None or message.turn != self._thinking.turn:
+            return
+        self._gate = None  # the brain's next attempt writes its words and numbers afresh
+        if self._streamed:
             self._withdraw(message.turn, message.reason)
 
     def _withdraw(self, turn: int, reason: str) -> None:
         self._fanout(Envelope(ReplyWithdrawn(session_id=self.session_id, turn=turn, reason=reason)))
         self._streamed = []
+        self._delta_ended = False
         self._withdrawn = True
 
     def _on_brain_done(self, done: BrainDone) -> None:
@@ -235,15 +285,16 @@ class ActorTurns(ActorSilence, ActorMemory):
             return
         validate_start = time.perf_counter()
         result = self._with_summary_cost(done.result)  # a running summary's call is reported here
-        streamed = "".join(self._streamed)
-        # A reply cut to two sentences keeps what was streamed of it: the stream stands, and the
-        # reply says where it ends. Anything else that differs is withdrawn first.
-        final_text = speakable(result.decision.reply_text, self.negotiation.level_params.max_sentences)[0].strip() \
-            if streamed else ""
-        if streamed and streamed.strip() != final_text and not streamed.strip().startswith(final_text):
-            self._withdraw(pending.turn, "fallback" if result.fallback else "the final reply differs")
         previous_stage = self.negotiation.stage
-        outcome = self.negotiation.complete_turn(pending, result, self.clock(), withdrawn_stream=self._withdrawn)
+        gate = self._gate if self._streamed else None
+        outcome = self.negotiation.complete_turn(pending, result, self.clock(), withdrawn_stream=self._withdrawn,
+                                                 gate=gate)
+        if self._streamed:
+            if outcome.gated:
+                assert gate is not None
+                self._say_released(pending.turn, outcome.tail, gate)  # the last words, before the reply
+            else:
+                self._withdraw(pending.turn, "fallback" if result.fallback else "the final reply differs")
         finished = time.perf_counter()
         ledger = result.ledger
         timings = TurnTimings(**{
@@ -264,6 +315,7 @@ class ActorTurns(ActorSilence, ActorMemory):
             events = (*events, report_event(self.negotiation, self.tips))
         self._thinking = None
         self._streamed = []
+        self._gate = None
         negotiation = self.negotiation
         self._record("vendor_turn", {
             "turn": pending.turn, "text": reply.text, "stage": reply.negotiation_state.value,
@@ -294,7 +346,7 @@ class ActorTurns(ActorSilence, ActorMemory):
             self._listen()
 
     def _log_turn(self, reply: Reply, outcome: TurnOutcome, result: BrainResult) -> None:
-        if not (outcome.overrides or result.fallback) and not log.isEnabledFor(logging.INFO):
+        if not (outcome.overrides or outcome.rewrites or result.fallback) and not log.isEnabledFor(logging.INFO):
             return  # nothing to log: do not build the record's fields either
         extra = {
             "session_id": self.session_id, "turn": reply.turn, "stage": reply.negotiation_state.value,
@@ -306,6 +358,10 @@ class ActorTurns(ActorSilence, ActorMemory):
             log.warning("rules override: %s", override.rule,
                         extra={**extra, "rule": override.rule, "proposed": override.proposed,
                                "applied": override.applied})
+        for rewrite in outcome.rewrites:
+            log.warning("reply words changed: %s", rewrite.reason,
+                        extra={**extra, "rule": rewrite.reason, "proposed": rewrite.proposed,
+                               "applied": rewrite.applied})
         if result.fallback:
             log.warning("brain fell back: %s", result.error, extra=extra)
         log.info("turn", extra=extra)
@@ -324,6 +380,7 @@ class ActorTurns(ActorSilence, ActorMemory):
 MESSAGE_HANDLERS: dict[type[Message], Handler] = {
     BrainDone: ActorTurns._on_brain_done,
     Delta: ActorTurns._on_delta,
+    Decided: ActorTurns._on_decided,
     Withdraw: ActorTurns._on_withdraw,
 }
 FRAME_HANDLERS: dict[type[ClientFrame], Handler] = {

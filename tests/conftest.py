@@ -5,6 +5,10 @@ import warnings
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+# Imported here, at the top of the stack: Hypothesis imports its optimiser lazily, and when that
+# happens deep inside an async test's event loop, pytest's assertion rewriting of it trips CPython
+# 3.11's "AST constructor recursion depth mismatch" (seen with tests/test_spoken.py).
+import hypothesis.internal.conjecture.optimiser  # noqa: F401
 import pytest
 
 from tests.openai_server import FakeOpenAI

@@ -5,8 +5,9 @@ and one turn played through a negotiation and the brain."""
 from __future__ import annotations
 
 import itertools
+import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -23,9 +24,9 @@ FAST = (0.05, 0.1)  # the backoff in tests: the retry policy, without the second
 
 def decision(text: str = "Namaste ji, come and see my tomatoes.", happiness: int = 50,
              stage: str = "GREETING", **extra: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "reply_text": text, "happiness_score": happiness, "negotiation_state": stage,
-        "vendor_mood": "neutral", "counter_price": None, "offer_assessment": "none",
+    out: dict[str, Any] = {  # in the prompt's order: the words, then the numbers and stage
+        "reply_text": text, "counter_price": None, "negotiation_state": stage, "happiness_score": happiness,
+        "vendor_mood": "neutral", "offer_assessment": "none",
         "internal_reasoning": "Being friendly.", "suggested_user_response": "How much is this?",
     }
     out.update(extra)
@@ -37,6 +38,7 @@ class Sink:
 
     def __init__(self) -> None:
         self.events: list[tuple[str, str, float]] = []
+        self.heads: list[dict[str, object]] = []
 
     async def delta(self, text: str) -> None:
         self.events.append(("delta", text, time.perf_counter()))
@@ -46,6 +48,10 @@ class Sink:
 
     async def end(self) -> None:
         self.events.append(("end", "", time.perf_counter()))
+
+    async def decided(self, head: Mapping[str, object]) -> None:
+        self.heads.append(dict(head))
+        self.events.append(("decided", json.dumps(dict(head), sort_keys=True), time.perf_counter()))
 
     @property
     def deltas(self) -> list[str]:
@@ -61,7 +67,7 @@ class Sink:
         for kind, text, _ in self.events:
             if kind == "withdraw":
                 shown.clear()
-            else:
+            elif kind == "delta":
                 shown.append(text)
         return "".join(shown)
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import socket
 import sys
 import threading
@@ -43,6 +42,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from brain.partial_json import FieldExtractor
+from tests import fake_decision
 from tests.openai_audio import fake_speech, fake_transcriptions
 from voice.sentences import SentenceSplitter
 
@@ -115,6 +115,7 @@ class Recorded:
     first_token_wall: float | None = None
     first_reply_char_wall: float | None = None
     first_sentence_wall: float | None = None  # when reply_text's first sentence was complete (voice)
+    first_clause_wall: float | None = None  # when its first clause was (a mark and a space, or its end)
     finished_wall: float | None = None
     content: str = ""
     headers: dict[str, str] = field(default_factory=dict)  # the request's, names in lower case
@@ -153,43 +154,9 @@ class Recorded:
                 "headers": {k: v for k, v in self.headers.items() if k != "authorization"}}
 
 
-# --------------------------------------------------------------------------- default model
-
-
-_STAGE = re.compile(r"- Stage: ([A-Z]+)\.")
-_HAPPY = re.compile(r"- Your happiness: (\d+)/100")
-
-_LINES = (
-    "Namaste, come, come! My tomatoes are the reddest in Johari Bazaar, picked this very morning.",
-    "Look at this colour, bhaiya, firm and fresh; for you I give the best price in the market.",
-    "Haan ji, everything here is fresh from the farm today; tell me what you need and how much.",
-)
-
-
-def mirror_decision(body: dict[str, Any]) -> dict[str, Any]:
-    """A plausible decision that changes nothing: same stage and happiness as the prompt says."""
-    system = next((str(m.get("content", "")) for m in body.get("messages", [])
-                   if m.get("role") == "system"), "")
-    stage = _STAGE.search(system)
-    happy = _HAPPY.search(system)
-    score = int(happy.group(1)) if happy else 50
-    turn = len(body.get("messages", []))
-    return {
-        "reply_text": _LINES[turn % len(_LINES)],
-        "happiness_score": score,
-        "negotiation_state": stage.group(1) if stage else "GREETING",
-        "vendor_mood": "neutral",
-        "counter_price": None,
-        "offer_assessment": "none",
-        "internal_reasoning": "The customer is still looking around, so I keep things friendly "
-                              "and wait for a real question about price.",
-        "suggested_user_response": "Bhaiya, how much for one kilo of tomatoes?",
-    }
-
-
 def _render(content: Content, body: dict[str, Any]) -> str:
     if content is None:
-        content = mirror_decision
+        content = fake_decision.mirror_decision
     if callable(content):
         content = content(body)
     if isinstance(content, dict):
@@ -427,6 +394,7 @@ class _SSE:
         record, behaviour = self.record, self.behaviour
         extractor = FieldExtractor("reply_text")
         sentences = SentenceSplitter()
+        words = ""  # reply_text so far
         start = anyio.current_time() + self.ttft
         sent = 0
         await anyio.sleep(self.ttft)
@@ -449,6 +417,11 @@ class _SSE:
             if record.first_sentence_wall is None and (
                     (piece and sentences.feed(piece)) or (extractor.done and record.first_reply_char_wall)):
                 record.first_sentence_wall = now
+            if piece:
+                words += piece
+            if record.first_clause_wall is None and (
+                    fake_decision.CLAUSE_END.search(words) or (extractor.done and record.first_reply_char_wall)):
+                record.first_clause_wall = now
             sent += len(token)
             if behaviour.kind == "disconnect" and sent >= behaviour.disconnect_after_chars:
                 raise _AbortStream("cut by the script")
@@ -476,11 +449,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--ttft-ms", type=float, default=400.0, help="time to first token")
     parser.add_argument("--tokens-per-s", type=float, default=50.0, help="0 sends all at once")
+    parser.add_argument("--numbers-first", action="store_true",
+                        help="write the decision's numbers and stage before reply_text (the prompt asks after)")
     parser.add_argument("--stt-ms", type=float, default=0.0, help="latency of a transcription")
     parser.add_argument("--tts-ttfb-ms", type=float, default=0.0, help="speech: time to the first byte")
     parser.add_argument("--tts-realtime", type=float, default=0.0,
                         help="speech streamed this many times faster than real time (0: at once)")
     args = parser.parse_args(argv)
+    fake_decision.NUMBERS_FIRST = args.numbers_first
     fake = FakeOpenAI(ttft_ms=args.ttft_ms, tokens_per_s=args.tokens_per_s, host=args.host,
                       port=args.port)
     fake.stt_ms, fake.tts_ttfb_ms, fake.tts_realtime = args.stt_ms, args.tts_ttfb_ms, args.tts_realtime

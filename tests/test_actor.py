@@ -243,11 +243,14 @@ async def test_deltas_stream_before_the_reply_and_are_withdrawn_when_the_reply_d
     class Changing(ScriptedBrain):
         async def propose(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainResult:
             assert on_delta is not None
-            await on_delta.delta("Forty? ")
+            await on_delta.delta("Arre? ")
             await on_delta.delta("Never!")
             return BrainResult(decision=decision("Fine, ninety.", 50, Stage.GREETING), streamed=True)
 
-    async with running(ScriptedBrain(stream=True)) as actor:
+    def words(request: BrainRequest) -> AIDecision:  # no number: each clause goes out once whole
+        return decision("Namaste ji, come, look, everything is fresh today.", 50, Stage.GREETING)
+
+    async with running(ScriptedBrain(words, stream=True)) as actor:
         player = FakeConnection()
         actor.connect(player)
         actor.submit(player, transcript("t1"))
@@ -263,7 +266,8 @@ async def test_deltas_stream_before_the_reply_and_are_withdrawn_when_the_reply_d
         actor.submit(player, transcript("t1"))
         await until(lambda: len(player.of_type("reply")) == 1)
         kinds = [f["type"] for f in player.sent if f["type"].startswith("reply")]
-        assert kinds == ["reply.delta", "reply.delta", "reply.withdrawn", "reply"]
+        assert kinds == ["reply.delta", "reply.withdrawn", "reply"]
+        assert [f["text"] for f in player.of_type("reply.delta")] == ["Arre?"]
         assert player.of_type("reply")[0]["withdrawn_stream"] is True
 
 

@@ -65,7 +65,7 @@ class PacedBrain:
         assert on_delta is not None
         final = self.script(request)
         if request.turn in self.withdraw_turns:
-            for word in "Hmm, 150 se kam toh bilkul".split(" "):
+            for word in "Hmm, itne mein toh bilkul, arre".split(" "):  # no number: said clause by clause
                 await on_delta.delta(word + " ")
                 await anyio.sleep(self.word_delay)
             await on_delta.withdraw("the brain asked again")

@@ -234,7 +234,8 @@ async def test_delimiter_injection_is_neutralised_in_the_recorded_request(
 async def test_deltas_after_the_first_come_in_word_groups_and_still_join_up(openai_fake: FakeOpenAI) -> None:
     """Issue #14: the first piece goes at once; the rest is held and sent per word group at most
     every AI_DELTA_INTERVAL_MS, and the deltas join up to exactly the reply. A piece that ends a
-    sentence is not held (issue #17: each sentence is spoken as soon as it is whole)."""
+    clause or a sentence is not held (issues #17 and #30: the session says each clause, and speaks
+    each sentence, as soon as it is whole)."""
     text = "Namaste ji! Fresh tomatoes today, the best in Johari Bazaar, and the sweetest apples too."
     openai_fake.script(reply(decision(text), ttft_ms=50, tokens_per_s=200),
                        reply(decision(text), ttft_ms=50, tokens_per_s=200))
@@ -248,8 +249,8 @@ async def test_deltas_after_the_first_come_in_word_groups_and_still_join_up(open
     assert grouped.deltas[0] == single.deltas[0]  # the first words do not wait
     assert all(d[-1] in " .,!?" for d in grouped.deltas[1:-1])  # whole words, except the last piece
     pushed = [e for e in grouped.events if e[0] == "delta"]  # not the `end` that follows the last
-    gaps = [b_at - a_at for (_, _, a_at), (_, b, b_at) in itertools.pairwise(pushed[1:])
-            if not re.search(r"[.!?]\s", b)]  # a piece that ends a sentence may come sooner
+    gaps = [b_at - a_at for (_, a, a_at), (_, b, b_at) in itertools.pairwise(pushed[1:])
+            if not re.search(r"[.!?,;:]\s$", a + b)]  # a piece that ends a clause may come sooner
     assert gaps and all(gap >= 0.035 for gap in gaps)
 
 

@@ -54,7 +54,10 @@ async def test_schema_violation_withdraws_the_streamed_text_before_re_asking(
     assert not result.fallback and result.ledger.corrective_asks == 1
     assert sink.withdrawals == ["corrective re-ask"]
     kinds = [kind for kind, _, _ in sink.events]
-    assert kinds.index("withdraw") > 0 and kinds[-2:] == ["delta", "end"]  # end: the text is complete
+    # end: the text is complete; then the numbers it was written with, for the session to rule on
+    assert kinds.index("withdraw") > 0 and kinds[-3:] == ["delta", "end", "decided"]
+    assert sink.heads == [{"counter_price": None, "negotiation_state": "PARTY", "happiness_score": 150},
+                          {"counter_price": None, "negotiation_state": "GREETING", "happiness_score": 50}]
     assert sink.standing() == "Let us talk properly, ji."
     feedback = openai_fake.requests[1].last_user
     assert "happiness_score" in feedback and "less than or equal to 100" in feedback

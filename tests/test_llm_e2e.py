@@ -31,9 +31,9 @@ COLLECT_GARBAGE_AFTER = True
 
 def decision(text: str, happiness: int, stage: str, price: int | None = None,
              assessment: str = "none") -> dict[str, Any]:
-    return {
-        "reply_text": text, "happiness_score": happiness, "negotiation_state": stage,
-        "vendor_mood": "neutral", "counter_price": price, "offer_assessment": assessment,
+    return {  # in the prompt's order: the words, then the numbers and stage
+        "reply_text": text, "counter_price": price, "negotiation_state": stage, "happiness_score": happiness,
+        "vendor_mood": "neutral", "offer_assessment": assessment,
         "internal_reasoning": "Scripted for the end-to-end test.",
         "suggested_user_response": "Say something nice.",
     }
@@ -216,3 +216,57 @@ async def test_hints_cost_no_llm_call_and_the_prompt_knows_the_level_and_what_wa
     vendor_line = next(line for line in prompt.user.splitlines() if line.startswith("Ramesh (turn 1):"))
     assert vendor_line.startswith("Ramesh (turn 1): " + said["text"][:cut].rstrip())  # the heard part, cut off
     assert "120" not in vendor_line
+
+
+REJECTED_SCRIPT = [
+    ("Namaste bhaiya!", decision("Namaste, namaste, come and look!", 55, "GREETING")),
+    ("How much are the tomatoes?", decision("For you, 80 rupees a kilo.", 56, "INQUIRY", 80)),
+    # Above the standing quote, with a link: the quote stays 80, and the words say so.
+    ("Too expensive! I will give you 40 rupees.",
+     decision("No no my friend, 150 rupees now, that is my final price! See https://ramesh.example.com/prices "
+              "for my **list**.", 50, "HAGGLING", 150, "fair")),
+    # Below the floor (35 for tomatoes), in words: the floor stands, in the words too.
+    ("Fine, 35 rupees, deal?", decision("Okay okay, paanch rupaye only for you, pakka deal!", 58, "DEAL", 5, "fair")),
+]
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "not-streamed"])
+async def test_no_frame_names_a_price_the_engine_rejected(openai_fake: FakeOpenAI, stream: bool,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    """Issue #30 through the real SDK: the model's words name prices the engine overrules and a link;
+    no delta and no reply carries them, the deltas join up to the reply, the flags and the log say
+    what changed, and the report lists it where the rules stepped in."""
+    openai_fake.script(*(reply(d, ttft_ms=20, tokens_per_s=400) for _, d in REJECTED_SCRIPT))
+    caplog.set_level("WARNING", logger="samvad.session")
+    async with samvad(openai_fake, AI_STREAM=stream) as host:
+        sid, token = await new_session(host)
+        async with websockets.connect(f"ws://{host}/ws/sessions/{sid}?token={token}") as ws:
+            json.loads(await ws.recv())
+            replies, deltas = [], []
+            for n, (text, _) in enumerate(REJECTED_SCRIPT, start=1):
+                frames = await say(ws, f"t{n}", text)
+                replies.append(frames[-1])
+                deltas.append([f for f in frames if f["type"] in ("reply.delta", "reply.withdrawn")])
+            report = (await rest(ws, "session.report"))[-1]["report"]
+    haggle, deal = replies[2], replies[3]
+    assert haggle["text"] == "No no my friend, 80 rupees now, that is my final price!"
+    assert haggle["counter_price"] == 80 and {"quote_rise", "text_price_rewritten", "link", "markdown"} <= set(
+        haggle["flags"])
+    assert deal["text"] == "Okay okay, 35 rupaye only for you, pakka deal!"
+    assert deal["counter_price"] == 35 and {"below_floor", "text_price_rewritten"} <= set(deal["flags"])
+    for frame in [*replies, *(d for turn in deltas for d in turn)]:
+        words = str(frame.get("text", ""))
+        assert "150" not in words and "paanch" not in words and "http" not in words and "*" not in words
+    for turn, frames in zip(replies, deltas, strict=True):
+        assert not any(f["type"] == "reply.withdrawn" for f in frames)
+        if stream:
+            assert frames and "".join(f["text"] for f in frames) == turn["text"]
+        else:
+            assert frames == []
+    changed = [r for r in caplog.records if r.getMessage() == "reply words changed: text_price_rewritten"]
+    assert [(r.proposed, r.applied) for r in changed] == [  # type: ignore[attr-defined]
+        ("150 rupees now", "80 rupees now"), ("paanch rupaye only for you", "35 rupaye only for you"),
+    ]
+    stepped_in = {(c["turn"], c["flag"]): c["explanation"] for c in report["clamps"]}
+    assert stepped_in[(3, "text_price_rewritten")] == stepped_in[(4, "text_price_rewritten")]
+    assert "price that stands" in stepped_in[(3, "text_price_rewritten")]

@@ -81,7 +81,7 @@ def test_transition_table_matches_the_rules_engine() -> None:
 def test_output_schema_lists_the_keys_in_order() -> None:
     prompt = build_system_prompt(request())
     schema = prompt[prompt.index("## OUTPUT_SCHEMA"): prompt.index("## ANTI_INJECTION")]
-    keys = ["reply_text", "happiness_score", "negotiation_state", "vendor_mood", "counter_price",
+    keys = ["reply_text", "counter_price", "negotiation_state", "happiness_score", "vendor_mood",
             "offer_assessment", "internal_reasoning", "suggested_user_response"]
     positions = [schema.index(f'"{k}"') for k in keys]
     assert positions == sorted(positions)

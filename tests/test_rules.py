@@ -36,8 +36,10 @@ NON_TERMINAL = [s for s in Stage if not s.is_terminal]
 
 
 def proposal(stage: Stage, happiness: int = 60, **extra: object) -> AIDecision:
+    """A proposal whose mood is the one its own score gives, as a consistent brain proposes."""
+    extra.setdefault("vendor_mood", mood_for(happiness))
     return AIDecision(reply_text="Hmm.", happiness_score=happiness, negotiation_state=stage,
-                      vendor_mood=Mood.NEUTRAL, **extra)  # type: ignore[arg-type]
+                      **extra)  # type: ignore[arg-type]
 
 
 def test_transition_table_is_exactly_the_seeds() -> None:

@@ -22,7 +22,7 @@ from schemas.policy import round_price
 from schemas.scenario import available_scenarios, load_scenario
 from session.offers import parse_offer
 from session.rules import mood_for
-from session.speakable import speakable
+from session.spoken import speakable
 
 SCENARIO = load_scenario("jaipur-bazaar")
 

@@ -13,9 +13,13 @@ export const FLAG_WORDS = {
   max_turns: "The turn limit was reached, so the session closed.",
   quote_rise: "Once haggling starts, a vendor may not raise his price; the earlier price stands.",
   below_floor: "The vendor will not go below his floor price; the floor stands.",
+  vendor_mood: "The vendor's mood follows his happiness; the mood his brain proposed was set aside.",
   markdown: "Formatting marks were taken out so the line can be spoken.",
-  link: "A web link was taken out so the line can be spoken.",
-  too_long: "The line was cut to the sentences a learner at this level hears at once (two, or one for a beginner), keeping the one with the new price.",
+  link: "A sentence with a web link was left out (or ended before the link) so the line can be spoken.",
+  too_long: "The line was cut to the sentences a learner at this level hears at once (two, or one for a beginner), keeping one that names his price.",
+  text_price_rewritten: "The vendor's words named a price the rules did not allow; they now say the price that stands.",
+  text_price_dropped: "The vendor's words named a price when no price stands; that part was left out.",
+  quote_unsaid: "The vendor's new price was only in words left out of his line, so the learner never heard it; his earlier price stands.",
   fallback: "The vendor's brain did not answer in time; he said a safe line and nothing changed.",
 };
 
