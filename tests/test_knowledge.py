@@ -25,6 +25,7 @@ from brain.knowledge.library import KnowledgeLibrary, pack_chunks
 from brain.knowledge.store import DiskPlaybookStore, PlaybookConflict
 from brain.knowledge.tokens import sound_key, tokenize
 from schemas.knowledge import Retrieved
+from tests.pdf_fixture import PAGES, pdf_bytes
 
 NOW = "2026-11-25T09:00:00+00:00"
 PLAYBOOK = """# Paying
@@ -167,13 +168,25 @@ def test_docx_headings_paragraphs_and_tables_become_text() -> None:
     assert any("tomato | 40-60 rupees" in c.text_content for c in chunks)
 
 
-def test_pdf_text_is_extracted() -> None:
-    pypdf = pytest.importorskip("pypdf")
-    writer = pypdf.PdfWriter()
-    writer.add_blank_page(width=200, height=200)
-    buffer = io.BytesIO()
-    writer.write(buffer)
-    assert extract_text("blank.pdf", buffer.getvalue()).strip() == ""
+def test_pdf_text_is_extracted_page_by_page_and_chunked() -> None:
+    """A PDF written byte by byte (tests/pdf_fixture.py) gives back exactly the lines drawn on its pages."""
+    data = pdf_bytes(PAGES)
+    text = extract_text("guide.pdf", data)
+    assert text == "\n\n".join("\n".join(lines) for lines in PAGES)
+    chunks = chunk_text(text, "guide.pdf", NOW)
+    assert [(c.text_content, c.metadata.section) for c in chunks] == [
+        ("Q: Does Ramesh give a discount for coins?\n"
+         "A: Ramesh knocks five rupees off for exact change (nobody has change before noon).", ""),
+        ("Q: When is the stall open?\nA: From seven in the morning until the evening aarti.", "Opening hours"),
+    ]
+    assert {c.metadata.source_file for c in chunks} == {"guide.pdf"}
+
+
+def test_a_blank_pdf_page_gives_no_text_and_a_broken_pdf_is_unreadable() -> None:
+    assert extract_text("blank.pdf", pdf_bytes([[]])).strip() == ""
+    with pytest.raises(IngestError) as refused:
+        extract_text("broken.pdf", b"%PDF-1.4 and then nothing")
+    assert refused.value.reason == "unreadable"
 
 
 # --------------------------------------------------------------------------- retrieval
