@@ -1,5 +1,9 @@
 """The project's shape: no import cycles between its modules, no oversized modules, every folder explained.
 
+A folder is explained when the nearest folder above it with a README.md or a package docstring names it
+by its own path (`mirror/` in server's docstring, `server/mirror/` anywhere there): a mention of a
+namesake elsewhere (`brain/knowledge/`) does not explain `server/knowledge/`.
+
 Imports are read from the source with `ast`, wherever they stand: at the top, inside a function
 (a lazy import still ties the two modules together) or under `TYPE_CHECKING` (a cycle that only the
 type checker sees is still two modules that cannot be understood apart). An edge goes to the module
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 
 import pytest
 
@@ -187,27 +192,56 @@ def folders() -> list[pathlib.Path]:
     return sorted(set(found))
 
 
-def explained_by_parent(folder: pathlib.Path) -> bool:
-    """Whether a README.md in an enclosing folder (up to the project root) names `folder/`."""
+def documentation(folder: pathlib.Path) -> str:
+    """What a folder says about itself: its README.md and its package docstring, if any."""
+    parts = []
+    if (folder / "README.md").exists():
+        parts.append((folder / "README.md").read_text("utf-8"))
+    if (folder / "__init__.py").exists():
+        parts.append(ast.get_docstring(ast.parse((folder / "__init__.py").read_text("utf-8"))) or "")
+    return "\n".join(parts)
+
+
+def names_folder(text: str, path: str) -> bool:
+    """Whether `text` names `path/` as a whole path: `brain/knowledge/` does not name `knowledge/`."""
+    return re.search(rf"(?<![\w./-]){re.escape(path)}/", text) is not None
+
+
+def explaining_folder(folder: pathlib.Path) -> pathlib.Path:
+    """The nearest enclosing folder with a README.md or a package docstring (the root has a README)."""
     for parent in folder.parents:
-        readme = parent / "README.md"
-        if readme.exists() and f"{folder.name}/" in readme.read_text("utf-8"):
-            return True
-        if parent == ROOT:
-            return False
-    return False
+        if documentation(parent).strip() or parent == ROOT:
+            return parent
+    raise AssertionError(f"{folder} is not under {ROOT}")
+
+
+def explained_by_parent(folder: pathlib.Path) -> bool:
+    """Whether the nearest documented folder above names `folder` by its path from there (or from the root)."""
+    parent = explaining_folder(folder)
+    text = documentation(parent)
+    return names_folder(text, folder.relative_to(parent).as_posix()) or names_folder(
+        text, folder.relative_to(ROOT).as_posix())
+
+
+def test_a_folder_is_named_by_its_own_path_not_by_a_namesake() -> None:
+    assert names_folder("- `knowledge/`: playbooks", "knowledge")
+    assert names_folder("see server/knowledge/ for", "server/knowledge")
+    assert not names_folder("`brain/knowledge/` chunks the notes", "knowledge")
+    assert not names_folder("`brain/knowledge/` chunks the notes", "server/knowledge")
+    assert not names_folder("the knowledge base", "knowledge")
 
 
 @pytest.mark.parametrize("folder", folders(), ids=lambda p: p.relative_to(ROOT).as_posix())
-def test_every_folder_says_what_lives_there(folder: pathlib.Path) -> None:
+def test_every_folder_is_named_by_its_path_where_its_parent_says_what_lives_there(folder: pathlib.Path) -> None:
+    where = folder.relative_to(ROOT).as_posix()
+    parent = explaining_folder(folder)
+    said = (parent / "README.md") if (parent / "README.md").exists() else (parent / "__init__.py")
+    assert explained_by_parent(folder), (
+        f"{where}/ is not named in {said.relative_to(ROOT)}: say there what `{folder.relative_to(parent)}/` holds")
     for name in ("README.md", "VENDORED.md"):
         if (folder / name).exists():
-            assert len((folder / name).read_text("utf-8").strip()) > 80
-            return
-    if explained_by_parent(folder):
-        return
+            assert len((folder / name).read_text("utf-8").strip()) > 80, f"{where}/{name} says too little"
     init = folder / "__init__.py"
-    where = folder.relative_to(ROOT)
-    assert init.exists(), f"{where} has no README.md, no __init__.py and no mention in a parent's README"
-    docstring = ast.get_docstring(ast.parse(init.read_text("utf-8")))
-    assert docstring and len(docstring) > 40, f"{init.relative_to(ROOT)} has no docstring saying what lives there"
+    if init.exists():
+        docstring = ast.get_docstring(ast.parse(init.read_text("utf-8")))
+        assert docstring and len(docstring) > 40, f"{where}/__init__.py has no docstring saying what lives there"
