@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.ci import in_ci
 from tests.openai_server import FakeOpenAI
 
 
@@ -45,6 +46,18 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
                 gc.collect()
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    """In CI a skip is a failure (tests/ci.py): CI runs every test or says which one it could not run."""
+    report: pytest.TestReport = yield
+    if report.skipped and in_ci() and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        report.longrepr = f"skipped in CI, where every test must run: {reason}"
+    return report
+
+
 @pytest.fixture(scope="session")
 def neo4j_uri() -> str:
     """The test Neo4j's Bolt URI (SAMVAD_TEST_NEO4J_URI); skips without it, fails without it in CI."""
@@ -65,9 +78,9 @@ def collect_servers() -> Iterator[None]:
 @pytest.fixture
 async def browser() -> AsyncIterator[Any]:
     """Debian's headless Chromium through Playwright; skips without it, fails without it in CI."""
-    from tests.browser_support import CHROMIUM, CHROMIUM_ARGS, chromium_or_skip
+    from tests.browser_support import CHROMIUM, CHROMIUM_ARGS, need_chromium
 
-    chromium_or_skip()
+    need_chromium()
     from playwright.async_api import async_playwright
 
     async with async_playwright() as pw:

@@ -24,7 +24,7 @@ from websockets.exceptions import ConnectionClosed
 from clients.bots.personas import Lowballer, Persona, Polite, Rude, Walker
 from clients.bots.resuming import ResumingClient
 from server.mirror import Neo4jMirror
-from tests.cluster_support import LEASES, Cluster, check_clients
+from tests.cluster_support import LEASES, Cluster, check_clients, need_haproxy
 from tests.neo4j_support import COUNT_TURNS_BY_CLIENT_ID, wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.neo4j, pytest.mark.slow]
@@ -37,6 +37,7 @@ SESSIONS = 24  # bots per scenario here; benchmarks/cluster.py runs 300
 
 @pytest.fixture(scope="module")
 def cluster(neo4j_uri: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    need_haproxy()
     c = Cluster(tmp_path_factory.mktemp("cluster"), neo4j_uri, LEASE_SECONDS=LEASE_S, LEASE_RENEW_SECONDS=1,
                 LEASE_WAIT_SECONDS=12, DRAIN_GRACE_SECONDS=2.5, MIRROR_FLUSH_MS=100)
     try:
