@@ -34,6 +34,7 @@ from schemas.policy import (
     LOWBALL_MIN_DROP,
     OPENING_HINT,
     REENTRY_HAPPINESS,
+    TRANSITIONS,
     mood_for,
     round_price,
     suggested_offer,
@@ -166,9 +167,11 @@ class RuleBasedVendor:
                      accept_at)
         move = _HANDLERS.get(req.stage, _over)(turn)
         if req.turn >= req.max_turns and move.stage is not Stage.DEAL and move.key != "over":
-            # The session closes this turn whatever is proposed; say goodbye rather than haggle.
-            move = _Move(Stage.CLOSURE, "close_late", move.price, "turn limit", 0,
-                         _hint(turn, "goodbye_late"))
+            # The session closes this turn whatever is proposed; say goodbye rather than haggle. Propose
+            # CLOSURE only where it is a legal move (not from GREETING or INQUIRY): there the stage
+            # stays and the session's turn limit closes it, with no illegal transition to clamp.
+            closing = Stage.CLOSURE if Stage.CLOSURE in TRANSITIONS[req.stage] else req.stage
+            move = _Move(closing, "close_late", move.price, "turn limit", 0, _hint(turn, "goodbye_late"))
         shift = _bounded(happiness - req.happiness_score + move.bonus, req.offer_assessment, scenario, req)
         score = _clamp(req.happiness_score + shift)
         key, remembered = remembered_greeting(req, scenario, move.key)  # a learner he has met before
