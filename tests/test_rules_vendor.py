@@ -381,11 +381,14 @@ def test_same_request_same_decision() -> None:
 
 
 def test_decisions_are_fast() -> None:
+    """Under 1 ms of this process's CPU per decision: measured 0.04-0.05 ms, so 20x of room.
+
+    CPU time, not wall time: the other processes of a busy machine do not count against it."""
     req = request("Bhaiya 55 mein de do", learner_offer=55, offer_assessment=OfferAssessment.FAIR)
-    started = time.perf_counter()
+    started = time.process_time()
     for _ in range(2000):
         VENDOR.decide(req)
-    per_call_ms = (time.perf_counter() - started) / 2000 * 1000
+    per_call_ms = (time.process_time() - started) / 2000 * 1000
     assert per_call_ms < 1.0
 
 

@@ -381,4 +381,7 @@ async def test_a_spectator_that_never_reads_is_dropped_and_the_player_is_not() -
                     got = await c.turn(f"after{i}", "hello")
                     assert got[0]["type"] == "reply"
                 assert not [f for f in c.seen if f["type"] == "error"]
+                # Measured: the slowest of ~1,400 round trips took 38-50 ms. A player held up by the
+                # spectator would wait for its socket to drain, which never happens; 1 s is 20x the
+                # measured worst.
                 assert max(latencies) < 1.0

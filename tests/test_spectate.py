@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import anyio
 import httpx
 import pytest
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from server.app import create_app
@@ -32,15 +33,11 @@ def app_with(**overrides: Any) -> Any:
     return create_app(settings, brain=ScriptedBrain())
 
 
-async def messages_for(ws: ClientConnection, seconds: float) -> list[dict[str, Any]]:
-    received: list[dict[str, Any]] = []
-    with anyio.move_on_after(seconds):
-        while True:
-            received.append(json.loads(await ws.recv()))
-    return received
-
-
 async def test_a_busy_session_costs_the_lobby_one_row_per_quarter_second() -> None:
+    """25 changes of one session: the lobby hears of them at most once per COALESCE_SECONDS.
+
+    The bound is counted against the time the changes actually took to arrive, so a busy machine
+    that spreads them out is allowed more messages, never a message per change."""
     async with serve(app_with()) as host, httpx.AsyncClient(base_url=f"http://{host}") as client:
         created = (await client.post("/api/sessions", json={"learner_id": "asha"})).json()
         async with connect(f"ws://{host}/ws/lobby") as lobby:
@@ -51,27 +48,35 @@ async def test_a_busy_session_costs_the_lobby_one_row_per_quarter_second() -> No
                                f"?token={created['player_token']}", max_queue=None) as player:
                 await player.recv()  # welcome
                 items = ["Tomato", "Apple"] * 12 + ["Mango"]
+                started = time.monotonic()
                 for n, item in enumerate(items):  # 25 changes in a few milliseconds
                     await player.send(json.dumps({"type": "scene", "id": f"s{n}",
                                                   "object_grabbed": item}))
-                updates = await messages_for(lobby, 6 * COALESCE_SECONDS)
-        assert 1 <= len(updates) <= 4
+                updates: list[dict[str, Any]] = []
+                with anyio.fail_after(10):
+                    while not updates or updates[-1]["sessions"][0]["item"] != "Mango":
+                        updates.append(json.loads(await lobby.recv()))
+                took = time.monotonic() - started
         assert all(u["type"] == "lobby.update" and len(u["sessions"]) == 1 for u in updates)
-        assert updates[-1]["sessions"][0]["item"] == "Mango"
+        # one message at once, then at most one per quarter second: here 2 in 0.251 s (measured)
+        assert 1 <= len(updates) <= 1 + took / COALESCE_SECONDS, (len(updates), took)
 
 
 async def test_too_many_changed_sessions_collapse_into_one_full_list() -> None:
-    async with serve(app_with(OUTBOUND_QUEUE=8)) as host, \
-            httpx.AsyncClient(base_url=f"http://{host}") as client:
+    app = app_with(OUTBOUND_QUEUE=8)
+    registry = app.state.services.registry
+    async with serve(app) as host, httpx.AsyncClient(base_url=f"http://{host}") as client:
         async with connect(f"ws://{host}/ws/lobby") as lobby:
             assert json.loads(await lobby.recv())["sessions"] == []
             await client.post("/api/sessions", json={"learner_id": "first"})
             update = json.loads(await lobby.recv())
             assert update["type"] == "lobby.update" and len(update["sessions"]) == 1
-            # While the socket waits out its quarter second, eleven more sessions start.
+            # While the socket waits out its quarter second, eleven more sessions start: created in
+            # this event loop without a pause, so all eleven land before the socket's next message
+            # however busy the machine is (over HTTP, a slow machine spread them over several).
             for n in range(11):
-                await client.post("/api/sessions", json={"learner_id": f"learner-{n}"})
-            [full] = await messages_for(lobby, 3 * COALESCE_SECONDS)
+                registry.create(learner_id=f"learner-{n}")
+            full = json.loads(await lobby.recv())
         assert full["type"] == "lobby" and len(full["sessions"]) == 12
         assert full["sessions"][0]["learner_id"] == "first"
 
