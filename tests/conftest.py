@@ -58,6 +58,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
+# A marker names what a test needs from the machine, so `-m "not neo4j"` leaves out exactly the tests
+# that use the database: each marker goes with the fixture that provides the thing, and only with it.
+MARKED_FIXTURES = {"neo4j": "neo4j_uri", "browser": "browser"}
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    fixtures = getattr(item, "fixturenames", ())
+    for marker, fixture in MARKED_FIXTURES.items():
+        marked, uses = item.get_closest_marker(marker) is not None, fixture in fixtures
+        if marked and not uses:
+            pytest.fail(f"marked {marker} but uses no {fixture} fixture: drop the marker or move the test",
+                        pytrace=False)
+        if uses and not marked:
+            pytest.fail(f"uses the {fixture} fixture without the {marker} marker", pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def neo4j_uri() -> str:
     """The test Neo4j's Bolt URI (SAMVAD_TEST_NEO4J_URI); skips without it, fails without it in CI."""

@@ -385,3 +385,12 @@ async def test_a_spectator_that_never_reads_is_dropped_and_the_player_is_not() -
                 # spectator would wait for its socket to drain, which never happens; 1 s is 20x the
                 # measured worst.
                 assert max(latencies) < 1.0
+
+
+async def test_the_graph_endpoint_and_the_stats_are_503_without_neo4j() -> None:
+    """No database needed: without the Neo4j mirror these routes say they are unavailable."""
+    async with running_server(MIRROR="none") as served, httpx.AsyncClient(base_url=served.base_url) as http:
+        created = await create(served)
+        answer = await http.get(f"/api/sessions/{created['session_id']}/graph?token={created['player_token']}")
+        assert answer.status_code == 503 and answer.json()["error"]["code"] == "unavailable"
+        assert (await http.get("/api/stats")).status_code == 503
