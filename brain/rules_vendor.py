@@ -163,13 +163,11 @@ class RuleBasedVendor:
         said = read_intents(req.transcript, scenario)
         happiness = _clamp(req.happiness_score + _mood_shift(req, said, scenario))
         accept_at = acceptable_price(item, happiness, req.turn, req.wrap_up, said) if item else None
-        turn = _Turn(req, scenario, item, said, happiness, req.vendor_quote, req.learner_offer,
-                     accept_at)
+        turn = _Turn(req, scenario, item, said, happiness, req.vendor_quote, req.learner_offer, accept_at)
         move = _HANDLERS.get(req.stage, _over)(turn)
         if req.turn >= req.max_turns and move.stage is not Stage.DEAL and move.key != "over":
-            # The session closes this turn whatever is proposed; say goodbye rather than haggle. Propose
-            # CLOSURE only where it is a legal move (not from GREETING or INQUIRY): there the stage
-            # stays and the session's turn limit closes it, with no illegal transition to clamp.
+            # The session closes this turn whatever is proposed; say goodbye rather than haggle. CLOSURE
+            # only where it is legal: from GREETING or INQUIRY the stage stays and the limit closes it.
             closing = Stage.CLOSURE if Stage.CLOSURE in TRANSITIONS[req.stage] else req.stage
             move = _Move(closing, "close_late", move.price, "turn limit", 0, _hint(turn, "goodbye_late"))
         shift = _bounded(happiness - req.happiness_score + move.bonus, req.offer_assessment, scenario, req)
