@@ -4,11 +4,8 @@ A folder is explained when the nearest folder above it with a README.md or a pac
 by its own path (`mirror/` in server's docstring, `server/mirror/` anywhere there): a mention of a
 namesake elsewhere (`brain/knowledge/`) does not explain `server/knowledge/`.
 
-Imports are read from the source with `ast`, wherever they stand: at the top, inside a function
-(a lazy import still ties the two modules together) or under `TYPE_CHECKING` (a cycle that only the
-type checker sees is still two modules that cannot be understood apart). An edge goes to the module
-named, not to the packages above it that Python also runs first: a package's `__init__` re-exports
-would otherwise tie every package to its own modules.
+Imports are read by tests/import_graph.py (the same graph tests/test_layers.py checks): wherever they
+stand, dynamic ones with a literal name included, and to the module named, not the packages above it.
 """
 
 from __future__ import annotations
@@ -16,8 +13,11 @@ from __future__ import annotations
 import ast
 import pathlib
 import re
+from collections.abc import Mapping, Set
 
 import pytest
+
+from tests import import_graph as imports
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ("schemas", "session", "brain", "server", "clients", "voice")
@@ -27,63 +27,13 @@ MAX_LINES = 500
 LEFT_OUT = ("clients/browser/vendor/",)
 
 
-def module_name(path: pathlib.Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
+def import_graph() -> dict[str, frozenset[str]]:
+    graph = imports.import_graph(ROOT, (*PACKAGES, "tests", "benchmarks"))
+    assert graph.refused == (), graph.refused
+    return dict(graph.edges)
 
 
-def project_modules() -> dict[str, pathlib.Path]:
-    modules: dict[str, pathlib.Path] = {}
-    for package in (*PACKAGES, "tests", "benchmarks"):
-        for path in sorted((ROOT / package).rglob("*.py")):
-            modules[module_name(path)] = path
-    return modules
-
-
-def resolve(name: str, modules: dict[str, pathlib.Path]) -> str | None:
-    """The longest prefix of a dotted name that is one of our modules."""
-    parts = name.split(".")
-    while parts:
-        candidate = ".".join(parts)
-        if candidate in modules:
-            return candidate
-        parts.pop()
-    return None
-
-
-def imports_of(module: str, path: pathlib.Path, modules: dict[str, pathlib.Path]) -> set[str]:
-    is_package = path.name == "__init__.py"
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                anchor = module.split(".")
-                drop = node.level - 1 if is_package else node.level
-                anchor = anchor[: len(anchor) - drop] if drop else anchor
-                base = ".".join([*anchor, node.module] if node.module else anchor)
-            else:
-                base = node.module or ""
-            # `from pkg import name` imports the submodule pkg.name when there is one, else pkg.
-            targets = [f"{base}.{alias.name}" for alias in node.names]
-        else:
-            continue
-        for target in targets:
-            resolved = resolve(target, modules)
-            if resolved is not None and resolved != module:
-                found.add(resolved)
-    return found
-
-
-def import_graph() -> dict[str, set[str]]:
-    modules = project_modules()
-    return {name: imports_of(name, path, modules) for name, path in modules.items()}
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+def cycles(graph: Mapping[str, Set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan, iterative)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -143,9 +93,9 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 def test_relative_and_submodule_imports_are_resolved(tmp_path: pathlib.Path) -> None:
     modules = {"pkg": tmp_path / "__init__.py", "pkg.a": tmp_path / "a.py", "pkg.b": tmp_path / "b.py"}
     (tmp_path / "a.py").write_text("from . import b\nfrom pkg.b import thing\n")
-    assert imports_of("pkg.a", modules["pkg.a"], modules) == {"pkg.b"}
+    assert imports.imports_of("pkg.a", modules["pkg.a"], modules).targets == {"pkg.b"}
     (tmp_path / "__init__.py").write_text("from .a import name\n")
-    assert imports_of("pkg", modules["pkg"], modules) == {"pkg.a"}
+    assert imports.imports_of("pkg", modules["pkg"], modules).targets == {"pkg.a"}
 
 
 def test_no_module_of_the_project_is_part_of_an_import_cycle() -> None:
