@@ -34,6 +34,7 @@ from schemas.policy import (
     LOWBALL_MIN_DROP,
     OPENING_HINT,
     REENTRY_HAPPINESS,
+    TRANSITIONS,
     mood_for,
     round_price,
     suggested_offer,
@@ -162,13 +163,13 @@ class RuleBasedVendor:
         said = read_intents(req.transcript, scenario)
         happiness = _clamp(req.happiness_score + _mood_shift(req, said, scenario))
         accept_at = acceptable_price(item, happiness, req.turn, req.wrap_up, said) if item else None
-        turn = _Turn(req, scenario, item, said, happiness, req.vendor_quote, req.learner_offer,
-                     accept_at)
+        turn = _Turn(req, scenario, item, said, happiness, req.vendor_quote, req.learner_offer, accept_at)
         move = _HANDLERS.get(req.stage, _over)(turn)
         if req.turn >= req.max_turns and move.stage is not Stage.DEAL and move.key != "over":
-            # The session closes this turn whatever is proposed; say goodbye rather than haggle.
-            move = _Move(Stage.CLOSURE, "close_late", move.price, "turn limit", 0,
-                         _hint(turn, "goodbye_late"))
+            # The session closes this turn whatever is proposed; say goodbye rather than haggle. CLOSURE
+            # only where it is legal: from GREETING or INQUIRY the stage stays and the limit closes it.
+            closing = Stage.CLOSURE if Stage.CLOSURE in TRANSITIONS[req.stage] else req.stage
+            move = _Move(closing, "close_late", move.price, "turn limit", 0, _hint(turn, "goodbye_late"))
         shift = _bounded(happiness - req.happiness_score + move.bonus, req.offer_assessment, scenario, req)
         score = _clamp(req.happiness_score + shift)
         key, remembered = remembered_greeting(req, scenario, move.key)  # a learner he has met before

@@ -12,6 +12,7 @@ Modules, from the outside in:
 - `auth`: signed tokens; `logs`: JSON log lines; `wiring`: picks the brain and the mirror.
 - `generate`: the seed's library call, `generate_vendor_response()`.
 - `mirror/`: the Neo4j mirror, one module per concern (see its `__init__`).
+- `cluster/`: scale-out behind HAProxy, each session owned by one node through a Neo4j lease.
 - `learners/`: learner profiles across sessions, in memory or Neo4j, and their routes (see its `__init__`).
 
 `create_app` is imported on first use: `server.app` imports every route module, and importing any

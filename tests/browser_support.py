@@ -16,13 +16,13 @@ from typing import Any
 
 import anyio
 import httpx
-import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from schemas.brain import BrainRequest
 from schemas.decision import AIDecision
 from schemas.enums import Stage
 from server.config import load_settings
+from tests.ci import need
 from tests.fakes import decision
 
 CHROMIUM = "/usr/bin/chromium"
@@ -62,13 +62,9 @@ def planned(request: BrainRequest) -> AIDecision:
 # ------------------------------------------------------------------------------ pages
 
 
-def chromium_or_skip() -> None:
-    if os.path.exists(CHROMIUM):
-        return
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(f"{CHROMIUM} is missing on CI: install Debian's chromium "
-                    "(scripts/test.sh does)")
-    pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium); the browser tests need it")
+def need_chromium() -> None:
+    need(os.path.exists(CHROMIUM), f"{CHROMIUM} is missing",
+         "apt-get install chromium (scripts/test.sh does); the browser tests need it")
 
 
 def settings(**overrides: Any) -> Any:

@@ -14,6 +14,7 @@ from typing import Any, LiteralString
 import httpx
 
 from clients.bots.resuming import ResumingClient
+from tests.ci import need
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "cluster-test-secret-0123456789-abcdefghijklmnopqrstuvwxyz"
@@ -26,6 +27,12 @@ OPTIONAL MATCH (s:Session {session_id: id})
 RETURN id, l.owner AS owner, l.epoch AS epoch, s.version AS version, s.written_by AS written_by,
        s.written_epoch AS written_epoch, COUNT { (s)-[:HAS_TURN]->(:Turn) } AS turns
 """
+
+
+def need_haproxy() -> None:
+    """HAProxy where scripts/cluster.sh looks for it (PATH, else /usr/sbin, which a user's PATH may lack)."""
+    found = os.environ.get("HAPROXY") or shutil.which("haproxy") or "/usr/sbin/haproxy"
+    need(os.path.exists(found), "haproxy not found", "apt-get install haproxy (scripts/test.sh does)")
 
 
 class Cluster:

@@ -11,6 +11,7 @@ from typing import Any
 import hypothesis.internal.conjecture.optimiser  # noqa: F401
 import pytest
 
+from tests.ci import in_ci
 from tests.openai_server import FakeOpenAI
 
 
@@ -49,6 +50,34 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
                 gc.collect()
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    """In CI a skip is a failure (tests/ci.py): CI runs every test or says which one it could not run."""
+    report: pytest.TestReport = yield
+    if report.skipped and in_ci() and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        report.longrepr = f"skipped in CI, where every test must run: {reason}"
+    return report
+
+
+# A marker names what a test needs from the machine, so `-m "not neo4j"` leaves out exactly the tests
+# that use the database: each marker goes with the fixture that provides the thing, and only with it.
+MARKED_FIXTURES = {"neo4j": "neo4j_uri", "browser": "browser"}
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    fixtures = getattr(item, "fixturenames", ())
+    for marker, fixture in MARKED_FIXTURES.items():
+        marked, uses = item.get_closest_marker(marker) is not None, fixture in fixtures
+        if marked and not uses:
+            pytest.fail(f"marked {marker} but uses no {fixture} fixture: drop the marker or move the test",
+                        pytrace=False)
+        if uses and not marked:
+            pytest.fail(f"uses the {fixture} fixture without the {marker} marker", pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def neo4j_uri() -> str:
     """The test Neo4j's Bolt URI (SAMVAD_TEST_NEO4J_URI); skips without it, fails without it in CI."""
@@ -69,9 +98,9 @@ def collect_servers() -> Iterator[None]:
 @pytest.fixture
 async def browser() -> AsyncIterator[Any]:
     """Debian's headless Chromium through Playwright; skips without it, fails without it in CI."""
-    from tests.browser_support import CHROMIUM, CHROMIUM_ARGS, chromium_or_skip
+    from tests.browser_support import CHROMIUM, CHROMIUM_ARGS, need_chromium
 
-    chromium_or_skip()
+    need_chromium()
     from playwright.async_api import async_playwright
 
     async with async_playwright() as pw:

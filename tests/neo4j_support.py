@@ -1,7 +1,7 @@
 """What the Neo4j tests share: the test database's URI, a running mirror, and the server as a process.
 
 The tests read SAMVAD_TEST_NEO4J_URI (scripts/test.sh starts Neo4j and exports it). Without it they
-are skipped with the reason, except in CI (CI=true), where a missing database fails them loudly.
+are skipped with the reason, except in CI, where a missing database fails them (tests/ci.py).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any, LiteralString
 
 import anyio
 import httpx
-import pytest
 
 from server.mirror import Neo4jMirror
+from tests.ci import need
 
 ROOT = Path(__file__).resolve().parents[1]
 URI_ENV = "SAMVAD_TEST_NEO4J_URI"
@@ -54,11 +54,9 @@ def neo4j_uri() -> str:
     uri = os.environ.get(URI_ENV, "")
     if uri:
         return uri
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{URI_ENV} is not set in CI: the Neo4j tests must run there (scripts/test.sh starts "
-                    "Neo4j with scripts/neo4j.sh and exports it)", pytrace=False)
-    pytest.skip(f"{URI_ENV} is not set: run scripts/test.sh, or start Neo4j with scripts/neo4j.sh and export "
-                f"{URI_ENV}=bolt://127.0.0.1:<port>")
+    need(False, f"{URI_ENV} is not set", "run scripts/test.sh, or start Neo4j with scripts/neo4j.sh and export "
+         f"{URI_ENV}=bolt://127.0.0.1:<port>")
+    raise AssertionError("unreachable: need() skips or fails")
 
 
 @asynccontextmanager

@@ -328,19 +328,28 @@ async def test_a_dispatched_actor_applies_a_frame_with_nothing_before_it_at_once
         await until(lambda: actor.statistics()["thinking"])
 
 
-async def test_the_registry_evicts_idle_sessions_and_closes_their_sockets() -> None:
+async def test_the_registry_evicts_idle_sessions_but_never_closes_an_open_socket() -> None:
+    """An idle session nobody watches goes; one with a socket open stays, its socket untouched, however
+    long it has been idle, and goes at the next sweep once that socket has left."""
     now = [1000.0]
     registry = SessionRegistry(ScriptedBrain(), MemoryMirror(), idle_seconds=60, clock=lambda: now[0])
     async with anyio.create_task_group() as tg:
         await tg.start(registry.run)
         idle = registry.create()
-        busy = registry.create()
+        watched = registry.create()
         watcher = FakeConnection("spectator")
-        busy.connect(watcher)
+        watched.connect(watcher)
         await until(lambda: len(watcher.sent) == 1)
         now[0] += 61
         assert registry.evict_idle() == 1
-        assert registry.live(idle.session_id) is None and registry.live(busy.session_id) is busy
+        assert registry.live(idle.session_id) is None and registry.live(watched.session_id) is watched
+        assert watcher.closed is None and watched.connections
+        watched.disconnect(watcher)
+        await until(lambda: not watched.connections)
+        now[0] += 61
+        assert registry.evict_idle() == 1
+        assert registry.live(watched.session_id) is None
+        assert watcher.closed is None  # it had left before: nothing was closed under it
         tg.cancel_scope.cancel()
 
 

@@ -7,13 +7,10 @@ helpers are in tests/browser_support.py, the fixtures in tests/conftest.py.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import httpx
 import pytest
-from websockets.asyncio.client import connect
-from websockets.exceptions import ConnectionClosed
 
 from server.app import create_app
 from tests.browser_support import (
@@ -132,63 +129,3 @@ async def test_lobby_and_watch_page_follow_a_whole_session(browser: Any) -> None
         await watch.screenshot(path=str(ARTIFACTS / "watch.png"), full_page=True)
         assert watch.js_errors == [] and lobby.js_errors == []
         assert watch.ws_sent == [] and lobby.ws_sent == []
-
-
-
-async def test_lobby_and_links_need_the_admin_key_when_one_is_set() -> None:
-    app = create_app(settings(ADMIN_KEY=ADMIN_KEY), brain=ScriptedBrain())
-    bearer = {"authorization": f"Bearer {ADMIN_KEY}"}
-    async with serve(app) as host, httpx.AsyncClient(base_url=f"http://{host}") as client:
-        created = await create_session(client, "asha")
-        sid = created["session_id"]
-
-        assert (await client.get("/api/lobby")).status_code == 401
-        assert (await client.get("/api/lobby", headers={"authorization": "Bearer wrong"})
-                ).status_code == 401
-        listed = await client.get("/api/lobby", headers=bearer)
-        assert listed.status_code == 200
-        [row] = listed.json()["sessions"]
-        assert row["session_id"] == sid and row["learner_id"] == "asha"
-        assert row["stage"] == "GREETING" and "token=" in row["watch_url"]
-        assert (await client.get(f"/api/lobby?admin={ADMIN_KEY}")).status_code == 200
-
-        assert (await client.get("/view/lobby.html")).status_code == 401
-        assert (await client.get("/view/")).status_code == 401
-        assert (await client.get(f"/view/lobby.html?admin={ADMIN_KEY}")).status_code == 200
-        # The watch page and its assets hold no session data; the socket checks the token.
-        assert (await client.get("/view/watch.html")).status_code == 200
-        assert (await client.get("/view/vendor/uPlot-1.6.32.iife.min.js")).status_code == 200
-
-        link_path = f"/api/sessions/{sid}/spectator-link"
-        assert (await client.get(link_path)).status_code == 401
-        link = await client.get(link_path, headers=bearer)
-        assert link.status_code == 200
-        body = link.json()
-        assert body["url"] == f"/view/watch.html?session={sid}&token={body['spectator_token']}"
-        assert (await client.get("/api/sessions/nope/spectator-link", headers=bearer)
-                ).status_code == 404
-
-        # The spectator token from the link opens a read-only session socket.
-        async with connect(f"ws://{host}/ws/sessions/{sid}?token={body['spectator_token']}",
-                           subprotocols=["samvad.v1.json"]) as ws:  # type: ignore[list-item]
-            welcome = json.loads(await ws.recv())
-            assert welcome["role"] == "spectator"
-
-        async with connect(f"ws://{host}/ws/lobby") as ws:
-            with pytest.raises(ConnectionClosed) as closed:
-                await ws.recv()
-            assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
-        async with connect(f"ws://{host}/ws/lobby?admin={ADMIN_KEY}") as ws:
-            first = json.loads(await ws.recv())
-            assert first["type"] == "lobby" and first["sessions"][0]["session_id"] == sid
-
-
-async def test_the_lobby_is_open_without_an_admin_key_and_says_so(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    with caplog.at_level("WARNING", logger="samvad.spectate"):
-        app = create_app(settings(), brain=ScriptedBrain())
-    assert any("ADMIN_KEY is not set" in r.getMessage() for r in caplog.records)
-    async with serve(app) as host, httpx.AsyncClient(base_url=f"http://{host}") as client:
-        assert (await client.get("/api/lobby")).json()["sessions"] == []
-        assert (await client.get("/view/")).status_code == 200

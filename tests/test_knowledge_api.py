@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from brain.knowledge.chunking import MAX_FILE_BYTES
+from tests.pdf_fixture import PAGES, pdf_bytes
 from tests.servers import running_server
 
 pytestmark = pytest.mark.anyio
@@ -58,6 +59,26 @@ async def test_upload_then_retrieve_cites_the_right_chunk(tmp_path: Path) -> Non
         jaipur = next(s for s in listed if s["id"] == "jaipur-bazaar")
         assert jaipur["knowledge"]["playbook"]["version"] == "v1"
         assert jaipur["knowledge"]["pack_chunks"] > 5
+
+
+async def test_a_pdf_playbook_is_extracted_chunked_and_retrieved_end_to_end(tmp_path: Path) -> None:
+    """The PDF of tests/pdf_fixture.py, uploaded over HTTP: its known text comes back from /retrieve."""
+    async with running_server(ADMIN_KEY=ADMIN, KNOWLEDGE_DIR=str(tmp_path)) as served, \
+            httpx.AsyncClient(base_url=served.base_url) as client:
+        created = await upload(client, "stall_guide.pdf", pdf_bytes(PAGES))
+        assert created.status_code == 201, created.text
+        body = created.json()
+        assert body["source_file"] == "stall_guide.pdf"
+        coins, hours = (c["chunk_id"] for c in body["chunks"])
+        assert [c["chars"] for c in body["chunks"]] == [len("\n".join(PAGES[0])), len("\n".join(PAGES[2]))]
+
+        found = (await client.post("/retrieve", json={"query": "discount for coins?", "top_k": 1})).json()
+        assert found["chunks"][0]["chunk_id"] == coins
+        assert found["chunks"][0]["text_content"] == "\n".join(PAGES[0])
+        assert found["chunks"][0]["metadata"]["source_file"] == "stall_guide.pdf"
+        opening = (await client.post("/retrieve", json={"query": "when is the stall open", "top_k": 1})).json()
+        assert opening["chunks"][0]["chunk_id"] == hours
+        assert opening["chunks"][0]["metadata"]["section"] == "Opening hours"
 
 
 async def test_one_active_playbook_409_then_replace(tmp_path: Path) -> None:

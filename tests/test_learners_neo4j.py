@@ -21,7 +21,7 @@ from server.learners.graph import Neo4jLearnerStore
 from tests.servers import Served, create, player, running_server, state
 from tests.test_learners_api import ADMIN, DEAL, WALK, api, play, profile_after
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.neo4j, pytest.mark.anyio]
 
 # Everything left in the graph that names the learner or belongs to one of the sessions.
 LEFT_OVER: LiteralString = """

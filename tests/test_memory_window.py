@@ -155,26 +155,45 @@ def test_a_kept_line_goes_when_the_line_does_and_a_window_is_the_same_warm_or_co
         assert counter.line(twin, who, lambda line, name: f"{name}: {line.text}")[0] == f"{who}: {twin.text}"
 
 
-def test_a_thousand_turns_of_history_give_a_prompt_within_the_budget() -> None:
-    """A session with 1,000 answered turns: the session hands over HISTORY_LINES lines, the prompt
-    keeps what fits 2,000 tokens, and the build time does not grow with the history."""
+def long_session(turns: int) -> BrainRequest:
+    """The brain request of a session with `turns` answered turns and a running summary."""
     from session.records import TurnRecord
 
     n = Negotiation(session_id="long", scenario_name="jaipur-bazaar", created_at=0.0)
-    for t in range(1, 1001):
+    for t in range(1, turns + 1):
         for role, text in (("user", f"Bhaiya, {t} rupaye mein tamatar de do, bahut mehenga hai yaar!"),
                            ("vendor", f"Arre nahi, {t + 40} se kam nahi, ekdum taaza maal hai, dekho to sahi.")):
             n.history.append(TurnRecord(turn=t, role=role, text=text, stage=Stage.HAGGLING, happiness=50, at=t))
-    n.turn = 1000
-    pending = n.begin_turn("Achha, last price batao.", "c1001", 1001.0)
-    req: BrainRequest = n.brain_request(pending).model_copy(
-        update={"summary": "The learner has haggled over tomatoes for 1,000 turns. " * 4})
-    assert len(req.history) == HISTORY_LINES and req.history[-1].turn == 1000
-    counter = counter_for("gpt-4o")
-    summary_text, history_text, used = history_blocks(req, 2000, counter)
-    exact = counter.count(summary_text) + counter.count(history_text)
-    assert exact <= used <= 2000
-    assert shown(history_text)[-1] == req.history[-1].text and "1,000 turns" in summary_text
+    n.turn = turns
+    pending = n.begin_turn("Achha, last price batao.", f"c{turns + 1}", turns + 1.0)
+    return n.brain_request(pending).model_copy(
+        update={"summary": f"The learner has haggled over tomatoes for {turns:,} turns. " * 4})
+
+
+def test_a_thousand_turns_of_history_give_a_prompt_within_the_budget_for_the_work_of_a_hundred() -> None:
+    """A session with 1,000 answered turns: the session hands over HISTORY_LINES lines, the prompt
+    keeps what fits 2,000 tokens, and building it encodes exactly as much text as for 100 turns: the
+    build's work (counted, not timed) does not grow with the history."""
+    exact = counter_for("gpt-4o")
+    work: dict[int, list[int]] = {}
+    for turns in (100, 1000):
+        encoded: list[int] = []
+
+        def encode(text: str, encoded: list[int] = encoded) -> list[int]:
+            encoded.append(len(text))
+            return list(exact._encode(text))  # type: ignore[misc]
+
+        req = long_session(turns)
+        assert len(req.history) == HISTORY_LINES and req.history[-1].turn == turns
+        counter = TokenCounter(f"fresh-{turns}", encode)  # a cold counter: nothing counted before
+        summary_text, history_text, used = history_blocks(req, 2000, counter)
+        assert exact.count(summary_text) + exact.count(history_text) <= used <= 2000
+        assert shown(history_text)[-1] == req.history[-1].text and f"{turns:,} turns" in summary_text
+        work[turns] = encoded
+    # the same number of encodings, of texts that differ only by the width of the turn numbers in them
+    # (3,542 characters against 3,454); work in proportion to the history would be ten times as much
+    assert len(work[1000]) == len(work[100]) > 0
+    assert sum(work[1000]) <= 1.1 * sum(work[100])
 
 
 @pytest.mark.parametrize("budget", [256, 2000])

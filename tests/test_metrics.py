@@ -70,3 +70,14 @@ def test_the_grafana_dashboard_queries_only_metrics_the_server_exports() -> None
                for panel in dashboard["panels"] for target in panel["targets"]
                for name in re.findall(r"samvad_[a-z_]+", target["expr"])}
     assert queried and queried <= exported, queried - exported
+
+
+async def test_drain_needs_a_cluster_and_metrics_need_their_key() -> None:
+    """No cluster and no database needed: a single node refuses a drain, and /metrics wants its key."""
+    async with running_server(ADMIN_KEY="k" * 20) as served, httpx.AsyncClient() as http:
+        assert (await http.post(f"{served.base_url}/admin/drain")).status_code == 401
+        drained = await http.post(f"{served.base_url}/admin/drain", headers={"authorization": f"Bearer {'k' * 20}"})
+        assert drained.status_code == 409 and drained.json()["error"]["code"] == "not_clustered"
+        assert (await http.get(f"{served.base_url}/metrics")).status_code == 401
+        ok = await http.get(f"{served.base_url}/metrics", headers={"authorization": f"Bearer {'k' * 20}"})
+        assert ok.status_code == 200 and "samvad_sessions" in ok.text

@@ -366,15 +366,6 @@ async def test_a_session_is_rebuilt_over_http_after_a_restart_and_its_graph_is_s
         assert [t["client_id"] for t in graph.json()["turns"] if t["role"] == "user"] == ["t1", "t2", "t3"]
 
 
-async def test_the_graph_endpoint_is_503_without_neo4j() -> None:
-    settings = load_settings(MIRROR="none", BRAIN="rules", SAMVAD_SECRET=SECRET)
-    async with serving(settings) as (_, client):
-        created = (await client.post("/api/sessions", json={})).json()
-        answer = await client.get(f"/api/sessions/{created['session_id']}/graph?token={created['player_token']}")
-        assert answer.status_code == 503 and answer.json()["error"]["code"] == "unavailable"
-        assert (await client.get("/api/stats")).status_code == 503
-
-
 def nearest_rank(values: list[int], q: float) -> int:
     ordered = sorted(values)
     return ordered[max(0, math.ceil(len(ordered) * q) - 1)]

@@ -320,10 +320,10 @@ async def retrieved(req: BrainRequest) -> str:
 
 
 @pytest.mark.anyio
-async def test_retrieval_is_deterministic_and_labelled_as_data() -> None:
+async def test_retrieval_is_labelled_as_data() -> None:
+    """The notes (the same in every process: tests/test_determinism.py) are marked as data, not orders."""
     req = request(transcript="That is too expensive, I am leaving, walking away now", stage=Stage.HAGGLING)
     first = await retrieved(req)
-    assert first == await retrieved(req)
     lines = first.splitlines()
     assert lines[0] == DATA_NOTE
     assert 2 <= len(lines) <= 4

@@ -57,7 +57,7 @@ async def test_a_deal_ends_with_a_report_that_the_api_serves_too() -> None:
     kinds = [f["type"] for f in frames]
     assert kinds.index("session.ended") < kinds.index("session.report") == len(kinds) - 1
     event = frames[-1]["report"]
-    assert got.status_code == 200 and got.json() == event  # deterministic: the same report twice
+    assert got.status_code == 200 and got.json() == event  # the same report by both routes
     report = event
     assert report["outcome"] == "deal" and report["item"] == "Tomato"
     price = report["price"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, example, given, settings, target
 from hypothesis import strategies as st
 
 from schemas.decision import AIDecision
@@ -189,8 +189,8 @@ def test_an_illegal_deal_on_the_last_turn_still_closes() -> None:
 
 def test_terminal_stages_stay_terminal() -> None:
     for stage in (Stage.DEAL, Stage.CLOSURE):
-        for target in Stage:
-            verdict = validate(Position(stage=stage, happiness=50, turn=5, quote=None), proposal(target))
+        for proposed in Stage:
+            verdict = validate(Position(stage=stage, happiness=50, turn=5, quote=None), proposal(proposed))
             assert verdict.stage is stage
 
 
@@ -205,20 +205,34 @@ decisions = st.builds(
 )
 
 
+# Random proposals end a session early (a legal DEAL or CLOSURE is terminal), so with the default 30
+# turns the limit was never reached. The limit is drawn too (1 to 30), `target` steers towards the
+# sessions that last, the examples play every turn of a default session, and `event` shows in
+# `pytest --hypothesis-show-statistics` how often the limit's branch ran.
+STAY = AIDecision(reply_text="Okay.", happiness_score=50, negotiation_state=Stage.GREETING,
+                  vendor_mood=Mood.NEUTRAL, offer_assessment=OfferAssessment.FAIR)
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     start=st.integers(0, 100),
     floor=st.one_of(st.none(), st.integers(1, 200)),
     steps=st.lists(st.tuples(decisions, st.sampled_from(list(OfferAssessment))), max_size=40),
+    max_turns=st.integers(1, 30),
 )
+@example(start=50, floor=None, steps=[(STAY, OfferAssessment.FAIR)] * 30, max_turns=30)
+@example(start=95, floor=10, steps=[(STAY.model_copy(update={"happiness_score": 100}), OfferAssessment.FAIR)] * 31,
+         max_turns=30)
 def test_no_sequence_of_proposals_breaks_an_invariant(
-    start: int, floor: int | None, steps: list[tuple[AIDecision, OfferAssessment]]
+    start: int, floor: int | None, steps: list[tuple[AIDecision, OfferAssessment]], max_turns: int
 ) -> None:
-    limits = Limits()
+    limits = Limits(max_turns=max_turns)
     stage, happiness, quote = Stage.GREETING, start, None
+    played = 0
     for turn, (decision, server_assessment) in enumerate(steps, start=1):
         if stage.is_terminal:
             break
+        played = turn
         position = Position(stage=stage, happiness=happiness, turn=turn, quote=quote,
                             floor=floor, server_assessment=server_assessment)
         verdict = validate(position, decision, limits)
@@ -237,11 +251,19 @@ def test_no_sequence_of_proposals_breaks_an_invariant(
         if floor is not None and verdict.quote is not None:
             assert verdict.quote >= floor
         if turn >= limits.max_turns:
+            event("reached the turn limit")
             assert verdict.is_terminal
+            assert verdict.stage is Stage.DEAL or (verdict.stage is Stage.CLOSURE and (
+                verdict.forced_closure or decision.negotiation_state is Stage.CLOSURE))
+        else:
+            assert not verdict.forced_closure
         # Every clamp reaches the clients as a flag named by its rule, and each has plain words.
         assert verdict.flags == tuple(dict.fromkeys(o.rule for o in verdict.overrides))
         assert set(verdict.flags) <= set(RULE_FLAGS)
         stage, happiness, quote = verdict.stage, verdict.happiness, verdict.quote
+    event("more than 13 turns played" if played > 13 else "at most 13 turns played")
+    target(played / max_turns, label="share of the turn limit played")
+    target(played, label="turns played")
 
 
 def test_a_quote_cannot_rise_while_the_learner_is_walking_away() -> None:

@@ -89,8 +89,12 @@ async def test_a_spectator_sees_the_same_events_in_the_same_order() -> None:
                 await c.recv()
                 for i in range(4):
                     await c.turn(f"t{i}", "Bhaiya, kitne ka hai?")
-            watched = sequenced(await spectator.quiet(0.3))
-        played = sequenced(c.seen)
+            played = sequenced(c.seen)
+            # read as many as the player saw, however long that takes; then anything extra would show
+            while len(sequenced(spectator.seen)) < len(played):
+                await spectator.recv()
+            await spectator.quiet(0.3)
+            watched = sequenced(spectator.seen)
         assert len(played) >= 6
         assert watched == played
         assert [f["seq"] for f in played] == list(range(1, len(played) + 1))
@@ -381,4 +385,16 @@ async def test_a_spectator_that_never_reads_is_dropped_and_the_player_is_not() -
                     got = await c.turn(f"after{i}", "hello")
                     assert got[0]["type"] == "reply"
                 assert not [f for f in c.seen if f["type"] == "error"]
+                # Measured: the slowest of ~1,400 round trips took 38-50 ms. A player held up by the
+                # spectator would wait for its socket to drain, which never happens; 1 s is 20x the
+                # measured worst.
                 assert max(latencies) < 1.0
+
+
+async def test_the_graph_endpoint_and_the_stats_are_503_without_neo4j() -> None:
+    """No database needed: without the Neo4j mirror these routes say they are unavailable."""
+    async with running_server(MIRROR="none") as served, httpx.AsyncClient(base_url=served.base_url) as http:
+        created = await create(served)
+        answer = await http.get(f"/api/sessions/{created['session_id']}/graph?token={created['player_token']}")
+        assert answer.status_code == 503 and answer.json()["error"]["code"] == "unavailable"
+        assert (await http.get("/api/stats")).status_code == 503

@@ -1,18 +1,23 @@
 """The project's shape: no import cycles between its modules, no oversized modules, every folder explained.
 
-Imports are read from the source with `ast`, wherever they stand: at the top, inside a function
-(a lazy import still ties the two modules together) or under `TYPE_CHECKING` (a cycle that only the
-type checker sees is still two modules that cannot be understood apart). An edge goes to the module
-named, not to the packages above it that Python also runs first: a package's `__init__` re-exports
-would otherwise tie every package to its own modules.
+A folder is explained when the nearest folder above it with a README.md or a package docstring names it
+by its own path (`mirror/` in server's docstring, `server/mirror/` anywhere there): a mention of a
+namesake elsewhere (`brain/knowledge/`) does not explain `server/knowledge/`.
+
+Imports are read by tests/import_graph.py (the same graph tests/test_layers.py checks): wherever they
+stand, dynamic ones with a literal name included, and to the module named, not the packages above it.
 """
 
 from __future__ import annotations
 
 import ast
 import pathlib
+import re
+from collections.abc import Mapping, Set
 
 import pytest
+
+from tests import import_graph as imports
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ("schemas", "session", "brain", "server", "clients", "voice")
@@ -22,63 +27,13 @@ MAX_LINES = 500
 LEFT_OUT = ("clients/browser/vendor/",)
 
 
-def module_name(path: pathlib.Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
+def import_graph() -> dict[str, frozenset[str]]:
+    graph = imports.import_graph(ROOT, (*PACKAGES, "tests", "benchmarks"))
+    assert graph.refused == (), graph.refused
+    return dict(graph.edges)
 
 
-def project_modules() -> dict[str, pathlib.Path]:
-    modules: dict[str, pathlib.Path] = {}
-    for package in (*PACKAGES, "tests", "benchmarks"):
-        for path in sorted((ROOT / package).rglob("*.py")):
-            modules[module_name(path)] = path
-    return modules
-
-
-def resolve(name: str, modules: dict[str, pathlib.Path]) -> str | None:
-    """The longest prefix of a dotted name that is one of our modules."""
-    parts = name.split(".")
-    while parts:
-        candidate = ".".join(parts)
-        if candidate in modules:
-            return candidate
-        parts.pop()
-    return None
-
-
-def imports_of(module: str, path: pathlib.Path, modules: dict[str, pathlib.Path]) -> set[str]:
-    is_package = path.name == "__init__.py"
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                anchor = module.split(".")
-                drop = node.level - 1 if is_package else node.level
-                anchor = anchor[: len(anchor) - drop] if drop else anchor
-                base = ".".join([*anchor, node.module] if node.module else anchor)
-            else:
-                base = node.module or ""
-            # `from pkg import name` imports the submodule pkg.name when there is one, else pkg.
-            targets = [f"{base}.{alias.name}" for alias in node.names]
-        else:
-            continue
-        for target in targets:
-            resolved = resolve(target, modules)
-            if resolved is not None and resolved != module:
-                found.add(resolved)
-    return found
-
-
-def import_graph() -> dict[str, set[str]]:
-    modules = project_modules()
-    return {name: imports_of(name, path, modules) for name, path in modules.items()}
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+def cycles(graph: Mapping[str, Set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan, iterative)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -138,9 +93,9 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 def test_relative_and_submodule_imports_are_resolved(tmp_path: pathlib.Path) -> None:
     modules = {"pkg": tmp_path / "__init__.py", "pkg.a": tmp_path / "a.py", "pkg.b": tmp_path / "b.py"}
     (tmp_path / "a.py").write_text("from . import b\nfrom pkg.b import thing\n")
-    assert imports_of("pkg.a", modules["pkg.a"], modules) == {"pkg.b"}
+    assert imports.imports_of("pkg.a", modules["pkg.a"], modules).targets == {"pkg.b"}
     (tmp_path / "__init__.py").write_text("from .a import name\n")
-    assert imports_of("pkg", modules["pkg"], modules) == {"pkg.a"}
+    assert imports.imports_of("pkg", modules["pkg"], modules).targets == {"pkg.a"}
 
 
 def test_no_module_of_the_project_is_part_of_an_import_cycle() -> None:
@@ -187,27 +142,56 @@ def folders() -> list[pathlib.Path]:
     return sorted(set(found))
 
 
-def explained_by_parent(folder: pathlib.Path) -> bool:
-    """Whether a README.md in an enclosing folder (up to the project root) names `folder/`."""
+def documentation(folder: pathlib.Path) -> str:
+    """What a folder says about itself: its README.md and its package docstring, if any."""
+    parts = []
+    if (folder / "README.md").exists():
+        parts.append((folder / "README.md").read_text("utf-8"))
+    if (folder / "__init__.py").exists():
+        parts.append(ast.get_docstring(ast.parse((folder / "__init__.py").read_text("utf-8"))) or "")
+    return "\n".join(parts)
+
+
+def names_folder(text: str, path: str) -> bool:
+    """Whether `text` names `path/` as a whole path: `brain/knowledge/` does not name `knowledge/`."""
+    return re.search(rf"(?<![\w./-]){re.escape(path)}/", text) is not None
+
+
+def explaining_folder(folder: pathlib.Path) -> pathlib.Path:
+    """The nearest enclosing folder with a README.md or a package docstring (the root has a README)."""
     for parent in folder.parents:
-        readme = parent / "README.md"
-        if readme.exists() and f"{folder.name}/" in readme.read_text("utf-8"):
-            return True
-        if parent == ROOT:
-            return False
-    return False
+        if documentation(parent).strip() or parent == ROOT:
+            return parent
+    raise AssertionError(f"{folder} is not under {ROOT}")
+
+
+def explained_by_parent(folder: pathlib.Path) -> bool:
+    """Whether the nearest documented folder above names `folder` by its path from there (or from the root)."""
+    parent = explaining_folder(folder)
+    text = documentation(parent)
+    return names_folder(text, folder.relative_to(parent).as_posix()) or names_folder(
+        text, folder.relative_to(ROOT).as_posix())
+
+
+def test_a_folder_is_named_by_its_own_path_not_by_a_namesake() -> None:
+    assert names_folder("- `knowledge/`: playbooks", "knowledge")
+    assert names_folder("see server/knowledge/ for", "server/knowledge")
+    assert not names_folder("`brain/knowledge/` chunks the notes", "knowledge")
+    assert not names_folder("`brain/knowledge/` chunks the notes", "server/knowledge")
+    assert not names_folder("the knowledge base", "knowledge")
 
 
 @pytest.mark.parametrize("folder", folders(), ids=lambda p: p.relative_to(ROOT).as_posix())
-def test_every_folder_says_what_lives_there(folder: pathlib.Path) -> None:
+def test_every_folder_is_named_by_its_path_where_its_parent_says_what_lives_there(folder: pathlib.Path) -> None:
+    where = folder.relative_to(ROOT).as_posix()
+    parent = explaining_folder(folder)
+    said = (parent / "README.md") if (parent / "README.md").exists() else (parent / "__init__.py")
+    assert explained_by_parent(folder), (
+        f"{where}/ is not named in {said.relative_to(ROOT)}: say there what `{folder.relative_to(parent)}/` holds")
     for name in ("README.md", "VENDORED.md"):
         if (folder / name).exists():
-            assert len((folder / name).read_text("utf-8").strip()) > 80
-            return
-    if explained_by_parent(folder):
-        return
+            assert len((folder / name).read_text("utf-8").strip()) > 80, f"{where}/{name} says too little"
     init = folder / "__init__.py"
-    where = folder.relative_to(ROOT)
-    assert init.exists(), f"{where} has no README.md, no __init__.py and no mention in a parent's README"
-    docstring = ast.get_docstring(ast.parse(init.read_text("utf-8")))
-    assert docstring and len(docstring) > 40, f"{init.relative_to(ROOT)} has no docstring saying what lives there"
+    if init.exists():
+        docstring = ast.get_docstring(ast.parse(init.read_text("utf-8")))
+        assert docstring and len(docstring) > 40, f"{where}/__init__.py has no docstring saying what lives there"

@@ -6,8 +6,8 @@ and prints a JSON summary. It also tours every scenario pack (at a learner level
 coaching: a barge-in before a price, hints, undo, a silence, stop and the report's counts. Its `--scene`
 mode runs the Unity MonoBehaviours themselves (clients/unity/Samvad.Unity, compiled against the test
 stand-in for Unity in clients/unity/StandIn) frame by frame in a scene, and the test checks what the
-scene showed against the server's own record. Without Mono the test is skipped, except in CI where it
-must run.
+scene showed against the server's own record. Without Mono (or espeak-ng, for the voice tests) the
+tests are skipped, except in CI where they fail (tests/ci.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -26,6 +25,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.ci import need, need_tools
 
 pytestmark = pytest.mark.unity
 
@@ -41,16 +42,9 @@ def _newtonsoft_present() -> bool:
 
 
 def _require_mono() -> None:
-    missing = [tool for tool in ("mcs", "mono") if shutil.which(tool) is None]
-    if not _newtonsoft_present():
-        missing.append("Newtonsoft.Json.dll")
-    if not missing:
-        return
-    reason = (f"the Unity client needs Mono: {', '.join(missing)} not found "
-              "(apt-get install mono-devel libnewtonsoft-json-cil-dev)")
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason)
-    pytest.skip(reason)
+    install = "apt-get install mono-devel libnewtonsoft-json-cil-dev (scripts/test.sh does)"
+    need_tools("mcs", "mono", install=install)
+    need(_newtonsoft_present(), "Newtonsoft.Json.dll not found", install)
 
 
 def _free_port() -> int:
@@ -255,8 +249,7 @@ def test_a_silence_is_nudged_and_the_report_counts_the_help(tour: tuple[str, dic
 def voice_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The embedded voice (pocketsphinx and espeak-ng) with every transcript taken as clear, so that
     the utterance is a turn whatever the offline recogniser makes of synthetic speech."""
-    if shutil.which("espeak-ng") is None:
-        pytest.skip("espeak-ng is not installed (scripts/test.sh installs it)")
+    need_tools("espeak-ng", install="apt-get install espeak-ng (scripts/test.sh does)")
     env = {**os.environ, "SAMVAD_SECRET": "unity-client-test-secret-" + "x" * 24, "BRAIN": "rules",
            "MIRROR": "none", "LOG_LEVEL": "WARNING", "SAMVAD_ENV": "development", "STT": "pocketsphinx",
            "TTS": "espeak", "CONFIDENCE_CLARIFY_THRESHOLD": "0", "SILENCE_TIMEOUT_MS": "0"}

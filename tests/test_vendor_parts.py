@@ -85,9 +85,16 @@ def test_lines_vary_with_the_turn() -> None:
     assert len({say(SCENARIO, None, "callback", turn, item, price=90) for turn in range(3)}) == 3
 
 
-def test_mood_band_matches_the_session() -> None:
-    assert all(mood_band(score) == mood_for(score) for score in range(101))
-    assert mood_band(20) is Mood.ANGRY and mood_band(81) is Mood.ENTHUSIASTIC
+# The seed's bands, worked out by hand: 0-20 angry, 21-40 annoyed, 41-60 neutral, 61-80 friendly, 81-100
+# enthusiastic (21 + 20 + 20 + 20 + 20 = 101 scores).
+BANDS_BY_HAND = ([Mood.ANGRY] * 21 + [Mood.ANNOYED] * 20 + [Mood.NEUTRAL] * 20 + [Mood.FRIENDLY] * 20
+                 + [Mood.ENTHUSIASTIC] * 20)
+
+
+def test_the_vendor_and_the_session_band_every_score_as_the_seed_says() -> None:
+    assert len(BANDS_BY_HAND) == 101
+    assert [mood_band(score) for score in range(101)] == BANDS_BY_HAND
+    assert [mood_for(score) for score in range(101)] == BANDS_BY_HAND
 
 
 def test_round_price() -> None:
@@ -138,7 +145,8 @@ def test_learner_view_from_a_reply_event() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(PERSONAS))
-def test_personas_are_deterministic(name: str) -> None:
+def test_two_fresh_personas_say_the_same_lines(name: str) -> None:
+    """No state shared between instances (across processes: tests/test_determinism.py)."""
     views = [LearnerView(), LearnerView(stage="INQUIRY", counter_price=150, turn=1),
              LearnerView(stage="HAGGLING", counter_price=120, turn=2),
              LearnerView(stage="WALKAWAY", counter_price=90, turn=3),

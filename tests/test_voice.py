@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from schemas.frames import Reply, ReplyDelta, ReplyWithdrawn
+from tests.ci import need_tools
 from tests.fakes import ScriptedBrain, decision
 from tests.openai_server import Behaviour, FakeOpenAI
 from tests.servers import client, create, player, running_server, state
@@ -318,7 +319,10 @@ async def health_of(served: Any) -> dict[str, Any]:
         return voice
 
 
-needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
+@pytest.fixture
+def espeak() -> None:
+    """espeak-ng on the PATH: skipped without it, failed without it in CI (tests/ci.py)."""
+    need_tools("espeak-ng", install="apt-get install espeak-ng (scripts/test.sh does)")
 
 
 def espeak_wav(text: str) -> bytes:
@@ -328,7 +332,7 @@ def espeak_wav(text: str) -> bytes:
                           capture_output=True, check=True).stdout
 
 
-@needs_espeak
+@pytest.mark.usefixtures("espeak")
 async def test_embedded_defaults_hear_with_pocketsphinx_and_speak_with_espeak_ng() -> None:
     async with running_server(SILENCE_TIMEOUT_MS=0) as served:  # USE_MOCKS: no keys at all
         health = await health_of(served)
