@@ -8,7 +8,10 @@ The pure core (synchronous: no await, no sockets, no clock reads):
 - `records`: the history's records: a line of the conversation, a turn in flight, a turn's outcome.
 - `context`: the graph context a brain is given, computed from the history.
 - `summary`: the running summary's state, cadence and undo, and the summary the server writes itself.
-- `speakable`: vendor lines a speech engine can read aloud (sentences, no markup or links).
+- `spoken`: the vendor's words made speakable and true to the engine's numbers, a clause at a
+  time as they stream (`ReplyGate`), or whole.
+- `wording`: the ruling on what a turn's words may say (which prices), from the negotiation's facts.
+- `numbers`: every number in a line, in the pack's languages, with where it stands.
 - `coaching`: the learner's hints, repeats, undos, silences and unclear turns; undo's checkpoints.
 - `hints`: the `hint` command's content from the state and the scenario pack.
 - `ending`: ending a session outside a turn (stopped, timed out).
