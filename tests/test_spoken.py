@@ -62,6 +62,7 @@ def test_a_price_below_the_floor_is_said_as_the_floor() -> None:
     ("For you, a hundred and fifty rupees.", "For you, 60 rupees."),
     ("Bas, डेढ़ सौ रुपये।", "Bas, ६० रुपये।"),
     ("Bas, १५० रुपये।", "Bas, ६० रुपये।"),
+    ("Theek hai, एक सौ पचास, bas.", "Theek hai, ६०, bas."),
     ("Only ₹150 for you.", "Only ₹60 for you."),
     ("Only Rs. 150 for you.", "Only Rs. 60 for you."),
     ("Last price 1,500, take it.", "Last price 60, take it."),
@@ -126,7 +127,7 @@ def test_pack_lines_with_their_own_prices_pass_as_written() -> None:
 
 PRICE_FORMS = st.sampled_from([
     "{n} rupees", "{n}", "Rs. {n}", "₹{n}", "{n} rs", "{n} rupaye", "{w}", "{w} rupees", "{d} रुपये",
-    "{h} rupaye",
+    "{h} rupaye", "{v} रुपये", "{v}",
 ])
 FILLER = st.sampled_from([
     "No no my friend", "that is my final price", "Arre bhaiya", "look at this colour", "theek hai",
@@ -142,6 +143,8 @@ ENGLISH = {40: "forty", 60: "sixty", 80: "eighty", 150: "a hundred and fifty", 3
            5: "five rupees", 95: "ninety-five", 120: "a hundred and twenty", 200: "two hundred"}
 HINGLISH = {40: "chaalis", 60: "saath", 80: "assi", 150: "ek sau pachaas", 35: "paintees", 5: "paanch rupaye",
             95: "pachanave", 120: "ek sau bees", 200: "do sau"}
+HINDI = {40: "चालीस", 60: "साठ", 80: "अस्सी", 150: "डेढ़ सौ", 35: "पैंतीस", 5: "पाँच", 95: "पचानवे",
+         120: "एक सौ बीस", 200: "दो सौ"}
 DEVANAGARI_DIGITS = str.maketrans("0123456789", "०१२३४५६७८९")
 
 
@@ -154,7 +157,8 @@ def replies(draw: st.DrawFn, prices: tuple[int, ...]) -> str:
         if kind == "price":
             n = draw(st.sampled_from(prices))
             form = draw(PRICE_FORMS)
-            parts.append(form.format(n=n, w=ENGLISH[n], d=str(n).translate(DEVANAGARI_DIGITS), h=HINGLISH[n]))
+            parts.append(form.format(n=n, w=ENGLISH[n], d=str(n).translate(DEVANAGARI_DIGITS), h=HINGLISH[n],
+                                     v=HINDI[n]))
         elif kind == "noise":
             parts.append(draw(NOISE))
         else:
