@@ -332,7 +332,8 @@ class ChatTransport:
         A model sends every token in a packet of its own, a hundred or more per answer, and each
         packet read as it comes costs a wake-up of the loop, a `read(2)`, aiohttp's parser and
         this coroutine: most of the CPU of a streamed turn (docs/performance.md). Only the first
-        words cannot wait. Once they are out, the socket is left unread between reads: for the
+        words cannot wait: the first whole clause, which is when the session can say them
+        (session/spoken.py). Once it is out, the socket is left unread between reads: for the
         delta interval (AI_DELTA_INTERVAL_MS, 40 ms) while the reply's text is coming, since the
         deltas are grouped that finely anyway, and for `_TAIL_REST_S` (250 ms) once the text and
         the decision's numbers and stage (reported to the turn as soon as they are read, for the
@@ -381,8 +382,9 @@ class ChatTransport:
                             await turn.text_done()
                         if extractor.head_done and not turn.head_sent:
                             await turn.decided(extractor.values)
-            if aiohttp_response is not None and turn.first_delta_ms is not None:
-                # What was read is handled; the next read can wait for more to arrive.
+            if aiohttp_response is not None and (turn.clause_out or extractor.done):
+                # What was read is handled; the next read can wait for more to arrive. Not before
+                # the first clause is whole: the session says nothing of the words until then.
                 rest = _TAIL_REST_S if extractor.done and extractor.head_done else turn.interval_s
                 await _rest(aiohttp_response, rest)
 

@@ -63,6 +63,7 @@ class Turn:
         self.live: list[str] = []  # pushed to the sink and not withdrawn
         self.held: list[str] = []  # pushed by the transport, not sent to the sink yet
         self.tail = ""  # the last character pushed
+        self.clause_out = False  # a whole clause went to the sink: the session can say something
         self.interval_s = interval_s
         self.sent_at = 0.0  # perf_counter of the last delta
         self.streamed = False
@@ -94,6 +95,7 @@ class Turn:
         if self.first_delta_ms is None:
             self.first_delta_ms = round((now - self.started) * 1000, 3)
             self.tail = text[-1]
+            self.clause_out = _CLAUSE_END.search(text) is not None
             await self._send(text, now)  # the first words never wait
             return
         # A clause ends at its mark and the space after it, which may come in the next piece: the
@@ -103,6 +105,7 @@ class Turn:
         for match in _CLAUSE_END.finditer(prev + text):
             cut = match.end() - len(prev)
         if cut > 0:
+            self.clause_out = True
             self.held.append(text[:cut])
             await self._send("".join(self.held), now)
             self.held.clear()
