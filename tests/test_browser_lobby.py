@@ -29,6 +29,7 @@ from tests.browser_support import (
     server_state,
     settings,
     shown_lines,
+    sign_in,
     wait_seq,
 )
 from tests.fakes import ScriptedBrain
@@ -46,7 +47,7 @@ async def test_lobby_and_watch_page_follow_a_whole_session(browser: Any) -> None
         sid = created["session_id"]
 
         lobby = await new_page(browser)
-        await lobby.goto(f"http://{host}/view/lobby.html?admin={ADMIN_KEY}")
+        await sign_in(lobby, host, ADMIN_KEY, "/view/lobby.html")
         await lobby.wait_for_selector(f'tr[data-session-id="{sid}"]', timeout=WAIT_MS)
         row = await lobby_row(lobby, sid)
         assert row["stage"] == "GREETING" and row["turn"] == "0"
@@ -150,11 +151,20 @@ async def test_lobby_and_links_need_the_admin_key_when_one_is_set() -> None:
         [row] = listed.json()["sessions"]
         assert row["session_id"] == sid and row["learner_id"] == "asha"
         assert row["stage"] == "GREETING" and "token=" in row["watch_url"]
-        assert (await client.get(f"/api/lobby?admin={ADMIN_KEY}")).status_code == 200
+        assert (await client.get(f"/api/lobby?admin={ADMIN_KEY}")).status_code == 400  # never in a URL
 
         assert (await client.get("/view/lobby.html")).status_code == 401
         assert (await client.get("/view/")).status_code == 401
-        assert (await client.get(f"/view/lobby.html?admin={ADMIN_KEY}")).status_code == 200
+        assert (await client.get("/view/lobby.html", headers=bearer)).status_code == 200
+        signed = await client.post("/api/signin", headers=bearer)
+        assert signed.status_code == 204 and "httponly" in signed.headers["set-cookie"].lower()
+        assert "samesite=strict" in signed.headers["set-cookie"].lower()
+        assert (await client.get("/view/lobby.html")).status_code == 200  # the cookie, kept by the client
+        # A page of another origin cannot use the teacher's cookie.
+        assert (await client.get("/api/lobby", headers={"origin": "https://evil.example"})).status_code == 401
+        await client.post("/api/signout")
+        client.cookies.clear()
+        assert (await client.post("/api/signin", headers={"authorization": "Bearer wrong"})).status_code == 401
         # The watch page and its assets hold no session data; the socket checks the token.
         assert (await client.get("/view/watch.html")).status_code == 200
         assert (await client.get("/view/vendor/uPlot-1.6.32.iife.min.js")).status_code == 200
@@ -178,7 +188,7 @@ async def test_lobby_and_links_need_the_admin_key_when_one_is_set() -> None:
             with pytest.raises(ConnectionClosed) as closed:
                 await ws.recv()
             assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
-        async with connect(f"ws://{host}/ws/lobby?admin={ADMIN_KEY}") as ws:
+        async with connect(f"ws://{host}/ws/lobby", additional_headers=bearer) as ws:
             first = json.loads(await ws.recv())
             assert first["type"] == "lobby" and first["sessions"][0]["session_id"] == sid
 
@@ -186,7 +196,7 @@ async def test_lobby_and_links_need_the_admin_key_when_one_is_set() -> None:
 async def test_the_lobby_is_open_without_an_admin_key_and_says_so(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level("WARNING", logger="samvad.spectate"):
+    with caplog.at_level("WARNING", logger="samvad.server"):
         app = create_app(settings(), brain=ScriptedBrain())
     assert any("ADMIN_KEY is not set" in r.getMessage() for r in caplog.records)
     async with serve(app) as host, httpx.AsyncClient(base_url=f"http://{host}") as client:

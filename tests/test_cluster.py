@@ -73,7 +73,8 @@ async def test_sessions_are_created_on_the_node_their_id_hashes_to_and_stay_ther
             owners = await leases(cluster.neo4j_uri, [c["session_id"] for c in created])
         assert {o["owner"] for o in owners.values()} == {"n1", "n2", "n3"}  # spread over the nodes
         for c in created:  # every later request of the session reaches its owner: no lease moves
-            answer = await http.get(f"{cluster.http}/api/sessions/{c['session_id']}?token={c['player_token']}")
+            answer = await http.get(f"{cluster.http}/api/sessions/{c['session_id']}",
+                                    headers={"authorization": f"Bearer {c['player_token']}"})
             assert answer.status_code == 200
         again = await leases(cluster.neo4j_uri, [c["session_id"] for c in created])
         assert {k: (v["owner"], v["epoch"]) for k, v in again.items()} == \
@@ -162,7 +163,8 @@ async def test_a_paused_node_past_its_leases_writes_nothing_after_the_takeover_a
         await anyio.sleep(LEASE_S)
         async with httpx.AsyncClient(timeout=30) as http:  # the sessions' next requests: taken over
             for c in mine:
-                answer = await http.get(f"{cluster.http}/api/sessions/{c['session_id']}?token={c['player_token']}")
+                answer = await http.get(f"{cluster.http}/api/sessions/{c['session_id']}",
+                                    headers={"authorization": f"Bearer {c['player_token']}"})
                 assert answer.status_code == 200, answer.text
         taken = await leases(cluster.neo4j_uri, [c["session_id"] for c in mine])
         assert all(t["owner"] in ("n1", "n2") and t["epoch"] == before[s]["epoch"] + 1 for s, t in taken.items())
@@ -224,10 +226,10 @@ async def test_a_rolling_restart_under_load_loses_nothing_acknowledged_and_appli
 async def test_drain_needs_a_cluster_and_metrics_need_their_key(tmp_path: Path) -> None:
     from tests.servers import running_server
 
-    async with running_server(ADMIN_KEY="k" * 20) as served, httpx.AsyncClient() as http:
+    async with running_server(ADMIN_KEY="k" * 32) as served, httpx.AsyncClient() as http:
         assert (await http.post(f"{served.base_url}/admin/drain")).status_code == 401
-        drained = await http.post(f"{served.base_url}/admin/drain", headers={"authorization": f"Bearer {'k' * 20}"})
+        drained = await http.post(f"{served.base_url}/admin/drain", headers={"authorization": f"Bearer {'k' * 32}"})
         assert drained.status_code == 409 and drained.json()["error"]["code"] == "not_clustered"
         assert (await http.get(f"{served.base_url}/metrics")).status_code == 401
-        ok = await http.get(f"{served.base_url}/metrics", headers={"authorization": f"Bearer {'k' * 20}"})
+        ok = await http.get(f"{served.base_url}/metrics", headers={"authorization": f"Bearer {'k' * 32}"})
         assert ok.status_code == 200 and "samvad_sessions" in ok.text

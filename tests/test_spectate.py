@@ -27,8 +27,8 @@ def _collect_servers() -> Any:
 
 
 def app_with(**overrides: Any) -> Any:
-    settings = load_settings(SAMVAD_SECRET="s" * 40, MIRROR="none", BRAIN="rules", ADMIN_KEY="",
-                             **overrides)
+    settings = load_settings(**{"SAMVAD_SECRET": "s" * 40, "MIRROR": "none", "BRAIN": "rules", "ADMIN_KEY": "",
+                                **overrides})
     return create_app(settings, brain=ScriptedBrain())
 
 
@@ -89,17 +89,23 @@ async def test_lobby_rows_carry_working_spectator_links() -> None:
 
 @pytest.mark.parametrize("environment", ["development", "production"])
 async def test_without_an_admin_key_the_admin_routes_are_open_only_in_development(environment: str) -> None:
+    """Development without ADMIN_KEY opens them; production does not start without a key, and they
+    are closed to a request without it."""
     production = environment == "production"
-    async with serve(app_with(SAMVAD_ENV=environment)) as host, \
+    key = "a" * 32 if production else ""
+    async with serve(app_with(SAMVAD_ENV=environment, ADMIN_KEY=key)) as host, \
             httpx.AsyncClient(base_url=f"http://{host}") as client:
-        created = (await client.post("/api/sessions", json={"learner_id": "asha"})).json()
+        backend = {"authorization": f"Bearer {key}"} if key else {}
+        created = (await client.post("/api/sessions", json={"learner_id": "asha"}, headers=backend)).json()
         session = created["session_id"]
+        in_url = await client.get("/api/learners/asha", params={"admin": "anything"})
+        assert in_url.status_code == 400 and in_url.json()["error"]["code"] == "credential_in_url"
         answers = {
             "lobby page": await client.get("/view/lobby.html"),
             "lobby": await client.get("/api/lobby"),
             "link": await client.get(f"/api/sessions/{session}/spectator-link"),
             "learners": await client.get("/api/learners"),
-            "learner": await client.get("/api/learners/asha", params={"admin": "anything"}),
+            "learner": await client.get("/api/learners/asha"),
             "stats": await client.get("/api/stats"),
             "drain": await client.post("/admin/drain"),
             "erase": await client.delete("/api/learners/asha"),
@@ -109,10 +115,14 @@ async def test_without_an_admin_key_the_admin_routes_are_open_only_in_developmen
         if production:
             # The learner's own token still opens the learner's own profile (none yet: the first
             # session has not ended), and another learner's stays closed.
-            own = await client.get("/api/learners/asha", params={"token": created["learner_token"]})
+            own = await client.get("/api/learners/asha",
+                                   headers={"authorization": f"Bearer {created['learner_token']}"})
             assert own.status_code == 404 and own.json()["error"]["code"] == "unknown_learner"
-            other = await client.get("/api/learners/ravi", params={"token": created["learner_token"]})
+            other = await client.get("/api/learners/ravi",
+                                     headers={"authorization": f"Bearer {created['learner_token']}"})
             assert other.status_code == 403
+            in_url = await client.get("/api/learners/asha", params={"token": created["learner_token"]})
+            assert in_url.status_code == 401  # a learner token is never read from the URL
             async with connect(f"ws://{host}/ws/lobby") as lobby:
                 with pytest.raises(ConnectionClosed) as refused:
                     await lobby.recv()
