@@ -7,8 +7,10 @@
    `Referer` headers keep it (docs/security.md).
 2. A request body over its route's limit (`body_limit`) is refused, 413 `too_large`, before a byte
    of it is read: a `Content-Length` over the limit is answered at once, and a body without one
-   (chunked) is read through a counter that stops at the limit. uvicorn reads no more of a body
-   nobody receives (its flow control pauses the socket), so a refused body does not grow the server.
+   (chunked) is read through a counter that stops at the limit. A response sent before its body
+   was read says `Connection: close`, so the server drops the connection instead of reading the
+   rest to reuse it, and uvicorn's flow control reads no more of a body nobody receives: a refused
+   body does not grow the server.
 """
 
 from __future__ import annotations
@@ -75,23 +77,28 @@ class RequestGuard:
             if int(length) > limit:
                 await self._refuse(send, 413, "too_large", f"the body limit here is {limit} bytes")
                 return
-            await self.app(scope, receive, send)
-            return
         seen = 0
+        done = length == b"0" or (length is None and not _chunked(scope))
         started = False
 
         async def capped() -> Message:
-            nonlocal seen
+            nonlocal seen, done
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
                     raise BodyTooLarge
+                done = done or not message.get("more_body", False)
             return message
 
         async def watched(message: Message) -> None:
             nonlocal started
-            started = started or message["type"] == "http.response.start"
+            if message["type"] == "http.response.start":
+                started = True
+                if not done:
+                    # Answered before the body was read (refused): close rather than let the server
+                    # read and discard the rest of it to reuse the connection.
+                    message = {**message, "headers": [*message.get("headers", []), (b"connection", b"close")]}
             await send(message)
 
         try:
@@ -100,3 +107,7 @@ class RequestGuard:
             if started:
                 raise
             await self._refuse(send, 413, "too_large", f"the body limit here is {limit} bytes")
+
+
+def _chunked(scope: Scope) -> bool:
+    return any(k == b"transfer-encoding" and b"chunked" in v.lower() for k, v in scope["headers"])

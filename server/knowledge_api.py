@@ -9,8 +9,9 @@
 
 Uploads need the admin key, and a server with no `ADMIN_KEY` refuses them outright (unlike the
 lobby, which is open in development): a playbook changes what every learner of the scenario is
-told. The body must declare its length, and one over the 10 MB limit is refused before a byte of it
-is read. Extraction, chunking, storing and indexing run in a worker thread. docs/knowledge.md
+told. The body must declare its length (411), and one over the 10 MB limit and its form is refused
+with 413 before a byte of it is read (server/guard.py); the form's file is spooled to disk past 1 MB
+by Starlette's parser. Extraction, chunking, storing and indexing run in a worker thread. docs/knowledge.md
 documents every status and error code.
 """
 
@@ -36,7 +37,6 @@ from session.protocols import MirrorUnavailable
 
 __all__ = ["knowledge_routes"]
 
-_FORM_OVERHEAD = 64 * 1024  # multipart boundaries and headers around the file
 _QUERY_BODY_BYTES = 16 * 1024
 
 
@@ -101,8 +101,6 @@ async def upload_knowledge(request: Request) -> Response:
     length = request.headers.get("content-length")
     if length is None or not length.isdigit():
         return error_response(411, "length_required", "send the upload with a Content-Length")
-    if int(length) > MAX_FILE_BYTES + _FORM_OVERHEAD:
-        return error_response(422, "too_large", f"the file limit is {MAX_FILE_BYTES} bytes")
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
         return error_response(400, "bad_request", "send multipart/form-data with the file in the field 'file'")
     try:

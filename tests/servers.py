@@ -58,6 +58,7 @@ class Served:
     base_url: str
     ws_base: str
     services: Services | None = None
+    pid: int | None = None  # the server's process, when it is one (`server_process`)
 
     def ws_url(self, session_id: str, token: str | None = None) -> str:
         url = f"{self.ws_base}/ws/sessions/{session_id}"
@@ -138,7 +139,7 @@ def server_process(env: dict[str, str] | None = None, *,
             if time.monotonic() > deadline:
                 raise RuntimeError(f"server did not answer /health within {startup_s} s")
             time.sleep(0.1)
-        yield Served(base, f"ws://127.0.0.1:{port}")
+        yield Served(base, f"ws://127.0.0.1:{port}", pid=proc.pid)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
