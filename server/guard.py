@@ -7,10 +7,10 @@
    `Referer` headers keep it (docs/security.md).
 2. A request body over its route's limit (`body_limit`) is refused, 413 `too_large`, before a byte
    of it is read: a `Content-Length` over the limit is answered at once, and a body without one
-   (chunked) is read through a counter that stops at the limit. A response sent before its body
-   was read says `Connection: close`, so the server drops the connection instead of reading the
-   rest to reuse it, and uvicorn's flow control reads no more of a body nobody receives: a refused
-   body does not grow the server.
+   (chunked) is read through a counter that stops at the limit. A response sent before a chunked
+   body was read says `Connection: close`, so the server drops the connection instead of reading
+   an unbounded rest to reuse it, and uvicorn's flow control reads no more of a body nobody
+   receives: a refused body does not grow the server.
 """
 
 from __future__ import annotations
@@ -78,7 +78,9 @@ class RequestGuard:
                 await self._refuse(send, 413, "too_large", f"the body limit here is {limit} bytes")
                 return
         seen = 0
-        done = length == b"0" or (length is None and not _chunked(scope))
+        # A declared body within its limit may be left to the server to read and discard (at most
+        # `limit` bytes); a chunked one has no end we know of.
+        done = length is not None or not _chunked(scope)
         started = False
 
         async def capped() -> Message:
