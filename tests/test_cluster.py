@@ -233,3 +233,21 @@ async def test_drain_needs_a_cluster_and_metrics_need_their_key(tmp_path: Path) 
         assert (await http.get(f"{served.base_url}/metrics")).status_code == 401
         ok = await http.get(f"{served.base_url}/metrics", headers={"authorization": f"Bearer {'k' * 32}"})
         assert ok.status_code == 200 and "samvad_sessions" in ok.text
+
+
+async def test_behind_haproxy_one_abusive_client_does_not_block_another(cluster: Cluster) -> None:
+    """Every request reaches a node from HAProxy's address; the node believes HAProxy's
+    X-Forwarded-For (TRUSTED_PROXIES, set by scripts/cluster.sh) and limits each client by its own
+    address. Two clients on two loopback addresses: one floods /retrieve until the nodes refuse it
+    (429), and the other is still answered every time. (Before, both were HAProxy's 127.0.0.1.)"""
+    query = {"query": "how do I bargain politely", "scenario": "jaipur-bazaar"}
+
+    def client_at(address: str) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=cluster.http, transport=httpx.AsyncHTTPTransport(local_address=address),
+                                 headers={"x-forwarded-for": "127.0.0.3"})  # a lie, appended to and ignored
+
+    async with client_at("127.0.0.2") as abuser, client_at("127.0.0.3") as other:
+        codes = [(await abuser.post("/retrieve", json=query)).status_code for _ in range(300)]
+        assert codes.count(429) >= 50 and set(codes) <= {200, 429}  # the nodes hold the abuser back
+        answers = [(await other.post("/retrieve", json=query)).status_code for _ in range(10)]
+        assert answers == [200] * 10
