@@ -26,6 +26,7 @@ from server.learners.api import learner_routes
 from server.metrics import install as install_metrics
 from server.metrics import metrics_routes
 from server.report_api import report_routes
+from server.routes_table import openapi_routes
 from server.services import Services
 from server.signin import signin_routes
 from server.spectate import spectator_routes
@@ -159,7 +160,7 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
 
     app = Starlette(
         routes=[*(extra_routes or []), *routes(), *cluster_routes(), *metrics_routes(), *knowledge_routes(),
-                *report_routes(), *learner_routes(), *unity_routes(), *signin_routes(),
+                *report_routes(), *learner_routes(), *unity_routes(), *signin_routes(), *openapi_routes(),
                 *spectator_routes(services)],
         middleware=[Middleware(SessionSocketFastPath),
                     Middleware(RequestGuard, audio_clip_bytes=settings.MAX_AUDIO_CLIP_BYTES),
