@@ -262,6 +262,10 @@ async def dev_generate(request: Request) -> Response:
         )
     except GenerateError as exc:
         return error_response(422, "invalid", str(exc))
+    except CapacityError as exc:
+        return error_response(503, "capacity", str(exc))
+    except (RuntimeError, TimeoutError) as exc:  # the session stopped, or did not answer in time
+        return error_response(503, "unavailable", str(exc) or "no answer in time")
     return JSONResponse(result)
 
 
