@@ -68,6 +68,8 @@ class Services:
     retrieve_buckets: Buckets = field(default_factory=Buckets)
     # The shipped Unity build's clients (server/unity_compat.py): client -> (session id, generation).
     unity_sessions: OrderedDict[str, tuple[str, int]] = field(default_factory=OrderedDict)
+    assertions: LearnerAssertions = field(init=False)  # a school login server's learner assertions
+    proxies: TrustedProxies = field(init=False)  # whose X-Forwarded-For is believed
 
     def __post_init__(self) -> None:
         self.assertions = LearnerAssertions(self.settings.LEARNER_ASSERTION_KEY)
