@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from server.routes_table import OPERATIONS
-from tests.servers import ROOT, server_process
+from tests.servers import server_process
 
 ADMIN = "fuzz-admin-key-" + "z" * 24
 CONFIG = Path(__file__).with_name("schemathesis.toml")
@@ -50,7 +50,7 @@ def test_schemathesis_finds_no_500_and_nothing_outside_the_document(
                 "--continue-on-failure", "--report", "junit", "--report-dir", str(tmp_path)]
         if header:
             args += ["--header", header]
-        done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=600,
+        done = subprocess.run(args, capture_output=True, text=True, cwd=tmp_path, timeout=600,
                               env={**os.environ, "NO_COLOR": "1"})
     assert done.returncode == 0, f"{mode}:\n{done.stdout[-8000:]}\n{done.stderr[-2000:]}"
     assert " passed" in done.stdout
