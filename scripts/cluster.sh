@@ -49,7 +49,9 @@ lb_sees_up() {  # wait until HAProxy marks node $1 UP (or DOWN with $2=DOWN)
 start_node() {
   local i="$1"
   alive "$dir/n$i.pid" && return 0
+  # HAProxy on loopback is the one proxy whose X-Forwarded-For the nodes believe.
   CLUSTER_NODE_ID="n$i" MIRROR=neo4j NEO4J_URI="$NEO4J_URI" HOST=127.0.0.1 \
+    TRUSTED_PROXIES="${TRUSTED_PROXIES:-127.0.0.1/32}" \
     setsid "$python" -m server.cli serve --port "$((port + i))" >>"$dir/n$i.log" 2>&1 &
   echo $! >"$dir/n$i.pid"
 }

@@ -18,6 +18,7 @@ from server import gcpolicy
 from server.auth import Tokens
 from server.cluster.routes import cluster_routes
 from server.config import Settings, load_settings
+from server.guard import RequestGuard
 from server.http_api import routes
 from server.knowledge_api import knowledge_routes
 from server.learners import build_learners
@@ -25,7 +26,9 @@ from server.learners.api import learner_routes
 from server.metrics import install as install_metrics
 from server.metrics import metrics_routes
 from server.report_api import report_routes
+from server.routes_table import openapi_routes
 from server.services import Services
+from server.signin import signin_routes
 from server.spectate import spectator_routes
 from server.unity_compat import unity_routes
 from server.voice import build_voice
@@ -86,11 +89,32 @@ async def full_collections(every_s: float) -> None:
         gcpolicy.full_collection()
 
 
+def open_in_development(settings: Settings) -> list[str]:
+    """What a development server leaves open that production closes (docs/security.md)."""
+    if settings.production:
+        return []
+    opened = []
+    if not settings.ADMIN_KEY:
+        opened.append("ADMIN_KEY is not set: the lobby, learners' profiles, stats, drain and spectator links "
+                      "are open, and any caller may name a learner_id")
+    if settings.cors_origins == ["*"]:
+        opened.append("any origin may call the API from a browser (CORS_ORIGINS unset)")
+    if settings.unity_route and not settings.UNITY_DEVICE_KEYS:
+        opened.append("POST /api/test takes any caller, keyed by address or X-Samvad-Client (UNITY_DEVICE_KEYS unset)")
+    if settings.dev_endpoints:
+        opened.append("POST /api/dev/generate injects turns into any session")
+    return opened
+
+
 def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
                mirror: Mirror | None = None, extra_routes: list[BaseRoute] | None = None) -> Starlette:
     settings = settings or load_settings()
     check_scenarios()  # a broken scenario pack stops the server here, naming its file and field
     services = build_services(settings, brain=brain, mirror=mirror)
+    opened = open_in_development(settings)
+    if opened:  # once, at start-up: development is convenient, and says what that costs
+        log.warning("development mode (SAMVAD_ENV=development) leaves open: %s; set SAMVAD_ENV=production "
+                    "for a deployment", "; ".join(opened))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -136,9 +160,11 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
 
     app = Starlette(
         routes=[*(extra_routes or []), *routes(), *cluster_routes(), *metrics_routes(), *knowledge_routes(),
-                *report_routes(), *learner_routes(), *unity_routes(), *spectator_routes(services)],
+                *report_routes(), *learner_routes(), *unity_routes(), *signin_routes(), *openapi_routes(),
+                *spectator_routes(services)],
         middleware=[Middleware(SessionSocketFastPath),
-                    Middleware(CORSMiddleware, allow_origins=settings.CORS_ORIGINS,
+                    Middleware(RequestGuard, audio_clip_bytes=settings.MAX_AUDIO_CLIP_BYTES),
+                    Middleware(CORSMiddleware, allow_origins=settings.cors_origins,
                                allow_methods=["GET", "POST", "DELETE"],
                                allow_headers=["authorization", "content-type"])],
         lifespan=lifespan,

@@ -1,5 +1,9 @@
 """Signed tokens (JWT, HS256) that expire: session tokens name their session and role, learner
-tokens their learner.
+tokens their learner, report tokens the one report they open, admin tokens the teachers' sign-in.
+
+Every kind has its own `role`, and each verifier accepts its own role only, so a token of one kind
+never opens what another kind opens (docs/security.md): a report link cannot watch a session, a
+learner token cannot speak in one, and a spectator token cannot read a learner's profile.
 
 Every session created signs three tokens (player, spectator, learner), so signing is done here
 with one prepared HMAC key: the same compact JWT that `jwt.encode` makes (its header, the claims
@@ -26,6 +30,10 @@ from schemas.enums import Role
 ISSUER = "samvad"
 LEEWAY_SECONDS = 5
 LEARNER_ROLE = "learner"  # a learner token's role: not a `Role`, so session checks refuse it
+REPORT_ROLE = "report"  # opens GET /api/sessions/{sid}/report of its session and nothing else
+ADMIN_ROLE = "admin"  # the teachers' sign-in cookie: what the admin key opens, while that key stays
+ASSERTION_AUDIENCE = "samvad"  # the `aud` a school's login server writes into its learner assertions
+MAX_ASSERTION_SECONDS = 24 * 3600  # an assertion living longer than this is refused: it is a login, not a key
 
 
 def _b64(data: bytes) -> bytes:
@@ -34,7 +42,7 @@ def _b64(data: bytes) -> bytes:
 
 # PyJWT's header for HS256, keys sorted as it writes them.
 _HEADER = _b64(orjson.dumps({"alg": "HS256", "typ": "JWT"}))
-_OWN_CLAIMS = frozenset({"iss", "sid", "lid", "role", "iat", "exp"})  # what `_sign` is given
+_OWN_CLAIMS = frozenset({"iss", "sid", "lid", "adm", "role", "iat", "exp"})  # what `_sign` is given
 
 
 class TokenError(Exception):
@@ -63,10 +71,10 @@ class Tokens:
         mac.update(signing_input)
         return (signing_input + b"." + _b64(mac.digest())).decode()
 
-    def issue(self, session_id: str, role: Role, *, now: float | None = None) -> str:
+    def issue(self, session_id: str, role: Role, *, now: float | None = None, ttl: int | None = None) -> str:
         issued = int(now if now is not None else time.time())
         return self._sign({"iss": ISSUER, "sid": session_id, "role": role.value, "iat": issued,
-                           "exp": issued + self.ttl_seconds})
+                           "exp": issued + (ttl or self.ttl_seconds)})
 
     def verify(self, token: str | None) -> Claims:
         if not token:
@@ -120,27 +128,91 @@ class Tokens:
             return None
         return payload
 
-    def issue_learner(self, learner_id: str, *, now: float | None = None) -> str:
-        """A learner token: reads that learner's profile and progress (GET /api/learners/{id}). It
-        names no session, so no session route or socket takes it."""
+    def issue_learner(self, learner_id: str, *, now: float | None = None, ttl: int | None = None) -> str:
+        """A learner token: the proof that its holder is that learner. It reads the learner's
+        profile and progress (GET /api/learners/{id}) and creates sessions bound to them
+        (POST /api/sessions). It names no session, so no session route or socket takes it."""
         issued = int(now if now is not None else time.time())
         return self._sign({"iss": ISSUER, "lid": learner_id, "role": LEARNER_ROLE, "iat": issued,
-                           "exp": issued + self.ttl_seconds})
+                           "exp": issued + (ttl or self.ttl_seconds)})
 
     def verify_learner(self, token: str | None) -> str:
         """The learner id of a valid learner token."""
+        return self._subject(token, "lid", LEARNER_ROLE)
+
+    def issue_report(self, session_id: str, ttl: int, *, now: float | None = None) -> str:
+        """A report link's token: opens that session's report, nothing else, for `ttl` seconds."""
+        issued = int(now if now is not None else time.time())
+        return self._sign({"iss": ISSUER, "sid": session_id, "role": REPORT_ROLE, "iat": issued,
+                           "exp": issued + ttl})
+
+    def verify_report(self, token: str | None) -> str:
+        """The session id of a valid report token."""
+        return self._subject(token, "sid", REPORT_ROLE)
+
+    def issue_admin(self, admin_key: str, ttl: int, *, now: float | None = None) -> str:
+        """The teachers' sign-in: what the admin key opens, for `ttl` seconds and while the key is the
+        same (it names a digest of the key, so changing ADMIN_KEY signs everyone out)."""
+        issued = int(now if now is not None else time.time())
+        return self._sign({"iss": ISSUER, "adm": _key_digest(admin_key), "role": ADMIN_ROLE, "iat": issued,
+                           "exp": issued + ttl})
+
+    def verify_admin(self, token: str | None, admin_key: str) -> bool:
+        """Whether `token` is a valid sign-in for the current admin key."""
+        try:
+            digest = self._subject(token, "adm", ADMIN_ROLE)
+        except TokenError:
+            return False
+        return hmac.compare_digest(digest.encode(), _key_digest(admin_key).encode())
+
+    def _subject(self, token: str | None, subject: str, role: str) -> str:
         if not token:
             raise TokenError("no token")
         try:
-            payload = self._decode(token, "lid")
+            payload = self._decode(token, subject)
         except jwt.PyJWTError as exc:
             raise TokenError(str(exc)) from None
-        if payload.get("role") != LEARNER_ROLE or not isinstance(payload.get("lid"), str):
-            raise TokenError("not a learner token")
-        return str(payload["lid"])
+        if payload.get("role") != role or not isinstance(payload.get(subject), str):
+            raise TokenError(f"not a {role} token")
+        return str(payload[subject])
 
     def check_admin(self, presented: str | None, admin_key: str) -> bool:
-        """True when no admin key is configured, or the presented one matches it."""
-        if not admin_key:
-            return True
-        return presented is not None and hmac.compare_digest(presented.encode(), admin_key.encode())
+        """Whether `presented` is `admin_key`, compared in constant time; never with no key set."""
+        if not admin_key or presented is None:
+            return False
+        return hmac.compare_digest(presented.encode(), admin_key.encode())
+
+
+def _key_digest(key: str) -> str:
+    return hashlib.sha256(b"samvad-admin-signin:" + key.encode()).hexdigest()[:32]
+
+
+class LearnerAssertions:
+    """Learner assertions signed by a school's or game's login server (docs/security.md).
+
+    The operator shares `LEARNER_ASSERTION_KEY` with that server, which signs, for a learner who
+    has logged in there, an HS256 JWT `{"sub": learner_id, "aud": "samvad", "iat", "exp"}` living
+    at most `MAX_ASSERTION_SECONDS`. Samvad never sees the learner's password; the assertion is
+    the proof that names them.
+    """
+
+    def __init__(self, key: str) -> None:
+        self._key = key
+
+    def verify(self, token: str | None, *, now: float | None = None) -> str:
+        """The learner id the assertion names."""
+        if not self._key:
+            raise TokenError("no learner assertion key is configured")
+        if not token:
+            raise TokenError("no token")
+        try:
+            payload = jwt.decode(token, self._key, algorithms=["HS256"], audience=ASSERTION_AUDIENCE,
+                                 leeway=LEEWAY_SECONDS, options={"require": ["exp", "iat", "sub", "aud"]})
+        except jwt.PyJWTError as exc:
+            raise TokenError(str(exc)) from None
+        learner = payload.get("sub")
+        if not isinstance(learner, str) or not 0 < len(learner) <= 64:
+            raise TokenError("sub must name a learner (1 to 64 characters)")
+        if int(payload["exp"]) - int(payload["iat"]) > MAX_ASSERTION_SECONDS:
+            raise TokenError(f"an assertion may live {MAX_ASSERTION_SECONDS} s at most")
+        return learner

@@ -39,6 +39,7 @@ def _serve(args: argparse.Namespace) -> int:
         port=settings.PORT,
         log_config=None,
         access_log=False,
+        proxy_headers=False,  # the client's address is server/clientaddr.py's to decide (TRUSTED_PROXIES)
         ws=protocol_class(settings.UVICORN_WS),
         loop=settings.UVICORN_LOOP,
         http=settings.UVICORN_HTTP,

@@ -6,6 +6,7 @@ Nothing else in the project reads `os.environ`.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import secrets
 from enum import Enum
@@ -104,7 +105,9 @@ class Settings(BaseSettings):
     MAX_TURNS: int = Field(30, ge=2, le=500)
     MAX_MOOD_DELTA: int = Field(15, ge=1, le=100)
     APP_VERSION: str = "0.1.0"
-    CORS_ORIGINS: Annotated[list[str], NoDecode] = ["*"]
+    # Origins whose pages may call this server from a browser. Unset: any origin in development,
+    # none in production (a teacher's pages are served by this server itself: same origin).
+    CORS_ORIGINS: Annotated[list[str] | None, NoDecode] = None
 
     # --- choices
     BRAIN: BrainChoice = BrainChoice.AUTO
@@ -116,7 +119,21 @@ class Settings(BaseSettings):
     HOST: str = "127.0.0.1"
     PORT: int = Field(8000, ge=0, le=65535)
     SAMVAD_SECRET: str = ""  # signs tokens; generated per process in development when empty
-    ADMIN_KEY: str = ""  # teachers' credential for the lobby and spectator links; see README
+    # The trusted backends' and teachers' credential (docs/security.md): only as `Authorization:
+    # Bearer`, at least MIN_SECRET_CHARS long, required in production.
+    ADMIN_KEY: str = ""
+    # A school's or game's login server signs learner assertions with this key (docs/security.md).
+    LEARNER_ASSERTION_KEY: str = ""
+    LINK_TTL_SECONDS: int = Field(3600, ge=60, le=7 * 24 * 3600)  # report and spectator links
+    SIGNIN_TTL_SECONDS: int = Field(8 * 3600, ge=60, le=7 * 24 * 3600)  # the teachers' sign-in cookie
+    # Addresses or networks (CIDR) of the proxies whose PROXY header or X-Forwarded-For is believed
+    # for the client's address; empty: every peer is the client itself.
+    TRUSTED_PROXIES: Annotated[list[str], NoDecode] = []
+    RATE_BUCKETS: int = Field(50_000, ge=100)  # per-address, per-token and per-learner buckets kept (LRU)
+    # POST /api/test, the shipped Unity build's route: on in development, off in production unless
+    # enabled; with UNITY_DEVICE_KEYS (`device:key,...`) each request needs its device's key as a bearer.
+    UNITY_TEST_ROUTE: bool | None = None
+    UNITY_DEVICE_KEYS: Annotated[dict[str, str], NoDecode] = {}
     TOKEN_TTL_SECONDS: int = Field(4 * 3600, ge=60, le=30 * 24 * 3600)
     MAX_SESSIONS: int = Field(20_000, ge=1)
     MAX_FRAME_BYTES: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024)
@@ -167,12 +184,32 @@ class Settings(BaseSettings):
     METRICS: bool = True
     METRICS_KEY: str = ""  # bearer for /metrics; empty: ADMIN_KEY; both empty: open (development only)
 
-    @field_validator("CORS_ORIGINS", mode="before")
+    @field_validator("CORS_ORIGINS", "TRUSTED_PROXIES", mode="before")
     @classmethod
-    def _split_origins(cls, value: object) -> object:
+    def _split_list(cls, value: object) -> object:
         if isinstance(value, str):
-            return [o.strip() for o in value.split(",") if o.strip()] or ["*"]
+            return [o.strip() for o in value.split(",") if o.strip()]
         return value
+
+    @field_validator("TRUSTED_PROXIES")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for net in value:
+            ipaddress.ip_network(net, strict=False)  # ValueError names the bad one
+        return value
+
+    @field_validator("UNITY_DEVICE_KEYS", mode="before")
+    @classmethod
+    def _device_keys(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        keys: dict[str, str] = {}
+        for pair in (p.strip() for p in value.split(",") if p.strip()):
+            device, _, key = pair.partition(":")
+            if not device or len(key) < MIN_SECRET_CHARS:
+                raise ValueError(f"each entry is device:key with a key of {MIN_SECRET_CHARS} characters or more")
+            keys[device.strip()] = key.strip()
+        return keys
 
     @field_validator("LOG_LEVEL")
     @classmethod
@@ -188,8 +225,22 @@ class Settings(BaseSettings):
             raise ValueError("BRAIN=openai needs OPENAI_API_KEY (or set BRAIN=rules)")
         if self.SAMVAD_SECRET and len(self.SAMVAD_SECRET) < MIN_SECRET_CHARS:
             raise ValueError(f"SAMVAD_SECRET must be at least {MIN_SECRET_CHARS} characters")
-        if self.SAMVAD_ENV is Environment.PRODUCTION and not self.SAMVAD_SECRET:
-            raise ValueError("SAMVAD_SECRET is required when SAMVAD_ENV=production")
+        for name in ("ADMIN_KEY", "LEARNER_ASSERTION_KEY"):
+            value = getattr(self, name)
+            if value and len(value) < MIN_SECRET_CHARS:
+                raise ValueError(f"{name} must be at least {MIN_SECRET_CHARS} characters")
+        if self.production:
+            if not self.SAMVAD_SECRET:
+                raise ValueError("SAMVAD_SECRET is required when SAMVAD_ENV=production")
+            if not self.ADMIN_KEY:
+                raise ValueError("ADMIN_KEY is required when SAMVAD_ENV=production (the teachers' and "
+                                 "trusted backends' credential)")
+            if self.DEV_ENDPOINTS:
+                raise ValueError("DEV_ENDPOINTS is never on with SAMVAD_ENV=production")
+            if self.CORS_ORIGINS and "*" in self.CORS_ORIGINS:
+                raise ValueError("CORS_ORIGINS may not be * with SAMVAD_ENV=production: list the origins")
+            if self.UNITY_TEST_ROUTE and not self.UNITY_DEVICE_KEYS:
+                raise ValueError("UNITY_TEST_ROUTE with SAMVAD_ENV=production needs UNITY_DEVICE_KEYS")
         if self.TOKEN_TTL_SECONDS <= self.SESSION_RESTART_SECONDS:
             raise ValueError("TOKEN_TTL_SECONDS must be longer than SESSION_RESTART_SECONDS, or no learner "
                              "could come back to be welcomed back")
@@ -205,6 +256,20 @@ class Settings(BaseSettings):
         return self
 
     # --- derived choices
+    @property
+    def production(self) -> bool:
+        return self.SAMVAD_ENV is Environment.PRODUCTION
+
+    @property
+    def cors_origins(self) -> list[str]:
+        if self.CORS_ORIGINS is not None:
+            return self.CORS_ORIGINS
+        return [] if self.production else ["*"]
+
+    @property
+    def unity_route(self) -> bool:
+        return (not self.production) if self.UNITY_TEST_ROUTE is None else self.UNITY_TEST_ROUTE
+
     @property
     def brain_kind(self) -> BrainChoice:
         if self.USE_MOCKS:
@@ -252,7 +317,8 @@ class Settings(BaseSettings):
 
     @property
     def dev_endpoints(self) -> bool:
-        return self.DEV_ENDPOINTS or self.LOG_LEVEL == "DEBUG"
+        """POST /api/dev/generate: never in production, whatever the log level."""
+        return not self.production and (self.DEV_ENDPOINTS or self.LOG_LEVEL == "DEBUG")
 
     @property
     def signing_secret(self) -> str:

@@ -19,7 +19,7 @@ from schemas.enums import LanguageCode, Level, Role
 from schemas.scenario import DEFAULT_SCENARIO, available_scenarios
 from server.auth import TokenError
 from server.cluster.routes import routed_session_id
-from server.services import Services, error_response
+from server.services import Services, bearer, error_response
 from server.ws import session_socket
 from session.actor import SessionActor
 from session.protocols import MirrorUnavailable
@@ -61,11 +61,30 @@ async def read_json(request: Request) -> Any:
     return orjson.loads(body)
 
 
-def bearer(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
-    if header[:7].lower() == "bearer ":
-        return header[7:].strip()
-    return request.query_params.get("token")
+def named_learner(services: Services, request: Request, named: str | None) -> str | JSONResponse | None:
+    """The learner a new session is bound to, with proof of who it is (docs/security.md), or the error.
+
+    A trusted backend's admin key may name any learner. A learner credential (Samvad's learner
+    token, or a login server's assertion) names its own learner, and may not name another. No
+    credential and no `learner_id`: an anonymous session. A `learner_id` without proof: 401.
+    """
+    if services.is_admin(request):
+        return named
+    credential = bearer(request)
+    if credential is None:
+        if named is not None:
+            return error_response(401, "unauthorized", "naming a learner needs the admin key (a trusted "
+                                  "backend) or a learner credential as Authorization: Bearer")
+        return None
+    try:
+        proven = services.learner_of(credential)
+    except TokenError as exc:
+        if named is None:
+            return None  # not a learner credential (a session token, say): an anonymous session
+        return error_response(401, "unauthorized", f"bad learner credential: {exc}")
+    if named is not None and named != proven:
+        return error_response(403, "forbidden", "this learner credential is for another learner")
+    return proven
 
 
 async def health(request: Request) -> JSONResponse:
@@ -93,19 +112,22 @@ async def health(request: Request) -> JSONResponse:
 
 async def create_session(request: Request) -> Response:
     services: Services = request.app.state.services
-    client = request.client.host if request.client else "?"
-    if not services.allow_create(client):
-        return error_response(429, "rate_limited", "too many sessions created; slow down")
-    if not services.mirror.has_room():
-        return error_response(503, "unavailable", "the session store is unreachable and its buffer is full")
     try:
         body = CreateSession.model_validate(await read_json(request))
     except (ValidationError, ValueError) as exc:
         return error_response(422, "invalid", str(exc)[:500])
+    learner_id = named_learner(services, request, body.learner_id)
+    if isinstance(learner_id, JSONResponse):
+        return learner_id
+    if not services.allow_create(services.client_address(request), learner=learner_id, credential=bearer(request),
+                                 trusted=services.settings.ADMIN_KEY != "" and services.is_admin(request)):
+        return error_response(429, "rate_limited", "too many sessions created; slow down")
+    if not services.mirror.has_room():
+        return error_response(503, "unavailable", "the session store is unreachable and its buffer is full")
     if body.scenario not in available_scenarios():
         return error_response(422, "invalid", f"unknown scenario {body.scenario!r}")
     # A known learner: the vendor remembers them, and their confirmed level is the default.
-    profile = await services.learners.profile(body.learner_id) if body.learner_id else None
+    profile = await services.learners.profile(learner_id) if learner_id else None
     session_id = None
     if services.cluster is not None:  # the id HAProxy hashed on, and this node's lease on it
         session_id = routed_session_id(services, request) or uuid.uuid4().hex
@@ -116,7 +138,7 @@ async def create_session(request: Request) -> Response:
     try:
         actor = services.registry.create(
             session_id=session_id,
-            scenario=body.scenario, learner_id=body.learner_id,
+            scenario=body.scenario, learner_id=learner_id,
             input_language=body.input_language, target_language=body.target_language,
             level=body.level or services.learners.default_level(profile),
             recall=services.learners.recall(profile, body.scenario),
@@ -126,8 +148,9 @@ async def create_session(request: Request) -> Response:
     sid = actor.session_id
     # With a durable mirror, answer once the session is stored, so that a crash cannot lose a session
     # whose id the client already holds. While the store is down this waits NEO4J_TIMEOUT_MS at most
-    # and says `"durable": false` (the session plays on and is stored when the store returns).
-    durable = True
+    # and says `"durable": false` (the session plays on and is stored when the store returns). The
+    # in-memory mirror keeps nothing across a restart: `"durable": false` always.
+    durable = False
     flushed = getattr(services.mirror, "flushed", None)
     if flushed is not None:
         durable = await flushed(sid, services.settings.NEO4J_TIMEOUT_MS / 1000)
@@ -139,8 +162,9 @@ async def create_session(request: Request) -> Response:
         "expires_in": services.tokens.ttl_seconds,
         "ws_url": f"/ws/sessions/{sid}",
     }
-    if body.learner_id:
-        answer["learner_token"] = services.tokens.issue_learner(body.learner_id)  # GET /api/learners/{id}
+    if learner_id:
+        answer["learner_id"] = learner_id
+        answer["learner_token"] = services.tokens.issue_learner(learner_id)  # GET /api/learners/{id}
         answer["known_learner"] = actor.negotiation.recall is not None
     # orjson writes the same bytes as JSONResponse's `json.dumps` for these plain values, at a
     # tenth of the cost: one of these per session created.
@@ -204,7 +228,7 @@ async def session_graph(request: Request) -> JSONResponse:
 async def stats(request: Request) -> JSONResponse:
     """Figures across sessions, computed in Neo4j. `?since=<unix s>&scenario=<name>&limit=<n>`."""
     services: Services = request.app.state.services
-    if not services.is_admin(bearer(request)):
+    if not services.is_admin(request):
         return error_response(401, "unauthorized", "the admin key is required")
     figures = getattr(services.mirror, "stats", None)
     if figures is None:
@@ -238,6 +262,10 @@ async def dev_generate(request: Request) -> Response:
         )
     except GenerateError as exc:
         return error_response(422, "invalid", str(exc))
+    except CapacityError as exc:
+        return error_response(503, "capacity", str(exc))
+    except (RuntimeError, TimeoutError) as exc:  # the session stopped, or did not answer in time
+        return error_response(503, "unavailable", str(exc) or "no answer in time")
     return JSONResponse(result)
 
 

@@ -3,12 +3,15 @@
 - `GET /api/scenarios`: every scenario pack, with what it knows (pack files, the active playbook).
 - `POST /api/scenarios/{id}/knowledge` (admin): a multipart upload, the file in the field `file`;
   `replace=true` (form field or query parameter) replaces an active playbook instead of 409.
-- `POST /retrieve`: `{"query", "top_k", "scenario"}` answered with seed 004's chunk schema.
+- `POST /retrieve`: `{"query", "top_k", "scenario"}` answered with seed 004's chunk schema; the
+  admin key, or a session token (either role) of a session of that scenario: a playbook's text is
+  the operator's, and only its scenario's learners and the operator read it (401 / 403).
 
 Uploads need the admin key, and a server with no `ADMIN_KEY` refuses them outright (unlike the
 lobby, which is open in development): a playbook changes what every learner of the scenario is
-told. The body must declare its length, and one over the 10 MB limit is refused before a byte of it
-is read. Extraction, chunking, storing and indexing run in a worker thread. docs/knowledge.md
+told. The body must declare its length (411), and one over the 10 MB limit and its form is refused
+with 413 before a byte of it is read (server/guard.py); the form's file is spooled to disk past 1 MB
+by Starlette's parser. Extraction, chunking, storing and indexing run in a worker thread. docs/knowledge.md
 documents every status and error code.
 """
 
@@ -28,11 +31,12 @@ from brain.knowledge.chunking import MAX_FILE_BYTES, IngestError
 from brain.knowledge.library import index_ready
 from brain.knowledge.store import PlaybookConflict
 from schemas.scenario import DEFAULT_SCENARIO, available_scenarios, load_scenario
-from server.services import Services, admin_credential, error_response
+from server.auth import TokenError
+from server.services import Services, bearer, error_response
+from session.protocols import MirrorUnavailable
 
 __all__ = ["knowledge_routes"]
 
-_FORM_OVERHEAD = 64 * 1024  # multipart boundaries and headers around the file
 _QUERY_BODY_BYTES = 16 * 1024
 
 
@@ -89,7 +93,7 @@ async def upload_knowledge(request: Request) -> Response:
     settings = services.settings
     if not settings.ADMIN_KEY:
         return error_response(403, "admin_key_unset", "set ADMIN_KEY on the server to accept playbook uploads")
-    if not services.tokens.check_admin(admin_credential(request), settings.ADMIN_KEY):
+    if not services.is_admin(request):
         return error_response(401, "unauthorized", "playbook uploads need the admin key")
     scenario = request.path_params["scenario"]
     if scenario not in available_scenarios():
@@ -97,8 +101,6 @@ async def upload_knowledge(request: Request) -> Response:
     length = request.headers.get("content-length")
     if length is None or not length.isdigit():
         return error_response(411, "length_required", "send the upload with a Content-Length")
-    if int(length) > MAX_FILE_BYTES + _FORM_OVERHEAD:
-        return error_response(422, "too_large", f"the file limit is {MAX_FILE_BYTES} bytes")
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
         return error_response(400, "bad_request", "send multipart/form-data with the file in the field 'file'")
     try:
@@ -136,9 +138,26 @@ async def upload_knowledge(request: Request) -> Response:
     }, status_code=201)
 
 
+async def _refuse_retrieve(services: Services, request: Request, scenario: str) -> Response | None:
+    """None when the request may read `scenario`'s chunks: the admin, or a token of a session of it."""
+    if services.is_admin(request):
+        return None
+    try:
+        claims = services.tokens.verify(bearer(request))
+    except TokenError:
+        return error_response(401, "unauthorized", "the admin key or a session token is required")
+    try:
+        actor = await services.registry.get(claims.session_id)
+    except MirrorUnavailable as exc:
+        return error_response(503, "unavailable", str(exc))
+    if actor is None or actor.negotiation.scenario_name != scenario:
+        return error_response(403, "forbidden", "this token is not of a session of that scenario")
+    return None
+
+
 async def retrieve(request: Request) -> Response:
     services = _services(request)
-    if not services.allow_retrieve(request.client.host if request.client else "?"):
+    if not services.allow_retrieve(services.client_address(request), bearer(request)):
         return error_response(429, "rate_limited", "too many retrieval requests; slow down")
     body = await request.body()
     if len(body) > _QUERY_BODY_BYTES:
@@ -148,6 +167,9 @@ async def retrieve(request: Request) -> Response:
     except ValidationError as exc:
         return error_response(400, "bad_request", exc.errors(include_url=False, include_input=False)[0]["msg"]
                               if exc.errors() else "invalid request")
+    refused = await _refuse_retrieve(services, request, query.scenario)
+    if refused is not None:
+        return refused
     if query.scenario not in available_scenarios():
         return error_response(404, "unknown_scenario", f"no scenario {query.scenario!r}")
     knowledge = services.knowledge

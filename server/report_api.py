@@ -7,8 +7,11 @@ happiness, the stages, etiquette, the three suggestions and the cards earned. Th
 inline SVG drawn here, so the page needs no script, prints as it shows and can be saved as one
 file. Every value from the session is HTML-escaped.
 
-The same token rules as `GET /api/sessions/{id}`: a token of that session, either role. A session
-still being played answers 409 `not_ended`.
+The same token rules as `GET /api/sessions/{id}` (a token of that session, either role, as
+`Authorization: Bearer`), and one more, for a plain link: `?token=` with a report token of that
+session (the `report_url` of a learner's progress, short-lived: it opens this report and nothing
+else), or the spectator token the watch page already holds. A player token is never read from the
+URL. A session still being played answers 409 `not_ended`.
 """
 
 from __future__ import annotations
@@ -19,9 +22,13 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from schemas.enums import Role
 from schemas.report import CurvePoint, LearnerReport
+from server.auth import TokenError
 from server.http_api import session_actor
-from server.services import Services, error_response
+from server.services import Services, bearer, error_response
+from session.actor import SessionActor
+from session.protocols import MirrorUnavailable
 from session.report import learner_report
 
 __all__ = ["report_routes"]
@@ -121,9 +128,36 @@ font-weight: 400; font-size: 12px; }} @media print {{ body {{ margin: 0; }} }}
 </body></html>"""
 
 
+async def _linked_actor(services: Services, request: Request, token: str) -> SessionActor | JSONResponse:
+    """The session of a report link's `?token=`: a report token, or a spectator token, of that session."""
+    sid = request.path_params["session_id"]
+    try:
+        linked = services.tokens.verify_report(token)
+    except TokenError:
+        try:
+            claims = services.tokens.verify(token)
+        except TokenError as exc:
+            return error_response(401, "unauthorized", f"bad token: {exc}")
+        if claims.role is not Role.SPECTATOR:
+            return error_response(401, "unauthorized", "a link carries a report or spectator token; send a "
+                                  "player token as Authorization: Bearer")
+        linked = claims.session_id
+    if linked != sid:
+        return error_response(403, "forbidden", "token is for another session")
+    try:
+        actor = await services.registry.get(sid)
+    except MirrorUnavailable as exc:
+        return error_response(503, "unavailable", str(exc))
+    if actor is None:
+        return error_response(404, "not_found", "no such session")
+    return actor
+
+
 async def get_report(request: Request) -> Response:
     services: Services = request.app.state.services
-    actor = await session_actor(request)
+    linked = request.query_params.get("token")
+    actor = (await _linked_actor(services, request, linked) if linked and bearer(request) is None
+             else await session_actor(request))
     if isinstance(actor, JSONResponse):
         return actor
     negotiation = actor.negotiation

@@ -8,11 +8,12 @@ Routes (all added by `spectator_routes`):
 - `WS /ws/lobby`: the same list, then coalesced updates as sessions change (admin).
 - `GET /api/sessions/{id}/spectator-link`: a watch-page URL with a fresh spectator token (admin).
 
-"Admin" means `Authorization: Bearer <ADMIN_KEY>` or `?admin=<ADMIN_KEY>`, checked with
-`Services.is_admin` (constant time). With no ADMIN_KEY configured the lobby is open to anyone
-who can reach the server in development, and a warning says so at start-up; with
-`SAMVAD_ENV=production` it is closed until an ADMIN_KEY is set. The watch page itself needs only
-the session's spectator token, which the session socket checks as usual.
+"Admin" means `Authorization: Bearer <ADMIN_KEY>`, or the teachers' sign-in cookie that
+`POST /api/signin` sets (server/signin.py), checked with `Services.is_admin` (constant time). The
+key is never read from a URL. With no ADMIN_KEY configured the lobby is open to anyone who can
+reach the server in development, and a warning says so at start-up; production does not start
+without one. The watch page itself needs only the session's spectator token, issued for
+LINK_TTL_SECONDS, which the session socket checks as usual.
 
 Lobby updates are driven by `registry.listeners`. Each lobby socket keeps a set of the sessions
 that changed since its last message, not a queue of events: a session that changes fifty times
@@ -39,7 +40,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from schemas.enums import Role
 from schemas.errors import CloseCode
-from server.services import Services, admin_credential, error_response
+from server.services import Services, error_response
 from session.rules import mood_for
 
 if TYPE_CHECKING:
@@ -56,8 +57,8 @@ WATCH_PAGE = "/view/watch.html"
 _NEED_ADMIN_PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8">
 <title>Samvad lobby: admin key needed</title><link rel="stylesheet" href="/view/style.css"></head>
 <body class="page-message"><main><h1>Admin key needed</h1>
-<p>This server protects its lobby. Open <code>/view/lobby.html?admin=YOUR_ADMIN_KEY</code>,
-or ask for a watch link for one session (see docs/spectator.md).</p></main></body></html>"""
+<p>This server protects its lobby. <a id="signin-link" href="/view/signin.html?next=/view/lobby.html">Sign in
+with the admin key</a>, or ask for a watch link for one session (see docs/spectator.md).</p></main></body></html>"""
 
 
 class _LobbySocket:
@@ -94,7 +95,7 @@ class Lobby:
         return self.services.admin_open
 
     def allowed(self, conn: HTTPConnection) -> bool:
-        return self.services.is_admin(admin_credential(conn))
+        return self.services.is_admin(conn)
 
     def _on_change(self, actor: SessionActor) -> None:
         # Called by the session actor on every change: only mark, never format or send here.
@@ -111,8 +112,9 @@ class Lobby:
             return cached[0]
         if len(self._tokens) > 4 * self.services.settings.MAX_SESSIONS:
             self._tokens.clear()
-        token = self.services.tokens.issue(session_id, Role.SPECTATOR)
-        self._tokens[session_id] = (token, now + self.services.tokens.ttl_seconds / 2)
+        ttl = self.services.settings.LINK_TTL_SECONDS
+        token = self.services.tokens.issue(session_id, Role.SPECTATOR, ttl=ttl)
+        self._tokens[session_id] = (token, now + ttl / 2)
         return token
 
     def watch_url(self, session_id: str, token: str) -> str:
@@ -250,13 +252,6 @@ def spectator_routes(services: Services) -> list[BaseRoute]:
     """The spectator pages, lobby API and socket, and spectator-link endpoint, for `services`."""
     lobby = Lobby(services)
     page = _lobby_html()
-    if lobby.open:
-        log.warning("ADMIN_KEY is not set: the lobby (/view/, /api/lobby, /ws/lobby) and "
-                    "/api/sessions/{id}/spectator-link are open to anyone who can reach this "
-                    "server; set ADMIN_KEY outside development")
-    elif not services.settings.ADMIN_KEY:
-        log.warning("ADMIN_KEY is not set: with SAMVAD_ENV=production the lobby, spectator links, "
-                    "learner profiles and stats are closed to everyone until it is")
 
     async def lobby_page(request: Request) -> Response:
         if not lobby.allowed(request):
@@ -274,9 +269,9 @@ def spectator_routes(services: Services) -> list[BaseRoute]:
         sid = request.path_params["session_id"]
         if await services.registry.get(sid) is None:
             return error_response(404, "not_found", "no such session")
-        token = services.tokens.issue(sid, Role.SPECTATOR)
-        return JSONResponse({"url": lobby.watch_url(sid, token), "spectator_token": token,
-                             "expires_in": services.tokens.ttl_seconds})
+        ttl = services.settings.LINK_TTL_SECONDS
+        token = services.tokens.issue(sid, Role.SPECTATOR, ttl=ttl)
+        return JSONResponse({"url": lobby.watch_url(sid, token), "spectator_token": token, "expires_in": ttl})
 
     static = StaticFiles(packages=[STATIC_PACKAGE], html=True)
     return [

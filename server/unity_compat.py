@@ -9,8 +9,18 @@ build sets its slider to 0 on a missing key), `suggested_user_response`,
 `suggested_user_response_english`.
 
 The turn runs through the same actor and rules as a socket's. The build sends no session
-identity, so a session is kept per client: the `X-Samvad-Client` header when present, else the
-client's address; a session that has ended is followed by a new one on the next request. The
+identity, so a session is kept per device, and which device is asking is a credential, not a
+claim (docs/security.md):
+
+- With `UNITY_DEVICE_KEYS` (`device:key,...`), each request carries its device's key as
+  `Authorization: Bearer` (the headset's configuration, or the proxy in front of it, adds it); the
+  key picks the device and so its session. A missing or unknown key: 401. Required in production.
+- Without them (development only) a session is kept per `X-Samvad-Client` header, else per
+  client address: convenient on a desk, and anyone can play into anyone's session, which the
+  start-up warning says.
+- The route is on in development and off in production unless `UNITY_TEST_ROUTE=true` (404).
+
+A session that has ended is followed by a new one on the next request. The
 state the build sends back (`happiness_score`, `negotiation_state`) is ignored: the server is
 authoritative. `pa` (which the original crashed on) is mapped to Hindi, which the vendor speaks,
 and the answer says so in `X-Samvad-Language`. Errors are the HTTP API's `{"error": {...}}`.
@@ -21,6 +31,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
 import logging
 from typing import Any
 
@@ -32,7 +43,7 @@ from starlette.routing import BaseRoute, Route
 
 from schemas.enums import LanguageCode
 from schemas.frames import Reply, SceneFrame, TranscriptFrame
-from server.services import Services, error_response
+from server.services import Services, bearer, error_response
 from session.registry import CapacityError
 from voice.audio import decode_clip, duration_ms, wav_bytes
 from voice.errors import AudioRejected, SpeechServiceError
@@ -81,9 +92,30 @@ async def _speak(services: Services, text: str, language: LanguageCode) -> str:
     return base64.b64encode(wav_bytes(bytes(pcm), tts.sample_rate)).decode("ascii")
 
 
+def _device(services: Services, request: Request) -> str | None:
+    """The device whose key the request carries, compared in constant time against every key."""
+    presented = (bearer(request) or "").encode()
+    found = None
+    for device, key in services.settings.UNITY_DEVICE_KEYS.items():
+        if hmac.compare_digest(presented, key.encode()):
+            found = device
+    return found
+
+
 async def unity_turn(request: Request) -> JSONResponse:
     services: Services = request.app.state.services
     settings = services.settings
+    if not settings.unity_route:
+        return error_response(404, "not_found", "POST /api/test is off (UNITY_TEST_ROUTE)")
+    address = services.client_address(request)
+    if settings.UNITY_DEVICE_KEYS:
+        device = _device(services, request)
+        if device is None:
+            return error_response(401, "unauthorized", "send this device's key (UNITY_DEVICE_KEYS) as "
+                                  "Authorization: Bearer")
+        client = f"device:{device}"
+    else:
+        client = request.headers.get(CLIENT_HEADER, "").strip()[:64] or f"addr:{address}"
     stt = services.voice.stt
     limit = settings.MAX_AUDIO_CLIP_BYTES * 4 // 3 + 64 * 1024
     body_bytes = b""
@@ -114,9 +146,6 @@ async def unity_turn(request: Request) -> JSONResponse:
         return error_response(422, "audio_too_long", f"the clip is over {settings.MAX_UTTERANCE_SECONDS:g} s")
     input_language, note_in = _language(body.get("inputLanguage"))
     target_language, note_out = _language(body.get("targetLanguage"))
-    client = request.headers.get(CLIENT_HEADER, "").strip()[:64] or (
-        f"addr:{request.client.host}" if request.client else "addr:?")
-    address = request.client.host if request.client else "?"
     actor = await _session_for(services, client, address, input_language, target_language)
     if actor == "rate_limited":
         return error_response(429, "rate_limited", "too many sessions created; slow down")
@@ -196,7 +225,7 @@ async def _session_for(services: Services, client: str, address: str, input_lang
         if actor is not None and not actor.negotiation.is_terminal:
             sessions.move_to_end(client)
             return actor
-    if not services.allow_create(address):
+    if not services.allow_create(address, credential=client if client.startswith("device:") else None):
         return "rate_limited"
     generation = known[1] + 1 if known is not None else 0
     digest = hashlib.sha256(client.encode("utf-8")).hexdigest()[:16]

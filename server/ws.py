@@ -196,7 +196,8 @@ async def _read(websocket: WebSocket, conn: WsConnection, actor: SessionActor,
         conn.last_frame = time.monotonic()
         if not bucket.take():
             violations += 1
-            if violations >= settings.RATE_ABUSE_CLOSE_AFTER:
+            # RATE_ABUSE_CLOSE_AFTER errors are sent; a frame over the limit after that closes.
+            if violations > settings.RATE_ABUSE_CLOSE_AFTER:
                 conn.close_nowait(CloseCode.RATE_ABUSE, "kept flooding past the rate limit")
                 return
             conn.error(ErrorCode.RATE_LIMITED,

@@ -58,6 +58,7 @@ class Served:
     base_url: str
     ws_base: str
     services: Services | None = None
+    pid: int | None = None  # the server's process, when it is one (`server_process`)
 
     def ws_url(self, session_id: str, token: str | None = None) -> str:
         url = f"{self.ws_base}/ws/sessions/{session_id}"
@@ -75,7 +76,7 @@ async def running_server(brain: Brain | None = None, **overrides: Any) -> AsyncI
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
+    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", proxy_headers=False,
                             ws_max_size=settings.MAX_FRAME_BYTES * 16, ws_ping_interval=20.0,
                             ws_ping_timeout=20.0, timeout_graceful_shutdown=2,
                             ws=protocol_class(settings.UVICORN_WS))  # as `samvad serve` does
@@ -138,7 +139,7 @@ def server_process(env: dict[str, str] | None = None, *,
             if time.monotonic() > deadline:
                 raise RuntimeError(f"server did not answer /health within {startup_s} s")
             time.sleep(0.1)
-        yield Served(base, f"ws://127.0.0.1:{port}")
+        yield Served(base, f"ws://127.0.0.1:{port}", pid=proc.pid)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -156,9 +157,14 @@ def server_process(env: dict[str, str] | None = None, *,
 # ---------------------------------------------------------------------------- clients
 
 
-async def create(served: Served, **body: Any) -> dict[str, Any]:
+async def create(served: Served, *, credential: str | None = None, **body: Any) -> dict[str, Any]:
+    """POST /api/sessions. A named learner is vouched for as a trusted backend does: with the admin
+    key as a bearer (when the server has one), unless another `credential` is given."""
+    key = served.services.settings.ADMIN_KEY if served.services is not None else ""
+    credential = credential or (key if body.get("learner_id") and key else None)
+    headers = {"authorization": f"Bearer {credential}"} if credential else {}
     async with httpx.AsyncClient(base_url=served.base_url) as client:
-        response = await client.post("/api/sessions", json=body)
+        response = await client.post("/api/sessions", json=body, headers=headers)
     assert response.status_code == 201, response.text
     created = response.json()
     assert isinstance(created, dict)

@@ -39,7 +39,7 @@ def test_a_token_survives_a_restart_when_the_secret_is_configured() -> None:
 
 def test_admin_check() -> None:
     tokens = Tokens(SECRET, 60)
-    assert tokens.check_admin(None, "")
+    assert not tokens.check_admin(None, "") and not tokens.check_admin("", "")  # no key opens nothing here
     assert tokens.check_admin("k" * 20, "k" * 20)
     assert not tokens.check_admin("wrong", "k" * 20)
     assert not tokens.check_admin(None, "k" * 20)
@@ -200,3 +200,62 @@ def test_the_prepared_check_takes_this_servers_tokens_and_keeps_the_leeway() -> 
     # A session token does not name a learner, and the other way round.
     assert tokens._own_payload(issued, "lid", now=_NOW) is None
     assert Tokens("t" * 40, 60)._own_payload(issued, "sid", now=_NOW) is None
+
+
+def test_each_token_kind_opens_only_its_own_door() -> None:
+    tokens = Tokens(SECRET, 60)
+    report = tokens.issue_report("abc", 30)
+    learner = tokens.issue_learner("asha")
+    spectator = tokens.issue("abc", Role.SPECTATOR)
+    signin = tokens.issue_admin("a" * 32, 60)
+    assert tokens.verify_report(report) == "abc" and tokens.verify_learner(learner) == "asha"
+    assert tokens.verify_admin(signin, "a" * 32)
+    for verify, others in ((tokens.verify, (report, learner, signin)),
+                           (tokens.verify_report, (spectator, learner, signin)),
+                           (tokens.verify_learner, (spectator, report, signin))):
+        for token in others:
+            with pytest.raises(TokenError):
+                verify(token)
+    assert not tokens.verify_admin(spectator, "a" * 32) and not tokens.verify_admin(report, "a" * 32)
+
+
+def test_a_sign_in_ends_when_the_admin_key_changes_or_it_expires() -> None:
+    tokens = Tokens(SECRET, 60)
+    assert not tokens.verify_admin(tokens.issue_admin("a" * 32, 60), "b" * 32)
+    assert not tokens.verify_admin(tokens.issue_admin("a" * 32, 60, now=0), "a" * 32)
+
+
+def test_a_report_token_expires_after_its_own_short_life() -> None:
+    tokens = Tokens(SECRET, 3600)
+    import time
+
+    with pytest.raises(TokenError):
+        tokens.verify_report(tokens.issue_report("abc", 60, now=time.time() - 120))
+
+
+def test_a_login_servers_assertion_names_its_learner_and_nothing_else_passes() -> None:
+    import time
+
+    import jwt
+
+    from server.auth import LearnerAssertions
+
+    key = "school-login-key-" + "z" * 24
+    assertions = LearnerAssertions(key)
+    now = int(time.time())
+    good = {"sub": "class7/asha", "aud": "samvad", "iat": now, "exp": now + 600}
+    assert assertions.verify(jwt.encode(good, key, algorithm="HS256")) == "class7/asha"
+    refused = [
+        jwt.encode(good, "another-key-" + "q" * 24, algorithm="HS256"),
+        jwt.encode({**good, "aud": "elsewhere"}, key, algorithm="HS256"),
+        jwt.encode({**good, "exp": now - 60}, key, algorithm="HS256"),
+        jwt.encode({**good, "exp": now + 3 * 24 * 3600}, key, algorithm="HS256"),  # a key, not a login
+        jwt.encode({k: v for k, v in good.items() if k != "sub"}, key, algorithm="HS256"),
+        jwt.encode({**good, "sub": "x" * 65}, key, algorithm="HS256"),
+        jwt.encode(good, None, algorithm="none"),
+    ]
+    for token in refused:
+        with pytest.raises(TokenError):
+            assertions.verify(token)
+    with pytest.raises(TokenError):
+        LearnerAssertions("").verify(jwt.encode(good, key, algorithm="HS256"))

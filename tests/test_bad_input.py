@@ -184,18 +184,18 @@ async def test_flooding_on_after_rate_limited_errors_closes_with_4429() -> None:
     async with playing(RATE_LIMIT_PER_SECOND=2, RATE_LIMIT_BURST=4, RATE_ABUSE_CLOSE_AFTER=5) as s:
         s.before = await s.state()
         errors = 0
-        for i in range(40):  # one at a time, until the fourth rate_limited error
+        for i in range(40):  # one at a time, until the fifth rate_limited error
             await s.c.send({"type": "ping", "id": f"p{i}"})
             answer = await s.c.recv()
             if answer["type"] == "error":
                 assert answer["code"] == "rate_limited"
                 errors += 1
-                if errors == 4:
+                if errors == 5:
                     break
             else:
                 assert answer["type"] == "pong"
-        assert errors == 4
-        await s.c.send({"type": "ping", "id": "last-straw"})  # the fifth: closed, not answered
+        assert errors == 5  # RATE_ABUSE_CLOSE_AFTER errors, as docs/protocol.md says
+        await s.c.send({"type": "ping", "id": "last-straw"})  # over the limit after five errors: closed
         assert await close_code(s.c) == 4429
         await s.unchanged()
         async with client(s.player_url()) as again:

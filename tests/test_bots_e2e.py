@@ -178,3 +178,23 @@ def test_samvad_bots_cli_plays_the_coaching_personas(served: Served, tmp_path: P
                          cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode == 2 and "unknown personas ['mumbles']" in bad.stderr
+
+
+def test_bots_vouch_for_their_learners_with_the_admin_key_against_a_production_server(tmp_path: Path) -> None:
+    key = "bots-admin-key-" + "b" * 24
+    with server_process({"SAMVAD_ENV": "production", "ADMIN_KEY": key}) as production:
+        for admin_key, works in ((key, True), ("", False)):
+            out = tmp_path / f"bots-{works}.json"
+            done = subprocess.run(
+                [sys.executable, "-m", "server.cli", "bots", "--url", production.base_url, "--sessions", "4",
+                 "--think", "10", "--duration", "2", "--quiet", "--json", str(out)],
+                cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "SAMVAD_ADMIN_KEY": admin_key},
+                capture_output=True, text=True, timeout=60,
+            )
+            samvad = json.loads(out.read_text())["samvad"]
+            assert key not in out.read_text() and key not in done.stdout + done.stderr
+            if works:
+                assert done.returncode == 0, done.stdout + done.stderr
+                assert samvad["errors"]["count"] == 0 and samvad["turns"] > 10
+            else:  # a stranger naming learners: refused, no turn played
+                assert samvad["turns"] == 0 and "http_401" in json.dumps(samvad["errors"])

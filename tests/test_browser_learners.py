@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser_support import ARTIFACTS, WAIT_MS, new_page
+from tests.browser_support import ARTIFACTS, WAIT_MS, new_page, sign_in
 from tests.servers import create, running_server
 from tests.test_learners_api import ADMIN as ADMIN_KEY
 from tests.test_learners_api import DEAL, WALK, api, play, profile_after
@@ -36,12 +36,22 @@ async def test_the_learners_page_lists_learners_and_charts_one_learners_progress
         await profile_after(served, "ravi", 1)
         expected = (await api(served, "GET", "/api/learners/asha")).json()["progress"]
 
-        lobby = await new_page(browser)
-        await lobby.goto(f"http://{host}/view/lobby.html?admin={ADMIN_KEY}")
-        link = await lobby.get_attribute("#learners-link", "href")
-        assert link == f"/view/learners.html?admin={ADMIN_KEY}"  # the lobby's way to the learners page
-
+        # Signed out, the learners page sends the teacher to sign in, and back after.
         page = await new_page(browser)
+        await page.goto(f"http://{host}/view/learners.html")
+        await page.wait_for_url(f"http://{host}/view/signin.html?next=**", timeout=WAIT_MS)
+        await page.fill("#key", "not-the-key")
+        await page.click("#submit")
+        await page.wait_for_selector("#error:not([hidden])", timeout=WAIT_MS)
+        await sign_in(page, host, ADMIN_KEY, "/view/lobby.html")
+        lobby = page
+        link = await lobby.get_attribute("#learners-link", "href")
+        assert link == "/view/learners.html"  # the lobby's way to the learners page: no key in it
+        cookies = await page.context.cookies()
+        [signin] = [c for c in cookies if c["name"] == "samvad_admin"]
+        assert signin["httpOnly"] and signin["sameSite"] == "Strict" and ADMIN_KEY not in signin["value"]
+        assert await page.evaluate("document.cookie") == ""  # no script reads the sign-in
+
         await page.goto(f"http://{host}{link}")
         await page.wait_for_function("window.samvadLearners && window.samvadLearners.loaded", timeout=WAIT_MS)
         listed = {r["learnerId"]: r for r in await rows(page, "learners")}
@@ -65,7 +75,7 @@ async def test_the_learners_page_lists_learners_and_charts_one_learners_progress
         assert [r["sessionId"] for r in shown] == [p["session_id"] for p in expected] == [a["session_id"] for a in asha]
         assert [r["outcome"] for r in shown] == ["walked_away", "deal", "deal"]
         for row, point in zip(shown, expected, strict=True):
-            # The server's link with a spectator token of that session (issued afresh for each answer).
+            # The server's link with a report token of that session (issued afresh for each answer).
             assert row["href"].split("&token=")[0] == point["report_url"].split("&token=")[0]
             assert ADMIN_KEY not in row["href"]
             assert row["href"].startswith(f"/api/sessions/{point['session_id']}/report?format=html&token=")
@@ -76,7 +86,16 @@ async def test_the_learners_page_lists_learners_and_charts_one_learners_progress
         await report.goto(f"http://{host}{shown[1]['href']}")
         score = await report.get_attribute("p.score", "data-score")
         assert score == str(expected[1]["score"])
-        assert page.js_errors == [] and lobby.js_errors == []
+        assert page.js_errors == []
+        # The report link opens that report and nothing else: not the session, not its socket.
+        token = shown[1]["href"].split("&token=")[1]
+        import httpx
+
+        async with httpx.AsyncClient(base_url=served.base_url) as http:
+            sid = shown[1]["sessionId"]
+            assert (await http.get(f"/api/sessions/{sid}",
+                                   headers={"authorization": f"Bearer {token}"})).status_code == 401
+            assert (await http.get(f"/api/sessions/{shown[0]['sessionId']}/report?token={token}")).status_code == 403
 
 
 async def test_the_learners_page_needs_the_admin_key(browser: Any) -> None:
@@ -84,6 +103,7 @@ async def test_the_learners_page_needs_the_admin_key(browser: Any) -> None:
         host = served.base_url.removeprefix("http://")
         page = await new_page(browser)
         await page.goto(f"http://{host}/view/learners.html")
-        await page.wait_for_selector("#fatal:not([hidden])", timeout=WAIT_MS)
-        assert "admin key" in (await page.text_content("#fatal") or "")
+        await page.wait_for_url(f"http://{host}/view/signin.html?next=**", timeout=WAIT_MS)
         assert await page.locator("#learners tbody tr").count() == 0
+        await page.goto(f"http://{host}/view/learners.html?admin={ADMIN_KEY}")  # the old way: refused
+        assert "credential_in_url" in (await page.text_content("body") or "")

@@ -26,6 +26,7 @@ from tests.browser_support import (
     server_state,
     settings,
     shown_lines,
+    sign_in,
     wait_seq,
 )
 from tests.fakes import ScriptedBrain
@@ -43,7 +44,7 @@ async def test_lobby_and_watch_page_follow_a_whole_session(browser: Any) -> None
         sid = created["session_id"]
 
         lobby = await new_page(browser)
-        await lobby.goto(f"http://{host}/view/lobby.html?admin={ADMIN_KEY}")
+        await sign_in(lobby, host, ADMIN_KEY, "/view/lobby.html")
         await lobby.wait_for_selector(f'tr[data-session-id="{sid}"]', timeout=WAIT_MS)
         row = await lobby_row(lobby, sid)
         assert row["stage"] == "GREETING" and row["turn"] == "0"

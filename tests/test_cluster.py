@@ -73,7 +73,8 @@ async def test_sessions_are_created_on_the_node_their_id_hashes_to_and_stay_ther
             owners = await leases(cluster.neo4j_uri, [c["session_id"] for c in created])
         assert {o["owner"] for o in owners.values()} == {"n1", "n2", "n3"}  # spread over the nodes
         for c in created:  # every later request of the session reaches its owner: no lease moves
-            answer = await http.get(f"{cluster.http}/api/sessions/{c['session_id']}?token={c['player_token']}")
+            answer = await http.get(f"{cluster.http}/api/sessions/{c['session_id']}",
+                                    headers={"authorization": f"Bearer {c['player_token']}"})
             assert answer.status_code == 200
         again = await leases(cluster.neo4j_uri, [c["session_id"] for c in created])
         assert {k: (v["owner"], v["epoch"]) for k, v in again.items()} == \
@@ -162,7 +163,8 @@ async def test_a_paused_node_past_its_leases_writes_nothing_after_the_takeover_a
         await anyio.sleep(LEASE_S)
         async with httpx.AsyncClient(timeout=30) as http:  # the sessions' next requests: taken over
             for c in mine:
-                answer = await http.get(f"{cluster.http}/api/sessions/{c['session_id']}?token={c['player_token']}")
+                answer = await http.get(f"{cluster.http}/api/sessions/{c['session_id']}",
+                                    headers={"authorization": f"Bearer {c['player_token']}"})
                 assert answer.status_code == 200, answer.text
         taken = await leases(cluster.neo4j_uri, [c["session_id"] for c in mine])
         assert all(t["owner"] in ("n1", "n2") and t["epoch"] == before[s]["epoch"] + 1 for s, t in taken.items())
@@ -219,3 +221,21 @@ async def test_a_rolling_restart_under_load_loses_nothing_acknowledged_and_appli
     closes = Counter(code for c in clients for code in c.closes)
     assert closes[4307] > 0, f"some clients were moved by a drain: {closes}"
     assert all(cluster.health(n)["status"] == "ok" for n in (1, 2, 3))
+
+
+async def test_behind_haproxy_one_abusive_client_does_not_block_another(cluster: Cluster) -> None:
+    """Every request reaches a node from HAProxy's address; the node believes HAProxy's
+    X-Forwarded-For (TRUSTED_PROXIES, set by scripts/cluster.sh) and limits each client by its own
+    address. Two clients on two loopback addresses: one floods /retrieve until the nodes refuse it
+    (429), and the other is still answered every time. (Before, both were HAProxy's 127.0.0.1.)"""
+    query = {"query": "how do I bargain politely", "scenario": "jaipur-bazaar"}
+
+    def client_at(address: str) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=cluster.http, transport=httpx.AsyncHTTPTransport(local_address=address),
+                                 headers={"x-forwarded-for": "127.0.0.3"})  # a lie, appended to and ignored
+
+    async with client_at("127.0.0.2") as abuser, client_at("127.0.0.3") as other:
+        codes = [(await abuser.post("/retrieve", json=query)).status_code for _ in range(300)]
+        assert codes.count(429) >= 50 and set(codes) <= {200, 429}  # the nodes hold the abuser back
+        answers = [(await other.post("/retrieve", json=query)).status_code for _ in range(10)]
+        assert answers == [200] * 10

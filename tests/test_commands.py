@@ -104,13 +104,14 @@ async def test_a_stop_and_a_repeat_survive_a_restart(neo4j_uri: str) -> None:
             report = await c.until("session.report")
             await c.until("ack")
     async with running_server(**settings) as served:
-        async with httpx.AsyncClient(base_url=served.base_url) as http:
-            got = await http.get(f"/api/sessions/{created['session_id']}?token={created['player_token']}")
+        async with httpx.AsyncClient(base_url=served.base_url,
+                                     headers={"authorization": f"Bearer {created['player_token']}"}) as http:
+            got = await http.get(f"/api/sessions/{created['session_id']}")
             assert got.status_code == 200
             rebuilt = got.json()
             assert rebuilt["outcome"] == "stopped" and rebuilt["stage"] == "CLOSURE"
             assert rebuilt["seq"] == report["seq"]  # a rebuilt session continues after every seq it sent
-            again = await http.get(f"/api/sessions/{created['session_id']}/report?token={created['player_token']}")
+            again = await http.get(f"/api/sessions/{created['session_id']}/report")
             assert again.json()["outcome"] == "stopped"
         async with await player(served, created) as c:
             welcome = await c.recv()

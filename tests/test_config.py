@@ -50,8 +50,46 @@ def test_auto_choices_follow_the_key_and_the_uri(monkeypatch: pytest.MonkeyPatch
 
 def test_production_requires_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SAMVAD_ENV", "production")
+    monkeypatch.setenv("ADMIN_KEY", "a" * 32)
     with pytest.raises(ConfigError, match="SAMVAD_SECRET"):
         load_settings()
+
+
+def test_production_requires_an_admin_key_of_32_characters_and_closes_what_development_opens(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SAMVAD_ENV", "production")
+    monkeypatch.setenv("SAMVAD_SECRET", "s" * 40)
+    with pytest.raises(ConfigError, match="ADMIN_KEY is required"):
+        load_settings()
+    monkeypatch.setenv("ADMIN_KEY", "a" * 31)
+    with pytest.raises(ConfigError, match="ADMIN_KEY must be at least 32"):
+        load_settings()
+    monkeypatch.setenv("ADMIN_KEY", "a" * 32)
+    monkeypatch.setenv("LOG_LEVEL", "DEBUG")
+    settings = load_settings()
+    assert not settings.dev_endpoints  # whatever the log level
+    assert settings.cors_origins == [] and not settings.unity_route
+    for name, value in (("DEV_ENDPOINTS", "true"), ("CORS_ORIGINS", "*"), ("UNITY_TEST_ROUTE", "true")):
+        monkeypatch.setenv(name, value)
+        with pytest.raises(ConfigError, match=name):
+            load_settings()
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("UNITY_TEST_ROUTE", "true")
+    monkeypatch.setenv("UNITY_DEVICE_KEYS", "headset-1:" + "d" * 32)
+    settings = load_settings()
+    assert settings.unity_route and settings.UNITY_DEVICE_KEYS == {"headset-1": "d" * 32}
+
+
+def test_development_stays_open_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = load_settings(LOG_LEVEL="DEBUG")
+    assert settings.dev_endpoints and settings.cors_origins == ["*"] and settings.unity_route
+
+
+def test_short_device_keys_and_bad_proxy_networks_are_refused() -> None:
+    with pytest.raises(ConfigError, match="UNITY_DEVICE_KEYS"):
+        load_settings(UNITY_DEVICE_KEYS="headset-1:short")
+    with pytest.raises(ConfigError, match="TRUSTED_PROXIES"):
+        load_settings(TRUSTED_PROXIES="10.0.0.0/8,not-a-network")
 
 
 def test_a_missing_secret_is_generated_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:

@@ -222,6 +222,7 @@ async def test_the_report_counts_the_coaching_and_explains_every_clamp() -> None
         assert (2, "max_mood_delta") in clamps and (2, "illegal_transition") in clamps
         assert not any(turn == 3 for turn, _ in clamps)
         async with httpx.AsyncClient(base_url=served.base_url) as http:
-            page = (await http.get(f"/api/sessions/{sid}/report?token={token}&format=html")).text
+            page = (await http.get(f"/api/sessions/{sid}/report?format=html",
+                                   headers={"authorization": f"Bearer {token}"})).text
         assert "Where the rules stepped in" in page and "floor price" in page
         assert "2 about the situation, 1 sentence frames, 1 whole lines" in page

@@ -15,7 +15,7 @@ from tests.servers import running_server
 
 pytestmark = pytest.mark.anyio
 
-ADMIN = "teacher-key-" + "k" * 20
+ADMIN = "teacher-key-" + "k" * 24
 GOLD = b"""# Paying at Ramesh's stall
 
 Q: Does Ramesh give a discount for coins?
@@ -44,7 +44,7 @@ async def test_upload_then_retrieve_cites_the_right_chunk(tmp_path: Path) -> Non
         assert body["version"] == "v1" and body["source_file"] == "gold_playbook.txt"
         coins = body["chunks"][0]["chunk_id"]
 
-        found = await client.post("/retrieve", json={"query": "discount for coins?", "top_k": 2})
+        found = await client.post("/retrieve", headers=auth(), json={"query": "discount for coins?", "top_k": 2})
         assert found.status_code == 200
         chunks = found.json()["chunks"]
         assert chunks[0]["chunk_id"] == coins
@@ -52,7 +52,7 @@ async def test_upload_then_retrieve_cites_the_right_chunk(tmp_path: Path) -> Non
         assert chunks[0]["metadata"]["source_file"] == "gold_playbook.txt"
         assert chunks[0]["metadata"]["ingested_at"] == body["ingested_at"]
 
-        absent = await client.post("/retrieve", json={"query": "what is the weather in Tokyo"})
+        absent = await client.post("/retrieve", headers=auth(), json={"query": "what is the weather in Tokyo"})
         assert absent.json()["chunks"] == []
 
         listed = (await client.get("/api/scenarios")).json()["scenarios"]
@@ -90,7 +90,7 @@ async def test_one_active_playbook_409_then_replace(tmp_path: Path) -> None:
         assert again.json()["error"]["code"] == "playbook_exists"
         assert again.json()["error"]["active"]["version"] == "v1"
         # the refused upload changed nothing
-        hit = (await client.post("/retrieve", json={"query": "coins discount"})).json()["chunks"]
+        hit = (await client.post("/retrieve", headers=auth(), json={"query": "coins discount"})).json()["chunks"]
         assert hit and hit[0]["metadata"]["playbook_version"] == "v1"
 
         by_query = await upload(client, "second.md", b"Bring small notes.", replace="true")
@@ -99,13 +99,15 @@ async def test_one_active_playbook_409_then_replace(tmp_path: Path) -> None:
                                     files={"file": ("third.md", b"Smile and bargain.")},
                                     data={"replace": "true"})
         assert by_form.status_code == 201 and by_form.json()["version"] == "v3"
-        assert (await client.post("/retrieve", json={"query": "coins discount"})).json()["chunks"] == [] or all(
+        assert (await client.post("/retrieve",
+                                  headers=auth(), json={"query": "coins discount"})).json()["chunks"] == [] or all(
             c["metadata"]["source_file"] != "gold.md"
-            for c in (await client.post("/retrieve", json={"query": "coins discount"})).json()["chunks"])
+            for c in (await client.post("/retrieve",
+                                        headers=auth(), json={"query": "coins discount"})).json()["chunks"])
     # a restart serves the active version from disk
     async with running_server(ADMIN_KEY=ADMIN, KNOWLEDGE_DIR=str(tmp_path)) as served, \
             httpx.AsyncClient(base_url=served.base_url) as client:
-        hit = (await client.post("/retrieve", json={"query": "smile and bargain"})).json()["chunks"]
+        hit = (await client.post("/retrieve", headers=auth(), json={"query": "smile and bargain"})).json()["chunks"]
         assert hit[0]["metadata"]["playbook_version"] == "v3"
     assert sorted(p.name for p in (tmp_path / "jaipur-bazaar").iterdir()) == ["active", "v1.json", "v2.json",
                                                                                "v3.json"]
@@ -158,11 +160,11 @@ async def test_retrieve_validates_and_rate_limits(tmp_path: Path) -> None:
             httpx.AsyncClient(base_url=served.base_url) as client:
         for bad in ({"query": ""}, {"query": "x", "top_k": 0}, {"query": "x", "top_k": "3"}, {"q": "x"},
                     {"query": "x" * 1001}):
-            refused = await client.post("/retrieve", json=bad)
+            refused = await client.post("/retrieve", headers=auth(), json=bad)
             assert (refused.status_code, refused.json()["error"]["code"]) == (400, "bad_request"), bad
-        unknown = await client.post("/retrieve", json={"query": "x", "scenario": "atlantis"})
+        unknown = await client.post("/retrieve", headers=auth(), json={"query": "x", "scenario": "atlantis"})
         assert (unknown.status_code, unknown.json()["error"]["code"]) == (404, "unknown_scenario")
     async with running_server(KNOWLEDGE_DIR=str(tmp_path), RETRIEVE_PER_SECOND=2.0) as served, \
             httpx.AsyncClient(base_url=served.base_url) as client:
-        codes = [(await client.post("/retrieve", json={"query": "cash"})).status_code for _ in range(6)]
+        codes = [(await client.post("/retrieve", headers=auth(), json={"query": "cash"})).status_code for _ in range(6)]
         assert codes[:4] == [200] * 4 and 429 in codes

@@ -17,7 +17,7 @@ from tests.servers import Served, create, player, running_server, state
 
 pytestmark = pytest.mark.anyio
 
-ADMIN = "teacher-key-0123456789"
+ADMIN = "teacher-key-0123456789-abcdefghijklmn"
 DEAL = ("Namaste bhaiya", "Bhaiya, how much are the tomatoes?", "I can pay 60 rupees bhaiya",
         "70 rupees bhaiya, please")  # the rule vendor takes 70 on turn 4: 150 -> 70, 53.3% off
 WALK = ("hello", "how much are the tomatoes?", "I give 50", "No, too expensive, I am going, bye", "bye")

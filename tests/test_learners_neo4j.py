@@ -175,7 +175,7 @@ async def test_erasure_leaves_nothing_of_the_learner_readable(served: Served, ne
             answer = await api(served, "GET", f"/api/sessions/{sid}{path}", token)
             assert answer.status_code == 404, (path, answer.text)
     async with httpx.AsyncClient(base_url=served.base_url) as client:
-        gone = await client.get(f"/api/learners/{who}", params={"token": ended["learner_token"]})
+        gone = await client.get(f"/api/learners/{who}", headers={"authorization": f"Bearer {ended['learner_token']}"})
     assert gone.status_code == 404
     # The other learner is untouched.
     kept_answer = await api(served, "GET", f"/api/learners/{other}")

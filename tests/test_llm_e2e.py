@@ -145,7 +145,8 @@ async def test_a_whole_negotiation_streams_every_reply(openai_fake: FakeOpenAI) 
                     assert totals[name] == sum(t[name] for t in per_turn) > 0
                 assert totals["brain_ms"] > 0
                 async with httpx.AsyncClient() as http:
-                    state = (await http.get(f"http://{host}/api/sessions/{sid}?token={token}")).json()
+                    state = (await http.get(f"http://{host}/api/sessions/{sid}",
+                                            headers={"authorization": f"Bearer {token}"})).json()
                 assert state["ledger"] == totals
     assert stages == ["GREETING", "INQUIRY", "HAGGLING", "DEAL"]
     assert openai_fake.calls == 4 and all(r.stream for r in openai_fake.requests)

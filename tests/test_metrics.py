@@ -43,19 +43,20 @@ async def test_a_turn_shows_in_the_metrics_and_every_name_follows_prometheus_con
 
 
 async def test_metrics_need_their_key_else_the_admin_key_are_closed_in_production_and_can_be_off() -> None:
-    async with running_server(METRICS_KEY=KEY, ADMIN_KEY="admin-" + "k" * 20) as served, httpx.AsyncClient() as http:
+    async with running_server(METRICS_KEY=KEY, ADMIN_KEY="admin-" + "k" * 32) as served, httpx.AsyncClient() as http:
         assert (await http.get(f"{served.base_url}/metrics")).status_code == 401
         assert (await http.get(f"{served.base_url}/metrics",
-                               headers={"authorization": "Bearer admin-" + "k" * 20})).status_code == 401
+                               headers={"authorization": "Bearer admin-" + "k" * 32})).status_code == 401
         assert (await http.get(f"{served.base_url}/metrics",
                                headers={"authorization": f"Bearer {KEY}"})).status_code == 200
-    async with running_server(ADMIN_KEY="admin-" + "k" * 20) as served, httpx.AsyncClient() as http:
+    async with running_server(ADMIN_KEY="admin-" + "k" * 32) as served, httpx.AsyncClient() as http:
         assert (await http.get(f"{served.base_url}/metrics",
-                               headers={"authorization": "Bearer admin-" + "k" * 20})).status_code == 200
+                               headers={"authorization": "Bearer admin-" + "k" * 32})).status_code == 200
     async with running_server(METRICS=False) as served, httpx.AsyncClient() as http:
         assert (await http.get(f"{served.base_url}/metrics")).status_code == 404
-    async with running_server(SAMVAD_ENV="production") as served, httpx.AsyncClient() as http:
-        assert (await http.get(f"{served.base_url}/metrics")).status_code == 403  # no key: closed
+    async with running_server(SAMVAD_ENV="production", ADMIN_KEY="admin-" + "k" * 32) as served, \
+            httpx.AsyncClient() as http:
+        assert (await http.get(f"{served.base_url}/metrics")).status_code == 401  # no key: closed
 
 
 def test_the_grafana_dashboard_queries_only_metrics_the_server_exports() -> None:
@@ -74,10 +75,10 @@ def test_the_grafana_dashboard_queries_only_metrics_the_server_exports() -> None
 
 async def test_drain_needs_a_cluster_and_metrics_need_their_key() -> None:
     """No cluster and no database needed: a single node refuses a drain, and /metrics wants its key."""
-    async with running_server(ADMIN_KEY="k" * 20) as served, httpx.AsyncClient() as http:
+    async with running_server(ADMIN_KEY="k" * 32) as served, httpx.AsyncClient() as http:
         assert (await http.post(f"{served.base_url}/admin/drain")).status_code == 401
-        drained = await http.post(f"{served.base_url}/admin/drain", headers={"authorization": f"Bearer {'k' * 20}"})
+        drained = await http.post(f"{served.base_url}/admin/drain", headers={"authorization": f"Bearer {'k' * 32}"})
         assert drained.status_code == 409 and drained.json()["error"]["code"] == "not_clustered"
         assert (await http.get(f"{served.base_url}/metrics")).status_code == 401
-        ok = await http.get(f"{served.base_url}/metrics", headers={"authorization": f"Bearer {'k' * 20}"})
+        ok = await http.get(f"{served.base_url}/metrics", headers={"authorization": f"Bearer {'k' * 32}"})
         assert ok.status_code == 200 and "samvad_sessions" in ok.text

@@ -107,7 +107,8 @@ async def test_play_continues_while_neo4j_is_down_and_nothing_is_lost_when_it_re
             assert health["queue_depth"] == 0 and health["connected"] is True and health["buffer_full"] is False
             tg.cancel_scope.cancel()
         async with httpx.AsyncClient() as client:
-            graph = (await client.get(f"{server.http}/api/sessions/{sid}/graph?token={token}")).json()
+            graph = (await client.get(f"{server.http}/api/sessions/{sid}/graph",
+                                      headers={"authorization": f"Bearer {token}"})).json()
         users = [t["client_id"] for t in graph["turns"] if t["role"] == "user"]
         assert users == [f"t{n}" for n in range(1, 8)]  # each turn exactly once, in order
         assert graph["chains"] == 1 and [t["ordinal"] for t in graph["turns"]] == list(range(1, 15))
@@ -162,7 +163,8 @@ async def test_a_hung_neo4j_times_out_play_goes_on_and_every_turn_is_stored_once
             assert server.health()["mirror"]["queue_depth"] == 0
             tg.cancel_scope.cancel()
         async with httpx.AsyncClient() as client:
-            graph = (await client.get(f"{server.http}/api/sessions/{sid}/graph?token={token}")).json()
+            graph = (await client.get(f"{server.http}/api/sessions/{sid}/graph",
+                                      headers={"authorization": f"Bearer {token}"})).json()
         users = [t["client_id"] for t in graph["turns"] if t["role"] == "user"]
         assert users == ["t1", "t2", "t3", "t4", "t5"]  # each exactly once, in order
         assert graph["chains"] == 1 and [t["ordinal"] for t in graph["turns"]] == list(range(1, 11))
@@ -264,7 +266,8 @@ async def test_kill_9_mid_load_loses_no_acknowledged_turn_and_applies_every_rese
                 for fid in unacked_at_kill[client.tag]:
                     assert client.sent[fid].acked and client.sent[fid].acked_epoch >= 2  # type: ignore[operator]
                 # Tokens issued before the restart still work, and the graph holds each transcript once.
-                answer = await http.get(f"{server.http}/api/sessions/{client.session_id}/graph?token={client.token}")
+                answer = await http.get(f"{server.http}/api/sessions/{client.session_id}/graph",
+                                        headers={"authorization": f"Bearer {client.token}"})
                 assert answer.status_code == 200, answer.text
                 graph = answer.json()
                 users = [t["client_id"] for t in graph["turns"] if t["role"] == "user" and not t["closing"]]
@@ -275,7 +278,8 @@ async def test_kill_9_mid_load_loses_no_acknowledged_turn_and_applies_every_rese
                 assert session["last_seq"] == client.last_seq and session["turn_count"] == client.view.turn
                 assert session["negotiation_state"] == client.view.stage and session["outcome"]
                 assert f"{client.tag}-scene" in session["accepted_ids"]
-                state = await http.get(f"{server.http}/api/sessions/{client.session_id}?token={client.token}")
+                state = await http.get(f"{server.http}/api/sessions/{client.session_id}",
+                                       headers={"authorization": f"Bearer {client.token}"})
                 assert state.status_code == 200 and state.json()["seq"] == client.last_seq
         async with Neo4jMirror(neo4j_uri) as mirror:
             for client in clients:

@@ -330,7 +330,7 @@ async def test_a_session_is_rebuilt_over_http_after_a_restart_and_its_graph_is_s
     # The first server is gone (its mirror flushed on the way out); a second one rebuilds from Neo4j.
     async with serving(app_settings(neo4j_uri)) as (app, client):
         assert app.state.services.registry.live(sid) is None
-        after = await client.get(f"/api/sessions/{sid}?token={spectator}")
+        after = await client.get(f"/api/sessions/{sid}", headers={"authorization": f"Bearer {spectator}"})
         assert after.status_code == 200 and after.json() == before
         assert before["ledger"]["turns"] == 3  # the per-session ledger totals came back from Neo4j too
         assert app.state.services.registry.statistics()["recovered"] == 1
@@ -343,10 +343,12 @@ async def test_a_session_is_rebuilt_over_http_after_a_restart_and_its_graph_is_s
         assert [x["to_stage"] for x in body["transitions"]] == [c["to_stage"] for c in before["stage_changes"]]
         assert (await client.get(f"/api/sessions/{sid}/graph")).status_code == 401
         other = (await client.post("/api/sessions", json={})).json()
-        wrong = await client.get(f"/api/sessions/{sid}/graph?token={other['player_token']}")
+        wrong = await client.get(f"/api/sessions/{sid}/graph",
+                                 headers={"authorization": f"Bearer {other['player_token']}"})
         assert wrong.status_code == 403
         # A session that is live but not stored yet is served once its changes are written.
-        fresh = await client.get(f"/api/sessions/{other['session_id']}/graph?token={other['player_token']}")
+        fresh = await client.get(f"/api/sessions/{other['session_id']}/graph",
+                                 headers={"authorization": f"Bearer {other['player_token']}"})
         assert fresh.status_code == 200 and fresh.json()["turns"] == []
         # The rebuilt session: a resume level with it gets a snapshot, and a transcript the first
         # server already applied is acknowledged as a duplicate, not applied again.
@@ -362,7 +364,7 @@ async def test_a_session_is_rebuilt_over_http_after_a_restart_and_its_graph_is_s
         assert snap[0]["state"]["turn"] == before["turn"]  # type: ignore[index]
         assert [a.get("duplicate") for a in again.of_type("ack")] == [False, True]
         assert again.of_type("reply") == [] and actor.negotiation.seq == before["seq"]
-        graph = await client.get(f"/api/sessions/{sid}/graph?token={player}")
+        graph = await client.get(f"/api/sessions/{sid}/graph", headers={"authorization": f"Bearer {player}"})
         assert [t["client_id"] for t in graph.json()["turns"] if t["role"] == "user"] == ["t1", "t2", "t3"]
 
 
@@ -372,7 +374,7 @@ def nearest_rank(values: list[int], q: float) -> int:
 
 
 async def test_stats_match_figures_computed_by_hand_from_the_sessions(neo4j_uri: str) -> None:
-    settings = app_settings(neo4j_uri, ADMIN_KEY="teacher-key")
+    settings = app_settings(neo4j_uri, ADMIN_KEY="teacher-key-" + "m" * 24)
     since = time.time()
     scenario = "jaipur-bazaar"
     scripted = [(Polite, "Tomato"), (Polite, "Apple"), (Walker, "Tomato"), (Walker, "Orange"),
@@ -385,7 +387,7 @@ async def test_stats_match_figures_computed_by_hand_from_the_sessions(neo4j_uri:
         assert (await client.get("/api/stats")).status_code == 401
         assert (await client.get("/api/stats", headers={"authorization": "Bearer wrong"})).status_code == 401
         answer = await client.get(f"/api/stats?since={since}&scenario={scenario}",
-                                  headers={"authorization": "Bearer teacher-key"})
+                                  headers={"authorization": "Bearer teacher-key-" + "m" * 24})
         assert answer.status_code == 200
         stats = answer.json()
 

@@ -17,7 +17,7 @@ from tests.servers import running_server
 
 pytestmark = [pytest.mark.neo4j]
 
-ADMIN = "teacher-key-" + "n" * 20
+ADMIN = "teacher-key-" + "n" * 24
 GOLD = b"""Q: Does Ramesh sell on credit?
 A: Ramesh writes regulars into a green ledger and they settle every Sunday after the temple.
 
@@ -80,7 +80,8 @@ async def test_an_upload_through_the_server_survives_a_restart(neo4j_uri: str) -
             assert created.status_code == 201, created.text
             ledger_chunk = created.json()["chunks"][0]["chunk_id"]
         async with running_server(**settings) as served, httpx.AsyncClient(base_url=served.base_url) as client:
-            hits = (await client.post("/retrieve", json={"query": "does Ramesh sell on credit, the ledger?"})).json()
+            hits = (await client.post("/retrieve", json={"query": "does Ramesh sell on credit, the ledger?"},
+                                      headers={"authorization": f"Bearer {ADMIN}"})).json()
             assert hits["chunks"][0]["chunk_id"] == ledger_chunk
             again = await client.post("/api/scenarios/jaipur-bazaar/knowledge", files={"file": ("x.txt", b"x y z")},
                                       headers={"authorization": f"Bearer {ADMIN}"})

@@ -18,7 +18,7 @@ from tests.test_llm_e2e import decision, new_session, rest, samvad, say
 
 pytestmark = pytest.mark.anyio
 COLLECT_GARBAGE_AFTER = True  # see tests/test_llm_e2e.py
-ADMIN = "teacher-key-" + "p" * 20
+ADMIN = "teacher-key-" + "p" * 24
 
 P0_LINES = [
     ("abuse", "You are an idiot, bhaiya"),

@@ -29,8 +29,8 @@ def _collect_servers() -> Any:
 
 
 def app_with(**overrides: Any) -> Any:
-    settings = load_settings(SAMVAD_SECRET="s" * 40, MIRROR="none", BRAIN="rules", ADMIN_KEY="",
-                             **overrides)
+    settings = load_settings(**{"SAMVAD_SECRET": "s" * 40, "MIRROR": "none", "BRAIN": "rules", "ADMIN_KEY": "",
+                                **overrides})
     return create_app(settings, brain=ScriptedBrain())
 
 
@@ -95,17 +95,23 @@ async def test_lobby_rows_carry_working_spectator_links() -> None:
 
 @pytest.mark.parametrize("environment", ["development", "production"])
 async def test_without_an_admin_key_the_admin_routes_are_open_only_in_development(environment: str) -> None:
+    """Development without ADMIN_KEY opens them; production does not start without a key, and they
+    are closed to a request without it."""
     production = environment == "production"
-    async with serve(app_with(SAMVAD_ENV=environment)) as host, \
+    key = "a" * 32 if production else ""
+    async with serve(app_with(SAMVAD_ENV=environment, ADMIN_KEY=key)) as host, \
             httpx.AsyncClient(base_url=f"http://{host}") as client:
-        created = (await client.post("/api/sessions", json={"learner_id": "asha"})).json()
+        backend = {"authorization": f"Bearer {key}"} if key else {}
+        created = (await client.post("/api/sessions", json={"learner_id": "asha"}, headers=backend)).json()
         session = created["session_id"]
+        in_url = await client.get("/api/learners/asha", params={"admin": "anything"})
+        assert in_url.status_code == 400 and in_url.json()["error"]["code"] == "credential_in_url"
         answers = {
             "lobby page": await client.get("/view/lobby.html"),
             "lobby": await client.get("/api/lobby"),
             "link": await client.get(f"/api/sessions/{session}/spectator-link"),
             "learners": await client.get("/api/learners"),
-            "learner": await client.get("/api/learners/asha", params={"admin": "anything"}),
+            "learner": await client.get("/api/learners/asha"),
             "stats": await client.get("/api/stats"),
             "drain": await client.post("/admin/drain"),
             "erase": await client.delete("/api/learners/asha"),
@@ -115,10 +121,14 @@ async def test_without_an_admin_key_the_admin_routes_are_open_only_in_developmen
         if production:
             # The learner's own token still opens the learner's own profile (none yet: the first
             # session has not ended), and another learner's stays closed.
-            own = await client.get("/api/learners/asha", params={"token": created["learner_token"]})
+            own = await client.get("/api/learners/asha",
+                                   headers={"authorization": f"Bearer {created['learner_token']}"})
             assert own.status_code == 404 and own.json()["error"]["code"] == "unknown_learner"
-            other = await client.get("/api/learners/ravi", params={"token": created["learner_token"]})
+            other = await client.get("/api/learners/ravi",
+                                     headers={"authorization": f"Bearer {created['learner_token']}"})
             assert other.status_code == 403
+            in_url = await client.get("/api/learners/asha", params={"token": created["learner_token"]})
+            assert in_url.status_code == 401  # a learner token is never read from the URL
             async with connect(f"ws://{host}/ws/lobby") as lobby:
                 with pytest.raises(ConnectionClosed) as refused:
                     await lobby.recv()
@@ -146,11 +156,20 @@ async def test_lobby_and_links_need_the_admin_key_when_one_is_set() -> None:
         [row] = listed.json()["sessions"]
         assert row["session_id"] == sid and row["learner_id"] == "asha"
         assert row["stage"] == "GREETING" and "token=" in row["watch_url"]
-        assert (await client.get(f"/api/lobby?admin={ADMIN_KEY}")).status_code == 200
+        assert (await client.get(f"/api/lobby?admin={ADMIN_KEY}")).status_code == 400  # never in a URL
 
         assert (await client.get("/view/lobby.html")).status_code == 401
         assert (await client.get("/view/")).status_code == 401
-        assert (await client.get(f"/view/lobby.html?admin={ADMIN_KEY}")).status_code == 200
+        assert (await client.get("/view/lobby.html", headers=bearer)).status_code == 200
+        signed = await client.post("/api/signin", headers=bearer)
+        assert signed.status_code == 204 and "httponly" in signed.headers["set-cookie"].lower()
+        assert "samesite=strict" in signed.headers["set-cookie"].lower()
+        assert (await client.get("/view/lobby.html")).status_code == 200  # the cookie, kept by the client
+        # A page of another origin cannot use the teacher's cookie.
+        assert (await client.get("/api/lobby", headers={"origin": "https://evil.example"})).status_code == 401
+        await client.post("/api/signout")
+        client.cookies.clear()
+        assert (await client.post("/api/signin", headers={"authorization": "Bearer wrong"})).status_code == 401
         # The watch page and its assets hold no session data; the socket checks the token.
         assert (await client.get("/view/watch.html")).status_code == 200
         assert (await client.get("/view/vendor/uPlot-1.6.32.iife.min.js")).status_code == 200
@@ -174,7 +193,7 @@ async def test_lobby_and_links_need_the_admin_key_when_one_is_set() -> None:
             with pytest.raises(ConnectionClosed) as closed:
                 await ws.recv()
             assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
-        async with connect(f"ws://{host}/ws/lobby?admin={ADMIN_KEY}") as ws:
+        async with connect(f"ws://{host}/ws/lobby", additional_headers=bearer) as ws:
             first = json.loads(await ws.recv())
             assert first["type"] == "lobby" and first["sessions"][0]["session_id"] == sid
 
@@ -182,7 +201,7 @@ async def test_lobby_and_links_need_the_admin_key_when_one_is_set() -> None:
 async def test_the_lobby_is_open_without_an_admin_key_and_says_so(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level("WARNING", logger="samvad.spectate"):
+    with caplog.at_level("WARNING", logger="samvad.server"):
         app = create_app(settings(), brain=ScriptedBrain())
     assert any("ADMIN_KEY is not set" in r.getMessage() for r in caplog.records)
     async with serve(app) as host, httpx.AsyncClient(base_url=f"http://{host}") as client:

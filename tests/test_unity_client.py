@@ -96,11 +96,25 @@ def _serve(env: dict[str, str], log_path: Path) -> Iterator[str]:
             proc.wait(timeout=5)
 
 
+ADMIN_KEY = "unity-game-backend-key-" + "u" * 16  # held by the game's backend, never by the harness
+LEARNER = "unity-harness"
+
+
+def learner_token(url: str, learner: str = LEARNER) -> str:
+    """What the game's backend does after its own login: a learner token for that learner, with the
+    admin key, handed to the game (docs/security.md). The harness gets only this token."""
+    request = urllib.request.Request(f"{url}/api/learners/{learner}/token", method="POST",
+                                     headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+    with urllib.request.urlopen(request, timeout=5) as response:
+        return str(json.load(response)["learner_token"])
+
+
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     env = {
         **os.environ,
         "SAMVAD_SECRET": "unity-client-test-secret-" + "x" * 24,
+        "ADMIN_KEY": ADMIN_KEY,
         "BRAIN": "rules",
         "MIRROR": "none",
         "LOG_LEVEL": "WARNING",
@@ -110,7 +124,8 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_harness_haggles_to_a_deal_through_forced_reconnects(harness: Path, server_url: str) -> None:
-    run = subprocess.run(["mono", str(harness), "--url", server_url, "--timeout", "40"],
+    run = subprocess.run(["mono", str(harness), "--url", server_url, "--timeout", "40",
+                          "--learner-token", learner_token(server_url)],
                          capture_output=True, text=True, timeout=55, check=False)
     lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
     assert lines, f"no summary line (exit {run.returncode}):\n{run.stdout}\n{run.stderr}"
@@ -156,7 +171,8 @@ LEVELS = {"jaipur-bazaar": "beginner", "kyoto-antiques": "advanced", "marrakech-
 
 
 def _tour(harness: Path, server_url: str, pack: str) -> dict:
-    args = ["mono", str(harness), "--url", server_url, "--timeout", "30", "--scenario", pack]
+    args = ["mono", str(harness), "--url", server_url, "--timeout", "30", "--scenario", pack,
+            "--learner-token", learner_token(server_url, f"unity-tour-{pack}")]
     if LEVELS[pack] is not None:
         args += ["--level", LEVELS[pack]]
     for line in TOURS[pack]:
@@ -289,7 +305,8 @@ SCENE_LINE = "Namaste bhaiya, ye tamatar kitne ka hai?"
 
 
 def _scene(harness: Path, url: str, *extra: str) -> dict:
-    run = subprocess.run(["mono", str(harness), "--url", url, "--scene", "--timeout", "45", *extra],
+    run = subprocess.run(["mono", str(harness), "--url", url, "--scene", "--timeout", "45",
+                          "--learner-token", learner_token(url), *extra],
                          capture_output=True, text=True, timeout=60, check=False)
     lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
     assert lines, f"no summary line (exit {run.returncode}):\n{run.stdout}\n{run.stderr}"
@@ -315,6 +332,7 @@ def test_the_session_component_grabs_speaks_and_shows_the_servers_reply(harness:
     on the uGUI and TextMeshPro labels, the slider, the Animator and the UnityEvents, as the server has them."""
     summary = _scene(harness, server_url, "--say", SCENE_LINE)
     state = _server_state(server_url, summary)
+    assert state["learner_id"] == LEARNER  # the session is the learner's the credential names
     said = [line["text"] for line in state["transcript"] if line["role"] == "learner"]
     replies = [line["text"] for line in state["transcript"] if line["role"] == "vendor"]
     assert said == [SCENE_LINE] and len(replies) == 1  # OnTranscript made exactly one turn

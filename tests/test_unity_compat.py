@@ -105,3 +105,46 @@ async def test_with_the_llm_brain_reply_english_is_the_models_own_translation(op
     assert body["reply"] == said and body["replyEnglish"] == english
     assert body["suggested_user_response_english"] == "Brother, how much for one kilo?"
     assert any("reply_text_english" in r.system for r in openai_fake.requests), "the prompt asks for it"
+
+
+async def test_with_device_keys_the_key_picks_the_session_and_nothing_the_caller_invents_does(
+        openai_fake: FakeOpenAI) -> None:
+    keys = {"headset-1": "k1-" + "a" * 32, "headset-2": "k2-" + "b" * 32}
+    devices = ",".join(f"{d}:{k}" for d, k in keys.items())
+    async with running_server(**speech_settings(openai_fake, TTS="none", UNITY_DEVICE_KEYS=devices)) as served, \
+            httpx.AsyncClient(base_url=served.base_url, timeout=10) as http:
+        nobody = await http.post("/api/test", json=unity_request(tone(0.5)))
+        assert nobody.status_code == 401 and nobody.json()["error"]["code"] == "unauthorized"
+        wrong = await http.post("/api/test", json=unity_request(tone(0.5)), headers={"authorization": "Bearer x" * 3})
+        assert wrong.status_code == 401
+        one = {"authorization": f"Bearer {keys['headset-1']}"}
+        first = await http.post("/api/test", json=unity_request(tone(0.5)), headers=one)
+        assert first.status_code == 200, first.text
+        # Another address or an invented client header changes nothing: the key is the device.
+        again = await http.post("/api/test", json=unity_request(tone(0.5)),
+                                headers={**one, "X-Samvad-Client": "someone-else"})
+        assert again.headers["x-samvad-session"] == first.headers["x-samvad-session"]
+        # The client header alone no longer reaches headset 1's session, and headset 2 has its own.
+        assert (await http.post("/api/test", json=unity_request(tone(0.5)),
+                                headers={"X-Samvad-Client": "device:headset-1"})).status_code == 401
+        two = await http.post("/api/test", json=unity_request(tone(0.5)),
+                              headers={"authorization": f"Bearer {keys['headset-2']}"})
+        assert two.status_code == 200 and two.headers["x-samvad-session"] != first.headers["x-samvad-session"]
+    # Paid speech recognition ran for the three requests with a device's key only.
+    assert len([r for r in openai_fake.audio_requests if r["path"] == "transcriptions"]) == 3
+
+
+async def test_production_keeps_the_route_off_unless_enabled(openai_fake: FakeOpenAI) -> None:
+    production = {"SAMVAD_ENV": "production", "ADMIN_KEY": "a" * 32}
+    async with running_server(**speech_settings(openai_fake, TTS="none", **production)) as served, \
+            httpx.AsyncClient(base_url=served.base_url, timeout=10) as http:
+        off = await http.post("/api/test", json=unity_request(tone(0.5)))
+        assert off.status_code == 404 and off.json()["error"]["code"] == "not_found"
+    key = "d" * 32
+    async with running_server(**speech_settings(openai_fake, TTS="none", UNITY_TEST_ROUTE=True,
+                                                UNITY_DEVICE_KEYS=f"hs:{key}", **production)) as served, \
+            httpx.AsyncClient(base_url=served.base_url, timeout=10) as http:
+        assert (await http.post("/api/test", json=unity_request(tone(0.5)))).status_code == 401
+        on = await http.post("/api/test", json=unity_request(tone(0.5)), headers={"authorization": f"Bearer {key}"})
+        assert on.status_code == 200, on.text
+    assert len([r for r in openai_fake.audio_requests if r["path"] == "transcriptions"]) == 1  # the keyed one

@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import resource
 import sys
 from dataclasses import asdict
@@ -77,6 +78,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="skip the GET of the session's state after each hint and repeat")
     p.add_argument("--scenario", default="jaipur-bazaar", help="the scenario pack to play (GET /api/scenarios)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--admin-key", default=None,
+                   help="vouch for the bots' learner ids as a trusted backend (default: $SAMVAD_ADMIN_KEY; "
+                        "a development server without ADMIN_KEY needs none)")
     p.add_argument("--no-uvloop", action="store_true")
     p.add_argument("--collector", choices=("paused", "on"), default="paused",
                    help="this process's cyclic garbage collector during the run (default paused)")
@@ -106,9 +110,10 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
         reply_timeout_s=args.reply_timeout, ramp_s=args.ramp,
         closing_check=not args.no_closing_check, seed=args.seed, scenario=args.scenario,
         state_checks=not args.no_state_checks,
+        admin_key=args.admin_key if args.admin_key is not None else os.environ.get("SAMVAD_ADMIN_KEY", ""),
     )
     progress = None if args.quiet else progress_line
-    result: dict[str, Any] = {"config": {k: v for k, v in asdict(config).items() if k != "echo"}}
+    result: dict[str, Any] = {"config": {k: v for k, v in asdict(config).items() if k not in ("echo", "admin_key")}}
     samvad: RunStats | None = None
     if not args.echo_only:
         samvad = await run(config, progress=progress)

@@ -49,6 +49,7 @@ class ResumingClient:
     think: float = 0.0  # seconds between a reply and the next line
     item: str | None = "Tomato"
     max_lines: int = 30
+    credential: str = ""  # vouches for the learner `tag` (docs/security.md): the admin key, or a learner token
     session_id: str = ""
     token: str = ""
     sent: OrderedDict[str, Sent] = field(default_factory=OrderedDict)
@@ -88,7 +89,7 @@ class ResumingClient:
         deadline = time.monotonic() + retry_unavailable_s
         while True:
             try:
-                body = await create_session(self.http_base, learner_id=self.tag)
+                body = await create_session(self.http_base, learner_id=self.tag, credential=self.credential)
             except BotError as exc:
                 if exc.kind != "http_503" or time.monotonic() >= deadline:
                     raise

@@ -65,6 +65,9 @@ class RunConfig:
     state_checks: bool = True  # after a hint or repeat, GET the session's state: it must be unchanged
     echo: bool = False
     seed: int = 1
+    # Vouches for the bots' learner ids as a trusted backend does (Authorization: Bearer); a
+    # development server without ADMIN_KEY needs none. Never written to the results.
+    admin_key: str = field(default="", repr=False)
 
 
 @dataclass
@@ -221,7 +224,8 @@ class Bot:
         item = items[spin % len(items)]
         persona = ALL_PERSONAS[self.persona_name](item, config.scenario)
         created = await create_session(config.url, limit_s=config.reply_timeout_s,
-                                       learner_id=f"bot-{self.index}", scenario=config.scenario)
+                                       learner_id=f"bot-{self.index}", scenario=config.scenario,
+                                       credential=config.admin_key)
         self.stats.sessions_started += 1
         sid = created["session_id"]
         url = f"{ws_base(config.url)}{created['ws_url']}?token={created['player_token']}"

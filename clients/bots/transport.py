@@ -70,8 +70,11 @@ async def http_request(
     return int(status_line[1]), content
 
 
-async def create_session(base: str, *, limit_s: float = 10.0, **fields: Any) -> dict[str, Any]:
-    status, content = await http_request(base, "POST", "/api/sessions", fields, limit_s=limit_s)
+async def create_session(base: str, *, limit_s: float = 10.0, credential: str = "", **fields: Any) -> dict[str, Any]:
+    """POST /api/sessions. A named `learner_id` needs `credential`: the admin key (the bots act as a
+    trusted backend) or that learner's credential; a development server without ADMIN_KEY needs none."""
+    headers = {"Authorization": f"Bearer {credential}"} if credential else None
+    status, content = await http_request(base, "POST", "/api/sessions", fields, headers=headers, limit_s=limit_s)
     if status != 201:
         raise BotError(f"http_{status}", content[:200].decode("utf-8", "replace"))
     created = orjson.loads(content)

@@ -3,14 +3,14 @@
 // link to each session's report. It reads the API again every 15 s (profiles change when
 // sessions end, not turn by turn, so there is no socket).
 //
-// The admin key comes from this page's ?admin= and goes to the API as a bearer header; the
-// learner shown is the URL's #fragment, so the page's own links never carry the key. Report links
-// carry the spectator token of their session that the server put in `report_url`. Text from the
-// server reaches the page only as text nodes (`h()`), never as HTML.
+// The teacher signs in once (/view/signin.html); the browser then sends the HttpOnly sign-in cookie
+// with every request, and no key is ever in this page's URL or script. The learner shown is the
+// URL's #fragment. Report links carry the short-lived report token of their session that the server
+// put in `report_url`, which opens that report and nothing else. Text from the server reaches the
+// page only as text nodes (`h()`), never as HTML.
 
 import { h, stageColor } from "./common.js";
 
-const admin = new URLSearchParams(location.search).get("admin") || "";
 const $ = (id) => document.getElementById(id);
 
 const view = { loaded: false, learners: [], shown: null, progress: [], charts: {} };
@@ -39,10 +39,10 @@ function fatal(text) {
 }
 
 async function api(path) {
-  const headers = admin ? { authorization: `Bearer ${admin}` } : {};
-  const response = await fetch(path, { headers });
+  const response = await fetch(path, { credentials: "same-origin" });
   if (response.status === 401) {
-    throw new Error("This server needs its admin key: open /view/learners.html?admin=KEY");
+    location.replace(`/view/signin.html?next=${encodeURIComponent(location.pathname + location.hash)}`);
+    throw new Error("This server needs its admin key: sign in first");
   }
   if (!response.ok) {
     const body = await response.json().catch(() => ({}));
@@ -190,5 +190,4 @@ async function load() {
 window.addEventListener("hashchange", () => {
   showLearner(decodeURIComponent(location.hash.slice(1))).catch((error) => fatal(error.message));
 });
-if (admin) $("lobby-link").href = `/view/lobby.html?admin=${encodeURIComponent(admin)}`;
 load().then(() => setInterval(() => { if (!$("fatal").hidden) return; load(); }, REFRESH_MS));

@@ -1,13 +1,12 @@
 // The lobby: every live session on this server, kept current over /ws/lobby.
 //
 // The socket sends `lobby` (the whole list) on connect and every 30 s, and `lobby.update`
-// (changed rows and removed ids) as sessions change, at most four times a second. The admin key,
-// when the server has one, comes from this page's ?admin= and goes on the socket URL.
+// (changed rows and removed ids) as sessions change, at most four times a second. When the server
+// has an admin key the teacher signs in once (/view/signin.html); the browser sends the HttpOnly
+// sign-in cookie with the socket's handshake, so no key is ever in a URL.
 
 import { Backoff, ago, currencySymbolOf, h, moodColor, stageColor, wsUrl } from "./common.js";
 
-const admin = new URLSearchParams(location.search).get("admin") || "";
-if (admin) document.getElementById("learners-link").href = `/view/learners.html?admin=${encodeURIComponent(admin)}`;
 const sessions = new Map(); // session_id -> row
 let clockOffset = 0; // server time minus this browser's time, in seconds
 let ws = null;
@@ -30,8 +29,7 @@ function setStatus(state, text) {
 }
 
 function connect() {
-  const query = admin ? `?admin=${encodeURIComponent(admin)}` : "";
-  const sock = new WebSocket(wsUrl(`/ws/lobby${query}`));
+  const sock = new WebSocket(wsUrl("/ws/lobby"));
   ws = sock;
   sock.onopen = () => {
     lobby.connected = true;
@@ -63,8 +61,9 @@ function connect() {
     if (event.code === 4401) {
       setStatus("failed", "admin key needed");
       const fatal = $("fatal");
-      fatal.textContent = "This server needs its admin key: open /view/lobby.html?admin=KEY";
+      fatal.textContent = "This server needs its admin key: sign in first";
       fatal.hidden = false;
+      location.replace("/view/signin.html?next=/view/lobby.html");
       return;
     }
     setStatus("reconnecting", "reconnecting…");

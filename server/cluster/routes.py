@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
-from server.services import Services, admin_credential, error_response
+from server.services import Services, error_response
 
 SESSION_ID_HEADER = "x-samvad-session-id"
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -32,7 +32,7 @@ def routed_session_id(services: Services, request: Request) -> str | None:
 async def drain(request: Request) -> JSONResponse:
     """Stop taking sessions and hand every live one over (clients get 4307 and reconnect elsewhere)."""
     services: Services = request.app.state.services
-    if not services.is_admin(admin_credential(request)):
+    if not services.is_admin(request):
         return error_response(401, "unauthorized", "the admin key is required")
     if services.cluster is None:
         return error_response(409, "not_clustered", "this node is not part of a cluster (set CLUSTER_NODE_ID)")

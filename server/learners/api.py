@@ -6,9 +6,12 @@
   each with a link to its report; the admin key, or a learner token of that learner.
 - `DELETE /api/learners/{learner_id}`: erase the learner and their sessions; the admin key.
 
-The admin key comes as `Authorization: Bearer <key>` or `?admin=`; a learner token as
-`Authorization: Bearer <token>` or `?token=`. Without `ADMIN_KEY` the routes are open in
-development, like the lobby, and closed with `SAMVAD_ENV=production`. Errors: 401 `unauthorized`
+- `POST /api/learners/{learner_id}/token`: a learner token for that learner (the admin key: a
+  trusted backend that has logged the learner in hands it to the game, docs/security.md).
+
+The admin key comes as `Authorization: Bearer <key>` (or a teacher's sign-in cookie); a learner
+credential as `Authorization: Bearer <token>`, never in the URL. Without `ADMIN_KEY` the routes are
+open in development, like the lobby; production does not start without one. Errors: 401 `unauthorized`
 (no valid credential), 403 `forbidden` (a learner token of another learner, or a learner token
 where only the admin key will do), 404 `unknown_learner`,
 503 `unavailable` (the store did not answer).
@@ -22,29 +25,20 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
-from schemas.enums import Role
 from server.auth import TokenError
 from server.learners.service import Learners
 from server.learners.store import LearnerStoreUnavailable
-from server.services import Services, admin_credential, error_response
+from server.services import Services, bearer, error_response
 
 __all__ = ["learner_routes"]
 
 
-def _credential(request: Request) -> str | None:
-    return admin_credential(request) or request.query_params.get("token")
-
-
-def _is_admin(services: Services, request: Request) -> bool:
-    return services.is_admin(_credential(request))
-
-
 def _refused(services: Services, request: Request, learner_id: str | None) -> JSONResponse | None:
     """None when the request may read `learner_id` (None: only the admin may)."""
-    if _is_admin(services, request):
+    if services.is_admin(request):
         return None
     try:
-        holder = services.tokens.verify_learner(_credential(request))
+        holder = services.learner_of(bearer(request))
     except TokenError:
         return error_response(401, "unauthorized", "the admin key or a learner token is required")
     if learner_id is None or holder != learner_id:
@@ -87,8 +81,8 @@ async def get_learner(request: Request) -> JSONResponse:
     progress: list[dict[str, Any]] = []
     for point in series:
         row = point.model_dump(mode="json")
-        # A spectator token of the session opens its report (the same rule as every session route).
-        token = services.tokens.issue(point.session_id, Role.SPECTATOR)
+        # A report token opens that report and nothing else, for LINK_TTL_SECONDS.
+        token = services.tokens.issue_report(point.session_id, services.settings.LINK_TTL_SECONDS)
         row["report_url"] = f"/api/sessions/{point.session_id}/report?format=html&token={token}"
         progress.append(row)
     return JSONResponse({"learner_id": learner_id, "store": learners.store.name,
@@ -111,9 +105,22 @@ async def delete_learner(request: Request) -> JSONResponse:
     return JSONResponse({"learner_id": learner_id, "erased": True})
 
 
+async def learner_token(request: Request) -> JSONResponse:
+    services, _ = _learners(request)
+    refused = _refused(services, request, None)
+    if refused is not None:
+        return refused
+    learner_id = request.path_params["learner_id"]
+    if not 0 < len(learner_id) <= 64:
+        return error_response(422, "invalid", "a learner id has 1 to 64 characters")
+    return JSONResponse({"learner_id": learner_id, "learner_token": services.tokens.issue_learner(learner_id),
+                         "expires_in": services.tokens.ttl_seconds})
+
+
 def learner_routes() -> list[BaseRoute]:
     return [
         Route("/api/learners", list_learners, methods=["GET"]),
+        Route("/api/learners/{learner_id:path}/token", learner_token, methods=["POST"]),
         # `:path`: a learner id is the client's string, and may hold a slash.
         Route("/api/learners/{learner_id:path}", get_learner, methods=["GET"]),
         Route("/api/learners/{learner_id:path}", delete_learner, methods=["DELETE"]),

@@ -40,6 +40,7 @@ namespace Samvad.Harness
             string url = null;
             int timeoutSeconds = 45;
             bool verbose = false;
+            string learnerToken = Environment.GetEnvironmentVariable("SAMVAD_LEARNER_TOKEN");
             string scenario = null;
             string level = null;
             string voiceWav = null;
@@ -57,6 +58,9 @@ namespace Samvad.Harness
                         break;
                     case "--verbose":
                         verbose = true;
+                        break;
+                    case "--learner-token":
+                        learnerToken = args[++i];
                         break;
                     case "--scenario":
                         scenario = args[++i];
@@ -80,12 +84,12 @@ namespace Samvad.Harness
             }
             if (string.IsNullOrEmpty(url))
             {
-                Console.Error.WriteLine("usage: mono Harness.exe --url http://127.0.0.1:PORT [--timeout S] [--verbose]"
+                Console.Error.WriteLine("usage: mono Harness.exe --url http://127.0.0.1:PORT [--timeout S] [--verbose] [--learner-token T]"
                                         + " [--scenario ID [--level LEVEL] --say LINE [--say LINE ...]]"
                                         + " [--scene [--say LINE] [--voice FILE.wav]]");
                 return 2;
             }
-            var run = new Run(url, verbose);
+            var run = new Run(url, verbose) { LearnerToken = string.IsNullOrEmpty(learnerToken) ? null : learnerToken };
             JObject summary;
             if (scene)
             {

@@ -119,7 +119,8 @@ namespace Samvad.Harness
             ramesh.SetActive(false);
             var session = ramesh.AddComponent<SamvadSession>();
             Serialized.Set(session, "serverUrl", _url);
-            Serialized.Set(session, "learnerId", learner);
+            Serialized.Set(session, "learnerId", Learner(learner) ?? "");
+            Serialized.Set(session, "learnerToken", LearnerToken ?? "");
             Serialized.Set(session, "level", "beginner");  // suggestions for the hint label
             return session;
         }

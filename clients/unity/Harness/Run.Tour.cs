@@ -20,11 +20,11 @@ namespace Samvad.Harness
         public async Task TourAsync(string scenario, IList<string> lines, string level)
         {
             if (lines.Count < 2) throw new ArgumentException("a tour says at least two lines (one is taken back)");
-            using (var api = new SamvadApi(_url))
+            using (var api = Api())
             {
                 var info = await api.CreateSessionAsync(new CreateSessionRequest
                 {
-                    Scenario = scenario, LearnerId = "unity-tour-" + scenario, Level = level,
+                    Scenario = scenario, LearnerId = Learner("unity-tour-" + scenario), Level = level,
                 }).ConfigureAwait(false);
                 Fact("scenario", scenario);
                 var player = new SamvadClient(_url, info.SessionId, info.PlayerToken, Options(false));

@@ -18,9 +18,9 @@ namespace Samvad.Harness
         public async Task VoiceAsync(string wavPath)
         {
             byte[] pcm = ReadPcm(File.ReadAllBytes(wavPath));
-            using (var api = new SamvadApi(_url))
+            using (var api = Api())
             {
-                var info = await api.CreateSessionAsync(new CreateSessionRequest { LearnerId = "unity-voice" })
+                var info = await api.CreateSessionAsync(new CreateSessionRequest { LearnerId = Learner("unity-voice") })
                                     .ConfigureAwait(false);
                 var options = Options(false);
                 options.Voice = true;

@@ -15,6 +15,19 @@ namespace Samvad.Harness
 
         readonly string _url;
         readonly bool _verbose;
+        /// <summary>A learner credential (--learner-token): the sessions are that learner's, named by it.</summary>
+        public string LearnerToken { get; set; }
+
+        /// <summary>The learner id a run names when it has no credential (a development server takes it).</summary>
+        string Learner(string name)
+        {
+            return LearnerToken == null ? name : null;
+        }
+
+        SamvadApi Api()
+        {
+            return new SamvadApi(_url) { Credential = LearnerToken };
+        }
         readonly List<string> _failures = new List<string>();
         readonly JObject _facts = new JObject();
         readonly object _gate = new object();
@@ -147,9 +160,9 @@ namespace Samvad.Harness
         public async Task ExecuteAsync()
         {
             CheckOffline();
-            using (var api = new SamvadApi(_url))
+            using (var api = Api())
             {
-                var info = await api.CreateSessionAsync(new CreateSessionRequest { LearnerId = "unity-harness" })
+                var info = await api.CreateSessionAsync(new CreateSessionRequest { LearnerId = Learner("unity-harness") })
                                     .ConfigureAwait(false);
                 Fact("session_id", info.SessionId);
                 Log("session " + info.SessionId);

@@ -49,18 +49,31 @@ namespace Samvad.Client
 
         public Uri BaseUri { get; private set; }
 
+        /// <summary>The learner's credential, sent as <c>Authorization: Bearer</c> when a session is created:
+        /// a learner token your game's backend got for this learner (POST /api/learners/{id}/token with the
+        /// admin key, which stays on the backend), or an assertion your login server signed. It binds the
+        /// session to that learner; a <c>LearnerId</c> without it is refused (401). Null: an anonymous
+        /// session (docs/security.md).</summary>
+        public string Credential { get; set; }
+
         /// <summary>POST /api/sessions. Every field of the request is optional.</summary>
         public async Task<SessionInfo> CreateSessionAsync(CreateSessionRequest request = null,
                                                           CancellationToken cancel = default(CancellationToken))
         {
             string body = JsonConvert.SerializeObject(request ?? new CreateSessionRequest());
             using (var content = new StringContent(body, Encoding.UTF8, "application/json"))
-            using (var response = await _http.PostAsync(new Uri(BaseUri, "api/sessions"), content, cancel)
-                                             .ConfigureAwait(false))
+            using (var message = new HttpRequestMessage(HttpMethod.Post, new Uri(BaseUri, "api/sessions")) { Content = content })
             {
-                string text = await response.Content.ReadAsStringAsync().ConfigureAwait(false);
-                EnsureSuccess(response, text);
-                return JsonConvert.DeserializeObject<SessionInfo>(text);
+                if (!string.IsNullOrEmpty(Credential))
+                {
+                    message.Headers.Authorization = new AuthenticationHeaderValue("Bearer", Credential);
+                }
+                using (var response = await _http.SendAsync(message, cancel).ConfigureAwait(false))
+                {
+                    string text = await response.Content.ReadAsStringAsync().ConfigureAwait(false);
+                    EnsureSuccess(response, text);
+                    return JsonConvert.DeserializeObject<SessionInfo>(text);
+                }
             }
         }
 

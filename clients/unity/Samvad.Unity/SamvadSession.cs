@@ -34,6 +34,9 @@ namespace Samvad.Unity
         [Tooltip("HTTP root of the Samvad server, e.g. https://samvad.example.org")]
         [SerializeField] string serverUrl = "http://127.0.0.1:8000";
         [SerializeField] string learnerId = "";
+        [Tooltip("The learner's credential from your game's backend (docs/security.md); set it from code " +
+                 "after your login, not in a scene file. Empty: an anonymous session.")]
+        [SerializeField] string learnerToken = "";
         [SerializeField] string scenario = "jaipur-bazaar";
         [Tooltip("hi-IN, kn-IN, ta-IN, en-IN or hi-EN")]
         [SerializeField] string inputLanguage = "hi-EN";
@@ -111,7 +114,7 @@ namespace Samvad.Unity
             if (_client != null) return;
             if (string.IsNullOrEmpty(sessionId) || string.IsNullOrEmpty(playerToken))
             {
-                using (var api = new SamvadApi(serverUrl))
+                using (var api = new SamvadApi(serverUrl) { Credential = string.IsNullOrEmpty(learnerToken) ? null : learnerToken })
                 {
                     var info = await api.CreateSessionAsync(new CreateSessionRequest
                     {
