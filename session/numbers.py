@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -36,9 +36,11 @@ __all__ = [
     "KINDS",
     "NumberLexicon",
     "NumberMention",
+    "Word",
     "find_numbers",
     "number_lexicon",
     "price_mentions",
+    "words_in",
 ]
 
 KINDS = ("amount", "percent", "fraction", "time", "date", "phone", "count", "ordinal")
@@ -63,6 +65,8 @@ class NumberMention:
     """For a percentage, what one of its word is in percent (割 = 10): value is already scaled."""
     colloquial: bool = False
     """Hundreds said without the word ("one fifty" = 150): a common but less certain reading."""
+    beside_end: int = -1
+    """Where the word after the number that gave its kind (percent, unit, currency) ends; -1: none."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -104,6 +108,9 @@ class NumberLexicon:
     colloquial: frozenset[str]
     glued_langs: frozenset[str]
     mixes: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    middle: tuple[str, ...] = ()
+    glued_cues: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Cue words of languages written without spaces, to find at the start of a run (割引)."""
 
     def get(self, key: str, category: str) -> _Word | None:
         found = self.entries.get(key)
@@ -111,6 +118,17 @@ class NumberLexicon:
 
     def has(self, key: str) -> bool:
         return key in self.entries
+
+    def phrase_at(self, words: Sequence[str], category: str, *, backwards: bool = False) -> int:
+        """How many of `words` (keys from `words_in`), from the front (or, backwards, ending at
+        the back), make a phrase of `category` ("less_after", "offer_cues"...); 0 when none."""
+        for size in (4, 3, 2, 1):
+            if size > len(words):
+                continue
+            part = words[-size:] if backwards else words[:size]
+            if self.get(" ".join(part), category) is not None:
+                return size
+        return 0
 
 
 def _norm(text: str) -> str:
@@ -139,6 +157,8 @@ def _build(files: tuple[str, ...]) -> NumberLexicon:
     orders: dict[str, str] = {}
     vigesimal: set[str] = set()
     colloquial: set[str] = set()
+    middle: set[str] = set()
+    glued_cues: dict[str, set[str]] = {}
     mixes: dict[str, set[str]] = {}
     glued_latin: set[str] = set()
     glued_other: set[str] = set()
@@ -209,6 +229,13 @@ def _build(files: tuple[str, ...]) -> NumberLexicon:
             add(key, "ordinal", lang, g)
         for key, role in data.prefixes.items():
             prefixes[_norm(key)] = role
+        for category in ("offer_cues", "offer_cues_after", "less_after", "less_before", "rate_words",
+                         "each_words", "range_words", "either_words", "for_words"):
+            for key in getattr(data, category):
+                add(key, category, lang, g)
+                if g and not key.isascii():
+                    glued_cues.setdefault(category, set()).add(_norm(key))
+        middle.update(_phrase_key(p) for p in data.middle)
 
     lengths = sorted({k.count(" ") + 1 for k in entries if " " in k}, reverse=True)
     return NumberLexicon(
@@ -224,6 +251,8 @@ def _build(files: tuple[str, ...]) -> NumberLexicon:
         colloquial=frozenset(colloquial),
         glued_langs=frozenset(n.language for n in map(number_words, files) if n.glued),
         mixes={k: frozenset(v) for k, v in mixes.items()},
+        middle=tuple(sorted(middle, key=len, reverse=True)),
+        glued_cues={k: tuple(sorted(v, key=len, reverse=True)) for k, v in glued_cues.items()},
     )
 
 
@@ -248,6 +277,7 @@ def number_lexicon(languages: Iterable[str]) -> NumberLexicon:
 _DEVA_MARKS = "\u0900-\u0903\u093a-\u094f\u0951-\u0957\u0962\u0963"
 _WORD_CHARS = rf"\w{_DEVA_MARKS}\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed"
 _RUN = re.compile(rf"[{_WORD_CHARS}]+|/-|\S")
+_WORDS = re.compile(rf"[{_WORD_CHARS}]+(?:['\u2019][{_WORD_CHARS}]+)*|/-|\S")
 _SPECIAL = re.compile(
     r"(?P<phone>\+\d[\d \-]{6,}\d|(?<![\d.,])\d{4,5}[ \-]\d{5,6}(?![\d.,])|(?<![\d.,])0\d{2,4}-\d{6,8}(?!\d)"
     r"|(?<![\d.,])\d{8,}(?![\d.,]))"
@@ -319,14 +349,20 @@ def _split_glued_other(run: str, start: int, lex: NumberLexicon, script: str) ->
     word tokens of their own so they break a number."""
     out: list[_Tok] = []
     i = 0
+    stray_kana = False  # the character before was kana the lexicon does not know
     while i < len(run):
         for size in range(min(lex.glued_longest, len(run) - i), 0, -1):
             piece = _norm(run[i:i + size])
             if piece in lex.glued_other:
-                out.append(_Tok(piece, start + i, start + i + size, "word", _script(run[i]), glued=True))
+                kind = _script(run[i])
+                # Kana inside a word is not a number: "すみません" holds せん but means "excuse me".
+                key = piece if not (stray_kana and kind == "kana") else "\x00" + piece
+                out.append(_Tok(key, start + i, start + i + size, "word", kind, glued=True))
+                stray_kana = key != piece
                 i += size
                 break
         else:
+            stray_kana = _script(run[i]) == "kana"
             out.append(_Tok(_norm(run[i]), start + i, start + i + 1, "word", script, glued=True))
             i += 1
     return out
@@ -617,7 +653,7 @@ def _read(text: str, toks: list[_Tok], i: int, lex: NumberLexicon) -> _Expr | No
             cur_langs = cur_langs or m.langs
             multiplied = True
             words = True
-            weak_only = weak_only and (m.weak or not m.can_start)
+            weak_only = weak_only and m.weak
         elif lex.get(t.key, "one") is not None and not started:
             need_mult = True
             cur_langs = lex.get(t.key, "one").langs  # type: ignore[union-attr]
@@ -683,9 +719,12 @@ def find_numbers(text: str, lexicon: NumberLexicon) -> list[NumberMention]:
             frac = _category(lexicon, t, "fraction")
             if frac is not None:
                 after = _neighbour(text, toks, i, 1)
+                if _category(lexicon, after, "one") is not None and after is not None:  # "half a kilo"
+                    after = _neighbour(text, toks, toks.index(after), 1)
                 unit = _category(lexicon, after, "unit")
                 label = unit.label if unit else None
-                found.append(NumberMention(frac.value, t.start, t.end, False, label, "fraction", words=True))
+                found.append(NumberMention(frac.value, t.start, t.end, False, label, "fraction", words=True,
+                                           beside_end=after.end if unit and after else -1))
             i += 1
             continue
         mention = _classify(text, toks, expr, lexicon)
@@ -731,8 +770,10 @@ def _classify(text: str, toks: list[_Tok], expr: _Expr, lex: NumberLexicon) -> N
     else:
         kind = "amount" if currency else _plain_kind(text, toks, expr, before, after, lex)
         label = None
+    beside = after if after is not None and (percent or unit or foreign or cur_after) else None
     return NumberMention(value * scale, first.start, last.end, currency, label, kind, words=expr.words,
-                         multiplied=expr.multiplied, percent_scale=scale, colloquial=expr.colloquial)
+                         multiplied=expr.multiplied, percent_scale=scale, colloquial=expr.colloquial,
+                         beside_end=beside.end if beside is not None else -1)
 
 
 def _plain_kind(text: str, toks: list[_Tok], expr: _Expr, before: _Tok | None, after: _Tok | None,
@@ -740,8 +781,11 @@ def _plain_kind(text: str, toks: list[_Tok], expr: _Expr, before: _Tok | None, a
     value = expr.value
     if _category(lex, after, "time_after") is not None:
         return "time"
-    if after is not None and after.start == toks[expr.end - 1].end and _category(lex, after, "ordinal") is not None:
+    attached = after is not None and after.start == toks[expr.end - 1].end
+    if attached and _category(lex, after, "ordinal") is not None:
         return "ordinal"
+    if attached and after is not None and after.key == "s" and expr.digits and value % 10 == 0:
+        return "date"  # "the 1800s", "the 90s"
     if (_category(lex, after, "date") or _category(lex, before, "date")) and value <= 31:
         return "date"
     if (expr.digits and not expr.words and 1900 <= value <= 2100 and value == int(value)
@@ -754,6 +798,25 @@ def _plain_kind(text: str, toks: list[_Tok], expr: _Expr, before: _Tok | None, a
     if expr.words and not expr.digits and not expr.multiplied and value < 10:
         return "count"
     return "amount"
+
+
+@dataclass(frozen=True, slots=True)
+class Word:
+    key: str  # as the lexicon keys it
+    start: int
+    end: int
+
+
+_STOPS = ".,!?;:\"()\u3002\u3001\uff1f\uff01\u060c\u061f"
+
+
+def words_in(text: str, start: int = 0, end: int | None = None) -> list[Word]:
+    """The words (and signs) of `text[start:end]` with their spans, keyed as the lexicon keys
+    them: for the offer reader to look at what stands around a number. Sentence punctuation is
+    left out, so a caller that must not look past it checks the text between."""
+    stop = len(text) if end is None else end
+    return [Word(_phrase_key(m.group()), m.start(), m.end()) for m in _WORDS.finditer(text, start, stop)
+            if m.group() not in _STOPS]
 
 
 def price_mentions(text: str, lexicon: NumberLexicon) -> list[NumberMention]:

@@ -1,4 +1,6 @@
-"""The server reads the learner's offer itself: digits, currency marks, English and Hindi words."""
+"""The server reads the learner's offer itself: digits, currency marks, English and Hindi words.
+
+The labelled corpus across every pack and language is tests/test_offer_corpus.py."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from session.offers import assess_offer, parse_offer
 @pytest.mark.parametrize(("text", "offer"), [
     ("I'll give you 40", 40),
     ("₹150", 150),
-    ("Rs. 80 for 2 kg", 80),
+    ("Rs. 80 for 2 kg", 40),  # per kilo, as the quote is
     ("Rs150", 150),
     ("150 rupees", 150),
     ("1,200 rupees for the shawl", 1200),
@@ -29,7 +31,8 @@ from session.offers import assess_offer, parse_offer
     ("how about fifty", 50),
     ("twenty five rupees", 25),
     ("150 is too much, I will pay 60", 60),
-    ("3 kilo for 200", 200),
+    ("3 kilo for 200", 67),
+    ("150 rupees a kilo", 150),
 ])
 def test_offers_are_read(text: str, offer: int) -> None:
     assert parse_offer(text, current_quote=150) == offer
