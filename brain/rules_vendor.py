@@ -152,8 +152,7 @@ class RuleBasedVendor:
         decision = self.decide(request)
         spent = (time.perf_counter() - started) * 1000.0
         return BrainResult(decision=decision, fallback=False, streamed=False,
-                                           ledger=Ledger(brain_ms=spent, llm_calls=0),
-                                           error=None)
+                           ledger=Ledger(brain_ms=spent, llm_calls=0), error=None)
 
     def decide(self, req: BrainRequest) -> AIDecision:
         """The whole policy, synchronously: one request in, one proposal out."""
@@ -162,8 +161,7 @@ class RuleBasedVendor:
         said = read_intents(req.transcript, scenario)
         happiness = _clamp(req.happiness_score + _mood_shift(req, said, scenario))
         accept_at = acceptable_price(item, happiness, req.turn, req.wrap_up, said) if item else None
-        turn = _Turn(req, scenario, item, said, happiness, req.vendor_quote, req.learner_offer,
-                     accept_at)
+        turn = _Turn(req, scenario, item, said, happiness, req.vendor_quote, req.learner_offer, accept_at)
         move = _HANDLERS.get(req.stage, _over)(turn)
         if req.turn >= req.max_turns and move.stage is not Stage.DEAL and move.key != "over":
             # The session closes this turn whatever is proposed; say goodbye rather than haggle.
@@ -172,7 +170,8 @@ class RuleBasedVendor:
         shift = _bounded(happiness - req.happiness_score + move.bonus, req.offer_assessment, scenario, req)
         score = _clamp(req.happiness_score + shift)
         key, remembered = remembered_greeting(req, scenario, move.key)  # a learner he has met before
-        fields = {"price": move.price, "offer": req.learner_offer, "qty": said.quantity, **remembered}
+        fields = {"price": move.price, "offer": req.learner_offer, "qty": said.quantity, **remembered,
+                  "heard": req.offer_heard}  # `heard`: a number the server could not place ("seventy")
         return AIDecision(
             reply_text=say(scenario, req.target_language, key, req.turn, item, req.level, **fields),
             # The same line of the pack's English pool (the Unity build's `replyEnglish`), if it has one.
@@ -379,6 +378,8 @@ def _haggling(t: _Turn) -> _Move:
         if _takes(t, quote):
             return _deal(t, min(t.offer, quote), "offer acceptable")
         return _counter(t, quote, Stage.HAGGLING)
+    if req.offer_unsure and req.offer_heard:  # a number the server cannot place: ask, take nothing amiss
+        return _Move(Stage.HAGGLING, "offer_unclear", quote, "offer unclear, asks", hint=_offer_hint(t, quote))
     if said.accept:
         return _deal(t, quote, "accepts the standing quote")
     if said.rude:

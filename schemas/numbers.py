@@ -107,6 +107,7 @@ class NumberWords(BaseModel):
         return self
 
 
+@cache
 def number_words_files() -> tuple[str, ...]:
     """The languages that have a number file (file names without `.json`)."""
     return tuple(sorted(p.stem for p in NUMBERS_DIR.glob("*.json")))

@@ -33,7 +33,8 @@ from schemas.pack import LevelParams
 from schemas.scenario import Scenario, load_scenario
 from session.coaching import Checkpoint, Coaching, drop_from
 from session.context import graph_context
-from session.offers import assess_offer, parse_offer
+from session.numbers import number_lexicon
+from session.offers import assess_reading, read_offer
 from session.records import PendingTurn, TurnOutcome, TurnRecord
 from session.rules import Limits, Position, Verdict, mood_for, validate
 from session.speakable import speakable
@@ -202,10 +203,13 @@ class Negotiation:
         if item and item != self.item and self.stage in (Stage.GREETING, Stage.INQUIRY):
             self.item = item
         standing = self.quotes.get(item) if item else None
-        offer = parse_offer(text, standing)
-        assessment = assess_offer(offer, standing, self.scenario.rules.offer_bands)
+        catalog = self.scenario.item(item)
+        reading = read_offer(text, standing, number_lexicon(self.scenario.vendor.languages),
+                             unit=catalog.unit if catalog else None, last_offer=self.last_offer)
+        offer = reading.price if reading is not None and reading.sure else None
+        assessment = assess_reading(reading, standing, self.scenario.rules.offer_bands)
         turn = self.turn + 1
-        self.pending = PendingTurn(turn, text, client_id, item, offer, assessment, now)
+        self.pending = PendingTurn(turn, text, client_id, item, offer, assessment, now, reading)
         self.history.append(
             TurnRecord(
                 turn=turn, role="user", text=text, stage=self.stage, happiness=self.happiness,
@@ -259,6 +263,10 @@ class Negotiation:
             first_quote=self.first_quotes.get(pending.item) if pending.item else None,
             learner_offer=pending.offer,
             offer_assessment=pending.assessment,
+            offer_read_from=pending.reading.read_from if pending.reading else "",
+            offer_heard=pending.reading.heard if pending.reading else "",
+            offer_confidence=pending.reading.confidence if pending.reading else 0.0,
+            offer_unsure=pending.reading is not None and not pending.reading.sure,
             wrap_up=pending.turn > self.limits.wrap_up_after,
             returning_after_pause=(
                 last_vendor is not None and pending.received_at - last_vendor > RETURNING_AFTER_SECONDS
@@ -298,6 +306,7 @@ class Negotiation:
             floor=catalog.floor if catalog else None,
             learner_offer=pending.offer,
             server_assessment=pending.assessment,
+            offer_unsure=pending.reading is not None and not pending.reading.sure,
         )
         verdict = validate(position, proposal, self.rule_limits)
         level = self.level_params
@@ -343,6 +352,7 @@ class Negotiation:
             learner_text=pending.text,
             item=item,
             learner_offer=pending.offer,
+            offer_read_from=pending.reading.read_from if pending.reading else "",
             offer_assessment=verdict.assessment,
             fallback=result.fallback,
             withdrawn_stream=withdrawn_stream,

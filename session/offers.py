@@ -330,8 +330,10 @@ def _absolute(ctx: _Context, mentions: list[NumberMention]) -> OfferReading | No
             confidence, why = min(confidence, 0.4), "unit"
         else:
             price /= size
-    elif quantities:
-        q = quantities[-1] if len(quantities) == 1 else None
+    elif near := [q for q in quantities if not _separated(ctx.text, q, chosen.mention)]:
+        # Only a quantity in the same clause: "2 kg for 100" is 50 a kilo, but in "I'm taking two
+        # kilos, 90?" the 90 is the price per kilo the learner asks for.
+        q = near[-1] if len(near) == 1 else None
         size = _size(ctx.unit, q.unit) if q is not None else None
         if q is None or size is None or q.value <= 0:
             confidence, why = min(confidence, 0.4), why or "unit"
@@ -346,10 +348,17 @@ def _absolute(ctx: _Context, mentions: list[NumberMention]) -> OfferReading | No
         confidence, why = 0.5, "far_from_quote"
     if m.colloquial and not m.currency:
         confidence, why = min(confidence, 0.6), why or "colloquial"
-    start = min(chosen.start, *(q.start for q in quantities)) if how == "per_unit" else chosen.start
-    end = max(chosen.end, *(max(q.end, q.beside_end) for q in quantities)) if how == "per_unit" else chosen.end
+    near = [q for q in quantities if not _separated(ctx.text, q, chosen.mention)]
+    start = min(chosen.start, *(q.start for q in near)) if how == "per_unit" else chosen.start
+    end = max(chosen.end, *(max(q.end, q.beside_end) for q in near)) if how == "per_unit" else chosen.end
     return OfferReading(round(price) if price >= 1 else None, confidence, ctx.text[start:end], how,
                         ctx.text[m.start:m.end], why)
+
+
+def _separated(text: str, a: NumberMention, b: NumberMention) -> bool:
+    """Whether a comma or a sentence end stands between two numbers."""
+    lo, hi = (a, b) if a.start < b.start else (b, a)
+    return bool(re.search("[,;\u3001\u060c]|" + _CLAUSE_END.pattern, text[lo.end:hi.start]))
 
 
 def read_offer(text: str, quote: int | None, lexicon: NumberLexicon | None = None, *,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from schemas.brain import HistoryLine
 from schemas.enums import OfferAssessment, Stage
 from schemas.frames import MoodChanged, Reply, SessionEnded, StageChanged
+from session.offers import OfferReading
 from session.rules import Override, Verdict
 
 __all__ = ["PendingTurn", "TurnOutcome", "TurnRecord"]
@@ -57,6 +58,7 @@ class PendingTurn:
     offer: int | None
     assessment: OfferAssessment
     received_at: float
+    reading: OfferReading | None = None  # how the offer was read, sure or not (session/offers.py)
 
 
 @dataclass(frozen=True, slots=True)

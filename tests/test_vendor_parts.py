@@ -73,7 +73,7 @@ def test_every_line_of_every_pack_is_short_and_speakable_for_every_item(pack: st
         for key, pool in pools.items():
             for index in range(len(pool)):
                 for item in (*scenario.items, None):
-                    text = say(scenario, language, key, index, item, price=1234, offer=999, qty=2,
+                    text = say(scenario, language, key, index, item, price=1234, offer=999, qty=2, heard="seventy",
                                last_items=spoken_items(item, scenario))
                     assert len(text) <= 240, text
                     assert speakable(text) == (text, ()), text  # two sentences at most, no markup
