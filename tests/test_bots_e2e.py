@@ -16,7 +16,7 @@ from clients.bots.personas import PERSONAS
 from clients.bots.runner import COACHING_PERSONAS, RunConfig, run
 from tests.servers import ROOT, Served, server_process
 
-PERSONA_NAMES = ("polite", "lowballer", "walker", "rude")
+PERSONA_NAMES = ("polite", "lowballer", "walker", "rude", "relative")
 
 
 @pytest.fixture(scope="module")

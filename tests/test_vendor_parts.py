@@ -112,7 +112,7 @@ def test_acceptable_price_falls_with_mood_and_time_but_not_below_the_floor(name:
 
 
 def test_every_persona_states_its_outcome() -> None:
-    assert set(PERSONAS) == {"polite", "lowballer", "walker", "rude"}
+    assert set(PERSONAS) == {"polite", "lowballer", "walker", "rude", "relative"}
     assert set(EXPECTED_OUTCOMES) == set(PERSONAS)
     assert all(EXPECTED_OUTCOMES[name] == cls.expected.summary for name, cls in PERSONAS.items())
 
