@@ -163,6 +163,15 @@ def _read(text: str, toks: list[Tok], i: int, lex: NumberLexicon) -> _Expr | Non
                     colloquial = True
                 else:
                     break
+            elif w.value >= 100 and not mod and not need_mult:
+                # A word that is a whole hundred or thousand ("mitin" 200, "sanbyaku" 300) stands
+                # as a multiplied part, so smaller numbers may follow: "mitin u 3ichrin" is 220.
+                place = float(10 ** (len(str(int(w.value))) - 1))
+                if place >= smallest:
+                    break
+                before_cur = commit
+                parts = [*parts, (w.value, place)]
+                multiplied = True
             else:
                 if w.value + mod >= smallest or need_mult:
                     break
