@@ -44,8 +44,14 @@ class NumberLexicon:
     languages: tuple[str, ...]
     entries: Mapping[str, Mapping[str, Entry]]
     phrase_lengths: tuple[int, ...]  # longest first, over 1
+    phrase_starts: frozenset[str]  # the first words of those phrases
+    starters: frozenset[str]  # the words that may begin a number
+    longest: Mapping[str, int]  # per category, the most words a phrase of it has
     prefixes: Mapping[str, str]
     glued_latin: frozenset[str]
+    glued_heads: frozenset[str]  # first two letters of the glued Latin morphemes
+    glued_tails: frozenset[str]  # and last two
+    prefix_heads: frozenset[str]  # first letters of `prefixes`
     glued_other: frozenset[str]
     glued_longest: int
     orders: Mapping[str, str]
@@ -67,9 +73,7 @@ class NumberLexicon:
     def phrase_at(self, words: Sequence[str], category: str, *, backwards: bool = False) -> int:
         """How many of `words` (keys from `words_in`), from the front (or, backwards, ending at
         the back), make a phrase of `category` ("less_after", "offer_cues"...); 0 when none."""
-        for size in (4, 3, 2, 1):
-            if size > len(words):
-                continue
+        for size in range(min(self.longest.get(category, 0), len(words)), 0, -1):
             part = words[-size:] if backwards else words[:size]
             if self.get(" ".join(part), category) is not None:
                 return size
@@ -77,15 +81,30 @@ class NumberLexicon:
 
 
 def norm(text: str) -> str:
+    if text.isascii():
+        return text.lower()  # the common case, and NFC cannot change ASCII
     return unicodedata.normalize("NFC", text).lower()
+
+
+_PHRASE_SPLIT = re.compile("[\\s\\-'\u2019.]+")
+_PHRASE_MARKS = frozenset(" \t\n-'\u2019.")
 
 
 def phrase_key(text: str) -> str:
     """A lexicon key as the reader sees it: words joined by one space, hyphens and apostrophes
     and dots between words counted as spaces."""
-    if not any(c.isalnum() for c in text):
+    if _PHRASE_MARKS.isdisjoint(text) or not any(c.isalnum() for c in text):
         return norm(text)
-    return " ".join(w for w in re.split("[\\s\\-'\u2019.]+", norm(text)) if w) or norm(text)
+    return " ".join(w for w in _PHRASE_SPLIT.split(norm(text)) if w) or norm(text)
+
+
+def _longest(entries: Mapping[str, Mapping[str, Entry]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for key, slots in entries.items():
+        words = key.count(" ") + 1
+        for category in slots:
+            out[category] = max(out.get(category, 0), words)
+    return out
 
 
 def _file_for(code: str, available: tuple[str, ...]) -> str | None:
@@ -183,12 +202,20 @@ def _build(files: tuple[str, ...]) -> NumberLexicon:
         middle.update(phrase_key(p) for p in data.middle)
 
     lengths = sorted({k.count(" ") + 1 for k in entries if " " in k}, reverse=True)
+    starts = frozenset(k.split(" ")[0] for k in entries if " " in k)
     return NumberLexicon(
         languages=files,
         entries={k: dict(v) for k, v in entries.items()},
         phrase_lengths=tuple(lengths),
+        phrase_starts=starts,
+        longest=_longest(entries),
+        starters=frozenset(k for k, v in entries.items()
+                           if {"number", "multiplier", "one", "modifier"} & v.keys()),
         prefixes=dict(sorted(prefixes.items(), key=lambda kv: -len(kv[0]))),
         glued_latin=frozenset(glued_latin),
+        glued_heads=frozenset(k[:2] for k in glued_latin),
+        glued_tails=frozenset(k[-2:] for k in glued_latin),
+        prefix_heads=frozenset(k[:1] for k in prefixes),
         glued_other=frozenset(glued_other),
         glued_longest=max((len(k) for k in glued_other), default=0),
         orders=orders,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from session.number_lexicon import NumberLexicon, norm, phrase_key, script_of
 
-__all__ = ["SEPARATORS", "Tok", "Word", "gap", "tokenize", "words_in"]
+__all__ = ["SEPARATORS", "STOPS", "Tok", "Word", "gap", "tokenize", "words_in"]
 
 _DEVA_MARKS = "\u0900-\u0903\u093a-\u094f\u0951-\u0957\u0962\u0963"
 _WORD_CHARS = rf"\w{_DEVA_MARKS}\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed"
@@ -95,6 +95,8 @@ def _split_glued_other(run: str, start: int, lex: NumberLexicon, script: str) ->
 
 def _split_glued_latin(key: str, start: int, lex: NumberLexicon) -> list[Tok] | None:
     """A Latin run read wholly as glued morphemes ("ichiman" = ichi + man), or None."""
+    if key[:2] not in lex.glued_heads or key[-2:] not in lex.glued_tails:
+        return None  # most words: not even the start and end of a morpheme
     n = len(key)
     best: list[list[int] | None] = [None] * (n + 1)
     best[0] = []
@@ -137,7 +139,7 @@ def _word_tokens(run: str, key: str, start: int, lex: NumberLexicon) -> list[Tok
     script = script_of(next((c for c in run if c.isalpha()), run[0]))
     if lex.has(key) or len(key) != len(run):
         return [Tok(key, start, start + len(run), "word", script)]
-    for prefix, role in lex.prefixes.items():
+    for prefix, role in lex.prefixes.items() if key[:1] in lex.prefix_heads else ():
         if key.startswith(prefix) and lex.has(key[len(prefix):]):
             cut = len(prefix)
             kind = "word" if role == "joiner" else "prefix"
@@ -222,7 +224,7 @@ def _merge_phrases(text: str, toks: list[Tok], lex: NumberLexicon) -> list[Tok]:
     i = 0
     while i < len(toks):
         merged = None
-        if toks[i].kind == "word":
+        if toks[i].kind == "word" and toks[i].key in lex.phrase_starts:
             for size in lex.phrase_lengths:
                 words: list[Tok] = []
                 j = i
@@ -252,7 +254,7 @@ class Word:
     end: int
 
 
-_STOPS = ".,!?;:\"()\u3002\u3001\uff1f\uff01\u060c\u061f"
+STOPS = ".,!?;:\"()\u3002\u3001\uff1f\uff01\u060c\u061f"
 
 
 def words_in(text: str, start: int = 0, end: int | None = None) -> list[Word]:
@@ -261,4 +263,4 @@ def words_in(text: str, start: int = 0, end: int | None = None) -> list[Word]:
     left out, so a caller that must not look past it checks the text between."""
     stop = len(text) if end is None else end
     return [Word(phrase_key(m.group()), m.start(), m.end()) for m in _WORDS.finditer(text, start, stop)
-            if m.group() not in _STOPS]
+            if m.group() not in STOPS]

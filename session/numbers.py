@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from session.number_lexicon import Entry, NumberLexicon, number_lexicon
-from session.number_tokens import Tok, Word, gap, tokenize, words_in
+from session.number_tokens import STOPS, Tok, Word, gap, tokenize, words_in
 
 __all__ = [
     "KINDS",
@@ -37,6 +37,7 @@ __all__ = [
     "find_numbers",
     "number_lexicon",
     "price_mentions",
+    "read_numbers",
     "words_in",
 ]
 
@@ -259,6 +260,13 @@ def _category(lex: NumberLexicon, tok: Tok | None, category: str) -> Entry | Non
 
 def find_numbers(text: str, lexicon: NumberLexicon) -> list[NumberMention]:
     """Every number in `text`, in order, with its kind. Never raises on any text."""
+    return read_numbers(text, lexicon)[0]
+
+
+def read_numbers(text: str, lexicon: NumberLexicon) -> tuple[list[NumberMention], list[Word]]:
+    """`find_numbers`, and the words of the text as the reader cut them (keyed as the lexicon
+    keys them, sentence punctuation left out): the offer reader looks at the words around each
+    number without cutting the text a second time."""
     toks = tokenize(text, lexicon)
     found: list[NumberMention] = []
     i = 0
@@ -268,10 +276,13 @@ def find_numbers(text: str, lexicon: NumberLexicon) -> list[NumberMention]:
             found.append(NumberMention(t.value, t.start, t.end, False, None, t.kind))
             i += 1
             continue
+        if t.kind == "word" and t.key not in lexicon.starters and t.key not in lexicon.entries:
+            i += 1  # most words: neither a number nor anything beside one
+            continue
         if _hyphenated_name(text, toks, i, lexicon):
             i += 1
             continue
-        expr = _read(text, toks, i, lexicon)
+        expr = _read(text, toks, i, lexicon) if t.kind != "word" or t.key in lexicon.starters else None
         if expr is None:
             frac = _category(lexicon, t, "fraction")
             if frac is not None:
@@ -288,7 +299,7 @@ def find_numbers(text: str, lexicon: NumberLexicon) -> list[NumberMention]:
         if mention is not None:
             found.append(mention)
         i = expr.end
-    return found
+    return found, [Word(t.key, t.start, t.end) for t in toks if t.key not in STOPS and t.key not in ("'", "\u2019")]
 
 
 def _hyphenated_name(text: str, toks: list[Tok], i: int, lex: NumberLexicon) -> bool:

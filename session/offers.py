@@ -19,6 +19,7 @@ meant. Pure functions, no I/O.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 from collections.abc import Sequence
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 
 from schemas.enums import OfferAssessment
 from schemas.pack import OfferBands
-from session.numbers import NumberLexicon, NumberMention, Word, find_numbers, number_lexicon, words_in
+from session.numbers import NumberLexicon, NumberMention, Word, number_lexicon, read_numbers
 
 __all__ = [
     "DEFAULT_LANGUAGES",
@@ -94,6 +95,15 @@ class _Context:
     unit: str | None
     last_offer: int | None
     lex: NumberLexicon
+    all_words: list[Word]
+    starts: list[int]
+
+    def words(self, start: int = 0, end: int | None = None) -> list[Word]:
+        """The words that lie within `text[start:end]`, as the number reader cut them."""
+        stop = len(self.text) if end is None else end
+        lo = bisect.bisect_left(self.starts, start)
+        hi = bisect.bisect_left(self.starts, stop, lo)
+        return [w for w in self.all_words[lo:hi] if w.end <= stop]
 
 
 def _clause(text: str, mention: NumberMention) -> tuple[int, int]:
@@ -108,7 +118,7 @@ def _clause(text: str, mention: NumberMention) -> tuple[int, int]:
 def _after(ctx: _Context, m: NumberMention) -> list[Word]:
     """The words after a number in its sentence, currency and percent words skipped."""
     _, hi = _clause(ctx.text, m)
-    words = words_in(ctx.text, m.end, hi)
+    words = ctx.words(m.end, hi)
     while words:
         keys = [w.key for w in words]
         skip = max(ctx.lex.phrase_at(keys, "percent"), 1 if _is_money(ctx.lex, keys[0]) else 0)
@@ -120,7 +130,7 @@ def _after(ctx: _Context, m: NumberMention) -> list[Word]:
 
 def _before(ctx: _Context, m: NumberMention) -> list[Word]:
     lo, _ = _clause(ctx.text, m)
-    words = words_in(ctx.text, lo, m.start)
+    words = ctx.words(lo, m.start)
     while words and _is_money(ctx.lex, words[-1].key):
         words = words[:-1]
     return words
@@ -192,7 +202,10 @@ def _relative(ctx: _Context, m: NumberMention) -> OfferReading | None:
         return None
     if ctx.quote is None:
         return _unsure(ctx, m, end, how, "no_quote")
-    value = ctx.quote * ((1 - share) if off else share)
+    if m.kind == "percent":  # in whole percent, so 78 % off 5,725 is 1,259.5 as a person reckons it
+        value = ctx.quote * ((100 - m.value) if off else m.value) / 100
+    else:
+        value = ctx.quote * ((1 - share) if off else share)
     return OfferReading(round(value), 0.9, _span(ctx, _start(ctx, m, before, off), end), how,
                         _span(ctx, m.start, m.end))
 
@@ -216,10 +229,14 @@ def _middle(ctx: _Context) -> OfferReading | None:
     """"Meet me in the middle": halfway between the quote and the learner's last offer."""
     if not ctx.lex.middle:
         return None
-    words = words_in(ctx.text)
+    words = ctx.words()
+    present = {part for w in words for part in w.key.split(" ")}
+    phrases = [p for p in ctx.lex.middle if p.split(" ", 1)[0] in present]
+    if not phrases:
+        return None
     flat = [(part, w) for w in words for part in w.key.split(" ")]  # "let's" is two parts
     parts = [p for p, _ in flat]
-    for phrase in ctx.lex.middle:
+    for phrase in phrases:
         want = phrase.split(" ")
         at = next((i for i in range(len(parts) - len(want) + 1) if parts[i:i + len(want)] == want), None)
         if at is None:
@@ -280,7 +297,7 @@ def _ranges(ctx: _Context, cands: list[_Candidate]) -> list[_Candidate]:
     for cand in cands:
         if out:
             prev = out[-1]
-            between = words_in(ctx.text, prev.mention.end, cand.mention.start)
+            between = ctx.words(prev.mention.end, cand.mention.start)
             keys = [k for k in _keys(between) if not _is_money(ctx.lex, k)]
             gap = ctx.text[prev.mention.end:cand.mention.start]
             if keys and ctx.lex.phrase_at(keys, "range_words") == len(keys) and not re.search(r"[,?!]", gap):
@@ -299,7 +316,7 @@ def _absolute(ctx: _Context, mentions: list[NumberMention]) -> OfferReading | No
                   or (m.kind == "fraction" and m.unit is not None)]
     # "2 for 100": a small bare number before "for" and a price is how many, not a price
     for a, b in itertools.pairwise(prices):
-        between = _keys(words_in(ctx.text, a.end, b.start))
+        between = _keys(ctx.words(a.end, b.start))
         if (a.value < 20 and not (a.currency or a.multiplied) and between
                 and ctx.lex.phrase_at(between, "for_words") == len(between)):
             quantities.append(a)
@@ -368,15 +385,15 @@ def read_offer(text: str, quote: int | None, lexicon: NumberLexicon | None = Non
     `quote` is the vendor's standing quote per `unit` (the item's unit: "kg", "piece"...),
     `last_offer` the learner's previous offer (for "meet me in the middle")."""
     lex = lexicon or number_lexicon(DEFAULT_LANGUAGES)
-    ctx = _Context(text, quote, unit, last_offer, lex)
-    mentions = find_numbers(text, lex)
+    mentions, words = read_numbers(text, lex)
+    ctx = _Context(text, quote, unit, last_offer, lex, words, [w.start for w in words])
     middle = _middle(ctx)
     if middle is not None:  # "aadha aadha", "نص نص": the halves are the phrase, not fractions
         lo = text.find(middle.read_from)
         mentions = [m for m in mentions if not lo <= m.start < lo + len(middle.read_from)]
-    relative = [r for m in mentions if (r := _relative(ctx, m)) is not None]
-    used = {(m.start, m.end) for m in mentions if _relative(ctx, m) is not None}
-    rest = [m for m in mentions if (m.start, m.end) not in used]
+    read = [(m, _relative(ctx, m)) for m in mentions]
+    relative = [r for _, r in read if r is not None]
+    rest = [m for m, r in read if r is None]
     if middle is not None:
         relative.append(middle)
     absolute = _absolute(ctx, rest) if rest else None

@@ -129,10 +129,11 @@ def test_a_share_of_the_quote_is_an_insult_only_when_it_is_one(pack: str, quote:
     text = forms[which % len(forms)].format(p=pct, w=_english(pct))
     reading = read_offer(text, quote, _lexicon(pack), unit=unit)
     share = (100 - pct) / 100 if off else pct / 100
+    price = round(quote * (100 - pct if off else pct) / 100)
     assert reading is not None and reading.sure, (text, reading)
-    assert reading.price == round(quote * share), text
+    assert reading.price == price, text
     label = assess_reading(reading, quote, bands)
-    assert label is assess_offer(round(quote * share), quote, bands)
+    assert label is assess_offer(price, quote, bands)
     if share >= bands.insult_below + 0.01:
         assert label is not OfferAssessment.INSULT, text
 
