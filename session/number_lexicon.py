@@ -46,6 +46,7 @@ class NumberLexicon:
     phrase_lengths: tuple[int, ...]  # longest first, over 1
     phrase_starts: frozenset[str]  # the first words of those phrases
     starters: frozenset[str]  # the words that may begin a number
+    triggers: frozenset[str]  # single words without which an ASCII line holds no number and no offer
     longest: Mapping[str, int]  # per category, the most words a phrase of it has
     prefixes: Mapping[str, str]
     glued_latin: frozenset[str]
@@ -73,9 +74,11 @@ class NumberLexicon:
     def phrase_at(self, words: Sequence[str], category: str, *, backwards: bool = False) -> int:
         """How many of `words` (keys from `words_in`), from the front (or, backwards, ending at
         the back), make a phrase of `category` ("less_after", "offer_cues"...); 0 when none."""
+        entries = self.entries
         for size in range(min(self.longest.get(category, 0), len(words)), 0, -1):
             part = words[-size:] if backwards else words[:size]
-            if self.get(" ".join(part), category) is not None:
+            found = entries.get(part[0] if size == 1 else " ".join(part))
+            if found is not None and category in found:
                 return size
         return 0
 
@@ -209,6 +212,9 @@ def _build(files: tuple[str, ...]) -> NumberLexicon:
         phrase_lengths=tuple(lengths),
         phrase_starts=starts,
         longest=_longest(entries),
+        triggers=frozenset(w for k, v in entries.items()
+                           if {"number", "multiplier", "one", "modifier", "fraction"} & v.keys()
+                           for w in k.split(" ")) | frozenset(p.split(" ")[0] for p in middle),
         starters=frozenset(k for k, v in entries.items()
                            if {"number", "multiplier", "one", "modifier"} & v.keys()),
         prefixes=dict(sorted(prefixes.items(), key=lambda kv: -len(kv[0]))),

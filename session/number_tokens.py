@@ -19,12 +19,14 @@ _WORD_CHARS = rf"\w{_DEVA_MARKS}\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed"
 _RUN = re.compile(rf"[{_WORD_CHARS}]+|/-|\S")
 _WORDS = re.compile(rf"[{_WORD_CHARS}]+(?:['\u2019][{_WORD_CHARS}]+)*|/-|\S")
 _SPECIAL = re.compile(
-    r"(?P<phone>\+\d[\d \-]{6,}\d|(?<![\d.,])\d{4,5}[ \-]\d{5,6}(?![\d.,])|(?<![\d.,])0\d{2,4}-\d{6,8}(?!\d)"
+    r"(?=[+\d])(?:(?P<phone>\+\d[\d \-]{6,}\d|(?<![\d.,])\d{4,5}[ \-]\d{5,6}(?![\d.,])"
+    r"|(?<![\d.,])0\d{2,4}-\d{6,8}(?!\d)"
     r"|(?<![\d.,])\d{8,}(?![\d.,]))"
     r"|(?P<time>(?<![\d.,:])\d{1,2}:\d{2}(?::\d{2})?(?![\d:]))"
     r"|(?P<fraction>(?<![\d/])[1-3]/[2-4](?![\d/]))"
-    r"|(?P<date>(?<![\d/.-])\d{1,2}[/-]\d{1,2}[/-]\d{2,4}(?![\d/])|(?<![\d/])\d{1,2}/\d{1,2}(?![\d/]))"
+    r"|(?P<date>(?<![\d/.-])\d{1,2}[/-]\d{1,2}[/-]\d{2,4}(?![\d/])|(?<![\d/])\d{1,2}/\d{1,2}(?![\d/])))"
 )
+_DIGIT = re.compile(r"\d")
 SEPARATORS = ".,'\u00a0\u202f"
 _CONNECTORS = "-'\u2019."
 
@@ -123,7 +125,7 @@ def _run_tokens(run: str, start: int, lex: NumberLexicon) -> list[Tok]:
     key = norm(run)
     if run == "/-" or (len(run) == 1 and not run.isalnum()):
         return [Tok(key, start, start + len(run), "sign", "sign")]
-    if lex.has(key) or not any(c.isdigit() for c in run):
+    if run.isalpha() or lex.has(key) or not any(c.isdigit() for c in run):
         return _word_tokens(run, key, start, lex)
     out: list[Tok] = []
     for m in re.finditer(r"\d+|\D+", run):
@@ -136,8 +138,8 @@ def _run_tokens(run: str, start: int, lex: NumberLexicon) -> list[Tok]:
 
 
 def _word_tokens(run: str, key: str, start: int, lex: NumberLexicon) -> list[Tok]:
-    script = script_of(next((c for c in run if c.isalpha()), run[0]))
-    if lex.has(key) or len(key) != len(run):
+    script = script_of(run[0] if run[0].isalpha() else next((c for c in run if c.isalpha()), run[0]))
+    if key in lex.entries or len(key) != len(run):
         return [Tok(key, start, start + len(run), "word", script)]
     for prefix, role in lex.prefixes.items() if key[:1] in lex.prefix_heads else ():
         if key.startswith(prefix) and lex.has(key[len(prefix):]):
@@ -157,7 +159,7 @@ def _word_tokens(run: str, key: str, start: int, lex: NumberLexicon) -> list[Tok
 def tokenize(text: str, lex: NumberLexicon) -> list[Tok]:
     toks: list[Tok] = []
     pos = 0
-    for special in _SPECIAL.finditer(text):
+    for special in _SPECIAL.finditer(text) if _DIGIT.search(text) else ():
         toks.extend(_plain_tokens(text, pos, special.start(), lex))
         kind = special.lastgroup or "date"
         surface = special.group()

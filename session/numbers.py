@@ -24,6 +24,7 @@ once per language set.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from session.number_lexicon import Entry, NumberLexicon, number_lexicon
@@ -258,6 +259,24 @@ def _category(lex: NumberLexicon, tok: Tok | None, category: str) -> Entry | Non
     return lex.get(tok.key, category)
 
 
+_DIGIT = re.compile(r"\d")
+_ASCII_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _may_hold_numbers(text: str, lex: NumberLexicon) -> bool:
+    """A quick look before the full reading: a line in ASCII with no digit and no word that could
+    be or start a number (or a glued one, or one behind a prefix) holds none. Most lines without
+    a price are let go here, at a fraction of the cost of reading them."""
+    if not text.isascii() or _DIGIT.search(text):
+        return True
+    for word in _ASCII_WORD.findall(text.lower()):
+        if word in lex.triggers or (word[:1] in lex.prefix_heads and word[1:] in lex.triggers):
+            return True
+        if word[:2] in lex.glued_heads and len(word) > 3:
+            return True
+    return False
+
+
 def find_numbers(text: str, lexicon: NumberLexicon) -> list[NumberMention]:
     """Every number in `text`, in order, with its kind. Never raises on any text."""
     return read_numbers(text, lexicon)[0]
@@ -267,6 +286,8 @@ def read_numbers(text: str, lexicon: NumberLexicon) -> tuple[list[NumberMention]
     """`find_numbers`, and the words of the text as the reader cut them (keyed as the lexicon
     keys them, sentence punctuation left out): the offer reader looks at the words around each
     number without cutting the text a second time."""
+    if not _may_hold_numbers(text, lexicon):
+        return [], []
     toks = tokenize(text, lexicon)
     found: list[NumberMention] = []
     i = 0
