@@ -391,5 +391,7 @@ def _plain_kind(text: str, toks: list[Tok], expr: _Expr, before: Tok | None, aft
 
 def price_mentions(text: str, lexicon: NumberLexicon) -> list[NumberMention]:
     """The numbers in `text` that read as a price: amounts with no quantity unit (not a time, a
-    date, a phone number, a count or a percentage; not a bare small number word)."""
-    return [m for m in find_numbers(text, lexicon) if m.kind == "amount" and m.unit is None]
+    date, a phone number, a count or a percentage; not a bare small number, word or digit: "only
+    2 left at 150" states one price, "Okay, 5 rupees" one too)."""
+    return [m for m in find_numbers(text, lexicon) if m.kind == "amount" and m.unit is None
+            and (m.currency or m.multiplied or m.value >= 10)]

@@ -53,6 +53,8 @@ def only(text: str, lex: NumberLexicon) -> NumberMention:
     ("150, 200, 250", [(150, "150"), (200, "200"), (250, "250")]),
     ("do sau teen sau", [(200, "do sau"), (300, "teen sau")]),
     ("150? No, I'll give 70", [(150, "150"), (70, "70")]),
+    ("Only 2 left at 150, take them", [(150, "150")]),
+    ("These 3 are the best, 200 each", [(200, "200")]),
 ])
 def test_prices_a_vendor_states_are_found_with_exact_spans(text: str, expected: list[tuple[float, str]]) -> None:
     assert prices(text) == [(float(v), s) for v, s in expected]
