@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from session.number_lexicon import NumberLexicon, norm, phrase_key, script_of
 
@@ -31,8 +31,9 @@ SEPARATORS = ".,'\u00a0\u202f"
 _CONNECTORS = "-'\u2019."
 
 
-@dataclass(frozen=True, slots=True)
-class Tok:
+class Tok(NamedTuple):
+    """A token (a named tuple: the reader makes thousands, and a tuple is made fastest)."""
+
     key: str  # normalised, for look-ups
     start: int
     end: int
@@ -183,8 +184,15 @@ def _special_value(kind: str, surface: str) -> float:
 
 def _plain_tokens(text: str, start: int, end: int, lex: NumberLexicon) -> list[Tok]:
     out: list[Tok] = []
+    entries, prefix_heads, glued_heads = lex.entries, lex.prefix_heads, lex.glued_heads
     for m in _RUN.finditer(text, start, end):
-        out.extend(_run_tokens(m.group(), m.start(), lex))
+        run = m.group()
+        if run.isascii() and run.isalpha():  # the common case, inline: a plain Latin word
+            key = run.lower()
+            if key in entries or (key[:1] not in prefix_heads and key[:2] not in glued_heads):
+                out.append(Tok(key, m.start(), m.end(), "word", "latin"))
+                continue
+        out.extend(_run_tokens(run, m.start(), lex))
     return out
 
 
@@ -249,8 +257,7 @@ def _merge_phrases(text: str, toks: list[Tok], lex: NumberLexicon) -> list[Tok]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class Word:
+class Word(NamedTuple):
     key: str  # as the lexicon keys it
     start: int
     end: int

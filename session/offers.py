@@ -23,7 +23,8 @@ import bisect
 import itertools
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from schemas.enums import OfferAssessment
 from schemas.pack import OfferBands
@@ -97,6 +98,7 @@ class _Context:
     lex: NumberLexicon
     all_words: list[Word]
     starts: list[int]
+    around: dict[tuple[int, int, bool], list[Word]] = field(default_factory=dict)  # _after/_before, remembered
 
     def words(self, start: int = 0, end: int | None = None) -> list[Word]:
         """The words that lie within `text[start:end]`, as the number reader cut them."""
@@ -117,6 +119,13 @@ def _clause(text: str, mention: NumberMention) -> tuple[int, int]:
 
 def _after(ctx: _Context, m: NumberMention) -> list[Word]:
     """The words after a number in its sentence, currency and percent words skipped."""
+    key = (m.start, m.end, True)
+    if key not in ctx.around:
+        ctx.around[key] = _words_after(ctx, m)
+    return ctx.around[key]
+
+
+def _words_after(ctx: _Context, m: NumberMention) -> list[Word]:
     _, hi = _clause(ctx.text, m)
     words = ctx.words(m.end, hi)
     while words:
@@ -129,6 +138,13 @@ def _after(ctx: _Context, m: NumberMention) -> list[Word]:
 
 
 def _before(ctx: _Context, m: NumberMention) -> list[Word]:
+    key = (m.start, m.end, False)
+    if key not in ctx.around:
+        ctx.around[key] = _words_before(ctx, m)
+    return ctx.around[key]
+
+
+def _words_before(ctx: _Context, m: NumberMention) -> list[Word]:
     lo, _ = _clause(ctx.text, m)
     words = ctx.words(lo, m.start)
     while words and _is_money(ctx.lex, words[-1].key):
@@ -248,8 +264,7 @@ def _middle(ctx: _Context) -> OfferReading | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class _Candidate:
+class _Candidate(NamedTuple):
     value: float
     start: int
     end: int
