@@ -214,8 +214,7 @@ class Negotiation:
             TurnRecord(
                 turn=turn, role="user", text=text, stage=self.stage, happiness=self.happiness,
                 at=now, item=item, object_grabbed=self.object_grabbed, offer=offer,
-                read_from=reading.read_from if reading else "", quote=standing, assessment=assessment,
-                client_id=client_id,
+                quote=standing, assessment=assessment, client_id=client_id,
             )
         )
         if offer is not None:
