@@ -294,9 +294,16 @@ def current_state(request: BrainRequest) -> str:
         judged = ""
         if request.offer_assessment is not OfferAssessment.NONE:
             judged = f"; against your quote the server rates it {request.offer_assessment.value}"
+        words = f" {_quoted(request.offer_read_from)}" if request.offer_read_from else ""
         lines.append(f"- The learner offers {request.learner_offer} {currency} this turn (read "
-                     f"from their words by the server{judged}). Use that rating as "
-                     "offer_assessment.")
+                     f"from their words{words} by the server, which is sure of it{judged}). Use that "
+                     "rating as offer_assessment, and name that price if you name theirs.")
+    elif request.offer_unsure:
+        lines.append(f"- The learner said {_quoted(request.offer_read_from)}, and the server is not sure what "
+                     f"offer that is (sure {round(request.offer_confidence * 100)} %: it could be "
+                     f"{currency}, a share of your price, or a quantity). Do not treat it as an insult or "
+                     "name a price for it: ask them, in character and briefly, what they meant. "
+                     "offer_assessment none.")
     else:
         lines.append("- The server found no price offer in the learner's words this turn.")
     if request.object_grabbed:

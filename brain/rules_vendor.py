@@ -151,10 +151,7 @@ class RuleBasedVendor:
         """The same answer without a coroutine: the actor calls this inline, saving a task."""
         started = time.perf_counter()  # for the ledger only; the decision never sees it
         decision = self.decide(request)
-        spent = (time.perf_counter() - started) * 1000.0
-        return BrainResult(decision=decision, fallback=False, streamed=False,
-                                           ledger=Ledger(brain_ms=spent, llm_calls=0),
-                                           error=None)
+        return BrainResult(decision=decision, ledger=Ledger(brain_ms=(time.perf_counter() - started) * 1000.0))
 
     def decide(self, req: BrainRequest) -> AIDecision:
         """The whole policy, synchronously: one request in, one proposal out."""
@@ -166,14 +163,15 @@ class RuleBasedVendor:
         turn = _Turn(req, scenario, item, said, happiness, req.vendor_quote, req.learner_offer, accept_at)
         move = _HANDLERS.get(req.stage, _over)(turn)
         if req.turn >= req.max_turns and move.stage is not Stage.DEAL and move.key != "over":
-            # The session closes this turn whatever is proposed; say goodbye rather than haggle. CLOSURE
-            # only where it is legal: from GREETING or INQUIRY the stage stays and the limit closes it.
+            # The session closes this turn: say goodbye (CLOSURE where legal, else the limit closes it).
             closing = Stage.CLOSURE if Stage.CLOSURE in TRANSITIONS[req.stage] else req.stage
             move = _Move(closing, "close_late", move.price, "turn limit", 0, _hint(turn, "goodbye_late"))
         shift = _bounded(happiness - req.happiness_score + move.bonus, req.offer_assessment, scenario, req)
         score = _clamp(req.happiness_score + shift)
         key, remembered = remembered_greeting(req, scenario, move.key)  # a learner he has met before
-        fields = {"price": move.price, "offer": req.learner_offer, "qty": said.quantity, **remembered}
+        # `heard`: a number the server could not place ("seventy"), for the line that asks about it
+        fields = {"price": move.price, "offer": req.learner_offer, "qty": said.quantity, "heard": req.offer_heard,
+                  **remembered}
         return AIDecision(
             reply_text=say(scenario, req.target_language, key, req.turn, item, req.level, **fields),
             # The same line of the pack's English pool (the Unity build's `replyEnglish`), if it has one.
@@ -380,6 +378,8 @@ def _haggling(t: _Turn) -> _Move:
         if _takes(t, quote):
             return _deal(t, min(t.offer, quote), "offer acceptable")
         return _counter(t, quote, Stage.HAGGLING)
+    if req.offer_unsure and req.offer_heard:  # a number the server cannot place: ask, take nothing amiss
+        return _Move(Stage.HAGGLING, "offer_unclear", quote, "offer unclear, asks", hint=_offer_hint(t, quote))
     if said.accept:
         return _deal(t, quote, "accepts the standing quote")
     if said.rude:

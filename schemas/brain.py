@@ -64,6 +64,12 @@ class BrainRequest(BaseModel):
     first_quote: int | None = None
     learner_offer: int | None = None  # parsed by the server from the transcript
     offer_assessment: OfferAssessment = OfferAssessment.NONE  # the server's, when it had a number
+    # How the server read the offer (session/offers.py): the words it came from, the number as said
+    # and how sure it is. An unsure reading has no `learner_offer`: the vendor asks what was meant.
+    offer_read_from: str = ""
+    offer_heard: str = ""
+    offer_confidence: float = Field(0.0, ge=0, le=1)
+    offer_unsure: bool = False
     wrap_up: bool = False
     returning_after_pause: bool = False
     history: tuple[HistoryLine, ...] = ()  # the latest lines, oldest first; the brain keeps what fits its budget

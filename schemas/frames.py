@@ -315,6 +315,7 @@ class Reply(_Event):
     learner_text: str | None = None  # the transcript this reply answers, as the server read it
     item: str | None = None
     learner_offer: int | None = None
+    offer_read_from: str = ""  # the learner's words the offer was read from ("70 percent"); "" for none
     offer_assessment: OfferAssessment = OfferAssessment.NONE
     fallback: bool = False
     withdrawn_stream: bool = False

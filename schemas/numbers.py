@@ -72,6 +72,27 @@ class NumberWords(BaseModel):
     date_words: tuple[str, ...] = ()
     year_before: tuple[str, ...] = ()
     ordinal_suffixes: tuple[str, ...] = ()
+    # What makes a number an offer, and relative to what (session/offers.py).
+    offer_cues: tuple[str, ...] = ()
+    """Words just before a price that make it the learner's offer ("I'll give", "dunga", "pour")."""
+    offer_cues_after: tuple[str, ...] = ()
+    """Words just after a price that make it the offer ("mein", "で", "b")."""
+    less_after: tuple[str, ...] = ()
+    """After an amount or percentage: off the quote ("100 less", "100 kam", "30% off")."""
+    less_before: tuple[str, ...] = ()
+    """Before an amount or percentage: off the quote ("reduce by 100", "discount of 30%")."""
+    rate_words: tuple[str, ...] = ()
+    """Between a price and a unit, making it a price per unit ("per kilo", "ka kilo", "le kilo")."""
+    each_words: tuple[str, ...] = ()
+    """After a price, making it a price per piece ("each", "chacun")."""
+    for_words: tuple[str, ...] = ()
+    """Between a quantity and a price ("2 for 100", "do ke 100", "deux pour mille")."""
+    range_words: tuple[str, ...] = ()
+    """Between two prices, making a range ("to", "se", "à")."""
+    either_words: tuple[str, ...] = ()
+    """Between two prices, making two offers ("or", "ya", "ou")."""
+    middle: tuple[str, ...] = ()
+    """Phrases that ask to meet halfway between the quote and the learner's last offer."""
 
     @model_validator(mode="after")
     def _consistent(self) -> NumberWords:
@@ -86,6 +107,7 @@ class NumberWords(BaseModel):
         return self
 
 
+@cache
 def number_words_files() -> tuple[str, ...]:
     """The languages that have a number file (file names without `.json`)."""
     return tuple(sorted(p.stem for p in NUMBERS_DIR.glob("*.json")))

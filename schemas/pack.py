@@ -54,6 +54,9 @@ LINE_FIELDS: dict[str, frozenset[str]] = {
         "callback_plain": "", "close_walk": "", "close_angry": "", "close_late": "", "shoo": "",
         "rude_hold": "price", "hold": "price", "wrap_final": "price", "over": "", "clarify": "",
         "nudge": "", "welcome_back": "price", "welcome_back_cool": "price", "welcome_back_plain": "",
+        # The engine read a number but is not sure what offer it is (session/offers.py): `{heard}` is
+        # the number as the learner said it ("seventy"), `{price}` the standing quote.
+        "offer_unclear": "price heard",
         # A known learner's first greeting of a new session (docs/memory.md): `{last_items}` is how
         # the vendor says last time's item, `{price}` what the learner paid for it.
         "remember_deal": "price last_items", "remember_item": "last_items", "remember_plain": "",

@@ -33,7 +33,8 @@ from schemas.pack import LevelParams
 from schemas.scenario import Scenario, load_scenario
 from session.coaching import Checkpoint, Coaching, drop_from
 from session.context import graph_context
-from session.offers import assess_offer, parse_offer
+from session.numbers import number_lexicon
+from session.offers import assess_reading, read_offer, reading_fields
 from session.records import PendingTurn, TurnOutcome, TurnRecord
 from session.rules import Limits, Position, Proposal, Verdict, mood_for, validate
 from session.spoken import PriceRule, ReplyGate
@@ -203,10 +204,13 @@ class Negotiation:
         if item and item != self.item and self.stage in (Stage.GREETING, Stage.INQUIRY):
             self.item = item
         standing = self.quotes.get(item) if item else None
-        offer = parse_offer(text, standing)
-        assessment = assess_offer(offer, standing, self.scenario.rules.offer_bands)
+        catalog = self.scenario.item(item)
+        reading = read_offer(text, standing, number_lexicon(self.scenario.vendor.languages),
+                             unit=catalog.unit if catalog else None, last_offer=self.last_offer)
+        offer = reading.price if reading is not None and reading.sure else None
+        assessment = assess_reading(reading, standing, self.scenario.rules.offer_bands)
         turn = self.turn + 1
-        self.pending = PendingTurn(turn, text, client_id, item, offer, assessment, now)
+        self.pending = PendingTurn(turn, text, client_id, item, offer, assessment, now, reading)
         self.history.append(
             TurnRecord(
                 turn=turn, role="user", text=text, stage=self.stage, happiness=self.happiness,
@@ -260,6 +264,7 @@ class Negotiation:
             first_quote=self.first_quotes.get(pending.item) if pending.item else None,
             learner_offer=pending.offer,
             offer_assessment=pending.assessment,
+            **reading_fields(pending.reading),
             wrap_up=pending.turn > self.limits.wrap_up_after,
             returning_after_pause=(
                 last_vendor is not None and pending.received_at - last_vendor > RETURNING_AFTER_SECONDS
@@ -278,11 +283,13 @@ class Negotiation:
         return Position(stage=self.stage, happiness=self.happiness, turn=pending.turn,
                         quote=self.quotes.get(pending.item) if pending.item else None,
                         floor=catalog.floor if catalog else None, learner_offer=pending.offer,
-                        server_assessment=pending.assessment)
+                        server_assessment=pending.assessment,
+                        offer_unsure=pending.reading is not None and not pending.reading.sure)
 
     def _price_rule(self, pending: PendingTurn, position: Position, proposal: Proposal, verdict: Verdict) -> PriceRule:
         return price_rule(self.scenario, pending.item, position, proposal, verdict, quotes=self.quotes,
-                          first_quotes=self.first_quotes, offer=pending.offer, recall=self.recall)
+                          first_quotes=self.first_quotes, offer=pending.offer, recall=self.recall,
+                          learner_said=pending.text)
 
     def price_rule(self, pending: PendingTurn, proposal: Proposal) -> PriceRule:
         """What the words of the turn in flight may say, given the numbers a streaming brain has
@@ -292,15 +299,8 @@ class Negotiation:
         position = self._position(pending)
         return self._price_rule(pending, position, proposal, validate(position, proposal, self.rule_limits))
 
-    def complete_turn(
-        self,
-        pending: PendingTurn,
-        result: BrainResult,
-        now: float,
-        *,
-        withdrawn_stream: bool = False,
-        gate: ReplyGate | None = None,
-    ) -> TurnOutcome:
+    def complete_turn(self, pending: PendingTurn, result: BrainResult, now: float, *, withdrawn_stream: bool = False,
+                      gate: ReplyGate | None = None) -> TurnOutcome:
         """Validate the brain's proposal, apply what stands and return the events, in seq order.
         `gate`: the words streamed for this turn, if any went out (`session.wording.words_of`)."""
         assert self.pending is pending
@@ -360,6 +360,7 @@ class Negotiation:
             learner_text=pending.text,
             item=item,
             learner_offer=pending.offer,
+            offer_read_from=pending.reading.read_from if pending.reading else "",
             offer_assessment=verdict.assessment,
             fallback=result.fallback,
             withdrawn_stream=withdrawn_stream,

@@ -25,20 +25,21 @@ once per language set.
 from __future__ import annotations
 
 import re
-import unicodedata
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from functools import lru_cache
+from dataclasses import dataclass
 
-from schemas.numbers import NumberWords, number_words, number_words_files
+from session.number_lexicon import Entry, NumberLexicon, number_lexicon
+from session.number_tokens import STOPS, Tok, Word, gap, tokenize, words_in
 
 __all__ = [
     "KINDS",
     "NumberLexicon",
     "NumberMention",
+    "Word",
     "find_numbers",
     "number_lexicon",
     "price_mentions",
+    "read_numbers",
+    "words_in",
 ]
 
 KINDS = ("amount", "percent", "fraction", "time", "date", "phone", "count", "ordinal")
@@ -63,425 +64,10 @@ class NumberMention:
     """For a percentage, what one of its word is in percent (割 = 10): value is already scaled."""
     colloquial: bool = False
     """Hundreds said without the word ("one fifty" = 150): a common but less certain reading."""
+    beside_end: int = -1
+    """Where the word after the number that gave its kind (percent, unit, currency) ends; -1: none."""
 
 
-# ---------------------------------------------------------------------------------------------
-# The lexicon
-
-
-@dataclass(frozen=True, slots=True)
-class _Word:
-    value: float = 0.0
-    langs: frozenset[str] = frozenset()
-    weak: bool = False
-    can_start: bool = True
-    after_digits: bool = True
-    after_only: bool = False
-    label: str = ""
-
-
-# Categories a key can have (one key may have several, in different languages).
-_CATEGORIES = (
-    "number", "multiplier", "suffix", "modifier", "one", "joiner", "fraction", "percent",
-    "currency", "foreign", "unit", "count", "time_after", "time_before", "date", "year_before",
-    "ordinal",
-)
-
-
-@dataclass(frozen=True, slots=True)
-class NumberLexicon:
-    """Every word the reader knows, for a set of languages. Build it with `number_lexicon`."""
-
-    languages: tuple[str, ...]
-    entries: Mapping[str, Mapping[str, _Word]]
-    phrase_lengths: tuple[int, ...]  # longest first, over 1
-    prefixes: Mapping[str, str]
-    glued_latin: frozenset[str]
-    glued_other: frozenset[str]
-    glued_longest: int
-    orders: Mapping[str, str]
-    vigesimal: frozenset[str]
-    colloquial: frozenset[str]
-    glued_langs: frozenset[str]
-    mixes: Mapping[str, frozenset[str]] = field(default_factory=dict)
-
-    def get(self, key: str, category: str) -> _Word | None:
-        found = self.entries.get(key)
-        return None if found is None else found.get(category)
-
-    def has(self, key: str) -> bool:
-        return key in self.entries
-
-
-def _norm(text: str) -> str:
-    return unicodedata.normalize("NFC", text).lower()
-
-
-def _phrase_key(text: str) -> str:
-    """A lexicon key as the reader sees it: words joined by one space, hyphens and apostrophes
-    and dots between words counted as spaces."""
-    if not any(c.isalnum() for c in text):
-        return _norm(text)
-    return " ".join(w for w in re.split("[\\s\\-'\u2019.]+", _norm(text)) if w) or _norm(text)
-
-
-def _file_for(code: str, available: tuple[str, ...]) -> str | None:
-    if code in available:
-        return code
-    base = code.split("-")[0]
-    return base if base in available else None
-
-
-@lru_cache(maxsize=32)
-def _build(files: tuple[str, ...]) -> NumberLexicon:
-    entries: dict[str, dict[str, _Word]] = {}
-    prefixes: dict[str, str] = {}
-    orders: dict[str, str] = {}
-    vigesimal: set[str] = set()
-    colloquial: set[str] = set()
-    mixes: dict[str, set[str]] = {}
-    glued_latin: set[str] = set()
-    glued_other: set[str] = set()
-
-    def add(key: str, category: str, lang: str, glued: bool, **kw: object) -> None:
-        k = _phrase_key(key)
-        slot = entries.setdefault(k, {})
-        old = slot.get(category)
-        word = _Word(langs=frozenset({lang}) | (old.langs if old else frozenset()), **kw)  # type: ignore[arg-type]
-        if old is not None and (old.value, old.label) != (word.value, word.label):
-            raise ValueError(f"numbers: {key!r} is {category} {old.value or old.label} in one language "
-                             f"and {word.value or word.label} in another")
-        slot[category] = word
-        if glued and " " not in k:
-            (glued_latin if all(_script(c) == "latin" for c in k) else glued_other).add(k)
-
-    for name in files:
-        data: NumberWords = number_words(name)
-        lang = data.language
-        orders[lang] = data.order
-        if data.vigesimal:
-            vigesimal.add(lang)
-        if data.colloquial_hundreds:
-            colloquial.add(lang)
-        mixes.setdefault(lang, set()).update(data.mixes_with)
-        for other in data.mixes_with:
-            mixes.setdefault(other, set()).add(lang)
-        g = data.glued
-        weak = {_phrase_key(w) for w in data.weak}
-        not_first = {_phrase_key(w) for w in data.multipliers_not_first}
-        not_after = {_phrase_key(w) for w in data.multipliers_not_after_digits}
-        after_only = {_phrase_key(w) for w in data.currency_after_only}
-        for key, value in data.numbers.items():
-            add(key, "number", lang, g, value=value, weak=_phrase_key(key) in weak)
-        for key, mult in data.multipliers.items():
-            pk = _phrase_key(key)
-            add(key, "multiplier", lang, g, value=mult, can_start=pk not in not_first,
-                after_digits=pk not in not_after, weak=pk in weak)
-        for key, mult in data.suffix_multipliers.items():
-            add(key, "suffix", lang, g, value=mult)
-        for key, value in data.modifiers.items():
-            add(key, "modifier", lang, g, value=value)
-        for key in data.one_words:
-            add(key, "one", lang, g, value=1)
-        for key in data.joiners:
-            add(key, "joiner", lang, g)
-        for key, value in data.fractions.items():
-            add(key, "fraction", lang, g, value=value)
-        for key, value in data.percent.items():
-            add(key, "percent", lang, g, value=value)
-        for key in data.currency:
-            add(key, "currency", lang, g, after_only=_phrase_key(key) in after_only)
-        for key, label in data.foreign_currency.items():
-            add(key, "foreign", lang, g, label=label)
-        for key, label in data.units.items():
-            add(key, "unit", lang, g, label=label)
-        for key in data.count_words:
-            add(key, "count", lang, g)
-        for key in data.time_after:
-            add(key, "time_after", lang, g)
-        for key in data.time_before:
-            add(key, "time_before", lang, g)
-        for key in data.date_words:
-            add(key, "date", lang, g)
-        for key in data.year_before:
-            add(key, "year_before", lang, g)
-        for key in data.ordinal_suffixes:
-            add(key, "ordinal", lang, g)
-        for key, role in data.prefixes.items():
-            prefixes[_norm(key)] = role
-
-    lengths = sorted({k.count(" ") + 1 for k in entries if " " in k}, reverse=True)
-    return NumberLexicon(
-        languages=files,
-        entries={k: dict(v) for k, v in entries.items()},
-        phrase_lengths=tuple(lengths),
-        prefixes=dict(sorted(prefixes.items(), key=lambda kv: -len(kv[0]))),
-        glued_latin=frozenset(glued_latin),
-        glued_other=frozenset(glued_other),
-        glued_longest=max((len(k) for k in glued_other), default=0),
-        orders=orders,
-        vigesimal=frozenset(vigesimal),
-        colloquial=frozenset(colloquial),
-        glued_langs=frozenset(n.language for n in map(number_words, files) if n.glued),
-        mixes={k: frozenset(v) for k, v in mixes.items()},
-    )
-
-
-def number_lexicon(languages: Iterable[str]) -> NumberLexicon:
-    """The lexicon for these language codes (a pack's `vendor.languages`), built once per set.
-
-    Each code finds its data file by its full name or its first part; a code with no file adds
-    nothing (digits and signs are always read). English is always included: every pack's learners
-    may fall back on it."""
-    available = number_words_files()
-    files = {"common", "en"}
-    for code in languages:
-        name = _file_for(str(getattr(code, "value", code)), available)
-        if name is not None:
-            files.add(name)
-    return _build(tuple(sorted(files)))
-
-
-# ---------------------------------------------------------------------------------------------
-# Tokens
-
-_DEVA_MARKS = "\u0900-\u0903\u093a-\u094f\u0951-\u0957\u0962\u0963"
-_WORD_CHARS = rf"\w{_DEVA_MARKS}\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed"
-_RUN = re.compile(rf"[{_WORD_CHARS}]+|/-|\S")
-_SPECIAL = re.compile(
-    r"(?P<phone>\+\d[\d \-]{6,}\d|(?<![\d.,])\d{4,5}[ \-]\d{5,6}(?![\d.,])|(?<![\d.,])0\d{2,4}-\d{6,8}(?!\d)"
-    r"|(?<![\d.,])\d{8,}(?![\d.,]))"
-    r"|(?P<time>(?<![\d.,:])\d{1,2}:\d{2}(?::\d{2})?(?![\d:]))"
-    r"|(?P<fraction>(?<![\d/])[1-3]/[2-4](?![\d/]))"
-    r"|(?P<date>(?<![\d/.-])\d{1,2}[/-]\d{1,2}[/-]\d{2,4}(?![\d/])|(?<![\d/])\d{1,2}/\d{1,2}(?![\d/]))"
-)
-_SEPARATORS = ".,'\u00a0\u202f"
-_CONNECTORS = "-'\u2019."
-
-
-@dataclass(frozen=True, slots=True)
-class _Tok:
-    key: str  # normalised, for look-ups
-    start: int
-    end: int
-    kind: str  # "num", "word", "sign", "phone", "time", "date", "fraction"
-    script: str
-    value: float = 0.0
-    glued: bool = False  # a piece of a longer run of letters
-
-
-def _script(ch: str) -> str:
-    o = ord(ch)
-    if ch.isdigit():
-        return "digit"
-    if 0x0900 <= o <= 0x097F:
-        return "deva"
-    if 0x0600 <= o <= 0x06FF:
-        return "arab"
-    if 0x3040 <= o <= 0x309F or 0x30A0 <= o <= 0x30FF:
-        return "kana"
-    if 0x3400 <= o <= 0x9FFF or o == 0x3005:
-        return "kanji"
-    return "latin" if ch.isalpha() else "sign"
-
-
-def _digits_value(text: str) -> float | None:
-    """The value of digits with separators: "1,200" and "1.500" are thousands, "1.5", "12.50" and
-    "1,5" decimals, "1,50,000" Indian grouping; a malformed grouping reads as nothing."""
-    plain = "".join(str(unicodedata.decimal(c)) if c.isdecimal() else c for c in text)
-    seps = [c for c in plain if not c.isdecimal()]
-    if not seps:
-        return float(int(plain))
-    groups = re.split(r"[.,'\u00a0\u202f]", plain)
-    if len(set(seps)) == 2 and seps.count(seps[-1]) == 1:
-        whole, frac = plain.rsplit(seps[-1], 1)
-        return float(whole.replace(seps[0], "") + "." + frac) if _grouped(whole.split(seps[0])) else None
-    if len(set(seps)) > 1:
-        return None
-    sep = seps[0]
-    if len(groups) > 2 or sep in "'\u00a0\u202f":
-        return float("".join(groups)) if _grouped(groups) else None
-    head, tail = groups
-    if len(tail) == 3 and 1 <= len(head) <= 3 and head != "0":
-        return float(head + tail)
-    return float(head + "." + tail)
-
-
-def _grouped(groups: list[str]) -> bool:
-    """Thousands grouping: 1-3 digits, then groups of 3 (or of 2 then 3, the Indian way)."""
-    if not groups or not 1 <= len(groups[0]) <= 3 or len(groups[-1]) != 3:
-        return False
-    return all(len(g) in (2, 3) for g in groups[1:-1])
-
-
-def _split_glued_other(run: str, start: int, lex: NumberLexicon, script: str) -> list[_Tok]:
-    """A run of kanji or kana, cut into the longest lexicon morphemes; other characters become
-    word tokens of their own so they break a number."""
-    out: list[_Tok] = []
-    i = 0
-    while i < len(run):
-        for size in range(min(lex.glued_longest, len(run) - i), 0, -1):
-            piece = _norm(run[i:i + size])
-            if piece in lex.glued_other:
-                out.append(_Tok(piece, start + i, start + i + size, "word", _script(run[i]), glued=True))
-                i += size
-                break
-        else:
-            out.append(_Tok(_norm(run[i]), start + i, start + i + 1, "word", script, glued=True))
-            i += 1
-    return out
-
-
-def _split_glued_latin(key: str, start: int, lex: NumberLexicon) -> list[_Tok] | None:
-    """A Latin run read wholly as glued morphemes ("ichiman" = ichi + man), or None."""
-    n = len(key)
-    best: list[list[int] | None] = [None] * (n + 1)
-    best[0] = []
-    for i in range(n):
-        path = best[i]
-        if path is None:
-            continue
-        for j in range(n, i, -1):
-            if best[j] is None and key[i:j] in lex.glued_latin:
-                best[j] = [*path, j]
-    cuts = best[n]
-    if not cuts or len(cuts) < 2:
-        return None
-    out, prev = [], 0
-    for cut in cuts:
-        out.append(_Tok(key[prev:cut], start + prev, start + cut, "word", "latin", glued=True))
-        prev = cut
-    return out
-
-
-def _run_tokens(run: str, start: int, lex: NumberLexicon) -> list[_Tok]:
-    """One run of word characters as tokens: itself if the lexicon knows it, else cut into digits
-    and letters, a known prefix taken off, glued numbers split."""
-    key = _norm(run)
-    if run == "/-" or (len(run) == 1 and not run.isalnum()):
-        return [_Tok(key, start, start + len(run), "sign", "sign")]
-    if lex.has(key) or not any(c.isdigit() for c in run):
-        return _word_tokens(run, key, start, lex)
-    out: list[_Tok] = []
-    for m in re.finditer(r"\d+|\D+", run):
-        piece = m.group()
-        if piece[0].isdecimal():
-            out.append(_Tok(piece, start + m.start(), start + m.end(), "num", "digit"))
-        else:
-            out.extend(_word_tokens(piece, _norm(piece), start + m.start(), lex))
-    return out
-
-
-def _word_tokens(run: str, key: str, start: int, lex: NumberLexicon) -> list[_Tok]:
-    script = _script(next((c for c in run if c.isalpha()), run[0]))
-    if lex.has(key) or len(key) != len(run):
-        return [_Tok(key, start, start + len(run), "word", script)]
-    for prefix, role in lex.prefixes.items():
-        if key.startswith(prefix) and lex.has(key[len(prefix):]):
-            cut = len(prefix)
-            kind = "word" if role == "joiner" else "prefix"
-            head = _Tok(prefix if role == "joiner" else "", start, start + cut, kind, script, glued=True)
-            return [head, _Tok(key[cut:], start + cut, start + len(run), "word", script, glued=True)]
-    if script in ("kana", "kanji") and lex.glued_other:
-        return _split_glued_other(run, start, lex, script)
-    if script == "latin" and lex.glued_latin:
-        split = _split_glued_latin(key, start, lex)
-        if split is not None:
-            return split
-    return [_Tok(key, start, start + len(run), "word", script)]
-
-
-def _tokens(text: str, lex: NumberLexicon) -> list[_Tok]:
-    toks: list[_Tok] = []
-    pos = 0
-    for special in _SPECIAL.finditer(text):
-        toks.extend(_plain_tokens(text, pos, special.start(), lex))
-        kind = special.lastgroup or "date"
-        surface = special.group()
-        value = _special_value(kind, surface)
-        toks.append(_Tok(surface, special.start(), special.end(), kind, "digit", value))
-        pos = special.end()
-    toks.extend(_plain_tokens(text, pos, len(text), lex))
-    return _merge_phrases(text, _merge_digits(text, toks), lex)
-
-
-def _special_value(kind: str, surface: str) -> float:
-    digits = [int("".join(str(unicodedata.decimal(c)) for c in part)) for part in re.findall(r"\d+", surface)]
-    if kind == "time":
-        return digits[0] + digits[1] / 60
-    if kind == "fraction":
-        return digits[0] / digits[1]
-    if kind == "phone":
-        return float("".join(str(d) for d in digits))
-    return float(digits[0])
-
-
-def _plain_tokens(text: str, start: int, end: int, lex: NumberLexicon) -> list[_Tok]:
-    out: list[_Tok] = []
-    for m in _RUN.finditer(text, start, end):
-        out.extend(_run_tokens(m.group(), m.start(), lex))
-    return out
-
-
-def _merge_digits(text: str, toks: list[_Tok]) -> list[_Tok]:
-    """Digits joined by one separator with no space ("1,200", "12.50") become one number."""
-    out: list[_Tok] = []
-    i = 0
-    while i < len(toks):
-        t = toks[i]
-        if t.kind == "num":
-            j = i
-            while (j + 2 < len(toks) and toks[j + 1].kind == "sign" and toks[j + 1].key in _SEPARATORS
-                   and toks[j + 2].kind == "num" and toks[j].end == toks[j + 1].start
-                   and toks[j + 1].end == toks[j + 2].start):
-                j += 2
-            surface = text[t.start:toks[j].end]
-            value = _digits_value(surface)
-            if value is None:  # "1.2.3": read the first part only
-                value, j = _digits_value(t.key), i
-                surface = t.key
-            out.append(_Tok(surface, t.start, toks[j].end, "num", "digit", value or 0.0))
-            i = j + 1
-        else:
-            out.append(t)
-            i += 1
-    return out
-
-
-def _gap(text: str, a: _Tok, b: _Tok) -> str:
-    return text[a.end:b.start]
-
-
-def _merge_phrases(text: str, toks: list[_Tok], lex: NumberLexicon) -> list[_Tok]:
-    """Words that make one lexicon phrase ("per cent", "quatre-vingt-dix", "a.m") become one
-    token; hyphens, apostrophes and dots between them count as spaces."""
-    if not lex.phrase_lengths:
-        return toks
-    out: list[_Tok] = []
-    i = 0
-    while i < len(toks):
-        merged = None
-        if toks[i].kind == "word":
-            for size in lex.phrase_lengths:
-                words: list[_Tok] = []
-                j = i
-                while j < len(toks) and len(words) < size:
-                    t = toks[j]
-                    if t.kind == "word":
-                        words.append(t)
-                    elif not (t.kind == "sign" and t.key in _CONNECTORS and words):
-                        break
-                    j += 1
-                if len(words) == size and lex.has(key := " ".join(w.key for w in words)):
-                    merged = (_Tok(key, words[0].start, words[-1].end, "word", words[0].script), j)
-                    break
-        if merged is None:
-            out.append(toks[i])
-            i += 1
-        else:
-            out.append(merged[0])
-            i = merged[1]
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -507,10 +93,10 @@ def _compatible(lex: NumberLexicon, a: frozenset[str], b: frozenset[str]) -> boo
     return False
 
 
-def _joinable(text: str, a: _Tok, b: _Tok) -> bool:
-    gap = _gap(text, a, b)
-    if gap and gap.strip():
-        return gap.strip() == "-" and a.kind == "word" and b.kind == "word" and len(gap) == 1
+def _joinable(text: str, a: Tok, b: Tok) -> bool:
+    between = gap(text, a, b)
+    if between and between.strip():
+        return between.strip() == "-" and a.kind == "word" and b.kind == "word" and len(between) == 1
     if a.kind == "word" and b.kind == "word" and a.script != b.script:
         return False
     return True
@@ -528,7 +114,7 @@ def _combinable(lex: NumberLexicon, langs: frozenset[str], cur: float, value: fl
     return False
 
 
-def _read(text: str, toks: list[_Tok], i: int, lex: NumberLexicon) -> _Expr | None:
+def _read(text: str, toks: list[Tok], i: int, lex: NumberLexicon) -> _Expr | None:
     """The longest number that starts at token i, or None."""
     parts: list[tuple[float, float]] = []  # (value, place), places falling
     cur: float | None = None
@@ -542,7 +128,7 @@ def _read(text: str, toks: list[_Tok], i: int, lex: NumberLexicon) -> _Expr | No
     colloquial = False
     commit: _Expr | None = None
     before_cur: _Expr | None = None
-    prev: _Tok | None = None
+    prev: Tok | None = None
     started = False
     j = i
     while j < len(toks):
@@ -579,6 +165,15 @@ def _read(text: str, toks: list[_Tok], i: int, lex: NumberLexicon) -> _Expr | No
                     colloquial = True
                 else:
                     break
+            elif w.value >= 100 and not mod and not need_mult:
+                # A word that is a whole hundred or thousand ("mitin" 200, "sanbyaku" 300) stands
+                # as a multiplied part, so smaller numbers may follow: "mitin u 3ichrin" is 220.
+                place = float(10 ** (len(str(int(w.value))) - 1))
+                if place >= smallest:
+                    break
+                before_cur = commit
+                parts = [*parts, (w.value, place)]
+                multiplied = True
             else:
                 if w.value + mod >= smallest or need_mult:
                     break
@@ -617,7 +212,7 @@ def _read(text: str, toks: list[_Tok], i: int, lex: NumberLexicon) -> _Expr | No
             cur_langs = cur_langs or m.langs
             multiplied = True
             words = True
-            weak_only = weak_only and (m.weak or not m.can_start)
+            weak_only = weak_only and m.weak
         elif lex.get(t.key, "one") is not None and not started:
             need_mult = True
             cur_langs = lex.get(t.key, "one").langs  # type: ignore[union-attr]
@@ -642,7 +237,7 @@ def _read(text: str, toks: list[_Tok], i: int, lex: NumberLexicon) -> _Expr | No
     return commit
 
 
-def _neighbour(text: str, toks: list[_Tok], k: int, step: int) -> _Tok | None:
+def _neighbour(text: str, toks: list[Tok], k: int, step: int) -> Tok | None:
     """The token beside position k (step -1: before, +1: after) if nothing but spaces (or a dot
     after an abbreviation, a slash) stands between."""
     j = k + step
@@ -652,21 +247,48 @@ def _neighbour(text: str, toks: list[_Tok], k: int, step: int) -> _Tok | None:
     t = toks[j]
     if t.kind == "sign" and t.key in ".:" and step == -1 and j - 1 >= 0:
         # "Rs. 150", "Rs.150"
-        if not _gap(text, t, here).strip():
+        if not gap(text, t, here).strip():
             return _neighbour(text, toks, j, step)
-    gap = _gap(text, t, here) if step == -1 else _gap(text, here, t)
-    return t if not gap.strip() else None
+    between = gap(text, t, here) if step == -1 else gap(text, here, t)
+    return t if not between.strip() else None
 
 
-def _category(lex: NumberLexicon, tok: _Tok | None, category: str) -> _Word | None:
+def _category(lex: NumberLexicon, tok: Tok | None, category: str) -> Entry | None:
     if tok is None or tok.kind not in ("word", "sign"):
         return None
     return lex.get(tok.key, category)
 
 
+_DIGIT = re.compile(r"\d")
+_ASCII_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _may_hold_numbers(text: str, lex: NumberLexicon) -> bool:
+    """A quick look before the full reading: a line in ASCII with no digit and no word that could
+    be or start a number (or a glued one, or one behind a prefix) holds none. Most lines without
+    a price are let go here, at a fraction of the cost of reading them."""
+    if not text.isascii() or _DIGIT.search(text):
+        return True
+    for word in _ASCII_WORD.findall(text.lower()):
+        if word in lex.triggers or (word[:1] in lex.prefix_heads and word[1:] in lex.triggers):
+            return True
+        if word[:2] in lex.glued_heads and len(word) > 3:
+            return True
+    return False
+
+
 def find_numbers(text: str, lexicon: NumberLexicon) -> list[NumberMention]:
     """Every number in `text`, in order, with its kind. Never raises on any text."""
-    toks = _tokens(text, lexicon)
+    return read_numbers(text, lexicon)[0]
+
+
+def read_numbers(text: str, lexicon: NumberLexicon) -> tuple[list[NumberMention], list[Word]]:
+    """`find_numbers`, and the words of the text as the reader cut them (keyed as the lexicon
+    keys them, sentence punctuation left out): the offer reader looks at the words around each
+    number without cutting the text a second time."""
+    if not _may_hold_numbers(text, lexicon):
+        return [], []
+    toks = tokenize(text, lexicon)
     found: list[NumberMention] = []
     i = 0
     while i < len(toks):
@@ -675,27 +297,33 @@ def find_numbers(text: str, lexicon: NumberLexicon) -> list[NumberMention]:
             found.append(NumberMention(t.value, t.start, t.end, False, None, t.kind))
             i += 1
             continue
+        if t.kind == "word" and t.key not in lexicon.starters and t.key not in lexicon.entries:
+            i += 1  # most words: neither a number nor anything beside one
+            continue
         if _hyphenated_name(text, toks, i, lexicon):
             i += 1
             continue
-        expr = _read(text, toks, i, lexicon)
+        expr = _read(text, toks, i, lexicon) if t.kind != "word" or t.key in lexicon.starters else None
         if expr is None:
             frac = _category(lexicon, t, "fraction")
             if frac is not None:
                 after = _neighbour(text, toks, i, 1)
+                if _category(lexicon, after, "one") is not None and after is not None:  # "half a kilo"
+                    after = _neighbour(text, toks, toks.index(after), 1)
                 unit = _category(lexicon, after, "unit")
                 label = unit.label if unit else None
-                found.append(NumberMention(frac.value, t.start, t.end, False, label, "fraction", words=True))
+                found.append(NumberMention(frac.value, t.start, t.end, False, label, "fraction", words=True,
+                                           beside_end=after.end if unit and after else -1))
             i += 1
             continue
         mention = _classify(text, toks, expr, lexicon)
         if mention is not None:
             found.append(mention)
         i = expr.end
-    return found
+    return found, [Word(t.key, t.start, t.end) for t in toks if t.key not in STOPS and t.key not in ("'", "\u2019")]
 
 
-def _hyphenated_name(text: str, toks: list[_Tok], i: int, lex: NumberLexicon) -> bool:
+def _hyphenated_name(text: str, toks: list[Tok], i: int, lex: NumberLexicon) -> bool:
     """"Tanaka-san": a number word hyphened onto a word that is not a number starts no number."""
     if i == 0 or toks[i].kind != "word":
         return False
@@ -708,7 +336,7 @@ def _hyphenated_name(text: str, toks: list[_Tok], i: int, lex: NumberLexicon) ->
     return False
 
 
-def _classify(text: str, toks: list[_Tok], expr: _Expr, lex: NumberLexicon) -> NumberMention | None:
+def _classify(text: str, toks: list[Tok], expr: _Expr, lex: NumberLexicon) -> NumberMention | None:
     first, last = toks[expr.first], toks[expr.end - 1]
     value = expr.value
     before = _neighbour(text, toks, expr.first, -1)
@@ -731,17 +359,22 @@ def _classify(text: str, toks: list[_Tok], expr: _Expr, lex: NumberLexicon) -> N
     else:
         kind = "amount" if currency else _plain_kind(text, toks, expr, before, after, lex)
         label = None
+    beside = after if after is not None and (percent or unit or foreign or cur_after) else None
     return NumberMention(value * scale, first.start, last.end, currency, label, kind, words=expr.words,
-                         multiplied=expr.multiplied, percent_scale=scale, colloquial=expr.colloquial)
+                         multiplied=expr.multiplied, percent_scale=scale, colloquial=expr.colloquial,
+                         beside_end=beside.end if beside is not None else -1)
 
 
-def _plain_kind(text: str, toks: list[_Tok], expr: _Expr, before: _Tok | None, after: _Tok | None,
+def _plain_kind(text: str, toks: list[Tok], expr: _Expr, before: Tok | None, after: Tok | None,
                 lex: NumberLexicon) -> str:
     value = expr.value
     if _category(lex, after, "time_after") is not None:
         return "time"
-    if after is not None and after.start == toks[expr.end - 1].end and _category(lex, after, "ordinal") is not None:
+    attached = after is not None and after.start == toks[expr.end - 1].end
+    if attached and _category(lex, after, "ordinal") is not None:
         return "ordinal"
+    if attached and after is not None and after.key == "s" and expr.digits and value % 10 == 0:
+        return "date"  # "the 1800s", "the 90s"
     if (_category(lex, after, "date") or _category(lex, before, "date")) and value <= 31:
         return "date"
     if (expr.digits and not expr.words and 1900 <= value <= 2100 and value == int(value)
@@ -758,5 +391,7 @@ def _plain_kind(text: str, toks: list[_Tok], expr: _Expr, before: _Tok | None, a
 
 def price_mentions(text: str, lexicon: NumberLexicon) -> list[NumberMention]:
     """The numbers in `text` that read as a price: amounts with no quantity unit (not a time, a
-    date, a phone number, a count or a percentage; not a bare small number word)."""
-    return [m for m in find_numbers(text, lexicon) if m.kind == "amount" and m.unit is None]
+    date, a phone number, a count or a percentage; not a bare small number, word or digit: "only
+    2 left at 150" states one price, "Okay, 5 rupees" one too)."""
+    return [m for m in find_numbers(text, lexicon) if m.kind == "amount" and m.unit is None
+            and (m.currency or m.multiplied or m.value >= 10)]

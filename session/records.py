@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from schemas.brain import HistoryLine
 from schemas.enums import OfferAssessment, Stage
 from schemas.frames import MoodChanged, Reply, SessionEnded, StageChanged
+from session.offers import OfferReading
 from session.rules import Override, Verdict
 from session.spoken import Rewrite
 
@@ -58,6 +59,7 @@ class PendingTurn:
     offer: int | None
     assessment: OfferAssessment
     received_at: float
+    reading: OfferReading | None = None  # how the offer was read, sure or not (session/offers.py)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,8 +7,10 @@ a clock or draws a random number, so every rule is tested by feeding inputs and 
 Rules, in the order they are applied (seed 000, plus what the original left undone):
 
 1. Offer consistency. The server judges the learner's offer itself (`session.offers`); the
-   brain's own label counts only when the server found no number. An insult costs at least
-   `INSULT_MIN_DROP` points, a lowball at least `LOWBALL_MIN_DROP`.
+   brain's own label counts only when the server found no number. When the server read a number
+   but is unsure what offer it is, the brain's insult or lowball label is set aside too: a
+   misreading is never punished. An insult costs at least `INSULT_MIN_DROP` points, a lowball at
+   least `LOWBALL_MIN_DROP`.
 2. Happiness moves at most `max_mood_delta` per turn and stays in [0, 100].
 3. Stage transitions follow `TRANSITIONS`. Staying put is always legal. An illegal proposal keeps
    the current stage. WALKAWAY -> HAGGLING also needs happiness after this turn above
@@ -107,6 +109,7 @@ class Position:
     floor: int | None = None  # the item's floor price, when the item is known
     learner_offer: int | None = None  # parsed by the server from this turn's transcript
     server_assessment: OfferAssessment = OfferAssessment.NONE
+    offer_unsure: bool = False  # the server read a number but not surely an offer ("70" against 18,000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +144,9 @@ def validate(position: Position, proposal: Proposal, limits: Limits = Limits()) 
         assessment = position.server_assessment
         if proposal.offer_assessment not in (OfferAssessment.NONE, assessment):
             overrides.append(Override("offer_assessment", proposal.offer_assessment.value, assessment.value))
+    elif position.offer_unsure and proposal.offer_assessment in (OfferAssessment.INSULT, OfferAssessment.LOWBALL):
+        assessment = OfferAssessment.NONE
+        overrides.append(Override("offer_assessment", proposal.offer_assessment.value, assessment.value))
     else:
         assessment = proposal.offer_assessment
     delta = proposal.happiness_score - position.happiness

@@ -39,12 +39,14 @@ def speech_numbers(scenario: str) -> tuple[Finder, Finder]:
 
 def price_rule(scenario: Scenario, item: str | None, position: Position, proposal: Proposal, verdict: Verdict, *,
                quotes: Mapping[str, int], first_quotes: Mapping[str, int], offer: int | None,
-               recall: LearnerRecall | None) -> PriceRule:
+               recall: LearnerRecall | None, learner_said: str = "") -> PriceRule:
     """The prices the vendor's words may name once the engine has ruled on `proposal`: the
-    validated quote, and facts of the haggle (the learner's offer, this item's standing and first
-    quotes, other items' standing and opening quotes, what the learner paid last time); never a
-    price the engine overruled."""
+    validated quote, and facts of the haggle (the learner's offer and any number in the learner's
+    own words, this item's standing and first quotes, other items' standing and opening quotes,
+    what the learner paid last time); never a price the engine overruled."""
     facts: list[int | None] = [position.quote, first_quotes.get(item) if item else None, offer]
+    if learner_said:  # "Seventy percent, or seventy rupees?" echoes the learner
+        facts += (round(m.value) for m in speech_numbers(scenario.scenario)[0](learner_said))
     if recall is not None:
         facts += (recall.last_paid, recall.last_first_quote)
     for other in scenario.items:

@@ -16,7 +16,7 @@ from clients.bots.personas import PERSONAS
 from clients.bots.runner import COACHING_PERSONAS, RunConfig, run
 from tests.servers import ROOT, Served, server_process
 
-PERSONA_NAMES = ("polite", "lowballer", "walker", "rude")
+PERSONA_NAMES = ("polite", "lowballer", "walker", "rude", "relative")
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,8 @@ def test_samvad_bots_cli_with_msgpack(served: Served, tmp_path: Path) -> None:
     out = tmp_path / "bots.json"
     done = subprocess.run(
         [sys.executable, "-m", "server.cli", "bots", "--url", served.base_url, "--sessions", "12",
-         "--think", "10", "--duration", "3", "--msgpack", "--quiet", "--json", str(out)],
+         "--think", "10", "--duration", "3", "--msgpack", "--quiet", "--json", str(out),
+         "--personas", ",".join(PERSONA_NAMES)],
         cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, capture_output=True,
         text=True, timeout=60,
     )

@@ -53,6 +53,8 @@ def only(text: str, lex: NumberLexicon) -> NumberMention:
     ("150, 200, 250", [(150, "150"), (200, "200"), (250, "250")]),
     ("do sau teen sau", [(200, "do sau"), (300, "teen sau")]),
     ("150? No, I'll give 70", [(150, "150"), (70, "70")]),
+    ("Only 2 left at 150, take them", [(150, "150")]),
+    ("These 3 are the best, 200 each", [(200, "200")]),
 ])
 def test_prices_a_vendor_states_are_found_with_exact_spans(text: str, expected: list[tuple[float, str]]) -> None:
     assert prices(text) == [(float(v), s) for v, s in expected]
@@ -274,3 +276,26 @@ def test_any_text_is_read_without_failing(text: str, lex_name: str) -> None:
     for mention in find_numbers(text, LEXICONS[lex_name]):
         assert 0 <= mention.start < mention.end <= len(text)
         assert mention.kind in ("amount", "percent", "fraction", "time", "date", "phone", "count", "ordinal")
+
+
+def test_every_price_a_packs_vendor_line_states_is_found_with_its_exact_span() -> None:
+    """The reply check rewrites the prices a vendor states: in every line of every pack that names
+    `{price}`, that price is a price mention whose span is just its digits."""
+    from schemas.lines import say
+
+    checked = 0
+    for pack in available_scenarios():
+        scenario = load_scenario(pack)
+        lex = number_lexicon(scenario.vendor.languages)
+        for language, pools in scenario.lines.items():
+            for key, pool in pools.items():
+                for index, template in enumerate(pool):
+                    if "{price}" not in template:
+                        continue
+                    for item in (*scenario.items, None):
+                        text = say(scenario, language, key, index, item, price=1234, offer=999, qty=2,
+                                   heard="seventy", last_items="tomatoes")
+                        spans = [text[m.start:m.end] for m in price_mentions(text, lex) if m.value == 1234]
+                        assert spans and set(spans) == {"1234"}, text
+                        checked += 1
+    assert checked > 1000

@@ -343,3 +343,17 @@ async def test_retrieval_follows_the_learners_words() -> None:
 async def test_nothing_above_the_threshold_means_no_notes() -> None:
     assert await retrieved(request(transcript="what is the weather in Tokyo", item=None)) == ""
     assert await retrieved(request(scenario="nowhere")) == ""
+
+
+def test_current_state_says_what_offer_was_read_and_how_sure() -> None:
+    sure = build_system_prompt(request(
+        stage=Stage.HAGGLING, item="Tomato", vendor_quote=400, learner_offer=50,
+        offer_assessment=OfferAssessment.INSULT, offer_read_from="2 kg for 100", offer_confidence=0.95))
+    state = sure[sure.index("## CURRENT_STATE"):]
+    assert 'offers 50 INR' in state and '"2 kg for 100"' in state and "sure of it" in state
+    unsure = build_system_prompt(request(
+        stage=Stage.HAGGLING, item="Tomato", vendor_quote=400, offer_read_from="seventy",
+        offer_heard="seventy", offer_confidence=0.5, offer_unsure=True))
+    state = unsure[unsure.index("## CURRENT_STATE"):]
+    assert '"seventy"' in state and "not sure" in state and "sure 50 %" in state
+    assert "Do not treat it as an insult" in state and "found no price offer" not in state

@@ -294,3 +294,14 @@ def test_every_rule_of_the_engine_has_plain_words() -> None:
     named |= {f"{a.value}_min_drop" for a in (OfferAssessment.INSULT, OfferAssessment.LOWBALL)}
     assert len(named) >= 10
     assert named == set(RULE_FLAGS)
+
+
+def test_an_unsure_reading_sets_the_brains_insult_aside() -> None:
+    """The server read a number but could not place it: no insult label, no insult clamp."""
+    position = Position(stage=Stage.HAGGLING, happiness=60, turn=4, quote=18000, offer_unsure=True)
+    verdict = validate(position, proposal(Stage.HAGGLING, happiness=58, offer_assessment=OfferAssessment.INSULT))
+    assert verdict.assessment is OfferAssessment.NONE and verdict.happiness == 58
+    assert {o.rule for o in verdict.overrides} == {"offer_assessment"}
+    sure = validate(Position(stage=Stage.HAGGLING, happiness=60, turn=4, quote=18000),
+                    proposal(Stage.HAGGLING, happiness=58, offer_assessment=OfferAssessment.INSULT))
+    assert sure.assessment is OfferAssessment.INSULT and sure.happiness == 60 - INSULT_MIN_DROP

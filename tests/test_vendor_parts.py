@@ -73,7 +73,7 @@ def test_every_line_of_every_pack_is_short_and_speakable_for_every_item(pack: st
         for key, pool in pools.items():
             for index in range(len(pool)):
                 for item in (*scenario.items, None):
-                    text = say(scenario, language, key, index, item, price=1234, offer=999, qty=2,
+                    text = say(scenario, language, key, index, item, price=1234, offer=999, qty=2, heard="seventy",
                                last_items=spoken_items(item, scenario))
                     assert len(text) <= 240, text
                     assert speakable(text) == (text, ()), text  # two sentences at most, no markup
@@ -119,7 +119,7 @@ def test_acceptable_price_falls_with_mood_and_time_but_not_below_the_floor(name:
 
 
 def test_every_persona_states_its_outcome() -> None:
-    assert set(PERSONAS) == {"polite", "lowballer", "walker", "rude"}
+    assert set(PERSONAS) == {"polite", "lowballer", "walker", "rude", "relative"}
     assert set(EXPECTED_OUTCOMES) == set(PERSONAS)
     assert all(EXPECTED_OUTCOMES[name] == cls.expected.summary for name, cls in PERSONAS.items())
 

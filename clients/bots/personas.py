@@ -291,7 +291,46 @@ class Rude(Persona):
         return options[self.lines % len(options)]
 
 
+class Relative(Persona):
+    """Haggles in relative terms, never naming a price: half of the quote, then a share off it, then
+    "meet me in the middle". The engine must read each against the standing quote (issue 40)."""
+
+    name = "relative"
+    expected = Expectation(
+        summary="DEAL within 10 turns, every offer made relative to the quote (half, percent off, the middle)",
+        end_stages=frozenset({"DEAL"}),
+        deal=True,
+        end_moods=frozenset({"neutral", "friendly", "enthusiastic"}),
+        visits=("GREETING", "INQUIRY", "HAGGLING", "DEAL"),
+        within_turns=10,
+    )
+    LIMIT = 0.6  # takes any price at or under this share of the first quote
+
+    def __init__(self, item: str = "Tomato", scenario: str = DEFAULT_SCENARIO) -> None:
+        super().__init__(item, scenario)
+        self.made = 0  # relative offers made so far
+
+    def line(self, view: LearnerView) -> str:
+        if self.lines == 0:
+            return "Namaste bhaiya!"
+        if view.counter_price is None:
+            return f"Bhaiya, ye {self.hindi} kitne ka hai?"
+        counter = view.counter_price
+        if self.offer is not None and (counter <= self.share(self.LIMIT) or self.lines >= 9):
+            return ("Theek hai bhaiya, pakka!", "Chalo, theek hai, pakka.")[self.lines % 2]
+        last, made = self.offer, self.made
+        self.made += 1
+        if last is None or made == 0:
+            self.offer = round(counter * 0.5)
+            return ("That is a lot, bhaiya. Could you do half of that?", "Bhaiya, aadha kar do na?")[made % 2]
+        if made == 1:
+            self.offer = round(counter * 0.7)
+            return "Okay, 30 percent off, then?"
+        self.offer = round((counter + last) / 2)
+        return ("Chalo bhaiya, meet me in the middle?", "Let us split the difference, bhaiya.")[made % 2]
+
+
 PERSONAS: dict[str, type[Persona]] = {
-    persona.name: persona for persona in (Polite, Lowballer, Walker, Rude)
+    persona.name: persona for persona in (Polite, Lowballer, Walker, Rude, Relative)
 }
 EXPECTED_OUTCOMES: dict[str, str] = {name: p.expected.summary for name, p in PERSONAS.items()}

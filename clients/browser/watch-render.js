@@ -74,10 +74,15 @@ function lineNode(line) {
     if (meta.fallback) bits.push(h("span", { class: "tag warn" }, "fallback line"));
   }
   if (line.role === "learner" && meta.offer !== null && meta.offer !== undefined) {
-    bits.push(h("span", { class: "tag offer" }, `offer ${rupees(meta.offer)}`));
+    const read = meta.readFrom ? { title: `read from "${meta.readFrom}"` } : {};
+    bits.push(h("span", { class: "tag offer", ...read }, `offer ${rupees(meta.offer)}`));
     if (meta.assessment && meta.assessment !== "none") {
       bits.push(h("span", { class: `tag assess assess-${meta.assessment}` }, meta.assessment));
     }
+  } else if (line.role === "learner" && meta.readFrom) {
+    // The engine read a number but not surely an offer: the vendor asked what was meant.
+    bits.push(h("span", { class: "tag offer unsure", title: "the engine was not sure what offer this is" },
+      `unsure: "${meta.readFrom}"`));
   }
   const who = line.role === "learner" ? (model.state.learner_id || "Learner") : model.vendor.name;
   const dataset = { key: line.key, turn: line.turn, role: line.role };

@@ -174,7 +174,7 @@ export function apply(event) {
       if (event.learner_text) {
         put(at("learner"), {
           kind: "line", role: "learner", turn: event.turn, late, pos: event.seq, text: event.learner_text,
-          meta: { offer: event.learner_offer, assessment: event.offer_assessment },
+          meta: { offer: event.learner_offer, assessment: event.offer_assessment, readFrom: event.offer_read_from || "" },
         });
       }
       put(at("vendor"), {
