@@ -454,7 +454,7 @@ def _digits_like(value: int, said: str) -> str:
 # (a few microseconds instead of the gate's tens; `tests/test_spoken.py` checks that both agree).
 _SUSPECT = re.compile(
     r"[*_`#>\[\]~\u2022@\u2013\u2014]|[^\S ]|https?:|www\.|\.(?:com|in|org|net|io|co|info|biz|shop|store|app|jp"
-    r"|ma|fr|uk|de|me)\b|\s[,.!?;:\u0964]|  |^\s|\s$|^[-+\d]|\b(?:rs|mr|mrs|dr|st|no|vs|approx|sh|smt)\.\s",
+    r"|ma|fr|uk|de|me)\b|\s[,.!?;:\u0964]|  |^\s|\s$|^[-+\d]|^\W*$|\b(?:rs|mr|mrs|dr|st|no|vs|approx|sh|smt)\.\s",
     re.IGNORECASE,
 )
 _SENTENCE_ENDS = re.compile(r"[.!?\u0964\u2026]+[\"'\u201d\u2019)\]]*\s")

@@ -10,31 +10,43 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, lru_cache
 
 from schemas.enums import LanguageCode, Level
 from schemas.learner import LearnerRecall
 from schemas.lines import say
 from schemas.scenario import Scenario, load_scenario
-from session.numbers import NumberMention, find_numbers, number_lexicon, price_mentions
+from session.numbers import NumberLexicon, NumberMention, find_numbers, number_lexicon, price_mentions
 from session.rules import Override, Position, Proposal, Verdict
 from session.spoken import PLAUSIBLE, Finder, PriceRule, ReplyGate, Spoken, spoken
 
 __all__ = ["Words", "nothing_said_line", "price_rule", "reply_gate", "speech_numbers", "unbind_unsaid", "words_of"]
 
 
+LINES_REMEMBERED = 4096  # per scenario: the rule vendor's lines are its pack's templates and prices
+
+
 @cache
 def speech_numbers(scenario: str) -> tuple[Finder, Finder]:
-    """Finders of the numbers and of the prices in a vendor line, in the scenario's languages."""
-    lexicon = number_lexicon(language.value for language in load_scenario(scenario).vendor.languages)
+    """Finders of the numbers and of the prices in a vendor line, in the scenario's languages.
 
-    def numbers(text: str) -> list[NumberMention]:
-        return find_numbers(text, lexicon)
+    What a line names is remembered (the mentions are frozen): the same lines come back turn after
+    turn, in every session, and reading one costs tens of microseconds (docs/performance.md)."""
+    lexicon = _lexicon(scenario)
 
-    def prices(text: str) -> list[NumberMention]:
-        return price_mentions(text, lexicon)
+    @lru_cache(maxsize=LINES_REMEMBERED)
+    def numbers(text: str) -> tuple[NumberMention, ...]:
+        return tuple(find_numbers(text, lexicon))
+
+    @lru_cache(maxsize=LINES_REMEMBERED)
+    def prices(text: str) -> tuple[NumberMention, ...]:
+        return tuple(price_mentions(text, lexicon))
 
     return numbers, prices
+
+
+def _lexicon(scenario: str) -> NumberLexicon:
+    return number_lexicon(language.value for language in load_scenario(scenario).vendor.languages)
 
 
 def price_rule(scenario: Scenario, item: str | None, position: Position, proposal: Proposal, verdict: Verdict, *,

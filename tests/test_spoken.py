@@ -195,6 +195,22 @@ def test_streamed_in_any_pieces_the_words_are_those_of_the_whole(data: st.DataOb
     event(f"flags: {sorted(whole.flags)}")
 
 
+@given(st.one_of(replies((40, 60, 80, 150, 5)), st.text(max_size=200), st.lists(st.sampled_from(
+    ["Namaste ji", "!", ".", "?", " ", "  ", "\n", "*", "- ", "1. ", "http://x.in", "www.a", "60", "40", "150", ",",
+     "।", "\t", "\u00a0", "[a](b)", "`", "#", "Take it", "3.5", "rupees", "1,500", "60k", "Rs. ", "sixty"]),
+    max_size=12).map("".join)), st.sampled_from([1, 2]))
+@settings(max_examples=400)
+def test_the_shortcuts_agree_with_the_whole_gate(text: str, max_sentences: int) -> None:
+    """`spoken` lets a plain line through without the gate's units only where the gate would."""
+    gate = ReplyGate(NUMBERS, PRICES, max_sentences, RULE)
+    gate.feed(text)
+    gate.finish()
+    full = gate.result()
+    fast = spoken(text, RULE, NUMBERS, PRICES, max_sentences)
+    assert (fast.text, fast.flags, fast.rewrites, fast.price_cut) == (full.text, full.flags, full.rewrites,
+                                                                       full.price_cut)
+
+
 def clean(text: str, rejected: int) -> None:
     """What no client may receive: a rejected price, a link, a formatting mark."""
     assert not re.search(r"https?://|www\.|@|\.(?:com|in)\b", text), text
