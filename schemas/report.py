@@ -33,6 +33,7 @@ class CurvePoint(_Part):
     turn: int
     quote: int | None  # the vendor's standing quote after the turn
     offer: int | None  # the learner's offer in the turn
+    offer_read_from: str = ""  # the words it was read from; with no offer, a number the server could not place
     happiness: int
 
 

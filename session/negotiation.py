@@ -215,7 +215,8 @@ class Negotiation:
             TurnRecord(
                 turn=turn, role="user", text=text, stage=self.stage, happiness=self.happiness,
                 at=now, item=item, object_grabbed=self.object_grabbed, offer=offer,
-                quote=standing, assessment=assessment, client_id=client_id,
+                read_from=reading.read_from if reading else "", quote=standing, assessment=assessment,
+                client_id=client_id,
             )
         )
         if offer is not None:

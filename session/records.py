@@ -29,6 +29,7 @@ class TurnRecord:
     item: str | None = None
     object_grabbed: str | None = None
     offer: int | None = None
+    read_from: str = ""  # on learner turns: the words an offer was read from, sure or not (session/offers.py)
     quote: int | None = None
     assessment: OfferAssessment = OfferAssessment.NONE
     client_id: str | None = None

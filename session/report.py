@@ -80,11 +80,13 @@ def _price(negotiation: Negotiation, scenario: Scenario) -> Price:
 
 
 def _curve(history: list[TurnRecord]) -> tuple[CurvePoint, ...]:
-    offers = {r.turn: r.offer for r in history if r.role == "user"}
+    said = {r.turn: r for r in history if r.role == "user"}
     points = []
     for record in history:
         if record.role == "vendor":
-            points.append(CurvePoint(turn=record.turn, quote=record.quote, offer=offers.get(record.turn),
+            learner = said.get(record.turn)
+            points.append(CurvePoint(turn=record.turn, quote=record.quote, offer=learner.offer if learner else None,
+                                     offer_read_from=learner.read_from if learner else "",
                                      happiness=record.happiness))
     return tuple(points)
 

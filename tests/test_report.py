@@ -65,6 +65,7 @@ async def test_a_deal_ends_with_a_report_that_the_api_serves_too() -> None:
     assert price["fair"] == [40, 60] and price["versus_fair"] in ("below", "within", "above")
     assert [p["turn"] for p in report["curve"]] == list(range(1, report["turns"] + 1))
     assert any(p["offer"] is not None for p in report["curve"])
+    assert all(p["offer_read_from"] for p in report["curve"] if p["offer"] is not None)
     assert sum(s["turns"] for s in report["stages"]) == report["turns"]
     assert report["stages"][0]["stage"] == "GREETING" and report["stages"][-1]["stage"] == "DEAL"
     assert report["etiquette"]["respectful_turns"] >= 1 and "bhaiya" in report["etiquette"]["respectful_words"]
