@@ -181,10 +181,11 @@ async def test_streamed_words_show_then_a_withdrawn_stream_disappears(browser: A
         async with Player(host, sid, created["player_token"]) as player, \
                 anyio.create_task_group() as tg:
             tg.start_soon(player.say, PLAN[0][0])
-            # Turn 1 streams in word by word before its reply lands.
+            # Turn 1 streams in before its reply lands: its first sentence, once whole (the second
+            # waits to see whether a later one names the price, session/spoken.py).
             await watch.wait_for_function(
                 """() => { const n = document.querySelector('#stream-line .bubble');
-                           return n && n.textContent.includes('Tamatar'); }""", timeout=WAIT_MS)
+                           return n && n.textContent.includes('Namaste ji!'); }""", timeout=WAIT_MS)
             assert await watch.evaluate("window.samvadView.turnsShown") == 0
             await watch.wait_for_function("window.samvadView.turnsShown === 1", timeout=WAIT_MS)
             assert await watch.locator("#stream-line").count() == 0

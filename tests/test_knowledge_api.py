@@ -72,11 +72,13 @@ async def test_a_pdf_playbook_is_extracted_chunked_and_retrieved_end_to_end(tmp_
         coins, hours = (c["chunk_id"] for c in body["chunks"])
         assert [c["chars"] for c in body["chunks"]] == [len("\n".join(PAGES[0])), len("\n".join(PAGES[2]))]
 
-        found = (await client.post("/retrieve", json={"query": "discount for coins?", "top_k": 1})).json()
+        found = (await client.post("/retrieve", headers=auth(), json={"query": "discount for coins?", "top_k": 1})
+                 ).json()
         assert found["chunks"][0]["chunk_id"] == coins
         assert found["chunks"][0]["text_content"] == "\n".join(PAGES[0])
         assert found["chunks"][0]["metadata"]["source_file"] == "stall_guide.pdf"
-        opening = (await client.post("/retrieve", json={"query": "when is the stall open", "top_k": 1})).json()
+        opening = (await client.post("/retrieve", headers=auth(), json={"query": "when is the stall open", "top_k": 1})
+                   ).json()
         assert opening["chunks"][0]["chunk_id"] == hours
         assert opening["chunks"][0]["metadata"]["section"] == "Opening hours"
 

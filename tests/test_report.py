@@ -82,7 +82,8 @@ async def test_a_deal_ends_with_a_report_that_the_api_serves_too() -> None:
 async def test_a_live_session_has_no_report_yet_and_walking_out_still_gets_one() -> None:
     async with running_server() as served, httpx.AsyncClient(base_url=served.base_url) as client:
         created = (await client.post("/api/sessions", json={})).json()
-        live = await client.get(f"/api/sessions/{created['session_id']}/report?token={created['player_token']}")
+        live = await client.get(f"/api/sessions/{created['session_id']}/report",
+                                headers={"authorization": f"Bearer {created['player_token']}"})
         assert (live.status_code, live.json()["error"]["code"]) == (409, "not_ended")
         _, frames = await play(served.base_url, served.ws_base, "rude", "Apple")
     report = frames[-1]["report"]
