@@ -168,6 +168,7 @@ class ActorTurns(ActorSilence, ActorMemory):
         version = self._record("learner_turn", {
             "id": frame.id, "turn": pending.turn, "text": pending.text, "item": pending.item,
             "offer": pending.offer, "assessment": pending.assessment.value,
+            "read_from": pending.reading.read_from if pending.reading else "",
             "stage": negotiation.stage.value, "happiness": negotiation.happiness,
             "object_grabbed": negotiation.object_grabbed,
             "quote": negotiation.quotes.get(pending.item) if pending.item else None,

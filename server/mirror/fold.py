@@ -68,7 +68,8 @@ def plan(fold: SessionFold, change: Change, submitted: float, *, snapshot: bool 
         turns.append(turn_row(sid, fold.ordinal(turn), {
             "turn_number": turn, "role": "user", "text": data.get("text"), "stage": data.get("stage"),
             "happiness_score": data.get("happiness"), "object_grabbed": data.get("object_grabbed"),
-            "item": data.get("item"), "offer": offer, "quote": as_int(data.get("quote")),
+            "item": data.get("item"), "offer": offer, "read_from": as_str(data.get("read_from")) or None,
+            "quote": as_int(data.get("quote")),
             "assessment": data.get("assessment") or OfferAssessment.NONE.value, "client_id": data.get("id"),
             "closing": False, "timestamp": at, "version": change.version,
             "before": json.dumps(before.as_json(), sort_keys=True) if isinstance(before, Checkpoint) else None,

@@ -33,7 +33,8 @@ def rebuild(record: dict[str, Any], limits: Limits) -> tuple[Negotiation, int, S
             "item": t.get("item"), "object_grabbed": t.get("object_grabbed"), "quote": t.get("quote"),
         }
         if t["role"] == "user":
-            history.append(TurnRecord(**common, offer=t.get("offer"), client_id=t.get("client_id"),
+            history.append(TurnRecord(**common, offer=t.get("offer"), read_from=t.get("read_from") or "",
+                                      client_id=t.get("client_id"),
                                       assessment=OfferAssessment(t.get("assessment") or "none")))
             if t.get("before"):
                 befores.append(json.loads(t["before"]))

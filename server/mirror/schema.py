@@ -9,7 +9,7 @@ The graph (seed 000's schema, plus what recovery needs):
                ledger_prompt_tokens, ledger_completion_tokens, ledger_brain_ms,
                closing_replies, created_at, updated_at})
     (:Turn {turn_key, session_id, turn_number, ordinal, role, text, text_snippet, happiness_score,
-            stage, object_grabbed, item, offer, quote, assessment, client_id, seq, flags, closing,
+            stage, object_grabbed, item, offer, read_from, quote, assessment, client_id, seq, flags, closing,
             timestamp, ...})
     (:Item {session_id, name})
     (:StageTransition {session_id, from_stage, to_stage, at_turn, happiness_at_transition, timestamp})
