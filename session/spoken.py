@@ -19,10 +19,11 @@ vendor line from a brain passes `ReplyGate` before anyone reads or hears it, str
    it is rewritten to the validated quote (flag `text_price_rewritten`). With no validated quote to
    say, the clause goes as a link does (flag `text_price_dropped`).
 5. **Length.** At most `max_sentences` sentences are said (flag `too_long`). When none before the
-   last of them has named a price, the last one waits to see whether a later sentence names one,
-   and that one is said in its place, so a line cut short still says the new price. Whether a cut
-   sentence still named a price is kept (`price_cut`): the negotiation then keeps the standing
-   quote, since a price the learner never hears must not bind them (flag `quote_unsaid`).
+   last of them has said the validated quote, the last one waits to see whether a later sentence
+   says it, and that one is said in its place, so a line cut short still says the new price.
+   Whether a cut sentence named a price is kept (`price_cut`): when the line as said never names
+   the quote, the negotiation keeps the standing one, since a price the learner never hears must
+   not bind them (flag `quote_unsaid`).
 6. **Release.** A clause goes out as soon as it is judged; its trailing clause mark goes with the
    next clause, so that a sentence cut after it still ends with a full stop.
 
@@ -133,7 +134,7 @@ class Spoken:
     flags: tuple[str, ...]
     rewrites: tuple[Rewrite, ...]
     price_cut: bool  # a sentence cut by the length limit named a price
-    names_price: bool  # the line as said names a price
+    says_quote: bool  # the line as said names the validated quote
 
 
 @dataclass(slots=True)
@@ -173,7 +174,7 @@ class ReplyGate:
     _later: list[_Unit] = field(default_factory=list)  # a sentence after it, still coming
     _looking: bool = False  # the last sentence is whole: later ones are looked at
     _final: _Unit | None = None  # the unit the text ends with
-    names_price: bool = False
+    says_quote: bool = False
 
     # ------------------------------------------------------------------ input
 
@@ -237,7 +238,7 @@ class ReplyGate:
         flags = tuple(sorted(self._flags, key=_FLAG_ORDER.index))  # whenever each was found
         rule = self.rule or PriceRule(None)
         price_cut = any(rule.names(m) for body in self._cut for m in self.prices(body))
-        return Spoken(self.text, flags, tuple(self._rewrites), price_cut, self.names_price)
+        return Spoken(self.text, flags, tuple(self._rewrites), price_cut, self.says_quote)
 
     # ------------------------------------------------------------------ units
 
@@ -299,32 +300,38 @@ class ReplyGate:
         self._out.append(said)
         return said
 
-    def _names_a_price(self, unit: _Unit) -> bool:
+    def _changes(self, unit: _Unit) -> bool:
+        """Whether the unit names the validated quote, or a price the ruling changes or drops."""
         if not unit.numbers:
             return False
         rule = self.rule
         assert rule is not None  # a unit that names a number waits for the ruling
-        return any(rule.names(m) for m in self.prices(unit.body))
+        return any(rule.names(m) and (round(m.value) == rule.quote or not rule.keeps(round(m.value)))
+                   for m in self.prices(unit.body))
+
+    def _says_quote(self, unit: _Unit) -> bool:
+        """Whether the unit, once its prices are made true, says the validated quote."""
+        return self.rule is not None and self.rule.quote is not None and self._changes(unit)
 
     def _take(self, unit: _Unit) -> str:
         """Rule 5's choice: the last sentence a learner hears is the first that names a price when
         the ones before it named none, so a line cut short still says the price (issue #12)."""
         if self._last is None:
             last_one = self._said == self.max_sentences - 1 and not (self._open or self._dropping)
-            if not last_one or self.names_price or unit.link or self._names_a_price(unit):
+            if not last_one or self.says_quote or unit.link or self._changes(unit):
                 return self._say(unit)
             self._last, self._later, self._looking = [unit], [], unit.closes
             return ""
-        if not self._looking:  # the last sentence, still coming
-            self._last.append(unit)
-            if unit.link or self._names_a_price(unit):
+        if not self._looking:  # the last sentence, still coming: said as it is once it names a
+            self._last.append(unit)  # price, or cannot be said (then the next one is the last)
+            if unit.link or self._changes(unit):
                 return self._say_last(self._last)
             self._looking = unit.closes
             return ""
-        self._later.append(unit)  # a sentence past the last: said instead of it if it names a price
+        self._later.append(unit)  # a sentence past the last: said instead of it if it says the quote
         if unit.closes or unit is self._final:
             sentence, self._later = self._later, []
-            if any(self._names_a_price(u) for u in sentence):
+            if any(self._says_quote(u) for u in sentence):
                 self._flag("too_long")
                 return self._say_last(sentence)
             if any(u.body for u in sentence):
@@ -382,8 +389,8 @@ class ReplyGate:
         changed = body
         for mention in mentions:
             value = round(mention.value)
-            self.names_price = True
             if rule.keeps(value):
+                self.says_quote = self.says_quote or value == rule.quote
                 continue
             if rule.quote is None:
                 self._flag("text_price_dropped")
@@ -391,6 +398,7 @@ class ReplyGate:
                 return None
             said = changed[mention.start:mention.end]
             changed = changed[: mention.start] + _digits_like(rule.quote, said) + changed[mention.end:]
+            self.says_quote = True
         if changed != body:
             self._flag("text_price_rewritten")
             self._rewrites.append(Rewrite("text_price_rewritten", body, changed))
@@ -465,9 +473,9 @@ def spoken(text: str, rule: PriceRule | None, numbers: Finder, prices: Finder,
     """The whole reply judged at once: what a streamed reply's released pieces join up to."""
     rule = rule if rule is not None else PriceRule(None)
     if text and not _SUSPECT.search(text) and len(_SENTENCE_ENDS.findall(text)) < max_sentences:
-        named = [m for m in prices(text) if rule.names(m)]
-        if all(rule.keeps(round(m.value)) for m in named):
-            return Spoken(text, (), (), False, bool(named))
+        named = [round(m.value) for m in prices(text) if rule.names(m)]
+        if all(rule.keeps(value) for value in named):
+            return Spoken(text, (), (), False, rule.quote in named)
     gate = ReplyGate(numbers, prices, max_sentences, rule)
     gate.feed(text)
     gate.finish()

@@ -16,7 +16,7 @@ from schemas.enums import LanguageCode, Level
 from schemas.learner import LearnerRecall
 from schemas.lines import say
 from schemas.scenario import Scenario, load_scenario
-from session.numbers import NumberLexicon, NumberMention, find_numbers, number_lexicon, price_mentions
+from session.numbers import NumberLexicon, NumberMention, find_numbers, number_lexicon
 from session.rules import Override, Position, Proposal, Verdict
 from session.spoken import PLAUSIBLE, Finder, PriceRule, ReplyGate, Spoken, spoken
 
@@ -40,7 +40,9 @@ def speech_numbers(scenario: str) -> tuple[Finder, Finder]:
 
     @lru_cache(maxsize=LINES_REMEMBERED)
     def prices(text: str) -> tuple[NumberMention, ...]:
-        return tuple(price_mentions(text, lexicon))
+        # Every amount, not just what reads as a price on its own (`price_mentions` passes over a
+        # bare "5"): the ruling decides, and a rejected "5" is a price (`PriceRule.names`).
+        return tuple(m for m in find_numbers(text, lexicon) if m.kind == "amount" and m.unit is None)
 
     return numbers, prices
 
@@ -109,7 +111,7 @@ def nothing_said_line(scenario: Scenario, language: LanguageCode | None, level: 
 def unbind_unsaid(verdict: Verdict, said: Spoken, position: Position) -> Verdict:
     """A new price that was only in words the learner will not hear does not bind them: the
     standing quote stays (`quote_unsaid`), as after a barge-in (session/playback.py)."""
-    if not said.price_cut or said.names_price or verdict.quote == position.quote:
+    if not said.price_cut or said.says_quote or verdict.quote == position.quote:
         return verdict
     unsaid = Override("quote_unsaid", verdict.quote, position.quote)
     return replace(verdict, quote=position.quote, overrides=(*verdict.overrides, unsaid),

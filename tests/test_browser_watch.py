@@ -207,7 +207,7 @@ async def test_streamed_words_show_then_a_withdrawn_stream_disappears(browser: A
         # Cut to two sentences, the line keeps the one that names the new price (issue #12).
         assert "bilkul" not in text and "Arre, 40? 100 de do." in text
         view = await watch.evaluate("window.samvadView")
-        assert view["withdrawals"] == 1 and view["deltas"] > 10
+        assert view["withdrawals"] == 1 and view["deltas"] >= 5  # a whole clause or sentence each
         assert watch.js_errors == []
 
 

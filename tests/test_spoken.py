@@ -107,7 +107,7 @@ def test_with_no_price_standing_a_named_price_cannot_be_said() -> None:
 
 def test_a_line_cut_short_says_the_sentence_with_the_price() -> None:
     said = spoken("Look at them. So fresh! Okay, 60 for you. Come again.", RULE, NUMBERS, PRICES, 2)
-    assert said.text == "Look at them. Okay, 60 for you." and said.names_price and not said.price_cut
+    assert said.text == "Look at them. Okay, 60 for you." and said.says_quote and not said.price_cut
     assert said.flags == ("too_long",)
     assert say("Look! Two kilo is plenty. Okay, 150 rupees.", max_sentences=1) == (
         "Okay, 60 rupees.", ("text_price_rewritten", "too_long"))
@@ -115,7 +115,10 @@ def test_a_line_cut_short_says_the_sentence_with_the_price() -> None:
 
 def test_a_price_cut_with_its_sentence_is_reported() -> None:
     said = spoken("Come, see www.ramesh.in for it, only 60 rupees.", RULE, NUMBERS, PRICES, 2)
-    assert said.text == "Come." and said.price_cut and not said.names_price
+    assert said.text == "Come." and said.price_cut and not said.says_quote
+    # The learner's own offer in the first sentence is not the new price: the line still says it.
+    offer = spoken("Arre, 40? Itne mein toh mandi mein bhi nahi milta. 60 de do.", RULE, NUMBERS, PRICES, 2)
+    assert offer.text == "Arre, 40? 60 de do." and offer.says_quote
 
 
 def test_pack_lines_with_their_own_prices_pass_as_written() -> None:
@@ -300,6 +303,7 @@ def streamed_turns(draw: st.DrawFn) -> tuple[int, str, list[str], int | None]:
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @example((150, "No no my friend, 150 rupees now, that is my final price!",
           ["No no my ", "friend, 150 rupees", " now, that is my final price!"], 3))  # the issue's own case
+@example((5, "Okay okay, 5 only for you. 5.", ["Okay okay, 5 only", " for you. 5."], None))  # a bare rejected digit
 async def test_no_frame_and_no_spoken_sentence_names_a_rejected_price_or_a_link(
         turn: tuple[int, str, list[str], int | None]) -> None:
     proposed, text, chunks, numbers_after = turn
