@@ -211,14 +211,10 @@ class Negotiation:
         assessment = assess_reading(reading, standing, self.scenario.rules.offer_bands)
         turn = self.turn + 1
         self.pending = PendingTurn(turn, text, client_id, item, offer, assessment, now, reading)
-        self.history.append(
-            TurnRecord(
-                turn=turn, role="user", text=text, stage=self.stage, happiness=self.happiness,
-                at=now, item=item, object_grabbed=self.object_grabbed, offer=offer,
-                read_from=reading.read_from if reading else "", quote=standing, assessment=assessment,
-                client_id=client_id,
-            )
-        )
+        self.history.append(TurnRecord(
+            turn=turn, role="user", text=text, stage=self.stage, happiness=self.happiness, at=now, item=item,
+            object_grabbed=self.object_grabbed, offer=offer, read_from=reading.read_from if reading else "",
+            quote=standing, assessment=assessment, client_id=client_id))
         if offer is not None:
             self.last_offer = offer
         self.updated_at = now
