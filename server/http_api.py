@@ -190,6 +190,11 @@ async def session_actor(request: Request) -> SessionActor | JSONResponse:
     refused = refuse_unless_session_token(services, request, sid)
     if refused is not None:
         return refused
+    return await find_actor(services, sid)
+
+
+async def find_actor(services: Services, sid: str) -> SessionActor | JSONResponse:
+    """The actor of session `sid`, once the caller's right to it is settled; else 404 or 503."""
     try:
         actor = await services.registry.get(sid)
     except MirrorUnavailable as exc:

@@ -25,10 +25,9 @@ from starlette.routing import BaseRoute, Route
 from schemas.enums import Role
 from schemas.report import CurvePoint, LearnerReport
 from server.auth import TokenError
-from server.http_api import session_actor
+from server.http_api import find_actor, session_actor
 from server.services import Services, bearer, error_response
 from session.actor import SessionActor
-from session.protocols import MirrorUnavailable
 from session.report import learner_report
 
 __all__ = ["report_routes"]
@@ -144,13 +143,7 @@ async def _linked_actor(services: Services, request: Request, token: str) -> Ses
         linked = claims.session_id
     if linked != sid:
         return error_response(403, "forbidden", "token is for another session")
-    try:
-        actor = await services.registry.get(sid)
-    except MirrorUnavailable as exc:
-        return error_response(503, "unavailable", str(exc))
-    if actor is None:
-        return error_response(404, "not_found", "no such session")
-    return actor
+    return await find_actor(services, sid)
 
 
 async def get_report(request: Request) -> Response:
