@@ -33,7 +33,7 @@ from schemas.pack import LevelParams
 from schemas.scenario import Scenario, load_scenario
 from session.coaching import Checkpoint, Coaching, drop_from
 from session.context import graph_context
-from session.numbers import number_lexicon
+from session.numbers import number_lexicon, read_numbers
 from session.offers import assess_reading, read_offer, reading_fields
 from session.records import PendingTurn, TurnOutcome, TurnRecord
 from session.rules import Limits, Position, Proposal, Verdict, mood_for, validate
@@ -205,12 +205,15 @@ class Negotiation:
             self.item = item
         standing = self.quotes.get(item) if item else None
         catalog = self.scenario.item(item)
-        reading = read_offer(text, standing, number_lexicon(self.scenario.vendor.languages),
-                             unit=catalog.unit if catalog else None, last_offer=self.last_offer)
+        lexicon = number_lexicon(self.scenario.vendor.languages)
+        read = read_numbers(text, lexicon)  # once: for the offer, and the numbers the vendor may echo
+        reading = read_offer(text, standing, lexicon, unit=catalog.unit if catalog else None,
+                             last_offer=self.last_offer, numbers=read)
         offer = reading.price if reading is not None and reading.sure else None
         assessment = assess_reading(reading, standing, self.scenario.rules.offer_bands)
         turn = self.turn + 1
-        self.pending = PendingTurn(turn, text, client_id, item, offer, assessment, now, reading)
+        self.pending = PendingTurn(turn, text, client_id, item, offer, assessment, now, reading,
+                                   tuple(round(m.value) for m in read[0]))
         self.history.append(TurnRecord(
             turn=turn, role="user", text=text, stage=self.stage, happiness=self.happiness, at=now, item=item,
             object_grabbed=self.object_grabbed, offer=offer, read_from=reading.read_from if reading else "",
@@ -286,7 +289,7 @@ class Negotiation:
     def _price_rule(self, pending: PendingTurn, position: Position, proposal: Proposal, verdict: Verdict) -> PriceRule:
         return price_rule(self.scenario, pending.item, position, proposal, verdict, quotes=self.quotes,
                           first_quotes=self.first_quotes, offer=pending.offer, recall=self.recall,
-                          learner_said=pending.text)
+                          learner_said=pending.said)
 
     def price_rule(self, pending: PendingTurn, proposal: Proposal) -> PriceRule:
         """What the words of the turn in flight may say, given the numbers a streaming brain has

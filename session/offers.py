@@ -403,13 +403,15 @@ def _separated(text: str, a: NumberMention, b: NumberMention) -> bool:
 
 
 def read_offer(text: str, quote: int | None, lexicon: NumberLexicon | None = None, *,
-               unit: str | None = "kg", last_offer: int | None = None) -> OfferReading | None:
+               unit: str | None = "kg", last_offer: int | None = None,
+               numbers: tuple[list[NumberMention], list[Word]] | None = None) -> OfferReading | None:
     """The learner's offer in `text`, with how sure the reading is; None when no offer is made.
 
     `quote` is the vendor's standing quote per `unit` (the item's unit: "kg", "piece"...),
-    `last_offer` the learner's previous offer (for "meet me in the middle")."""
+    `last_offer` the learner's previous offer (for "meet me in the middle"); `numbers`, what
+    `read_numbers` found in `text` with this lexicon, when the caller has it already."""
     lex = lexicon or number_lexicon(DEFAULT_LANGUAGES)
-    mentions, words = read_numbers(text, lex)
+    mentions, words = numbers if numbers is not None else read_numbers(text, lex)
     ctx = _Context(text, quote, unit, last_offer, lex, words, [w.start for w in words])
     middle = _middle(ctx)
     if middle is not None:  # "aadha aadha", "نص نص": the halves are the phrase, not fractions

@@ -61,6 +61,7 @@ class PendingTurn:
     assessment: OfferAssessment
     received_at: float
     reading: OfferReading | None = None  # how the offer was read, sure or not (session/offers.py)
+    said: tuple[int, ...] = ()  # every number in the learner's words: the vendor may say them back
 
 
 @dataclass(frozen=True, slots=True)

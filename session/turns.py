@@ -233,9 +233,7 @@ class ActorTurns(ActorSilence, ActorMemory):
     def _on_delta(self, message: Delta) -> None:
         if self._thinking is None or message.turn != self._thinking.turn:
             return
-        gate = self._gate
-        if gate is None:
-            gate = self._gate = self._reply_gate()
+        gate = self._turn_gate()
         out = gate.feed(message.text) if message.text else ""
         if message.end:
             out += gate.finish()
@@ -249,14 +247,15 @@ class ActorTurns(ActorSilence, ActorMemory):
             head = DecisionHead.model_validate(message.head)
         except ValidationError:
             return  # numbers no decision may have: the words wait for the whole, validated answer
-        gate = self._gate
-        if gate is None:
-            gate = self._gate = self._reply_gate()
+        gate = self._turn_gate()
         if gate.rule is None:
             self._say_released(message.turn, gate.decide(self.negotiation.price_rule(pending, head)), gate)
 
-    def _reply_gate(self) -> ReplyGate:
-        return reply_gate(self.negotiation.scenario_name, self.negotiation.level_params.max_sentences)
+    def _turn_gate(self) -> ReplyGate:
+        """The gate of the brain's current attempt at the turn in flight, made at its first words."""
+        if self._gate is None:
+            self._gate = reply_gate(self.negotiation.scenario_name, self.negotiation.level_params.max_sentences)
+        return self._gate
 
     def _say_released(self, turn: int, text: str, gate: ReplyGate) -> None:
         """Send the words the gate let out, and say when the last of them has gone."""

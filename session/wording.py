@@ -8,7 +8,7 @@ negotiation it serves (`Negotiation.complete_turn`, `Negotiation.price_rule`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 
@@ -48,19 +48,18 @@ def speech_numbers(scenario: str) -> tuple[Finder, Finder]:
 
 
 def _lexicon(scenario: str) -> NumberLexicon:
-    return number_lexicon(language.value for language in load_scenario(scenario).vendor.languages)
+    return number_lexicon(load_scenario(scenario).vendor.languages)
 
 
 def price_rule(scenario: Scenario, item: str | None, position: Position, proposal: Proposal, verdict: Verdict, *,
                quotes: Mapping[str, int], first_quotes: Mapping[str, int], offer: int | None,
-               recall: LearnerRecall | None, learner_said: str = "") -> PriceRule:
+               recall: LearnerRecall | None, learner_said: Iterable[int] = ()) -> PriceRule:
     """The prices the vendor's words may name once the engine has ruled on `proposal`: the
     validated quote, and facts of the haggle (the learner's offer and any number in the learner's
     own words, this item's standing and first quotes, other items' standing and opening quotes,
     what the learner paid last time); never a price the engine overruled."""
     facts: list[int | None] = [position.quote, first_quotes.get(item) if item else None, offer]
-    if learner_said:  # "Seventy percent, or seventy rupees?" echoes the learner
-        facts += (round(m.value) for m in speech_numbers(scenario.scenario)[0](learner_said))
+    facts += learner_said  # "Seventy percent, or seventy rupees?" echoes the learner's numbers
     if recall is not None:
         facts += (recall.last_paid, recall.last_first_quote)
     for other in scenario.items:

@@ -11,10 +11,12 @@ from typing import Any
 
 from schemas.brain import StageVisit
 from schemas.enums import LanguageCode, Level, OfferAssessment, Outcome, Stage
+from schemas.scenario import load_scenario
 from server.mirror.memory import memory_from_graph
 from server.mirror.state import SessionFold
 from session.coaching import Checkpoint, Coaching
 from session.negotiation import Negotiation
+from session.numbers import find_numbers, number_lexicon
 from session.records import PendingTurn, TurnRecord
 from session.rules import Limits
 
@@ -48,7 +50,10 @@ def rebuild(record: dict[str, Any], limits: Limits) -> tuple[Negotiation, int, S
     stopped = s.get("outcome") is not None  # a session stopped mid-turn has nothing pending
     if history and history[-1].role == "user" and history[-1].turn == turn + 1 and not stopped:
         last = history[-1]
-        pending = PendingTurn(last.turn, last.text, last.client_id, last.item, last.offer, last.assessment, last.at)
+        lexicon = number_lexicon(load_scenario(str(s["scenario"])).vendor.languages)
+        said = tuple(round(m.value) for m in find_numbers(last.text, lexicon))  # as begin_turn reads it
+        pending = PendingTurn(last.turn, last.text, last.client_id, last.item, last.offer, last.assessment, last.at,
+                              said=said)
     stage_changes = [
         StageVisit(from_stage=Stage(x["from_stage"]), to_stage=Stage(x["to_stage"]),
                    at_turn=int(x.get("turn_number") or x["at_turn"]), happiness=int(x["happiness_at_transition"]))
