@@ -173,7 +173,6 @@ class ReplyGate:
     _last: list[_Unit] | None = None  # the last sentence to be said, held while a later one may name a price
     _later: list[_Unit] = field(default_factory=list)  # a sentence after it, still coming
     _looking: bool = False  # the last sentence is whole: later ones are looked at
-    _final: _Unit | None = None  # the unit the text ends with
     says_quote: bool = False
 
     # ------------------------------------------------------------------ input
@@ -205,7 +204,6 @@ class ReplyGate:
         rest = self._raw
         self._raw = ""
         units = [self._unit(rest, "", "", closes=True)] if rest.strip() else []
-        self._final = units[0] if units else None
         out = self._admit(units)
         if not self._held:
             out += self._close()
@@ -329,7 +327,7 @@ class ReplyGate:
             self._looking = unit.closes
             return ""
         self._later.append(unit)  # a sentence past the last: said instead of it if it says the quote
-        if unit.closes or unit is self._final:
+        if unit.closes:  # the text's last unit closes too
             sentence, self._later = self._later, []
             if any(self._says_quote(u) for u in sentence):
                 self._flag("too_long")
