@@ -19,8 +19,8 @@ import psutil
 
 from benchmarks.mirror_stream import pct, record_stream, renamed
 from server.mirror import Neo4jMirror
+from session.changes import Change
 from session.mirror import MemoryMirror
-from session.protocols import Change
 
 TICK_S = 0.005  # the ticker's sleep: how late it wakes is how long the loop was held
 

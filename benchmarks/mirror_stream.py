@@ -10,8 +10,8 @@ from typing import Any
 from brain.rules_vendor import RuleBasedVendor
 from clients.bots.personas import PERSONAS, LearnerView
 from schemas.frames import SceneFrame, TranscriptFrame
+from session.changes import Change
 from session.mirror import MemoryMirror
-from session.protocols import Change
 from session.registry import SessionRegistry
 
 ITEMS = ("Tomato", "Apple", "Orange", "Pumpkin", "Watermelon")

@@ -3,6 +3,8 @@
 The pure core (synchronous: no await, no sockets, no clock reads):
 
 - `negotiation`: `Negotiation`, one session's authoritative state; inputs in, state and events out.
+- `changes`: the session's changes, one frozen class per kind: what the machine decided.
+- `fold`: `apply`, the one function that applies a change, to the live session and the mirror's copy.
 - `rules`: the rules engine; every stage and happiness rule, the transition table, `validate`.
 - `offers`: finding the learner's price offer in a transcript, and judging it against the quote.
 - `records`: the history's records: a line of the conversation, a turn in flight, a turn's outcome.
@@ -40,9 +42,10 @@ What the session needs from outside:
 """
 
 from schemas.brain import DeltaSink
+from session.changes import Change
 from session.negotiation import Negotiation
 from session.offers import assess_offer, parse_offer
-from session.protocols import Brain, Change, Connection, Mirror
+from session.protocols import Brain, Connection, Mirror
 from session.records import PendingTurn, TurnOutcome, TurnRecord
 from session.rules import TRANSITIONS, Limits, Position, Verdict, is_legal, mood_for, validate
 

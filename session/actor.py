@@ -87,7 +87,6 @@ class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
         limits: ActorLimits = ActorLimits(),
         clock: Callable[[], float] = time.time,
         on_change: Callable[[SessionActor], None] | None = None,
-        version: int = 0,
         tips: TipSource | None = None,
         timers: SilenceTimers | None = None,
     ) -> None:
@@ -108,7 +107,6 @@ class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
         # session holds several thousand of them between its peers (benchmarks/load.py, d).
         self._replay = None
         self.last_activity = clock()
-        self.version = version
         # Unbounded by type, bounded in practice: client frames are admitted against
         # `limits.inbox_frames` in `submit`, and the other messages come one or a few per turn.
         self._inbox: Mailbox[Message] = Mailbox()

@@ -29,14 +29,14 @@ mirror records `command` (a hint's level, the seq each took), `undo` (the state 
 from __future__ import annotations
 
 from schemas.codec import Envelope
-from schemas.enums import Outcome, Stage
+from schemas.enums import Outcome
 from schemas.errors import ErrorCode
 from schemas.frames import CommandFrame, Repeat, Undone
+from session.changes import HintGiven, Repeated
 from session.coaching import MAX_UNDO
 from session.ending import end_now
 from session.hints import build_hint
 from session.messages import ClientFrame, Frame, Handler
-from session.report import report_event
 from session.turns import ActorTurns
 
 __all__ = ["COMMANDS", "FRAME_HANDLERS", "ActorCommands"]
@@ -65,7 +65,6 @@ class ActorCommands(ActorTurns):
             return
         if frame.name in ("hint", "undo") and self._queue_behind_turn(message):
             return
-        negotiation.coaching.learner_acted()
         if frame.name == "hint":
             self._hint(message, frame)
         elif frame.name == "repeat":
@@ -77,12 +76,11 @@ class ActorCommands(ActorTurns):
 
     def _hint(self, message: Frame, frame: CommandFrame) -> None:
         negotiation = self.negotiation
-        negotiation.remember(frame.id)
-        level = negotiation.coaching.asked_hint()
-        event = build_hint(negotiation, negotiation.next_seq(), level, in_reply_to=frame.id)
-        version = self._record("command", {"id": frame.id, "name": "hint", "level": level, "seq": event.seq,
-                                           "at": message.received_at})
-        self._ack_when_durable(version, message.conn, frame.id, False)
+        level = negotiation.coaching.hint_level
+        negotiation.commit(HintGiven(**negotiation.stamp(message.received_at), id=frame.id, level=level,
+                                     seq=negotiation.seq + 1))
+        event = build_hint(negotiation, negotiation.seq, level, in_reply_to=frame.id)
+        self._ack_when_durable(self._store(), message.conn, frame.id, False)
         self._fanout(Envelope(event))
         self._changed()
         self._listen(extended=True)
@@ -90,18 +88,15 @@ class ActorCommands(ActorTurns):
     def _undo(self, message: Frame, frame: CommandFrame) -> None:
         negotiation = self.negotiation
         covered = negotiation.memory.covers
-        point = negotiation.undo(message.received_at)
+        point = negotiation.undo(message.received_at, frame.id)
         if point is None:
             self._error(message.conn, ErrorCode.NOTHING_TO_UNDO,
                         f"no answered turn to take back (at most {MAX_UNDO} in a row)", frame.id)
             return
-        negotiation.remember(frame.id)
-        event = Undone(session_id=self.session_id, seq=negotiation.next_seq(), turn=point.turn,
+        event = Undone(session_id=self.session_id, seq=negotiation.seq, turn=point.turn,
                        state=negotiation.snapshot(), in_reply_to=frame.id)
-        version = self._record("undo", {"id": frame.id, "turn": point.turn, "seq": event.seq,
-                                        "restored": point.as_json(), "at": message.received_at})
-        self._ack_when_durable(version, message.conn, frame.id, False)
         self._summary_undone(covered)
+        self._ack_when_durable(self._store(), message.conn, frame.id, False)
         self._fanout(Envelope(event))
         self._changed()
         self._listen()
@@ -112,13 +107,10 @@ class ActorCommands(ActorTurns):
         if last is None:
             self._error(message.conn, ErrorCode.NOTHING_TO_REPEAT, "the vendor has not said anything yet", frame.id)
             return
-        negotiation.remember(frame.id)
-        negotiation.coaching.repeats += 1
-        event = Repeat(session_id=self.session_id, seq=negotiation.next_seq(), turn=last.turn, text=last.text,
+        negotiation.commit(Repeated(**negotiation.stamp(message.received_at), id=frame.id, seq=negotiation.seq + 1))
+        event = Repeat(session_id=self.session_id, seq=negotiation.seq, turn=last.turn, text=last.text,
                        in_reply_to=frame.id)
-        version = self._record("command", {"id": frame.id, "name": "repeat", "seq": event.seq,
-                                           "at": message.received_at})
-        self._ack_when_durable(version, message.conn, frame.id, False)
+        self._ack_when_durable(self._store(), message.conn, frame.id, False)
         self._fanout(Envelope(event))
         self._changed()
         self._listen()
@@ -132,13 +124,9 @@ class ActorCommands(ActorTurns):
             self._thinking = None
             self._streamed = []
             self._gate = None
-        negotiation.remember(frame.id)
-        previous = negotiation.stage
         self._hush()
-        events = [*end_now(negotiation, message.received_at, Outcome.STOPPED), report_event(negotiation, self.tips)]
-        version = self._record("stopped", {"id": frame.id, "seq": negotiation.seq, "stage": Stage.CLOSURE.value,
-                                           "previous_stage": previous.value, "at": message.received_at})
-        self._ack_when_durable(version, message.conn, frame.id, False)
+        events = end_now(negotiation, message.received_at, Outcome.STOPPED, self.tips, frame.id)
+        self._ack_when_durable(self._store(), message.conn, frame.id, False)
         for event in events:
             self._fanout(Envelope(event))
         self._changed()

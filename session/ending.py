@@ -4,28 +4,27 @@ silences in a row (outcome `timed_out`). Pure apart from the negotiation it chan
 
 from __future__ import annotations
 
-from schemas.brain import StageVisit
-from schemas.enums import Outcome, Stage
-from schemas.frames import SessionEnded, StageChanged
+from schemas.enums import Outcome
+from schemas.frames import ServerEvent, SessionEnded, StageChanged
+from session.changes import EndedNow
 from session.negotiation import Negotiation
+from session.protocols import TipSource
+from session.report import report_event
 
 __all__ = ["end_now"]
 
 
-def end_now(negotiation: Negotiation, now: float, outcome: Outcome) -> list[StageChanged | SessionEnded]:
-    """End the negotiation with `outcome`: a forced stage change to CLOSURE, then the end."""
-    previous = negotiation.stage
-    negotiation.pending = None
-    negotiation.outcome = outcome
-    negotiation.stage = Stage.CLOSURE
-    negotiation.updated_at = now
-    # Recorded at the next turn: the end comes before the learner turn that never happens.
-    negotiation.stage_changes.append(StageVisit(from_stage=previous, to_stage=Stage.CLOSURE,
-                                                at_turn=negotiation.turn + 1, happiness=negotiation.happiness))
+def end_now(negotiation: Negotiation, now: float, outcome: Outcome, tips: TipSource | None,
+            client_id: str | None = None) -> list[ServerEvent]:
+    """End the negotiation with `outcome` (an `EndedNow` change): a forced stage change to CLOSURE,
+    the end, and the learner report."""
+    previous, first = negotiation.stage, negotiation.seq + 1
+    negotiation.commit(EndedNow(**negotiation.stamp(now), id=client_id, seq=first + 2, outcome=outcome,
+                                previous_stage=previous))
     sid = negotiation.session_id
-    changed = StageChanged(session_id=sid, seq=negotiation.next_seq(), turn=negotiation.turn,
-                           from_=previous, to=Stage.CLOSURE, forced=True)
+    changed = StageChanged(session_id=sid, seq=first, turn=negotiation.turn, from_=previous,
+                           to=negotiation.stage, forced=True)
     summary = negotiation.summary()
     assert summary is not None
-    ended = SessionEnded(session_id=sid, seq=negotiation.next_seq(), outcome=summary.outcome, summary=summary)
-    return [changed, ended]
+    ended = SessionEnded(session_id=sid, seq=first + 1, outcome=summary.outcome, summary=summary)
+    return [changed, ended, report_event(negotiation, tips, first + 2)]

@@ -11,8 +11,8 @@ event with a `seq` is also kept, encoded once (`Envelope.kept()`), in a ring of
 `limits.replay_events` events, which is what `resume` replays (`session/resume.py`). An answer to
 one connection (an ack, an error) goes only to it, and only if it is still connected.
 
-Durability and acknowledgements. Each change of state is handed to the mirror as a `Change` with
-the next version (`_record`), and the frame that caused it is acknowledged only when the mirror
+Durability and acknowledgements. Each change of state (session/changes.py) is handed to the mirror
+in order (`_store`), and the frame that caused it is acknowledged only when the mirror
 says that version is durable: at once without a mirror, a few milliseconds later with Neo4j, when
 a `Durable` message flushes the acks queued up to its version, in version order. That is what lets
 a client that re-sends every unacknowledged frame after a crash lose nothing. A re-sent frame id
@@ -39,7 +39,7 @@ from schemas.errors import CloseCode, ErrorCode
 from schemas.frames import Ack, Error, Welcome
 from session.messages import ActorLimits, Connect, Disconnect, Durable, Handler, Message
 from session.negotiation import Negotiation
-from session.protocols import Change, Connection, Mirror, TipSource
+from session.protocols import Connection, Mirror, TipSource
 
 log = logging.getLogger("samvad.session")
 
@@ -56,7 +56,6 @@ class ActorFanout:
     connections: dict[int, Connection]  # by conn_id
     player: Connection | None
     last_activity: float  # wall clock
-    version: int  # the last change version handed to the mirror
     _replay: deque[tuple[int | None, str]] | None  # Envelope.kept() of each sequenced event, for resume
     _unacked: deque[tuple[int, Connection | None, str, bool]] | None  # (version, conn, frame id, duplicate)
     _unacked_ids: dict[str, int]  # frame id -> the version its ack waits for (originals only)
@@ -139,10 +138,14 @@ class ActorFanout:
 
     # ------------------------------------------------------------------ durability and acks
 
-    def _record(self, kind: str, data: dict[str, object]) -> int:
-        self.version += 1
-        self.mirror.submit(Change(self.session_id, self.version, kind, self.clock(), data))
-        return self.version
+    def _store(self) -> int:
+        """Hand the changes the session just made to the mirror, in order; returns the version of the
+        last, which the frame that caused them is acknowledged at (`_ack_when_durable`)."""
+        negotiation = self.negotiation
+        submit = self.mirror.submit
+        for change in negotiation.take_changes():
+            submit(change)
+        return negotiation.version
 
     def _mirror_has_room(self, conn: Connection | None, frame_id: str) -> bool:
         if self.mirror.has_room():

@@ -26,6 +26,7 @@ from anyio.abc import TaskGroup
 
 from schemas.brain import BrainResult, Ledger
 from schemas.summary import SummaryAsk, SummaryResult
+from session.changes import SummaryWritten
 from session.fanout import ActorFanout
 from session.messages import Handler, Message, SummaryDone
 from session.summary import SUMMARY_LINES, facts
@@ -78,18 +79,21 @@ class ActorMemory(ActorFanout):
         if result.error is not None:
             log.warning("running summary failed, keeping the one before: %s", result.error,
                         extra={"session_id": self.session_id, "turn": message.turn})
-        if memory.finish(message.token, result.text, message.turn):
-            self._record_summary()
+        text = memory.accept(message.token, result.text)
+        if text is not None:
+            self._record_summary(text, message.turn, memory.summary, memory.covers)
+            self._store()
 
     def _summary_undone(self, covered: int) -> None:
         """After an undo: if it took the summary back (it covered `covered`), store the one it went back to."""
-        if self.negotiation.memory.covers != covered:
-            self._record_summary()
-
-    def _record_summary(self) -> None:
         memory = self.negotiation.memory
-        self._record("summary", {"text": memory.summary, "turn": memory.covers, "previous": memory.previous,
-                                 "previous_turn": memory.previous_covers, "at": self.clock()})
+        if memory.covers != covered:
+            self._record_summary(memory.summary, memory.covers, memory.previous, memory.previous_covers)
+
+    def _record_summary(self, text: str, covers: int, previous: str, previous_covers: int) -> None:
+        negotiation = self.negotiation
+        negotiation.commit(SummaryWritten(**negotiation.stamp(self.clock()), text=text, turn=covers,
+                                          previous=previous, previous_turn=previous_covers))
 
     def _with_summary_cost(self, result: BrainResult) -> BrainResult:
         """`result` with the cost of the summary calls made since the last reply added to its ledger."""

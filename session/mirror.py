@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from session.protocols import Change
+from session.changes import Change
 
 
 class MemoryMirror:

@@ -1,55 +1,56 @@
-"""One session's negotiation as plain synchronous code: inputs in, state and events out.
+"""One session's machine as plain synchronous code: inputs in, changes and events out.
 
-`Negotiation` holds the authoritative state of a session. The actor feeds it accepted frames and
-brain results, in order, and fans out the events it returns. It never awaits, never reads the
-clock (callers pass `now`) and never draws random numbers, so it is tested without an event loop.
+`Negotiation` is a session's state (`SessionCore`, session/core.py) with the decisions that change
+it. The actor feeds it accepted frames and brain results, in order. Each decision is said as a
+typed change (session/changes.py) and committed: applied with `session.fold.apply`, the one
+function that changes a session's state, and kept in `outbox` until the actor hands it to the
+mirror. It never awaits, never reads the clock (callers pass `now`) and never draws random
+numbers, so it is tested without an event loop.
 """
 
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from functools import cache
+from typing import Any, TypeVar
 
-from schemas.brain import BrainRequest, BrainResult, GraphContext, StageVisit
+from schemas.brain import BrainRequest, BrainResult
 from schemas.decision import AIDecision
-from schemas.enums import LanguageCode, Level, OfferAssessment, Outcome, Stage
+from schemas.enums import LanguageCode, Outcome, Stage
 from schemas.frames import (
-    LedgerTotals,
     MoodChanged,
-    Point,
     Reply,
     ReplyMark,
     SessionEnded,
-    SessionState,
-    StageChange,
     StageChanged,
-    Summary,
-    TranscriptLine,
 )
-from schemas.learner import LearnerRecall
-from schemas.pack import LevelParams
-from schemas.scenario import Scenario, load_scenario
-from session.coaching import Checkpoint, Coaching, drop_from
-from session.context import graph_context
+from schemas.scenario import load_scenario
+from session.changes import (
+    Change,
+    ClosingReplied,
+    LearnerTurnTaken,
+    SceneSet,
+    SessionStarted,
+    TurnUndone,
+    VendorTurnTaken,
+)
+from session.coaching import Checkpoint
+from session.core import SessionCore
+from session.fold import apply
 from session.numbers import number_lexicon, read_numbers
 from session.offers import assess_reading, read_offer, reading_fields
-from session.records import PendingTurn, TurnOutcome, TurnRecord
+from session.records import PendingTurn, TurnOutcome
 from session.rules import Limits, Position, Proposal, Verdict, mood_for, validate
 from session.spoken import PriceRule, ReplyGate
-from session.summary import Memory
 from session.wording import nothing_said_line, price_rule, unbind_unsaid, words_of
 
-START_HAPPINESS = 50
 # Lines of history a brain is handed (it keeps the newest that fit HISTORY_TOKEN_BUDGET): twice the
 # lines a running summary reads, so that what falls out of them is in the summary, even a late one.
 HISTORY_LINES = 40
 RETURNING_AFTER_SECONDS = 2 * 3600  # seed 001: a "welcome back" after two hours away
-REMEMBERED_IDS = 512  # accepted client ids kept for de-duplication
-SNIPPET_CHARS = 150
-TRANSCRIPT_LINES = 60  # conversation lines a snapshot carries for late or resumed viewers
 _WORD = re.compile(r"[a-z]+")
+C = TypeVar("C", bound=Change)
 
 
 @cache
@@ -77,84 +78,37 @@ CLOSING_LINES = {
 
 
 @dataclass(slots=True)
-class Negotiation:
-    session_id: str
-    scenario_name: str
-    created_at: float
-    limits: Limits = field(default_factory=Limits)
-    learner_id: str | None = None
-    input_language: LanguageCode = LanguageCode.EN_IN
-    target_language: LanguageCode = LanguageCode.EN_IN
-    stage: Stage = Stage.GREETING
-    happiness: int = START_HAPPINESS
-    turn: int = 0  # learner turns answered
-    seq: int = 0  # the last event sequence number issued
-    item: str | None = None
-    object_grabbed: str | None = None
-    quotes: dict[str, int] = field(default_factory=dict)  # standing quote per item
-    first_quotes: dict[str, int] = field(default_factory=dict)  # opening quote per item
-    last_offer: int | None = None
-    outcome: Outcome | None = None
-    updated_at: float = 0.0
-    history: list[TurnRecord] = field(default_factory=list)
-    stage_changes: list[StageVisit] = field(default_factory=list)
-    accepted_ids: OrderedDict[str, None] = field(default_factory=OrderedDict)
-    pending: PendingTurn | None = None
-    insults: int = 0
-    ledger: LedgerTotals = field(default_factory=LedgerTotals)  # the brain's cost, summed per session
-    level: Level = Level.INTERMEDIATE
-    coaching: Coaching = field(default_factory=Coaching)  # hints, undos, silences (session/coaching.py)
-    memory: Memory = field(default_factory=Memory)  # the running summary (session/summary.py)
-    recall: LearnerRecall | None = None  # what the vendor remembers of the learner (docs/memory.md)
-    _rule_limits: Limits | None = field(default=None, init=False, repr=False, compare=False)  # `rule_limits`, once
+class Negotiation(SessionCore):
+    """The session machine: decides each change from the state and an input, commits it (applies it
+    and keeps it for the mirror) and returns the events it makes. It never awaits, never reads the
+    clock (callers pass `now`) and never draws random numbers."""
 
-    def __post_init__(self) -> None:
-        self.updated_at = self.updated_at or self.created_at
+    @classmethod
+    def started(cls, change: SessionStarted, limits: Limits | None = None) -> Negotiation:
+        """A session as its first change says it began: how the live session and its fold start."""
+        state = cls(session_id=change.session_id, scenario_name=change.scenario, created_at=change.at,
+                    limits=limits or Limits())
+        apply(state, change)
+        return state
+
+    # ------------------------------------------------------------------ changes
+
+    def commit(self, change: C) -> C:
+        """Apply a change this session decided, and keep it for the mirror (`take_changes`)."""
+        apply(self, change)
+        self.outbox.append(change)
+        return change
+
+    def take_changes(self) -> list[Change]:
+        """The changes made since the last call, oldest first."""
+        changes, self.outbox = self.outbox, []
+        return changes
+
+    def stamp(self, at: float) -> dict[str, Any]:
+        """The fields every change of this session has, for the next change made at `at`."""
+        return {"session_id": self.session_id, "version": self.version + 1, "at": at}
 
     # ------------------------------------------------------------------ facts
-
-    @property
-    def scenario(self) -> Scenario:
-        return load_scenario(self.scenario_name)
-
-    @property
-    def level_params(self) -> LevelParams:
-        return _level(self.scenario_name, self.level)
-
-    @property
-    def rule_limits(self) -> Limits:
-        """The engine's limits for this learner: the session's, with the level's gentler lowball."""
-        limits = self._rule_limits
-        if limits is None:
-            limits = self._rule_limits = _rule_limits(self.limits, self.scenario_name, self.level)
-        return limits
-
-    @property
-    def is_terminal(self) -> bool:
-        return self.stage.is_terminal
-
-    @property
-    def quote(self) -> int | None:
-        return self.quotes.get(self.item) if self.item else None
-
-    @property
-    def first_quote(self) -> int | None:
-        return self.first_quotes.get(self.item) if self.item else None
-
-    def seen(self, client_id: str) -> bool:
-        return client_id in self.accepted_ids
-
-    def remember(self, client_id: str) -> None:
-        self.accepted_ids[client_id] = None
-        self.accepted_ids.move_to_end(client_id)
-        while len(self.accepted_ids) > REMEMBERED_IDS:
-            self.accepted_ids.popitem(last=False)
-
-    def next_seq(self) -> int:
-        self.seq += 1
-        return self.seq
-
-    # ------------------------------------------------------------------ inputs
 
     def apply_scene(
         self,
@@ -163,17 +117,17 @@ class Negotiation:
         input_language: LanguageCode | None,
         target_language: LanguageCode | None,
         now: float,
-    ) -> None:
+        client_id: str = "",
+    ) -> SceneSet:
         """Scene updates change context only; they never produce a vendor turn."""
-        self.object_grabbed = object_grabbed
+        item = self.item
         known = self.scenario.item(object_grabbed)
         if known is not None and not self.is_terminal and self.stage in (Stage.GREETING, Stage.INQUIRY):
-            self.item = known.name
-        if input_language is not None:
-            self.input_language = input_language
-        if target_language is not None:
-            self.target_language = target_language
-        self.updated_at = now
+            item = known.name
+        return self.commit(SceneSet(
+            **self.stamp(now), id=client_id, object_grabbed=object_grabbed, item=item,
+            input_language=input_language or self.input_language,
+            target_language=target_language or self.target_language))
 
     def _mentioned_item(self, text: str) -> str | None:
         # Whole words only: "daam" (price) must not read as "aam" (mango), nor "akela" as "kela".
@@ -193,53 +147,39 @@ class Negotiation:
     def begin_turn(self, text: str, client_id: str | None, now: float) -> PendingTurn:
         """Record the learner's turn and judge any offer in it. Call only when not terminal."""
         assert not self.is_terminal and self.pending is None
-        self.coaching.checkpoint(Checkpoint(
+        before = Checkpoint(
             turn=self.turn + 1, stage=self.stage, happiness=self.happiness, item=self.item,
             object_grabbed=self.object_grabbed, quotes=dict(self.quotes), first_quotes=dict(self.first_quotes),
             last_offer=self.last_offer, insults=self.insults,
-        ))
-        self.coaching.hint_level = 0
-        self.coaching.learner_acted()
+        )
         item = self._mentioned_item(text) or self.item
-        if item and item != self.item and self.stage in (Stage.GREETING, Stage.INQUIRY):
-            self.item = item
+        session_item = item if item and item != self.item and self.stage in (Stage.GREETING, Stage.INQUIRY) \
+            else self.item
         standing = self.quotes.get(item) if item else None
         catalog = self.scenario.item(item)
         lexicon = number_lexicon(self.scenario.vendor.languages)
         read = read_numbers(text, lexicon)  # once: for the offer, and the numbers the vendor may echo
         reading = read_offer(text, standing, lexicon, unit=catalog.unit if catalog else None,
                              last_offer=self.last_offer, numbers=read)
-        offer = reading.price if reading is not None and reading.sure else None
-        assessment = assess_reading(reading, standing, self.scenario.rules.offer_bands)
-        turn = self.turn + 1
-        self.pending = PendingTurn(turn, text, client_id, item, offer, assessment, now, reading,
-                                   tuple(round(m.value) for m in read[0]))
-        self.history.append(TurnRecord(
-            turn=turn, role="user", text=text, stage=self.stage, happiness=self.happiness, at=now, item=item,
-            object_grabbed=self.object_grabbed, offer=offer, read_from=reading.read_from if reading else "",
-            quote=standing, assessment=assessment, client_id=client_id))
-        if offer is not None:
-            self.last_offer = offer
-        self.updated_at = now
+        self.commit(LearnerTurnTaken(
+            **self.stamp(now), id=client_id, turn=self.turn + 1, text=text, item=item,
+            offer=reading.price if reading is not None and reading.sure else None,
+            assessment=assess_reading(reading, standing, self.scenario.rules.offer_bands), reading=reading,
+            said=tuple(round(m.value) for m in read[0]), session_item=session_item, quote=standing,
+            stage=self.stage, happiness=self.happiness, object_grabbed=self.object_grabbed, before=before))
+        assert self.pending is not None
         return self.pending
 
-    def undo(self, now: float) -> Checkpoint | None:
+    def undo(self, now: float, client_id: str = "") -> Checkpoint | None:
         """Take back the last answered learner turn: the state exactly as before it (seq and the
-        brain's cost excepted: events are never erased, and what was spent was spent). None when
-        there is nothing to undo. Call only when no turn is in flight and the session is not over."""
+        brain's cost excepted: events are never erased, and what was spent was spent), and the seq
+        of the `undo` event that says so. None when there is nothing to undo. Call only when no
+        turn is in flight and the session is not over."""
         assert self.pending is None and not self.is_terminal
         if not self.coaching.checkpoints:
             return None
-        point = self.coaching.checkpoints.pop()
-        self.stage, self.happiness, self.turn = point.stage, point.happiness, point.turn - 1
-        self.item, self.object_grabbed, self.last_offer = point.item, point.object_grabbed, point.last_offer
-        self.quotes, self.first_quotes, self.insults = dict(point.quotes), dict(point.first_quotes), point.insults
-        self.history = [h for h in self.history if h.turn < point.turn]
-        self.stage_changes = drop_from(point.turn, self.stage_changes)
-        self.memory.undo(point.turn)
-        self.coaching.undos += 1
-        self.coaching.hint_level = 0
-        self.updated_at = now
+        point = self.coaching.checkpoints[-1]
+        self.commit(TurnUndone(**self.stamp(now), id=client_id, turn=point.turn, seq=self.seq + 1, restored=point))
         return point
 
     def brain_request(self, pending: PendingTurn, *, rag_context: str = "", context_block: str = "") -> BrainRequest:
@@ -300,9 +240,11 @@ class Negotiation:
         return self._price_rule(pending, position, proposal, validate(position, proposal, self.rule_limits))
 
     def complete_turn(self, pending: PendingTurn, result: BrainResult, now: float, *, withdrawn_stream: bool = False,
-                      gate: ReplyGate | None = None) -> TurnOutcome:
+                      gate: ReplyGate | None = None, tips: bool = False, report: bool = False) -> TurnOutcome:
         """Validate the brain's proposal, apply what stands and return the events, in seq order.
-        `gate`: the words streamed for this turn, if any went out (`session.wording.words_of`)."""
+        `gate`: the words streamed for this turn, if any went out (`session.wording.words_of`).
+        `tips`, `report`: the caller sends a `tips` event after the reply, and a report after an
+        end; their seqs are taken with the turn's (`TurnOutcome.tips_seq`, `report_seq`)."""
         assert self.pending is pending
         proposal = result.decision
         if result.fallback:
@@ -320,29 +262,28 @@ class Negotiation:
         verdict = unbind_unsaid(verdict, said, position)
         text = said.text or nothing_said_line(self.scenario, self.target_language, self.level, pending.turn,
                                               item, verdict.quote)
-        self.ledger = self.ledger.add(result.ledger)
         previous_stage, previous_happiness = self.stage, self.happiness
-        self.stage, self.happiness, self.turn = verdict.stage, verdict.happiness, pending.turn
-        if item and verdict.quote is not None:
-            self.quotes[item] = verdict.quote
-            self.first_quotes.setdefault(item, verdict.quote)
-        if verdict.assessment is OfferAssessment.INSULT:
-            self.insults += 1
-        if verdict.stage is not previous_stage:
-            self.stage_changes.append(
-                StageVisit(from_stage=previous_stage, to_stage=verdict.stage, at_turn=pending.turn,
-                           happiness=verdict.happiness)
-            )
-        if verdict.is_terminal:
-            self.outcome = _outcome(previous_stage, verdict)
-        self.pending = None
-        self.updated_at = now
+        moved, staged, ended = verdict.happiness != previous_happiness, verdict.stage is not previous_stage, \
+            verdict.is_terminal
+        first = self.seq + 1
+        after = first + moved + staged + ended  # the seq after the negotiation's own events
+        tips_seq = after + 1 if tips else None
+        report_seq = after + 1 + tips if report and ended else None
+        flags = verdict.flags + said.flags + (("fallback",) if result.fallback else ())
+        self.commit(VendorTurnTaken(
+            **self.stamp(now), turn=pending.turn, text=text, stage=verdict.stage, previous_stage=previous_stage,
+            happiness=verdict.happiness, quote=verdict.quote, item=item, flags=flags,
+            assessment=verdict.assessment, forced=verdict.forced_closure,
+            seq=report_seq or tips_seq or after, reply_seq=first,
+            outcome=_outcome(previous_stage, verdict) if ended else None, ledger=result.ledger,
+            suggestion=proposal.suggested_user_response,
+            suggestion_english=proposal.suggested_user_response_english))
 
         # Validated constructors, not `model_construct`: pydantic-core checks a model in Rust faster
         # than `model_construct` fills one in Python (4 us against 11 for a Reply).
         reply = Reply(
             session_id=self.session_id,
-            seq=self.next_seq(),
+            seq=first,
             turn=pending.turn,
             text=text,
             happiness_score=verdict.happiness,
@@ -364,123 +305,60 @@ class Negotiation:
             offer_assessment=verdict.assessment,
             fallback=result.fallback,
             withdrawn_stream=withdrawn_stream,
-            flags=verdict.flags + said.flags + (("fallback",) if result.fallback else ()),
+            flags=flags,
             policy=result.policy,
             sources=result.sources,
         )
-        self.history.append(
-            TurnRecord(
-                turn=pending.turn, role="vendor", text=text, stage=verdict.stage,
-                happiness=verdict.happiness, at=now, item=item, object_grabbed=self.object_grabbed,
-                quote=verdict.quote, seq=reply.seq, flags=reply.flags,
-                suggestion=proposal.suggested_user_response,
-                suggestion_english=proposal.suggested_user_response_english,
-            )
-        )
         events: list[Reply | MoodChanged | StageChanged | SessionEnded] = [reply]
-        if verdict.happiness != previous_happiness:
+        seq = first
+        if moved:
+            seq += 1
             events.append(
                 MoodChanged(
-                    session_id=self.session_id, seq=self.next_seq(), turn=pending.turn,
+                    session_id=self.session_id, seq=seq, turn=pending.turn,
                     happiness_score=verdict.happiness, vendor_mood=verdict.mood,
                     delta=verdict.happiness - previous_happiness,
                 )
             )
-        if verdict.stage is not previous_stage:
+        if staged:
+            seq += 1
             events.append(
                 StageChanged(
-                    session_id=self.session_id, seq=self.next_seq(), turn=pending.turn,
+                    session_id=self.session_id, seq=seq, turn=pending.turn,
                     from_=previous_stage, to=verdict.stage, forced=verdict.forced_closure,
                 )
             )
-        if verdict.is_terminal:
+        if ended:
             summary = self.summary()
             assert summary is not None
             events.append(
-                SessionEnded(session_id=self.session_id, seq=self.next_seq(), outcome=summary.outcome, summary=summary)
+                SessionEnded(session_id=self.session_id, seq=seq + 1, outcome=summary.outcome, summary=summary)
             )
         return TurnOutcome(events=tuple(events), verdict=verdict, overrides=verdict.overrides,
-                           rewrites=said.rewrites, tail=words.tail, gated=words.gated)
+                           rewrites=said.rewrites, tail=words.tail, gated=words.gated, tips_seq=tips_seq,
+                           report_seq=report_seq)
 
     def closing_reply(
-        self, client_id: str | None, now: float, learner_text: str | None = None
+        self, client_id: str, now: float, learner_text: str | None = None
     ) -> Reply:
         """The answer to a transcript after the end: no brain call, no state change but the seq."""
         assert self.outcome is not None
-        return self.standing_reply(CLOSING_LINES[self.outcome], client_id, now, learner_text)
+        line = CLOSING_LINES[self.outcome]
+        self.commit(ClosingReplied(**self.stamp(now), id=client_id, seq=self.seq + 1, text=learner_text or "",
+                                   reply=line))
+        return self.standing_reply(line, client_id, learner_text)
 
-    def standing_reply(self, text: str, client_id: str | None, now: float, learner_text: str | None = None,
-                       mark: ReplyMark | None = None) -> Reply:
-        """A reply that is not a turn: the state as it stands, the next seq, and nothing else."""
-        self.updated_at = now
+    def standing_reply(self, text: str, client_id: str | None, learner_text: str | None = None,
+                       mark: ReplyMark | None = None, seq: int | None = None) -> Reply:
+        """A reply that is not a turn, made after the change that took its seq (the latest, unless
+        `seq` says otherwise): the state as it stands, and nothing else."""
         return Reply(
-            session_id=self.session_id, seq=self.next_seq(), turn=self.turn,
+            session_id=self.session_id, seq=self.seq if seq is None else seq, turn=self.turn,
             text=text, happiness_score=self.happiness,
             negotiation_state=self.stage, vendor_mood=mood_for(self.happiness),
             counter_price=self.quote, suggested_user_response="", is_terminal=self.is_terminal,
             in_reply_to=client_id, learner_text=learner_text, item=self.item, mark=mark,
         )
-
-    # ------------------------------------------------------------------ views
-
-    def summary(self) -> Summary | None:
-        if self.outcome is None:
-            return None
-        final = self.quote if self.outcome is Outcome.DEAL else None
-        discount = None
-        if final is not None and self.first_quote:
-            discount = round(100.0 * (1 - final / self.first_quote), 1)
-        stages: list[Stage] = [Stage.GREETING] + [c.to_stage for c in self.stage_changes]
-        return Summary(
-            outcome=self.outcome, turns=self.turn, item=self.item, first_quote=self.first_quote,
-            final_price=final, discount_pct=discount, final_happiness=self.happiness,
-            insults=self.insults, stages=tuple(stages), ledger=self.ledger,
-        )
-
-    def graph_context(self) -> GraphContext:
-        return graph_context(self.history, self.stage, self.stage_changes)
-
-    def snapshot(self) -> SessionState:
-        vendor = [h for h in self.history if h.role == "vendor"]
-        return SessionState(
-            session_id=self.session_id, scenario=self.scenario_name, learner_id=self.learner_id,
-            input_language=self.input_language, target_language=self.target_language,
-            stage=self.stage, happiness_score=self.happiness, vendor_mood=mood_for(self.happiness),
-            turn=self.turn, max_turns=self.limits.max_turns, item=self.item,
-            object_grabbed=self.object_grabbed, vendor_quote=self.quote, first_quote=self.first_quote,
-            last_offer=self.last_offer, is_terminal=self.is_terminal, outcome=self.outcome,
-            seq=self.seq, created_at=self.created_at, updated_at=self.updated_at,
-            happiness_history=tuple(Point(turn=h.turn, value=h.happiness) for h in vendor),
-            quotes=tuple(Point(turn=h.turn, value=h.quote) for h in vendor if h.quote is not None),
-            offers=tuple(
-                Point(turn=h.turn, value=h.offer) for h in self.history if h.role == "user" and h.offer is not None
-            ),
-            stage_changes=tuple(
-                StageChange(turn=c.at_turn, from_stage=c.from_stage, to_stage=c.to_stage) for c in self.stage_changes
-            ),
-            summary=self.summary(),
-            ledger=self.ledger,
-            transcript=tuple(
-                TranscriptLine(turn=h.turn, role="learner" if h.role == "user" else "vendor",
-                               text=h.text)
-                for h in self.history[-TRANSCRIPT_LINES:]
-            ),
-            level=self.level,
-        )
-
-
-@cache
-def _level(scenario: str, level: Level) -> LevelParams:
-    return load_scenario(scenario).levels[level]
-
-
-@cache
-def _rule_limits(limits: Limits, scenario: str, level: Level) -> Limits:
-    cost = load_scenario(scenario).levels[level].lowball_cost
-    if cost is None or cost >= limits.lowball_min_drop:
-        return limits
-    return replace(limits, lowball_min_drop=cost)
-
 
 def _outcome(previous: Stage, verdict: Verdict) -> Outcome:
     if verdict.stage is Stage.DEAL:

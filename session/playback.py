@@ -30,12 +30,13 @@ import re
 from schemas.codec import Envelope
 from schemas.errors import ErrorCode
 from schemas.frames import Heard, PlaybackFrame
+from session.changes import PlaybackHeard
 from session.messages import ClientFrame, Frame, Handler
 from session.negotiation import Negotiation
 from session.records import TurnRecord
 from session.silence import ActorSilence
 
-__all__ = ["FRAME_HANDLERS", "ActorPlayback", "price_heard", "unbind_unheard_quote"]
+__all__ = ["FRAME_HANDLERS", "ActorPlayback", "price_heard", "unheard_quote"]
 
 
 def price_heard(text: str, price: int, heard_chars: int) -> bool:
@@ -50,25 +51,17 @@ def price_heard(text: str, price: int, heard_chars: int) -> bool:
     return min(ends) <= heard_chars
 
 
-def unbind_unheard_quote(negotiation: Negotiation, record: TurnRecord) -> int | bool | None:
-    """Undo the standing quote that vendor line `record` set, if its price went unheard.
-
-    Returns False when nothing changed, else the quote that stands again (None: no quote)."""
-    if record.heard is None or record.quote is None or record.item is None:
-        return False
+def unheard_quote(negotiation: Negotiation, record: TurnRecord, heard_chars: int) -> tuple[bool, int | None]:
+    """Whether the standing quote that vendor line `record` set went unheard when the learner cut it
+    off after `heard_chars` characters, and if so the quote that stands again (None: no quote).
+    Decides only: a `PlaybackHeard` change applies it (session/fold.py)."""
+    if record.quote is None or record.item is None:
+        return False, None
     learner = next((h for h in reversed(negotiation.history) if h.role == "user" and h.turn == record.turn), None)
     before = learner.quote if learner is not None else None
-    if before == record.quote or price_heard(record.text, record.quote, record.heard):
-        return False
-    item = record.item
-    if before is None:
-        negotiation.quotes.pop(item, None)
-        if negotiation.first_quotes.get(item) == record.quote:
-            del negotiation.first_quotes[item]
-    else:
-        negotiation.quotes[item] = before
-    record.quote = before  # the curves and the report follow the quote that stands
-    return before
+    if before == record.quote or price_heard(record.text, record.quote, heard_chars):
+        return False, None
+    return True, before
 
 
 class ActorPlayback(ActorSilence):
@@ -95,25 +88,19 @@ class ActorPlayback(ActorSilence):
             return
         if not self._mirror_has_room(message.conn, frame.id):
             return
-        negotiation.remember(frame.id)
         latest = record is negotiation.history[-1] and self._thinking is None and not negotiation.is_terminal
-        record.heard = frame.heard_chars if frame.interrupted else None
-        record._line = None  # the brain sees the heard part from now on
-        unbound = unbind_unheard_quote(negotiation, record) if latest and frame.interrupted else False
-        quote_unbound = unbound is not False
+        quote_unbound, unbound_to = (unheard_quote(negotiation, record, frame.heard_chars)
+                                     if latest and frame.interrupted else (False, None))
+        negotiation.commit(PlaybackHeard(
+            **negotiation.stamp(message.received_at), id=frame.id, turn=record.turn, heard_chars=frame.heard_chars,
+            interrupted=frame.interrupted, seq=negotiation.seq + 1, quote_unbound=quote_unbound,
+            unbound_item=record.item if quote_unbound else None, unbound_to=unbound_to))
         standing = negotiation.quotes.get(record.item) if record.item else None
-        negotiation.updated_at = message.received_at
-        event = Heard(session_id=self.session_id, seq=negotiation.next_seq(), turn=record.turn,
+        event = Heard(session_id=self.session_id, seq=negotiation.seq, turn=record.turn,
                       heard_chars=frame.heard_chars, interrupted=frame.interrupted,
                       heard_text=record.text[: frame.heard_chars], quote_unbound=quote_unbound,
                       vendor_quote=standing, in_reply_to=frame.id)
-        version = self._record("playback", {
-            "id": frame.id, "turn": record.turn, "heard_chars": frame.heard_chars, "interrupted": frame.interrupted,
-            "seq": event.seq, "unbound_item": record.item if quote_unbound else None,
-            "unbound_to": standing if quote_unbound else None, "quote_unbound": quote_unbound,
-            "at": message.received_at,
-        })
-        self._ack_when_durable(version, message.conn, frame.id, False)
+        self._ack_when_durable(self._store(), message.conn, frame.id, False)
         self._fanout(Envelope(event))
         self._changed()
         if latest:

@@ -5,13 +5,13 @@ no database and no web framework. `server` wires concrete implementations in.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from schemas.brain import BrainRequest, BrainResult, DeltaSink
 from schemas.codec import Envelope
 from schemas.knowledge import TipCard
 from schemas.summary import SummaryAsk, SummaryResult
+from session.changes import Change
 
 
 class Brain(Protocol):
@@ -61,23 +61,6 @@ class Connection(Protocol):
         ...
 
     def close_nowait(self, code: int, reason: str) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One durable change of a session, handed to the mirror in the order it happened.
-
-    `kind` is one of: "session" (created or its scalar state changed), "scene", "learner_turn",
-    "vendor_turn" (with its events), "ids" (accepted client ids), "summary" (the running summary,
-    session/memory.py), and the coaching kinds (server/mirror/coaching.py). `version` rises by one per change
-    per session, so a mirror can write idempotently and report how far it is durable.
-    """
-
-    session_id: str
-    version: int
-    kind: str
-    at: float
-    data: dict[str, object] = field(default_factory=dict)
 
 
 class MirrorUnavailable(Exception):

@@ -72,3 +72,5 @@ class TurnOutcome:
     rewrites: tuple[Rewrite, ...] = ()  # what the engine changed in the brain's words (session/spoken.py)
     tail: str = ""  # words of a streamed reply that were waiting for the ruling: the last delta
     gated: bool = False  # the streamed words are the reply's (else what was streamed is withdrawn)
+    tips_seq: int | None = None  # the seq the turn's `tips` event takes, if the caller asked for one
+    report_seq: int | None = None  # and the learner report's, when the turn ended the session

@@ -24,11 +24,13 @@ from typing import Protocol
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from schemas.enums import LanguageCode, Level
+from schemas.enums import LanguageCode, Level, Stage
 from schemas.errors import CloseCode
 from schemas.learner import LearnerRecall
 from schemas.scenario import DEFAULT_SCENARIO
 from session.actor import ActorLimits, SessionActor
+from session.changes import SessionStarted
+from session.core import START_HAPPINESS
 from session.negotiation import Negotiation
 from session.protocols import Brain, Mirror, TipSource
 from session.rules import Limits
@@ -186,29 +188,24 @@ class SessionRegistry:
         if len(self._actors) >= self.max_sessions and not self._make_room():
             raise CapacityError(f"{self.max_sessions} sessions already, none of them ended and unwatched")
         sid = session_id or uuid.uuid4().hex
-        negotiation = Negotiation(
-            session_id=sid, scenario_name=scenario, created_at=self.clock(), limits=self.limits,
-            learner_id=learner_id, input_language=input_language, target_language=target_language, level=level,
-            recall=recall,
-        )
-        if recall is not None and recall.start_happiness is not None:
-            negotiation.happiness = recall.start_happiness
-        actor = self._new_actor(negotiation, version=0)
+        happiness = START_HAPPINESS if recall is None or recall.start_happiness is None else recall.start_happiness
+        started = SessionStarted(
+            session_id=sid, version=1, at=self.clock(), scenario=scenario, learner_id=learner_id,
+            input_language=input_language, target_language=target_language, level=level, stage=Stage.GREETING,
+            happiness=happiness, recall=recall)
+        negotiation = Negotiation.started(started, self.limits)
+        actor = self._new_actor(negotiation)
         self._start(actor)
-        actor._record("session", {
-            "scenario": scenario, "learner_id": learner_id, "input_language": input_language.value,
-            "target_language": target_language.value, "created_at": negotiation.created_at,
-            "stage": negotiation.stage.value, "happiness": negotiation.happiness, "level": level.value,
-        })
+        self.mirror.submit(started)
         self.created += 1
         log.info("session created", extra={"session_id": sid, "scenario": scenario})
         self._on_change(actor)
         return actor
 
-    def _new_actor(self, negotiation: Negotiation, version: int) -> SessionActor:
+    def _new_actor(self, negotiation: Negotiation) -> SessionActor:
         return SessionActor(
             negotiation, self.brain, self.mirror, limits=self.actor_limits, clock=self.clock,
-            on_change=self._on_change, version=version, tips=self.tips, timers=self.timers,
+            on_change=self._on_change, tips=self.tips, timers=self.timers,
         )
 
     def live(self, session_id: str) -> SessionActor | None:
@@ -231,8 +228,8 @@ class SessionRegistry:
             if len(self._actors) >= self.max_sessions:
                 # A learner's own session is never refused for room, but an ended one may give its place.
                 self._make_room()
-            negotiation, version = loaded
-            actor = self._new_actor(negotiation, version)
+            negotiation, _ = loaded  # at the version it was rebuilt at (`Negotiation.version`)
+            actor = self._new_actor(negotiation)
             self._start(actor)
             self.recovered += 1
             log.info("session recovered", extra={"session_id": session_id, "seq": negotiation.seq,

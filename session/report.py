@@ -253,7 +253,8 @@ def learner_report(negotiation: Negotiation, tips: TipSource | None) -> LearnerR
     )
 
 
-def report_event(negotiation: Negotiation, tips: TipSource | None) -> SessionReport:
-    """The `session.report` event that follows `session.ended` (and the last turn's tips)."""
+def report_event(negotiation: Negotiation, tips: TipSource | None, seq: int) -> SessionReport:
+    """The `session.report` event that follows `session.ended` (and the last turn's tips), with the
+    seq the end took for it."""
     report = learner_report(negotiation, tips)
-    return SessionReport(session_id=negotiation.session_id, seq=negotiation.next_seq(), report=report)
+    return SessionReport(session_id=negotiation.session_id, seq=seq, report=report)

@@ -5,7 +5,8 @@ A client that reconnects sends the last `seq` it applied, on its new connection,
 - the events after that `seq`, in order, replayed from the ring of the last `limits.replay_events`
   sequenced events (`ActorFanout._fanout` keeps them, encoded once), when the ring still holds
   every one of them;
-- nothing, when it is level with the session and the session holds its recent events;
+- nothing, when it is level with the session and the session holds its recent events, or has sent
+  none yet (seq 0);
 - a `snapshot` of the whole state (`replayed: false`, with the reason) otherwise: the events it
   missed are no longer held; or it is level with a session rebuilt from storage (after a restart
   or an eviction), which holds nothing for replay and says so explicitly; or it claims a `seq`
@@ -52,9 +53,10 @@ class ActorResume(ActorFanout):
                 reason=f"events after seq {latest} were lost in a restart before they were stored",
             )))
         elif last == latest:
-            if not self._replay:
-                # Nothing held for replay: the session was rebuilt from storage (after a restart or
-                # an eviction). The client is level with it, and a snapshot says so explicitly.
+            if not self._replay and latest > 0:
+                # Events were sent and none is held for replay: the session was rebuilt from storage
+                # (after a restart or an eviction). The client is level with it, and a snapshot says
+                # so explicitly. (At seq 0 nothing was ever sent: the client is simply level.)
                 conn.send_nowait(Envelope(Snapshot(
                     session_id=self.session_id, seq=latest, state=self.negotiation.snapshot(), replayed=False,
                     reason="the session was rebuilt from storage; nothing is held for replay",

@@ -38,14 +38,9 @@ class ActorScene(ActorFanout):
             input_language=frame.input_language,
             target_language=frame.target_language,
             now=message.received_at,
+            client_id=frame.id,
         )
-        self.negotiation.remember(frame.id)
-        version = self._record("scene", {"id": frame.id, "object_grabbed": frame.object_grabbed,
-                                         "item": self.negotiation.item,
-                                         "input_language": self.negotiation.input_language.value,
-                                         "target_language": self.negotiation.target_language.value,
-                                         "at": message.received_at})
-        self._ack_when_durable(version, message.conn, frame.id, False)
+        self._ack_when_durable(self._store(), message.conn, frame.id, False)
         self._changed()
 
 

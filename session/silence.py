@@ -35,27 +35,45 @@ from schemas.enums import Outcome
 from schemas.errors import ErrorCode
 from schemas.frames import Reply, ServerEvent, SilenceFrame
 from schemas.lines import say
+from session.changes import Nudged, WelcomedBack
 from session.ending import end_now
 from session.fanout import ActorFanout
 from session.hints import build_hint
 from session.messages import ClientFrame, Frame, Handler, Message, SilenceDue
 from session.negotiation import Negotiation
+from session.protocols import TipSource
 from session.records import PendingTurn
-from session.report import report_event
 from session.timers import SilenceTimers
 
-__all__ = ["FRAME_HANDLERS", "MESSAGE_HANDLERS", "ActorSilence", "nudge_reply", "welcome_back_reply"]
+__all__ = ["FRAME_HANDLERS", "MESSAGE_HANDLERS", "ActorSilence", "nudge_reply", "silence_passed", "welcome_back_reply"]
 
 COOL_BELOW = 50  # below this happiness the welcome back is a cool one
 
 
-def nudge_reply(negotiation: Negotiation, now: float, client_id: str | None = None) -> Reply:
-    """The vendor's nudge after a silence (`client_id`: the `silence` frame's, if one said so): the
-    next seq, nothing else changes."""
+def nudge_reply(negotiation: Negotiation, client_id: str | None = None, seq: int | None = None) -> Reply:
+    """The vendor's nudge after a silence, made after the `Nudged` change that took its seq
+    (`client_id`: the `silence` frame's, if one said so)."""
     scenario = negotiation.scenario
     line = say(scenario, negotiation.target_language, "nudge", negotiation.coaching.timeouts,
                scenario.item(negotiation.item), negotiation.level)
-    return negotiation.standing_reply(line, client_id, now, mark="nudge")
+    return negotiation.standing_reply(line, client_id, mark="nudge", seq=seq)
+
+
+def silence_passed(negotiation: Negotiation, now: float, client_id: str | None, max_timeouts: int,
+                   tips: TipSource | None) -> list[ServerEvent]:
+    """A silence (the timer ran out, or a `silence` frame with `client_id` said so): a nudge (a
+    `Nudged` change), with a level-0 hint where the learner's level offers one, or the end when it
+    is the `max_timeouts`-th in a row (`end_now`)."""
+    silences = negotiation.coaching.consecutive_timeouts + 1
+    if silences >= max_timeouts:
+        return end_now(negotiation, now, Outcome.TIMED_OUT, tips, client_id)
+    offered = negotiation.level_params.hint_after_timeouts == silences
+    negotiation.commit(Nudged(**negotiation.stamp(now), id=client_id, seq=negotiation.seq + 1 + offered,
+                              offered_hint=offered))
+    events: list[ServerEvent] = [nudge_reply(negotiation, client_id, negotiation.seq - offered)]
+    if offered:
+        events.append(build_hint(negotiation, negotiation.seq, 0, offered=True))
+    return events
 
 
 def welcome_back_reply(negotiation: Negotiation, now: float, after_s: float) -> Reply | None:
@@ -70,8 +88,8 @@ def welcome_back_reply(negotiation: Negotiation, now: float, after_s: float) -> 
     fields = {} if quote is None else {"price": quote}
     line = say(scenario, negotiation.target_language, key, negotiation.seq, scenario.item(negotiation.item),
                negotiation.level, **fields)
-    negotiation.coaching.welcome_backs += 1
-    return negotiation.standing_reply(line, None, now, mark="welcome_back")
+    negotiation.commit(WelcomedBack(**negotiation.stamp(now), seq=negotiation.seq + 1, text=line))
+    return negotiation.standing_reply(line, None, mark="welcome_back")
 
 
 class ActorSilence(ActorFanout):
@@ -102,7 +120,7 @@ class ActorSilence(ActorFanout):
     def _player_joined(self) -> None:
         reply = welcome_back_reply(self.negotiation, self.clock(), self.limits.restart_after_s)
         if reply is not None:
-            self._record("welcome_back", {"seq": reply.seq, "text": reply.text, "at": self.negotiation.updated_at})
+            self._store()
             self._fanout(Envelope(reply))
             self._changed()
         self._listen()
@@ -127,7 +145,6 @@ class ActorSilence(ActorFanout):
             return
         if self._queue_behind_turn(message):
             return
-        self.negotiation.remember(frame.id)
         self._timeout(message, frame.id)
 
     def _queue_behind_turn(self, message: Frame) -> bool:
@@ -142,29 +159,13 @@ class ActorSilence(ActorFanout):
         return True
 
     def _timeout(self, message: Frame | None, frame_id: str | None) -> None:
-        negotiation = self.negotiation
-        coaching = negotiation.coaching
         now = message.received_at if message is not None else self.clock()
-        coaching.timeouts += 1
-        coaching.consecutive_timeouts += 1
-        events: list[ServerEvent]
-        if coaching.consecutive_timeouts >= self.limits.max_timeouts:
-            previous = negotiation.stage
-            events = [*end_now(negotiation, now, Outcome.TIMED_OUT)]
-            events.append(report_event(negotiation, self.tips))
-            version = self._record("timed_out", {"id": frame_id, "seq": negotiation.seq, "at": now,
-                                                 "stage": negotiation.stage.value, "previous_stage": previous.value})
+        events = silence_passed(self.negotiation, now, frame_id, self.limits.max_timeouts, self.tips)
+        if self.negotiation.is_terminal:
             self._hush()
         else:
-            events = [nudge_reply(negotiation, now, frame_id)]
-            level = negotiation.level_params
-            offered = level.hint_after_timeouts == coaching.consecutive_timeouts
-            if offered:
-                coaching.hints_offered += 1
-                events.append(build_hint(negotiation, negotiation.next_seq(), 0, offered=True))
-            version = self._record("nudge", {"id": frame_id, "seq": negotiation.seq, "offered_hint": offered,
-                                             "at": now})
             self._listen()
+        version = self._store()
         if message is not None and frame_id is not None:
             self._ack_when_durable(version, message.conn, frame_id, False)
         for event in events:

@@ -60,19 +60,30 @@ class Memory:
         return self.flight
 
     def finish(self, token: int, text: str, covers: int) -> bool:
-        """Take a refresh's result; False when it is stale (an undo took back a turn it read) or
-        empty (a failed call: the summary before it stays)."""
-        if token != self.flight:
+        """Take a refresh's result; False when it is stale or empty (`accept`). The actor does the
+        same through a `SummaryWritten` change (session/memory.py)."""
+        accepted = self.accept(token, text)
+        if accepted is None:
             return False
+        self.written(accepted, covers, self.summary, self.covers)
+        return True
+
+    def accept(self, token: int, text: str) -> str | None:
+        """A refresh's result as the summary keeps it, or None when it is stale (an undo took back a
+        turn it read) or empty (a failed call: the summary before it stays). Ends the refresh."""
+        if token != self.flight:
+            return None
         self.flight = 0
         text = " ".join(text.split())
         if not text:
-            return False
+            return None
         if len(text) > SUMMARY_MAX_CHARS:
             text = text[: SUMMARY_MAX_CHARS - 3].rstrip() + "..."
-        self.previous, self.previous_covers = self.summary, self.covers
-        self.summary, self.covers = text, covers
-        return True
+        return text
+
+    def written(self, summary: str, covers: int, previous: str, previous_covers: int) -> None:
+        """The stored fields, as a `SummaryWritten` change sets them (session/fold.py)."""
+        self.summary, self.covers, self.previous, self.previous_covers = summary, covers, previous, previous_covers
 
     def undo(self, turn: int) -> bool:
         """Learner turn `turn` and every later one were taken back; True when the summary changed."""

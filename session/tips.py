@@ -22,8 +22,8 @@ from session.records import PendingTurn
 __all__ = ["tips_event"]
 
 
-def tips_event(source: TipSource, negotiation: Negotiation, pending: PendingTurn) -> Tips:
-    """The turn's `tips` event; takes the session's next seq."""
+def tips_event(source: TipSource, negotiation: Negotiation, pending: PendingTurn, seq: int) -> Tips:
+    """The turn's `tips` event, with the seq its turn took for it (`TurnOutcome.tips_seq`)."""
     window = f"{pending.text} {pending.item or ''}".strip()
     cards = tuple(source.cards(negotiation.scenario_name, window))
-    return Tips(session_id=negotiation.session_id, seq=negotiation.next_seq(), turn=pending.turn, cards=cards)
+    return Tips(session_id=negotiation.session_id, seq=seq, turn=pending.turn, cards=cards)

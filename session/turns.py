@@ -47,7 +47,6 @@ from schemas.brain import BrainRequest, BrainResult, Ledger
 from schemas.codec import Envelope
 from schemas.decision import DecisionHead
 from schemas.frames import (
-    LEDGER_SUMMED,
     Reply,
     ReplyDelta,
     ReplyWithdrawn,
@@ -133,27 +132,23 @@ class ActorTurns(ActorSilence, ActorMemory):
         if not self._mirror_has_room(message.conn, frame.id):
             return
         if self.negotiation.is_terminal:
-            self.negotiation.remember(frame.id)
             reply = self.negotiation.closing_reply(frame.id, message.received_at, frame.text.strip())
-            self._answer_without_a_turn(message, reply, "closing_reply", {"reply": reply.text})
+            self._answer_without_a_turn(message, reply)
             return
         if is_unclear(frame.confidence, self.limits.clarify_below):
-            self.negotiation.remember(frame.id)
-            self.negotiation.coaching.unclear += 1
-            reply = clarify_reply(self.negotiation, frame.id, frame.text.strip(), message.received_at)
-            self._answer_without_a_turn(message, reply, "unclear", {"confidence": frame.confidence})
+            reply = clarify_reply(self.negotiation, frame.id, frame.text.strip(), message.received_at,
+                                  frame.confidence)
+            self._answer_without_a_turn(message, reply)
             return
         if self._queue_behind_turn(message):
             return
         self._begin(message)
 
-    def _answer_without_a_turn(self, message: Frame, reply: Reply, kind: str, extra: dict[str, object]) -> None:
-        """Record, acknowledge and send a reply that is not a turn (a closing or a clarify reply)."""
+    def _answer_without_a_turn(self, message: Frame, reply: Reply) -> None:
+        """Store, acknowledge and send a reply that is not a turn (a closing or a clarify reply)."""
         frame = message.frame
         assert isinstance(frame, TranscriptFrame)
-        version = self._record(kind, {"id": frame.id, "seq": reply.seq, "text": frame.text, **extra,
-                                      "at": message.received_at})
-        self._ack_when_durable(version, message.conn, frame.id, False)
+        self._ack_when_durable(self._store(), message.conn, frame.id, False)
         self._fanout(Envelope(reply))
         self._resolve(frame.id, reply)
         self._listen()
@@ -163,19 +158,7 @@ class ActorTurns(ActorSilence, ActorMemory):
         assert isinstance(frame, TranscriptFrame)
         self._hush()  # the vendor is thinking, not waiting
         pending = self.negotiation.begin_turn(frame.text.strip(), frame.id, message.received_at)
-        self.negotiation.remember(frame.id)
-        negotiation = self.negotiation
-        version = self._record("learner_turn", {
-            "id": frame.id, "turn": pending.turn, "text": pending.text, "item": pending.item,
-            "offer": pending.offer, "assessment": pending.assessment.value,
-            "read_from": pending.reading.read_from if pending.reading else "",
-            "stage": negotiation.stage.value, "happiness": negotiation.happiness,
-            "object_grabbed": negotiation.object_grabbed,
-            "quote": negotiation.quotes.get(pending.item) if pending.item else None,
-            "session_item": negotiation.item, "at": pending.received_at,
-            "before": negotiation.coaching.checkpoints[-1],  # what an undo restores (the mirror stores it)
-        })
-        self._ack_when_durable(version, message.conn, frame.id, False)
+        self._ack_when_durable(self._store(), message.conn, frame.id, False)
         request = self.negotiation.brain_request(
             pending,
             rag_context=message.extra.get("rag_context", ""),
@@ -285,10 +268,9 @@ class ActorTurns(ActorSilence, ActorMemory):
             return
         validate_start = time.perf_counter()
         result = self._with_summary_cost(done.result)  # a running summary's call is reported here
-        previous_stage = self.negotiation.stage
         gate = self._gate if self._streamed else None
         outcome = self.negotiation.complete_turn(pending, result, self.clock(), withdrawn_stream=self._withdrawn,
-                                                 gate=gate)
+                                                 gate=gate, tips=self.tips is not None, report=True)
         if self._streamed:
             if outcome.gated:
                 assert gate is not None
@@ -309,26 +291,14 @@ class ActorTurns(ActorSilence, ActorMemory):
         assert isinstance(first, Reply)
         reply = first.model_copy(update={"timings": timings})
         events: tuple[ServerEvent, ...] = (reply, *outcome.events[1:])
-        if self.tips is not None:
-            events = (*events, tips_event(self.tips, self.negotiation, pending))
-        if self.negotiation.outcome is not None:
-            events = (*events, report_event(self.negotiation, self.tips))
+        if self.tips is not None and outcome.tips_seq is not None:
+            events = (*events, tips_event(self.tips, self.negotiation, pending, outcome.tips_seq))
+        if outcome.report_seq is not None:
+            events = (*events, report_event(self.negotiation, self.tips, outcome.report_seq))
         self._thinking = None
         self._streamed = []
         self._gate = None
-        negotiation = self.negotiation
-        self._record("vendor_turn", {
-            "turn": pending.turn, "text": reply.text, "stage": reply.negotiation_state.value,
-            "previous_stage": previous_stage.value, "happiness": reply.happiness_score,
-            "quote": reply.counter_price, "item": reply.item, "flags": list(reply.flags),
-            "assessment": reply.offer_assessment.value,
-            "forced": bool(outcome.verdict and outcome.verdict.forced_closure),
-            "seq": negotiation.seq, "outcome": negotiation.outcome.value if negotiation.outcome else None,
-            "reply_seq": reply.seq, "at": negotiation.updated_at,
-            "ledger": ledger.model_dump(include=set(LEDGER_SUMMED)),
-            "suggestion": result.decision.suggested_user_response,
-            "suggestion_english": result.decision.suggested_user_response_english,
-        })
+        self._store()
         for event in events:
             self._fanout(Envelope(event))
         self._log_turn(reply, outcome, result)

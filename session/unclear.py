@@ -12,6 +12,7 @@ A transcript without a confidence is taken as clear.
 from __future__ import annotations
 
 from schemas.frames import Reply
+from session.changes import UnclearAnswered
 from session.negotiation import Negotiation
 
 __all__ = ["clarify_reply", "is_unclear"]
@@ -21,8 +22,12 @@ def is_unclear(confidence: float | None, threshold: float) -> bool:
     return confidence is not None and confidence < threshold
 
 
-def clarify_reply(negotiation: Negotiation, client_id: str, text: str, now: float) -> Reply:
-    """The vendor's request to hear it again; takes the next seq and changes nothing else."""
+def clarify_reply(negotiation: Negotiation, client_id: str, text: str, now: float,
+                  confidence: float | None = None) -> Reply:
+    """The vendor's request to hear it again (an `UnclearAnswered` change): counted, and the next
+    seq; nothing else changes."""
     pool = negotiation.scenario.lines_for(negotiation.target_language)["clarify"]
     line = pool[(negotiation.seq + 1) % len(pool)]  # by the seq the reply takes, as before
-    return negotiation.standing_reply(line, client_id, now, text, mark="clarify")
+    negotiation.commit(UnclearAnswered(**negotiation.stamp(now), id=client_id, seq=negotiation.seq + 1, text=text,
+                                       confidence=confidence))
+    return negotiation.standing_reply(line, client_id, text, mark="clarify")

@@ -11,7 +11,7 @@ from schemas.brain import BrainRequest, BrainResult, DeltaSink, Ledger
 from schemas.codec import Envelope, WireFormat
 from schemas.decision import AIDecision
 from schemas.enums import Mood, Stage
-from session.protocols import Change
+from session.changes import Change
 
 Script = Callable[[BrainRequest], AIDecision]
 

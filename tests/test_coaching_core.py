@@ -12,12 +12,13 @@ from hypothesis import strategies as st
 
 from brain.rules_vendor import RuleBasedVendor
 from schemas.enums import Level, OfferAssessment, Outcome, Stage
+from schemas.frames import Reply, SessionEnded, SessionReport, StageChanged
 from schemas.scenario import available_scenarios, load_scenario
 from session.ending import end_now
 from session.hints import build_hint, situation
 from session.negotiation import CLOSING_LINES, Negotiation
 from session.rules import LOWBALL_MIN_DROP
-from session.silence import nudge_reply, welcome_back_reply
+from session.silence import silence_passed, welcome_back_reply
 from tests.fakes import decision
 
 VENDOR = RuleBasedVendor()
@@ -64,7 +65,8 @@ def test_undo_restores_exactly_what_each_turn_changed(said: list[str], back: int
             break
         assert point is not None and point.turn == len(before)
         assert state(n) == before.pop()
-        assert n.seq == seq  # an undo takes no seq here; the actor's event does
+        seq += 1
+        assert n.seq == seq  # an undo takes one seq, its `undo` event's; events are never erased
     assert n.coaching.undos == min(back, 3, len(said))
 
 
@@ -139,18 +141,21 @@ def test_nudges_and_welcome_back_change_nothing_but_the_seq() -> None:
     assert welcome_back_reply(n, 10_000.0, 7200) is None  # a new session is simply new
     play(n, "Namaste bhaiya, tamatar kitne ka hai?", now=1001.0)
     frozen = copy.deepcopy(state(n))
-    nudge = nudge_reply(n, 1100.0)
+    [nudge] = silence_passed(n, 1100.0, None, 3, None)
+    assert isinstance(nudge, Reply) and nudge.seq == n.seq
     assert nudge.mark == "nudge" and nudge.turn == 1 and nudge.counter_price == n.quote
     assert welcome_back_reply(n, 1100.0 + 7000, 7200) is None  # not long enough
     recap = welcome_back_reply(n, 1100.0 + 7300, 7200)
     assert recap is not None and recap.mark == "welcome_back" and str(n.quote) in recap.text
-    assert state(n) == frozen and n.coaching.welcome_backs == 1
+    assert state(n) == frozen and n.coaching.welcome_backs == 1 and n.coaching.timeouts == 1
 
 
 def test_ending_by_silence_is_a_forced_closure() -> None:
     n = new()
     play(n, "Namaste bhaiya")
-    changed, ended = end_now(n, 1200.0, Outcome.TIMED_OUT)
+    changed, ended, report = end_now(n, 1200.0, Outcome.TIMED_OUT, None)
+    assert isinstance(changed, StageChanged) and isinstance(ended, SessionEnded)
+    assert isinstance(report, SessionReport) and report.seq == n.seq == ended.seq + 1
     assert changed.to is Stage.CLOSURE and changed.forced and ended.outcome is Outcome.TIMED_OUT
     assert n.is_terminal and n.summary() is not None and n.summary().outcome is Outcome.TIMED_OUT  # type: ignore[union-attr]
 

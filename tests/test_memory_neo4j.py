@@ -16,7 +16,8 @@ import pytest
 from schemas.frames import CommandFrame, TranscriptFrame
 from server.mirror import Neo4jMirror, SessionFold, plan
 from session.actor import SessionActor
-from session.protocols import Change, Mirror
+from session.changes import Change, SummaryWritten
+from session.protocols import Mirror
 from session.registry import SessionRegistry
 from session.rules import Limits
 from session.summary import Memory
@@ -113,7 +114,7 @@ async def test_summary_writes_replayed_and_reordered_leave_the_newest(neo4j_uri:
         await undo(actor, conn)
         await undo(actor, conn)  # turn 20: the summary goes back to turn 10's
     stream = [c for c in recorder.changes if c.session_id == actor.session_id]
-    assert [int(c.data["turn"]) for c in stream if c.kind == "summary"] == [10, 20, 10]  # type: ignore[call-overload]
+    assert [c.turn for c in stream if isinstance(c, SummaryWritten)] == [10, 20, 10]
     tag = f"mem-{time.time_ns()}"
 
     def entries(session_id: str) -> list[Any]:

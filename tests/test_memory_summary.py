@@ -20,10 +20,10 @@ from schemas.enums import OfferAssessment, Stage
 from schemas.frames import CommandFrame, TranscriptFrame
 from schemas.summary import SummaryAsk, SummaryResult
 from session.actor import SessionActor
+from session.changes import Change, SummaryWritten
 from session.coaching import Coaching
 from session.mirror import MemoryMirror
 from session.negotiation import Negotiation
-from session.protocols import Change
 from session.rules import Limits
 from session.summary import SUMMARY_MAX_CHARS, Memory, facts
 from tests.fakes import FakeConnection, ScriptedBrain, decision
@@ -46,7 +46,7 @@ class RecordingMirror(MemoryMirror):
         self.log.append(change)
 
     def summaries(self) -> list[tuple[int, str]]:
-        return [(int(c.data["turn"]), str(c.data["text"])) for c in self.log if c.kind == "summary"]  # type: ignore[call-overload]
+        return [(c.turn, c.text) for c in self.log if isinstance(c, SummaryWritten)]
 
 
 class HeldSummarizer(ScriptedBrain):

@@ -24,8 +24,9 @@ from server.config import load_settings
 from server.mirror import Entry, Neo4jMirror, SessionFold, plan
 from server.mirror.schema import SHOW_CONSTRAINTS, SHOW_INDEXES, drop_schema
 from session.actor import SessionActor
+from session.changes import Change, VendorTurnTaken
 from session.negotiation import Negotiation
-from session.protocols import Brain, Change, Mirror
+from session.protocols import Brain, Mirror
 from session.registry import SessionRegistry
 from session.rules import Limits
 from tests.fakes import DeferredMirror, FakeConnection, ScriptedBrain
@@ -185,7 +186,7 @@ async def test_replayed_and_reordered_batches_leave_exactly_the_same_graph(neo4j
     c = counts["once"]
     assert (c["sessions"], c["turns"], c["has_turn"], c["followed_by"]) == (1, turns, turns, turns - 1)
     assert c["transitions"] == c["stage_changed"] == sum(
-        1 for ch in stream if ch.kind == "vendor_turn" and ch.data["stage"] != ch.data["previous_stage"])
+        1 for ch in stream if isinstance(ch, VendorTurnTaken) and ch.stage is not ch.previous_stage)
     assert c["items"] == c["involves_item"] == 1
     assert graphs["once"]["session"]["version"] == len(stream)
 
@@ -245,7 +246,7 @@ async def test_load_rebuilds_every_session_exactly_as_the_actor_had_it(neo4j_uri
             assert loaded is not None
             negotiation, version = loaded
             same_negotiation(negotiation, actor.negotiation)
-            assert version == actor.version == fresh.durable_version(actor.session_id)
+            assert version == actor.negotiation.version == fresh.durable_version(actor.session_id)
         assert await fresh.load("no-such-session", Limits()) is None
 
 

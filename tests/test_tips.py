@@ -15,6 +15,7 @@ from clients.bots.checker import SessionChecker
 from schemas.enums import Stage
 from schemas.frames import ResumeFrame, TranscriptFrame
 from session.actor import SessionActor
+from session.changes import VendorTurnTaken
 from session.negotiation import Negotiation
 from session.protocols import TipSource
 from tests.fakes import DeferredMirror, FakeConnection, ScriptedBrain, decision
@@ -88,8 +89,8 @@ async def test_the_vendor_turn_records_the_seq_the_tips_took() -> None:
         actor.submit(player, say("t1", "kitne ka hai?"))
         await until(lambda: bool(player.of_type("tips")))
     tips_seq = player.of_type("tips")[0]["seq"]
-    vendor_turns = [c for c in mirror.changes if c.kind == "vendor_turn"]
-    assert vendor_turns[-1].data["seq"] == tips_seq  # a rebuilt session continues after it
+    vendor_turns = [c for c in mirror.changes if isinstance(c, VendorTurnTaken)]
+    assert vendor_turns[-1].seq == tips_seq  # a rebuilt session continues after it
     assert actor.negotiation.seq == tips_seq
 
 

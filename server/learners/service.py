@@ -28,7 +28,8 @@ from schemas.learner import LearnerProfile, LearnerRecall, SessionFigures, Slip
 from server.learners.profile import recall
 from server.learners.store import LearnerStore, LearnerStoreUnavailable, MemoryLearnerStore
 from session.actor import SessionActor
-from session.negotiation import START_HAPPINESS, Negotiation
+from session.core import START_HAPPINESS
+from session.negotiation import Negotiation
 from session.protocols import Mirror
 from session.registry import SessionRegistry
 from session.report import report_figures, total_score

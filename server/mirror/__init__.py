@@ -25,8 +25,10 @@ frames with `unavailable`; changes already made (a vendor turn that was in fligh
 
 The parts, from the bottom up; each module keeps the Cypher it runs, every value passed as a parameter:
 
-- `fold`: a session's running state (`SessionFold`) and `plan()`, which folds a change into it and
-  returns the rows that write it. Pure.
+- `state`: a session as the mirror folds it (`SessionFold`: the session's state, applied with the
+  live session's own `session.fold.apply`, and the graph's bookkeeping) and the rows of one change.
+- `fold`: `plan()`, which folds a change into its session's fold and returns the rows that write
+  it, from a table of row functions, one per kind of change (`ROWS`). Pure.
 - `rebuild`: a `Negotiation` rebuilt from a session's stored graph. Pure.
 - `schema`: the graph's shape, its constraints and indexes (`SCHEMA`), and statements to inspect them.
 - `memory`: the running summary on the Session node (`WRITE_SUMMARIES`, run in the batch's transaction).

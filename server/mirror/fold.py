@@ -1,26 +1,58 @@
-"""Folding changes into graph rows: a session's running state (`SessionFold`) and `plan()`.
+"""Folding changes into graph rows: `plan()`, and the rows each kind of change writes (`ROWS`).
 
-`plan()` folds one change into its session's fold and returns an `Entry`: the Session snapshot as of
-that change and the Turn and StageTransition rows it adds. It is pure apart from the fold, so tests and
-benchmarks can plan a recorded stream without Neo4j. `server/mirror/batch.py` turns a batch of entries
-into `WRITE_BATCH`'s rows.
+`plan()` folds one change into its session's `SessionFold` and returns an `Entry`: the Session
+snapshot as of that change and the Turn and StageTransition rows it adds or updates. The session's
+state changes only through `session.fold.apply`, the same function the live session applies its
+changes with, so the rules live once; what is here is the graph's own shape: a Turn node per line
+with its ordinal, the StageTransition of a stage change, the marks an undo and a barge-in leave.
+
+Every kind of change has a row function in `ROWS`, even one that writes no row: a kind without
+one fails at import, and a change of an unknown type fails `plan()` (the writer logs it and counts
+its version as written, so that one bad change cannot hold back the rest). Pure apart from the
+fold, so tests and benchmarks can plan a recorded stream without Neo4j.
 """
 
 from __future__ import annotations
 
 import json
-import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.brain import Ledger
-from schemas.enums import OfferAssessment
-from server.mirror.coaching import COACHING_KINDS, coach
-from server.mirror.memory import MEMORY_KINDS
-from server.mirror.state import Entry, SessionFold, as_int, as_str, turn_row
-from session.coaching import MAX_UNDO, Checkpoint
-from session.protocols import Change
+from schemas.enums import OfferAssessment, Stage
+from server.mirror.state import Entry, SessionFold, turn_key, turn_row
+from session.changes import (
+    CHANGE_TYPES,
+    Change,
+    ClosingReplied,
+    EndedNow,
+    HintGiven,
+    LearnerTurnTaken,
+    Nudged,
+    PlaybackHeard,
+    Repeated,
+    SceneSet,
+    SessionStarted,
+    SummaryWritten,
+    TurnUndone,
+    UnclearAnswered,
+    VendorTurnTaken,
+    WelcomedBack,
+)
+from session.fold import UnknownChange, apply
+from session.negotiation import Negotiation
 
-log = logging.getLogger("samvad.mirror")
+__all__ = ["ROWS", "Rows", "plan"]
+
+
+@dataclass(slots=True)
+class Rows:
+    """What one change writes besides the Session snapshot."""
+
+    turns: list[dict[str, Any]] = field(default_factory=list)  # Turn nodes to create
+    transitions: list[dict[str, Any]] = field(default_factory=list)  # StageTransition nodes
+    updates: list[dict[str, Any]] = field(default_factory=list)  # {"key", "props"}: SET on a written Turn
+    undone_at: list[int] = field(default_factory=list)  # StageTransition `at_turn`s that an undo took back
 
 
 def plan(fold: SessionFold, change: Change, submitted: float, *, snapshot: bool = True) -> Entry:
@@ -28,107 +60,120 @@ def plan(fold: SessionFold, change: Change, submitted: float, *, snapshot: bool 
 
     `snapshot=False` leaves the Session snapshot out (an empty dict): for a change followed by a newer
     one of the same session in the same batch, whose snapshot is the only one written (see `batch_rows`)."""
-    sid, data = change.session_id, change.data
-    stamp = data.get("at")
-    at = float(stamp) if isinstance(stamp, int | float) else change.at  # when it happened
-    turns: list[dict[str, Any]] = []
-    transitions: list[dict[str, Any]] = []
-    updates: list[dict[str, Any]] = []
-    undone_at: list[int] = []
-    kind = change.kind
-    if kind == "session":
-        at = float(data.get("created_at") or at)  # type: ignore[arg-type]
-        fold.scenario = as_str(data.get("scenario"))
-        fold.learner_id = as_str(data.get("learner_id"))
-        fold.input_language = as_str(data.get("input_language"))
-        fold.target_language = as_str(data.get("target_language"))
-        fold.level = as_str(data.get("level"))
-        fold.created_at = at
-        fold.stage = str(data.get("stage") or fold.stage)
-        happiness = as_int(data.get("happiness"))
-        fold.happiness = fold.happiness if happiness is None else happiness
-        fold.complete = True
-    elif kind == "scene":
-        fold.remember(data.get("id"))
-        fold.object_grabbed = as_str(data.get("object_grabbed"))
-        fold.item = as_str(data.get("item"))
-        fold.input_language = as_str(data.get("input_language")) or fold.input_language
-        fold.target_language = as_str(data.get("target_language")) or fold.target_language
-    elif kind == "learner_turn":
-        fold.remember(data.get("id"))
-        turn = int(data["turn"])  # type: ignore[call-overload]
-        offer = as_int(data.get("offer"))
-        if "session_item" in data:
-            fold.item = as_str(data.get("session_item"))
-        if offer is not None:
-            fold.last_offer = offer
-        fold.undo_depth = min(MAX_UNDO, fold.undo_depth + 1)
-        fold.coaching["hint_level"] = fold.coaching["consecutive_timeouts"] = 0
-        before = data.get("before")
-        turns.append(turn_row(sid, fold.ordinal(turn), {
-            "turn_number": turn, "role": "user", "text": data.get("text"), "stage": data.get("stage"),
-            "happiness_score": data.get("happiness"), "object_grabbed": data.get("object_grabbed"),
-            "item": data.get("item"), "offer": offer, "read_from": as_str(data.get("read_from")) or None,
-            "quote": as_int(data.get("quote")),
-            "assessment": data.get("assessment") or OfferAssessment.NONE.value, "client_id": data.get("id"),
-            "closing": False, "timestamp": at, "version": change.version,
-            "before": json.dumps(before.as_json(), sort_keys=True) if isinstance(before, Checkpoint) else None,
-        }))
-    elif kind == "vendor_turn":
-        turn = int(data["turn"])  # type: ignore[call-overload]
-        previous = str(data.get("previous_stage") or fold.stage)
-        stage = str(data.get("stage") or fold.stage)
-        happiness = int(data.get("happiness", fold.happiness))  # type: ignore[call-overload]
-        item = as_str(data.get("item"))
-        quote = as_int(data.get("quote"))
-        assessment = str(data.get("assessment") or OfferAssessment.NONE.value)
-        fold.stage, fold.happiness, fold.turn = stage, happiness, turn
-        fold.seq = int(data.get("seq", fold.seq))  # type: ignore[call-overload]
-        fold.outcome = as_str(data.get("outcome"))
-        if item and quote is not None:
-            fold.quoted(item, quote)
-        if assessment == OfferAssessment.INSULT.value:
-            fold.insults += 1
-        ledger = data.get("ledger")
-        if isinstance(ledger, dict):
-            fold.ledger = fold.ledger.add(Ledger(**ledger))
-        reply_seq = as_int(data.get("reply_seq"))
-        turns.append(turn_row(sid, fold.ordinal(turn) + 1, {
-            "turn_number": turn, "role": "vendor", "text": data.get("text"), "stage": stage,
-            "previous_stage": previous, "happiness_score": happiness, "object_grabbed": fold.object_grabbed,
-            "item": item, "quote": quote, "assessment": assessment, "flags": [str(f) for f in data.get("flags") or ()],  # type: ignore[attr-defined]
-            "forced": bool(data.get("forced")), "seq": reply_seq, "last_seq": fold.seq, "outcome": fold.outcome,
-            "closing": False, "timestamp": at, "version": change.version,
-            "suggestion": data.get("suggestion") or None, "suggestion_english": data.get("suggestion_english") or None,
-        }))
-        if stage != previous:
-            transitions.append({"at_turn": turn + fold.shift, "version": change.version, "props": {
-                "from_stage": previous, "to_stage": stage, "happiness_at_transition": happiness, "timestamp": at,
-                "turn_number": turn,
-            }})
-    elif kind == "closing_reply":
-        fold.remember(data.get("id"))
-        fold.closings += 1
-        fold.seq = int(data.get("seq", fold.seq))  # type: ignore[call-overload]
-        base = fold.ordinal(fold.turn) + 1 + 2 * fold.closings
-        common = {"turn_number": fold.turn, "stage": fold.stage, "happiness_score": fold.happiness,
-                  "object_grabbed": fold.object_grabbed, "item": None, "closing": True, "timestamp": at,
-                  "version": change.version}
-        turns.append(turn_row(sid, base - 1, {**common, "role": "user", "text": data.get("text"),
-                                               "client_id": data.get("id"),
-                                               "assessment": OfferAssessment.NONE.value}))
-        turns.append(turn_row(sid, base, {**common, "role": "vendor", "text": data.get("reply"),
-                                           "seq": fold.seq, "last_seq": fold.seq, "outcome": fold.outcome,
-                                           "assessment": OfferAssessment.NONE.value}))
-    elif kind in COACHING_KINDS:
-        coach(fold, change, at, turns, transitions, updates, undone_at)
-    elif kind in MEMORY_KINDS:
-        pass  # the running summary: written by server/mirror/memory.py, in the batch's transaction
-    elif kind == "ids":
-        for client_id in data.get("ids") or ():  # type: ignore[attr-defined]
-            fold.remember(client_id)
-    else:
-        log.warning("unknown change kind %r; only its version is recorded", kind, extra={"session_id": sid})
-    fold.updated_at = at
+    try:
+        write = ROWS[type(change)]
+    except KeyError:
+        raise UnknownChange(f"no rows for {type(change).__name__} (kind {change.kind!r})") from None
+    rows = Rows()
+    if isinstance(change, SessionStarted):
+        fold.state = Negotiation.started(change)
+    elif fold.state is not None:
+        write(fold, fold.state, change, rows)  # from the state as it was before the change
+        apply(fold.state, change)
     fold.version = change.version
-    return Entry(change, submitted, fold.props() if snapshot else {}, turns, transitions, updates, undone_at)
+    props = fold.props() if snapshot and fold.state is not None else {}
+    return Entry(change, submitted, props, rows.turns, rows.transitions, rows.updates, rows.undone_at)
+
+
+def _nothing(fold: SessionFold, state: Negotiation, change: Change, rows: Rows) -> None:
+    """A change that lives on the Session node alone (its counters, its seq, its ids)."""
+
+
+def _learner_turn(fold: SessionFold, state: Negotiation, change: LearnerTurnTaken, rows: Rows) -> None:
+    rows.turns.append(turn_row(change.session_id, fold.ordinal(change.turn), {
+        "turn_number": change.turn, "role": "user", "text": change.text, "stage": change.stage.value,
+        "happiness_score": change.happiness, "object_grabbed": change.object_grabbed, "item": change.item,
+        "offer": change.offer, "read_from": change.reading.read_from if change.reading else None,
+        "quote": change.quote, "assessment": change.assessment.value, "client_id": change.id, "closing": False,
+        "timestamp": change.at, "version": change.version,
+        "before": json.dumps(change.before.as_json(), sort_keys=True),  # what an undo of it restores
+    }))
+
+
+def _vendor_turn(fold: SessionFold, state: Negotiation, change: VendorTurnTaken, rows: Rows) -> None:
+    turn, stage, previous = change.turn, change.stage.value, change.previous_stage.value
+    rows.turns.append(turn_row(change.session_id, fold.ordinal(turn) + 1, {
+        "turn_number": turn, "role": "vendor", "text": change.text, "stage": stage, "previous_stage": previous,
+        "happiness_score": change.happiness, "object_grabbed": state.object_grabbed, "item": change.item,
+        "quote": change.quote, "assessment": change.assessment.value, "flags": list(change.flags),
+        "forced": change.forced, "seq": change.reply_seq, "last_seq": change.seq,
+        "outcome": change.outcome.value if change.outcome else None, "closing": False, "timestamp": change.at,
+        "version": change.version, "suggestion": change.suggestion or None,
+        "suggestion_english": change.suggestion_english or None,
+    }))
+    if stage != previous:
+        rows.transitions.append({"at_turn": turn + fold.shift, "version": change.version, "props": {
+            "from_stage": previous, "to_stage": stage, "happiness_at_transition": change.happiness,
+            "timestamp": change.at, "turn_number": turn,
+        }})
+
+
+def _closing(fold: SessionFold, state: Negotiation, change: ClosingReplied, rows: Rows) -> None:
+    """A transcript after the end and its closing line: two Turn nodes after the last turn's."""
+    fold.closings += 1
+    base = fold.ordinal(state.turn) + 1 + 2 * fold.closings
+    common = {"turn_number": state.turn, "stage": state.stage.value, "happiness_score": state.happiness,
+              "object_grabbed": state.object_grabbed, "item": None, "closing": True, "timestamp": change.at,
+              "version": change.version, "assessment": OfferAssessment.NONE.value}
+    outcome = state.outcome.value if state.outcome else None
+    rows.turns.append(turn_row(change.session_id, base - 1, {**common, "role": "user", "text": change.text,
+                                                             "client_id": change.id}))
+    rows.turns.append(turn_row(change.session_id, base, {**common, "role": "vendor", "text": change.reply,
+                                                         "seq": change.seq, "last_seq": change.seq,
+                                                         "outcome": outcome}))
+
+
+def _undo(fold: SessionFold, state: Negotiation, change: TurnUndone, rows: Rows) -> None:
+    """The undone turn's two Turn nodes are marked `undone` and keep their ordinals (later turns come
+    after them); its StageTransition likewise. `GET /api/stats` and the rebuild leave them out."""
+    ordinal = fold.ordinal(change.turn)
+    for key in (turn_key(change.session_id, ordinal), turn_key(change.session_id, ordinal + 1)):
+        rows.updates.append({"key": key, "props": {"undone": True, "undone_at": change.at}})
+    rows.undone_at.append(change.turn + fold.shift)
+    fold.shift += 1
+
+
+def _ended(fold: SessionFold, state: Negotiation, change: EndedNow, rows: Rows) -> None:
+    rows.transitions.append({"at_turn": state.turn + fold.shift + 1, "version": change.version, "props": {
+        "from_stage": change.previous_stage.value, "to_stage": Stage.CLOSURE.value,
+        "happiness_at_transition": state.happiness, "timestamp": change.at, "turn_number": state.turn + 1,
+    }})
+
+
+def _playback(fold: SessionFold, state: Negotiation, change: PlaybackHeard, rows: Rows) -> None:
+    """The vendor Turn gets what was heard of it, and the quote that stands when its price went unheard."""
+    props: dict[str, Any] = {"heard_chars": change.heard_chars, "interrupted": change.interrupted}
+    if change.quote_unbound and change.unbound_item is not None:
+        props["quote_unbound"] = True
+        props["quote"] = change.unbound_to  # as in memory (a null removes it)
+    rows.updates.append({"key": turn_key(change.session_id, fold.ordinal(change.turn) + 1), "props": props})
+
+
+RowWriter = Callable[[SessionFold, Negotiation, Any, Rows], None]
+
+
+def _table(entries: dict[type[Change], RowWriter]) -> dict[type[Change], RowWriter]:
+    missing = [kind.__name__ for kind in CHANGE_TYPES if kind not in entries]
+    if missing:
+        raise RuntimeError(f"no rows for {', '.join(missing)}")
+    return entries
+
+
+# Each kind of change, and the rows it writes besides the Session snapshot. `SummaryWritten` is
+# written by server/mirror/memory.py in the batch's transaction; the others here.
+ROWS: dict[type[Change], RowWriter] = _table({
+    SessionStarted: _nothing,
+    SceneSet: _nothing,
+    LearnerTurnTaken: _learner_turn,
+    VendorTurnTaken: _vendor_turn,
+    ClosingReplied: _closing,
+    UnclearAnswered: _nothing,
+    HintGiven: _nothing,
+    Repeated: _nothing,
+    TurnUndone: _undo,
+    Nudged: _nothing,
+    EndedNow: _ended,
+    WelcomedBack: _nothing,
+    PlaybackHeard: _playback,
+    SummaryWritten: _nothing,
+})

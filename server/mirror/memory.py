@@ -22,11 +22,10 @@ from collections.abc import Iterable
 from typing import Any, LiteralString
 
 from server.mirror.state import Entry
+from session.changes import SummaryWritten
 from session.summary import Memory
 
-__all__ = ["MEMORY_KINDS", "WRITE_SUMMARIES", "memory_from_graph", "summary_rows"]
-
-MEMORY_KINDS = frozenset({"summary"})
+__all__ = ["WRITE_SUMMARIES", "memory_from_graph", "summary_rows"]
 
 WRITE_SUMMARIES: LiteralString = """
 UNWIND $rows AS r
@@ -42,13 +41,10 @@ def summary_rows(batch: Iterable[Entry]) -> list[dict[str, Any]]:
     newest: dict[str, dict[str, Any]] = {}
     for entry in batch:
         change = entry.change
-        if change.kind in MEMORY_KINDS:
-            data = change.data
+        if isinstance(change, SummaryWritten):
             newest[change.session_id] = {
-                "session_id": change.session_id, "version": change.version, "text": str(data.get("text") or ""),
-                "turn": int(data.get("turn") or 0),  # type: ignore[call-overload]
-                "previous": str(data.get("previous") or ""),
-                "previous_turn": int(data.get("previous_turn") or 0),  # type: ignore[call-overload]
+                "session_id": change.session_id, "version": change.version, "text": change.text,
+                "turn": change.turn, "previous": change.previous, "previous_turn": change.previous_turn,
             }
     return list(newest.values())
 

@@ -5,15 +5,18 @@ Pure: `server/mirror/reads.py` fetches the records, gathering the loads that arr
 
 from __future__ import annotations
 
+import copy
 import json
 from collections import OrderedDict
 from typing import Any
 
 from schemas.brain import StageVisit
 from schemas.enums import LanguageCode, Level, OfferAssessment, Outcome, Stage
+from schemas.frames import LedgerTotals
+from schemas.learner import LearnerRecall
 from schemas.scenario import load_scenario
 from server.mirror.memory import memory_from_graph
-from server.mirror.state import SessionFold
+from server.mirror.state import SessionFold, json_dict
 from session.coaching import Checkpoint, Coaching
 from session.negotiation import Negotiation
 from session.numbers import find_numbers, number_lexicon
@@ -59,21 +62,32 @@ def rebuild(record: dict[str, Any], limits: Limits) -> tuple[Negotiation, int, S
                    at_turn=int(x.get("turn_number") or x["at_turn"]), happiness=int(x["happiness_at_transition"]))
         for x in record["transitions"] if not x.get("undone")
     ]
-    fold = SessionFold.from_graph(s)
+    version = int(s.get("version", 0))
     # The actor's undo stack: the checkpoints of its last `undo_depth` answered turns.
-    depth = fold.undo_depth
+    depth = int(s.get("undo_depth") or 0)
     checkpoints = [Checkpoint.from_json(b) for b in befores[-depth:]] if depth else []
+    coaching = {key[len("coaching_"):]: int(value) for key, value in s.items()
+                if key.startswith("coaching_") and value is not None}
+    outcome = s.get("outcome")
     negotiation = Negotiation(
         session_id=s["session_id"], scenario_name=s["scenario"], created_at=float(s["created_at"]), limits=limits,
         learner_id=s.get("learner_id"),
         input_language=LanguageCode(s.get("input_language") or LanguageCode.EN_IN.value),
         target_language=LanguageCode(s.get("target_language") or LanguageCode.EN_IN.value),
-        stage=Stage(fold.stage), happiness=fold.happiness, turn=turn, seq=fold.seq, item=fold.item,
-        object_grabbed=fold.object_grabbed, quotes=dict(fold.quotes), first_quotes=dict(fold.first_quotes),
-        last_offer=fold.last_offer, outcome=Outcome(fold.outcome) if fold.outcome else None,
+        stage=Stage(s.get("negotiation_state") or Stage.GREETING.value), happiness=int(s.get("happiness_score", 50)),
+        turn=turn, seq=int(s.get("last_seq", 0)), item=s.get("item"), object_grabbed=s.get("object_grabbed"),
+        quotes=json_dict(s.get("quotes")), first_quotes=json_dict(s.get("first_quotes")),
+        last_offer=s.get("last_offer"), outcome=Outcome(outcome) if outcome else None,
         updated_at=float(s.get("updated_at") or s["created_at"]), history=history, stage_changes=stage_changes,
-        accepted_ids=OrderedDict(fold.accepted_ids), pending=pending, insults=fold.insults,
-        ledger=fold.ledger, level=Level(fold.level or Level.INTERMEDIATE.value),
-        coaching=Coaching.from_counters(fold.coaching, checkpoints), memory=memory_from_graph(s, turn),
+        accepted_ids=OrderedDict.fromkeys(s.get("accepted_ids") or ()), pending=pending,
+        insults=int(s.get("insults", 0)),
+        ledger=LedgerTotals(**{name: s[f"ledger_{name}"] for name in LedgerTotals.model_fields
+                               if s.get(f"ledger_{name}") is not None}),
+        level=Level(s.get("level") or Level.INTERMEDIATE.value),
+        coaching=Coaching.from_counters(coaching, checkpoints), memory=memory_from_graph(s, turn),
+        recall=LearnerRecall.model_validate_json(s["recall"]) if s.get("recall") else None, version=version,
     )
+    # The mirror folds the session's next changes into a copy of its own (`SessionFold.state`).
+    fold = SessionFold(state=copy.deepcopy(negotiation), shift=int(s.get("undone_turns") or 0),
+                       closings=int(s.get("closing_replies", 0)), version=version)
     return negotiation, fold.version, fold

@@ -1,19 +1,17 @@
-"""A session's running state as the mirror folds its changes (`SessionFold`), and the rows one change
-adds (`Entry`). `server/mirror/fold.py` folds the negotiation's changes, `server/mirror/coaching.py`
-the coaching ones (hints, undo, silence, barge-in, welcome back).
+"""A session as the mirror folds its changes (`SessionFold`), and the rows one change adds (`Entry`).
+`server/mirror/fold.py` turns each kind of change into its rows; the state itself changes only
+through `session.fold.apply`, the live session's own rules.
 """
 
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.enums import Stage
-from schemas.frames import LedgerTotals
-from session.negotiation import REMEMBERED_IDS, SNIPPET_CHARS
-from session.protocols import Change
+from session.changes import Change
+from session.core import SNIPPET_CHARS
+from session.negotiation import Negotiation
 
 
 def turn_key(session_id: str, ordinal: int) -> str:
@@ -23,102 +21,39 @@ def turn_key(session_id: str, ordinal: int) -> str:
 
 @dataclass(slots=True)
 class SessionFold:
-    """A session's Session-node scalars as of the last change submitted, kept so each change can
-    carry a complete snapshot (a version-guarded write of a partial one could lose fields)."""
+    """A session as the mirror folds its changes: the session's own state, applied change by change
+    with the live session's `session.fold.apply` (so every rule of the state is the live one), and
+    the graph's bookkeeping, which the live session has no need of. Each change's rows carry a
+    complete Session snapshot from it (a version-guarded write of a partial one could lose fields).
 
-    scenario: str | None = None
-    learner_id: str | None = None
-    input_language: str | None = None
-    target_language: str | None = None
-    created_at: float | None = None
-    updated_at: float | None = None
-    stage: str = Stage.GREETING.value
-    happiness: int = 50
-    turn: int = 0
-    seq: int = 0
-    item: str | None = None
-    object_grabbed: str | None = None
-    quotes: dict[str, int] = field(default_factory=dict)
-    first_quotes: dict[str, int] = field(default_factory=dict)
-    last_offer: int | None = None
-    outcome: str | None = None
-    insults: int = 0
-    ledger: LedgerTotals = field(default_factory=LedgerTotals)
-    accepted_ids: OrderedDict[str, None] = field(default_factory=OrderedDict)
-    closings: int = 0
-    level: str | None = None
+    `state` is None for a session this process never saw start nor rebuilt: its changes are then
+    counted as written and change nothing (the writer logs it)."""
+
+    state: Negotiation | None = None
     shift: int = 0  # learner turns undone so far: each moves the later turns' ordinals on by one turn
-    undo_depth: int = 0  # checkpoints the actor holds: the learner turns `undo` can still take back
-    coaching: dict[str, int] = field(default_factory=dict)  # `Coaching.counters()`, as far as changes say
+    closings: int = 0  # answers after the end, each two Turn nodes after the last turn's
     version: int = 0
-    quotes_json: str | None = "{}"  # `quotes` and `first_quotes` as stored; None: redo at the next snapshot
-    first_quotes_json: str | None = "{}"
-    complete: bool = True  # False when changes arrive for a session this process never saw start
-
-    def remember(self, client_id: object) -> None:
-        if not isinstance(client_id, str):
-            return
-        self.accepted_ids[client_id] = None
-        self.accepted_ids.move_to_end(client_id)
-        while len(self.accepted_ids) > REMEMBERED_IDS:
-            self.accepted_ids.popitem(last=False)
-
-    def quoted(self, item: str, quote: int) -> None:
-        self.quotes[item] = quote
-        self.quotes_json = None
-        if item not in self.first_quotes:
-            self.first_quotes[item] = quote
-            self.first_quotes_json = None
 
     def props(self) -> dict[str, Any]:
-        item = self.item
-        if self.quotes_json is None:
-            self.quotes_json = json.dumps(self.quotes, sort_keys=True)
-        if self.first_quotes_json is None:
-            self.first_quotes_json = json.dumps(self.first_quotes, sort_keys=True)
-        props: dict[str, Any] = {
-            "scenario": self.scenario, "learner_id": self.learner_id, "input_language": self.input_language,
-            "target_language": self.target_language, "created_at": self.created_at, "updated_at": self.updated_at,
-            "negotiation_state": self.stage, "happiness_score": self.happiness, "turn_count": self.turn,
-            "last_seq": self.seq, "item": item, "object_grabbed": self.object_grabbed,
-            "quotes": self.quotes_json, "first_quotes": self.first_quotes_json,
-            "vendor_quote": self.quotes.get(item) if item else None,
-            "first_quote": self.first_quotes.get(item) if item else None,
-            "last_offer": self.last_offer, "outcome": self.outcome, "insults": self.insults,
-            "accepted_ids": list(self.accepted_ids), "closing_replies": self.closings,
-            "level": self.level, "undone_turns": self.shift, "undo_depth": self.undo_depth,
-            **{f"ledger_{name}": value for name, value in self.ledger.model_dump().items()},
-            **{f"coaching_{name}": value for name, value in self.coaching.items()},
+        """The Session node's properties, from the folded state."""
+        n = self.state
+        assert n is not None
+        item = n.item
+        return {
+            "scenario": n.scenario_name, "learner_id": n.learner_id, "input_language": n.input_language.value,
+            "target_language": n.target_language.value, "created_at": n.created_at, "updated_at": n.updated_at,
+            "negotiation_state": n.stage.value, "happiness_score": n.happiness, "turn_count": n.turn,
+            "last_seq": n.seq, "item": item, "object_grabbed": n.object_grabbed,
+            "quotes": json.dumps(n.quotes, sort_keys=True), "first_quotes": json.dumps(n.first_quotes, sort_keys=True),
+            "vendor_quote": n.quotes.get(item) if item else None,
+            "first_quote": n.first_quotes.get(item) if item else None,
+            "last_offer": n.last_offer, "outcome": n.outcome.value if n.outcome else None, "insults": n.insults,
+            "accepted_ids": list(n.accepted_ids), "closing_replies": self.closings,
+            "level": n.level.value, "undone_turns": self.shift, "undo_depth": len(n.coaching.checkpoints),
+            "recall": n.recall.model_dump_json() if n.recall is not None else None,
+            **{f"ledger_{name}": value for name, value in n.ledger.model_dump().items()},
+            **{f"coaching_{name}": value for name, value in n.coaching.counters().items()},
         }
-        if not self.complete:
-            # Never overwrite what the graph knows with defaults this process made up.
-            for name in ("scenario", "learner_id", "input_language", "target_language", "created_at", "level"):
-                if props[name] is None:
-                    del props[name]
-        return props
-
-    @classmethod
-    def from_graph(cls, s: dict[str, Any]) -> SessionFold:
-        return cls(
-            scenario=s.get("scenario"), learner_id=s.get("learner_id"), input_language=s.get("input_language"),
-            target_language=s.get("target_language"), created_at=s.get("created_at"),
-            updated_at=s.get("updated_at"), stage=s.get("negotiation_state") or Stage.GREETING.value,
-            happiness=int(s.get("happiness_score", 50)), turn=int(s.get("turn_count", 0)),
-            seq=int(s.get("last_seq", 0)), item=s.get("item"), object_grabbed=s.get("object_grabbed"),
-            quotes=json_dict(s.get("quotes")), first_quotes=json_dict(s.get("first_quotes")),
-            last_offer=s.get("last_offer"), outcome=s.get("outcome"), insults=int(s.get("insults", 0)),
-            accepted_ids=OrderedDict.fromkeys(s.get("accepted_ids") or ()),
-            closings=int(s.get("closing_replies", 0)), version=int(s.get("version", 0)),
-            ledger=LedgerTotals(**{name: s[f"ledger_{name}"] for name in LedgerTotals.model_fields
-                                   if s.get(f"ledger_{name}") is not None}),
-            quotes_json=s.get("quotes") or "{}", first_quotes_json=s.get("first_quotes") or "{}",
-            level=s.get("level"), shift=int(s.get("undone_turns") or 0), undo_depth=int(s.get("undo_depth") or 0),
-            coaching={key[len("coaching_"):]: int(value) for key, value in s.items()
-                      if key.startswith("coaching_") and value is not None},
-        )
-
-    def count(self, name: str, by: int = 1) -> None:
-        self.coaching[name] = self.coaching.get(name, 0) + by
 
     def ordinal(self, turn: int) -> int:
         """The learner line of `turn`'s ordinal (its vendor line's is one more): turns taken back

@@ -23,7 +23,7 @@ from neo4j.exceptions import ConstraintError, DriverError, Neo4jError
 from server.mirror.fold import plan
 from server.mirror.io import BACKOFF_BASE_S, BACKOFF_CAP_S, MAX_TX_TIMEOUT_S, Neo4jIo, is_retryable, timed_out
 from server.mirror.state import Entry, SessionFold
-from session.protocols import Change
+from session.changes import Change, SessionStarted
 
 log = logging.getLogger("samvad.mirror")
 
@@ -106,10 +106,10 @@ class MirrorWriter(Neo4jIo):
         try:
             fold = self._folds.get(sid)
             if fold is None:
-                fold = self._folds[sid] = SessionFold(complete=change.kind == "session")
-                if change.kind != "session":
-                    log.warning("change for a session this mirror never saw start; its Session node keeps "
-                                "what it has", extra={"session_id": sid, "version": change.version})
+                fold = self._folds[sid] = SessionFold()
+            if fold.state is None and not isinstance(change, SessionStarted):
+                log.error("change for a session this mirror never saw start nor rebuilt; only its version is "
+                          "recorded", extra={"session_id": sid, "version": change.version})
             return plan(fold, change, submitted, snapshot=snapshot)
         except Exception:  # a malformed change must not lose the others: keep its version at least
             log.exception("could not plan a %s change", change.kind, extra={"session_id": sid})
