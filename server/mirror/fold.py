@@ -80,7 +80,8 @@ def _nothing(fold: SessionFold, state: Negotiation, change: Change, rows: Rows) 
 
 
 def _learner_turn(fold: SessionFold, state: Negotiation, change: LearnerTurnTaken, rows: Rows) -> None:
-    rows.turns.append(turn_row(change.session_id, fold.ordinal(change.turn), {
+    ordinal = fold.ordinals[change.turn] = fold.next_line()
+    rows.turns.append(turn_row(change.session_id, ordinal, {
         "turn_number": change.turn, "role": "user", "text": change.text, "stage": change.stage.value,
         "happiness_score": change.happiness, "object_grabbed": change.object_grabbed, "item": change.item,
         "offer": change.offer, "read_from": change.reading.read_from if change.reading else None,
@@ -92,7 +93,8 @@ def _learner_turn(fold: SessionFold, state: Negotiation, change: LearnerTurnTake
 
 def _vendor_turn(fold: SessionFold, state: Negotiation, change: VendorTurnTaken, rows: Rows) -> None:
     turn, stage, previous = change.turn, change.stage.value, change.previous_stage.value
-    rows.turns.append(turn_row(change.session_id, fold.ordinal(turn) + 1, {
+    ordinal = fold.last_ordinal = fold.ordinals[turn] + 1  # right after the learner's line
+    rows.turns.append(turn_row(change.session_id, ordinal, {
         "turn_number": turn, "role": "vendor", "text": change.text, "stage": stage, "previous_stage": previous,
         "happiness_score": change.happiness, "object_grabbed": state.object_grabbed, "item": change.item,
         "quote": change.quote, "assessment": change.assessment.value, "flags": list(change.flags),
@@ -102,23 +104,23 @@ def _vendor_turn(fold: SessionFold, state: Negotiation, change: VendorTurnTaken,
         "suggestion_english": change.suggestion_english or None,
     }))
     if stage != previous:
-        rows.transitions.append({"at_turn": turn + fold.shift, "version": change.version, "props": {
+        key = fold.transition_keys[turn] = turn + fold.shift
+        rows.transitions.append({"at_turn": key, "version": change.version, "props": {
             "from_stage": previous, "to_stage": stage, "happiness_at_transition": change.happiness,
             "timestamp": change.at, "turn_number": turn,
         }})
 
 
 def _closing(fold: SessionFold, state: Negotiation, change: ClosingReplied, rows: Rows) -> None:
-    """A transcript after the end and its closing line: two Turn nodes after the last turn's."""
+    """A transcript after the end and its closing line: two Turn nodes after the last ones."""
     fold.closings += 1
-    base = fold.ordinal(state.turn) + 1 + 2 * fold.closings
     common = {"turn_number": state.turn, "stage": state.stage.value, "happiness_score": state.happiness,
               "object_grabbed": state.object_grabbed, "item": None, "closing": True, "timestamp": change.at,
               "version": change.version, "assessment": OfferAssessment.NONE.value}
     outcome = state.outcome.value if state.outcome else None
-    rows.turns.append(turn_row(change.session_id, base - 1, {**common, "role": "user", "text": change.text,
-                                                             "client_id": change.id}))
-    rows.turns.append(turn_row(change.session_id, base, {**common, "role": "vendor", "text": change.reply,
+    rows.turns.append(turn_row(change.session_id, fold.next_line(), {**common, "role": "user", "text": change.text,
+                                                                     "client_id": change.id}))
+    rows.turns.append(turn_row(change.session_id, fold.next_line(), {**common, "role": "vendor", "text": change.reply,
                                                          "seq": change.seq, "last_seq": change.seq,
                                                          "outcome": outcome}))
 
@@ -126,10 +128,12 @@ def _closing(fold: SessionFold, state: Negotiation, change: ClosingReplied, rows
 def _undo(fold: SessionFold, state: Negotiation, change: TurnUndone, rows: Rows) -> None:
     """The undone turn's two Turn nodes are marked `undone` and keep their ordinals (later turns come
     after them); its StageTransition likewise. `GET /api/stats` and the rebuild leave them out."""
-    ordinal = fold.ordinal(change.turn)
+    ordinal = fold.ordinals.pop(change.turn)
     for key in (turn_key(change.session_id, ordinal), turn_key(change.session_id, ordinal + 1)):
         rows.updates.append({"key": key, "props": {"undone": True, "undone_at": change.at}})
-    rows.undone_at.append(change.turn + fold.shift)
+    transition = fold.transition_keys.pop(change.turn, None)
+    if transition is not None:
+        rows.undone_at.append(transition)
     fold.shift += 1
 
 
@@ -146,7 +150,7 @@ def _playback(fold: SessionFold, state: Negotiation, change: PlaybackHeard, rows
     if change.quote_unbound and change.unbound_item is not None:
         props["quote_unbound"] = True
         props["quote"] = change.unbound_to  # as in memory (a null removes it)
-    rows.updates.append({"key": turn_key(change.session_id, fold.ordinal(change.turn) + 1), "props": props})
+    rows.updates.append({"key": turn_key(change.session_id, fold.ordinals[change.turn] + 1), "props": props})
 
 
 RowWriter = Callable[[SessionFold, Negotiation, Any, Rows], None]

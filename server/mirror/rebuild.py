@@ -87,7 +87,14 @@ def rebuild(record: dict[str, Any], limits: Limits) -> tuple[Negotiation, int, S
         coaching=Coaching.from_counters(coaching, checkpoints), memory=memory_from_graph(s, turn),
         recall=LearnerRecall.model_validate_json(s["recall"]) if s.get("recall") else None, version=version,
     )
-    # The mirror folds the session's next changes into a copy of its own (`SessionFold.state`).
-    fold = SessionFold(state=copy.deepcopy(negotiation), shift=int(s.get("undone_turns") or 0),
-                       closings=int(s.get("closing_replies", 0)), version=version)
+    # The mirror folds the session's next changes into a copy of its own (`SessionFold.state`),
+    # with the graph's keys: each standing turn's line and StageTransition, and where new lines go.
+    standing = [t for t in record["turns"] if not t.get("closing") and not t.get("undone")]
+    fold = SessionFold(
+        state=copy.deepcopy(negotiation), shift=int(s.get("undone_turns") or 0),
+        closings=int(s.get("closing_replies", 0)), version=version,
+        last_ordinal=max((int(t["ordinal"]) for t in record["turns"]), default=0),
+        ordinals={int(t["turn_number"]): int(t["ordinal"]) for t in standing if t["role"] == "user"},
+        transition_keys={int(x["turn_number"]): int(x["at_turn"]) for x in record["transitions"]
+                         if not x.get("undone") and x.get("turn_number") is not None})
     return negotiation, fold.version, fold

@@ -30,9 +30,12 @@ class SessionFold:
     counted as written and change nothing (the writer logs it)."""
 
     state: Negotiation | None = None
-    shift: int = 0  # learner turns undone so far: each moves the later turns' ordinals on by one turn
-    closings: int = 0  # answers after the end, each two Turn nodes after the last turn's
+    shift: int = 0  # learner turns undone so far: each moves the later transitions' keys on by one
+    closings: int = 0  # answers after the end
     version: int = 0
+    last_ordinal: int = 0  # the newest Turn node's ordinal: the next line goes after it
+    ordinals: dict[int, int] = field(default_factory=dict)  # each standing learner turn's line, by turn
+    transition_keys: dict[int, int] = field(default_factory=dict)  # its StageTransition's `at_turn`, by turn
 
     def props(self) -> dict[str, Any]:
         """The Session node's properties, from the folded state."""
@@ -55,10 +58,12 @@ class SessionFold:
             **{f"coaching_{name}": value for name, value in n.coaching.counters().items()},
         }
 
-    def ordinal(self, turn: int) -> int:
-        """The learner line of `turn`'s ordinal (its vendor line's is one more): turns taken back
-        keep theirs, so a turn played again after an undo comes after them."""
-        return 2 * (turn + self.shift) - 1
+    def next_line(self) -> int:
+        """The ordinal of a new Turn node: after every one written, those taken back included (they keep
+        theirs, so a turn played again after an undo comes after them), with no gap, so that
+        FOLLOWED_BY links each line to the one before it."""
+        self.last_ordinal += 1
+        return self.last_ordinal
 
 
 def json_dict(raw: object) -> dict[str, int]:
