@@ -11,7 +11,7 @@ def _serve(args: argparse.Namespace) -> int:
     from schemas.scenario import ScenarioError
     from server import gcpolicy
     from server.app import create_app
-    from server.config import ConfigError, load_settings
+    from server.config import GRACEFUL_SHUTDOWN_S, ConfigError, load_settings
     from server.logs import configure_logging
     from server.serving import serve
     from server.uvicorn_ws import protocol_class
@@ -49,7 +49,7 @@ def _serve(args: argparse.Namespace) -> int:
         ws_ping_interval=20.0,
         ws_ping_timeout=20.0,
         lifespan="on",
-        timeout_graceful_shutdown=5,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
     return 0
 
@@ -70,9 +70,7 @@ def _drain(args: argparse.Namespace) -> int:
         return 2
     host = settings.HOST if settings.HOST not in ("", "0.0.0.0", "::") else "127.0.0.1"
     url = args.url or f"http://{host}:{settings.PORT}"
-    # The node's own bound on a drain: the grace HAProxy and the readiness probe need to see it, then
-    # the handover, whose flushes wait at most a lease's life; and a margin for the release write.
-    timeout = settings.DRAIN_GRACE_SECONDS + settings.LEASE_SECONDS + 10.0
+    timeout = settings.drain_bound_seconds
     request = urllib.request.Request(f"{url.rstrip('/')}/admin/drain", method="POST", data=b"",
                                      headers={"authorization": f"Bearer {settings.ADMIN_KEY}"}
                                      if settings.ADMIN_KEY else {})
