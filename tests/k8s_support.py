@@ -35,7 +35,7 @@ def helm() -> str:
     done = subprocess.run(["bash", str(ROOT / "scripts/tools.sh")], cwd=ROOT, capture_output=True, text=True,
                           timeout=900)
     need(done.returncode == 0, f"helm could not be built: {done.stderr[-800:]}",
-         "install Go 1.24+ (scripts/tools.sh builds helm from its Go module)")
+         "install Go 1.26 (scripts/tools.sh builds helm from its Go module)")
     return str(Path(done.stdout.strip()) / "helm")
 
 
