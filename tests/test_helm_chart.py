@@ -203,6 +203,17 @@ def test_the_haproxy_ring_has_a_line_per_ordinal_up_to_max_replicas(
         assert not hpa and statefulset["spec"]["replicas"] == settings["replicas"] <= len(servers)
 
 
+@pytest.mark.parametrize(("values", "why"), [
+    ({"replica": 3}, "additional properties 'replica' not allowed"),  # a typo: values.schema.json
+    ({"neo4j": {"uri": "http://neo4j:7474"}}, "neo4j"),  # not a Bolt URI
+    ({"haproxy": {"resolvers": {"nameservers": ["10.0.0.10"]}}}, "nameservers"),  # no port
+])
+def test_values_the_schema_refuses_stop_the_render(helm_bin: str, tmp_path: Path, values: dict[str, Any],
+                                                   why: str) -> None:
+    with pytest.raises(RenderError, match=why):
+        render(helm_bin, VALUE_SETS[0], values=values, tmp=tmp_path)
+
+
 def test_replicas_past_the_ring_are_refused(helm_bin: str, tmp_path: Path) -> None:
     with pytest.raises(RenderError, match="over maxReplicas"):
         render(helm_bin, VALUE_SETS[0], values={"replicas": 5, "maxReplicas": 4}, tmp=tmp_path)
