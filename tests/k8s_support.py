@@ -53,9 +53,9 @@ def run_helm(binary: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def render(binary: str, *value_files: Path, values: Mapping[str, Any] | None = None, tmp: Path | None = None,
-           release: str = "samvad", namespace: str = "default") -> list[dict[str, Any]]:
+           release: str = "samvad", namespace: str = "default", chart: Path = CHART) -> list[dict[str, Any]]:
     """`helm template` of the chart: its manifests, parsed. `values` go through a file of their own."""
-    args = ["template", release, str(CHART), "--namespace", namespace, "--kube-version", KUBE_VERSION]
+    args = ["template", release, str(chart), "--namespace", namespace, "--kube-version", KUBE_VERSION]
     for path in value_files:
         args += ["-f", str(path)]
     if values is not None:

@@ -2,13 +2,16 @@
 over every value set in its ci/ folder, the manifests validated offline against Kubernetes' schemas
 (kubernetes-validate, a pinned version), `haproxy -c` on the rendered HAProxy configuration, and the
 rules an operator would otherwise rediscover: selectors match pods, the grace period covers the drain,
-the ring covers maxReplicas with the hash the server expects, and no secret sits in a ConfigMap.
+the ring covers maxReplicas with the hash the server expects, no secret sits in a ConfigMap, and HAProxy's
+configuration is deploy/haproxy.cfg's but for the binds, the resolvers and the server lines.
 tests/test_helm_loopback.py runs the rendered HAProxy configuration in front of real nodes."""
 
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -252,6 +255,41 @@ def test_the_rendered_haproxy_config_is_deploy_haproxy_cfg_but_for_binds_resolve
         assert same(chart[header]) == same(ours[header]), header
         assert [line.split()[0] for line in chart[header] if line.startswith("bind ")] == \
                [line.split()[0] for line in ours[header] if line.startswith("bind ")]
+
+
+def test_a_packaged_chart_carries_deploy_haproxy_cfg_itself(helm_bin: str, tmp_path: Path) -> None:
+    done = run_helm(helm_bin, "package", str(CHART), "--destination", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    (package,) = tmp_path.glob("samvad-*.tgz")
+    with tarfile.open(package) as tar:
+        member = tar.getmember("samvad/files/haproxy.cfg")
+        assert member.isfile()  # the link's target, not the link
+        assert tar.extractfile(member).read() == (ROOT / "deploy/haproxy.cfg").read_bytes()  # type: ignore[union-attr]
+        assert not [m for m in tar.getnames() if "/ci/" in m]
+    docs = render(helm_bin, VALUE_SETS[0], chart=package)
+    assert haproxy_config(docs) == haproxy_config(render(helm_bin, VALUE_SETS[0]))
+
+
+@pytest.mark.parametrize(("cut", "why"), [
+    ('    server n3 "${SAMVAD_NODE3}" check\n', None),  # fewer lines in the source: the same ring rendered
+    ("hash-type consistent", None),  # whatever the file says is what the chart renders
+    ('bind "${SAMVAD_LB_BIND}"', "has no bind on SAMVAD_LB_BIND"),
+    ("    default-server", "has no default-server line"),
+])
+def test_the_chart_follows_deploy_haproxy_cfg_and_stops_if_it_cannot(
+        helm_bin: str, tmp_path: Path, cut: str, why: str | None) -> None:
+    copy = tmp_path / "samvad"
+    shutil.copytree(CHART, copy, symlinks=False)  # the link's target copied in, as `helm package` does
+    source = (copy / "files/haproxy.cfg").read_text()
+    assert cut in source
+    (copy / "files/haproxy.cfg").write_text(source.replace(cut, ""))
+    if why is not None:
+        with pytest.raises(RenderError, match=why):
+            render(helm_bin, VALUE_SETS[0], chart=copy)
+        return
+    backend = sections(haproxy_config(render(helm_bin, VALUE_SETS[0], chart=copy)))["backend nodes"]
+    assert len([line for line in backend if line.startswith("server ")]) == values_of(VALUE_SETS[0])["maxReplicas"]
+    assert ("hash-type consistent" in backend) == (cut != "hash-type consistent")
 
 
 @pytest.mark.parametrize("values", SETS)
