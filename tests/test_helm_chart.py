@@ -22,6 +22,7 @@ import yaml
 from server.cluster.routes import SESSION_ID_HEADER
 from server.config import load_settings
 from server.routes_table import OPERATIONS
+from tests.ci import need
 from tests.cluster_support import need_haproxy
 from tests.k8s_support import (
     CHART,
@@ -32,6 +33,7 @@ from tests.k8s_support import (
     RenderError,
     haproxy_config,
     helm,
+    helm_env,
     one,
     pod_env,
     render,
@@ -89,6 +91,16 @@ def test_the_value_sets_include_aura_and_an_in_cluster_neo4j() -> None:
 def test_the_chart_needs_nothing_fetched() -> None:
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert "dependencies" not in chart and not (CHART / "charts").exists()
+
+
+def test_helm_renders_with_no_network_at_all(helm_bin: str) -> None:
+    """In a network namespace of its own (only a loopback, down): nothing to fetch, nothing fetched."""
+    isolated = subprocess.run(["unshare", "-rn", "true"], capture_output=True, timeout=30).returncode == 0
+    need(isolated, "unshare -rn is not permitted here", "run as root, or allow unprivileged user namespaces")
+    for command in (["lint", "--strict"], ["template", "samvad", "--kube-version", KUBE_VERSION]):
+        done = subprocess.run(["unshare", "-rn", helm_bin, *command, str(CHART), "-f", str(VALUE_SETS[0])],
+                              env=helm_env(), capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.parametrize("values", SETS)
