@@ -83,9 +83,11 @@ def sections(config: str) -> dict[str, list[str]]:
     return out
 
 
-def test_the_value_sets_include_aura_and_an_in_cluster_neo4j() -> None:
+def test_the_value_sets_include_aura_and_an_in_cluster_neo4j(rendered: dict[str, list[dict[str, Any]]]) -> None:
     names = {path.name for path in VALUE_SETS}
     assert {"aura-values.yaml", "in-cluster-neo4j-values.yaml"} <= names
+    # Between them every optional part renders: the HPA and the NetworkPolicy in the Aura set.
+    assert {"HorizontalPodAutoscaler", "NetworkPolicy"} <= {d["kind"] for d in rendered["aura-values.yaml"]}
 
 
 def test_the_chart_needs_nothing_fetched() -> None:
@@ -154,6 +156,10 @@ def test_every_selector_matches_the_pods_it_means(rendered: dict[str, list[dict[
         assert target in ports
     budgets = {selected(d["spec"]["selector"]["matchLabels"]).pop() for d in docs if d["kind"] == "PodDisruptionBudget"}
     assert statefulset["metadata"]["name"] in budgets
+    for policy in (d for d in docs if d["kind"] == "NetworkPolicy"):  # HAProxy's pods reach the nodes
+        assert selected(policy["spec"]["podSelector"]["matchLabels"]) == {statefulset["metadata"]["name"]}
+        peers = policy["spec"]["ingress"][0]["from"]
+        assert selected(peers[0]["podSelector"]["matchLabels"]) == {f"{statefulset['metadata']['name']}-haproxy"}
     for hpa in (d for d in docs if d["kind"] == "HorizontalPodAutoscaler"):
         assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "StatefulSet",
                                                  "name": statefulset["metadata"]["name"]}
