@@ -1,4 +1,5 @@
-"""The `samvad` command: `samvad serve` runs the server, `samvad bots` runs the load bots."""
+"""The `samvad` command: `samvad serve` runs the server, `samvad drain` drains the node on this machine (a
+Kubernetes preStop hook, deploy/helm/samvad), `samvad bots` runs the load bots."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ def _serve(args: argparse.Namespace) -> int:
     from schemas.scenario import ScenarioError
     from server import gcpolicy
     from server.app import create_app
-    from server.config import ConfigError, load_settings
+    from server.config import GRACEFUL_SHUTDOWN_S, ConfigError, load_settings
     from server.logs import configure_logging
     from server.serving import serve
     from server.uvicorn_ws import protocol_class
@@ -48,9 +49,40 @@ def _serve(args: argparse.Namespace) -> int:
         ws_ping_interval=20.0,
         ws_ping_timeout=20.0,
         lifespan="on",
-        timeout_graceful_shutdown=5,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
     return 0
+
+
+def _drain(args: argparse.Namespace) -> int:
+    """POST /admin/drain to the node this machine runs, with ADMIN_KEY from its settings, and wait for
+    the answer: it comes once every session is handed over, so the hook ends when the drain has."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    from server.config import ConfigError, load_settings
+
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        print(f"samvad: {exc}", file=sys.stderr)
+        return 2
+    host = settings.HOST if settings.HOST not in ("", "0.0.0.0", "::") else "127.0.0.1"
+    url = args.url or f"http://{host}:{settings.PORT}"
+    timeout = settings.drain_bound_seconds
+    request = urllib.request.Request(f"{url.rstrip('/')}/admin/drain", method="POST", data=b"",
+                                     headers={"authorization": f"Bearer {settings.ADMIN_KEY}"}
+                                     if settings.ADMIN_KEY else {})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            print(json.dumps(json.loads(answer.read())))
+            return 0
+    except urllib.error.HTTPError as exc:
+        print(f"samvad: drain refused: {exc.code} {exc.read().decode(errors='replace')[:300]}", file=sys.stderr)
+    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        print(f"samvad: drain failed: {exc}", file=sys.stderr)
+    return 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--host", default=None, help="address to bind (default HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port to bind (default PORT or 8000)")
     serve.set_defaults(func=_serve)
+    drain = sub.add_parser("drain", help="drain the node on this machine (POST /admin/drain) and wait for it")
+    drain.add_argument("--url", default=None, help="the node (default http://HOST:PORT from the settings)")
+    drain.set_defaults(func=_drain)
     bots = sub.add_parser("bots", help="play negotiations over the socket and report latency", add_help=False)
     bots.set_defaults(func=None)
     args, rest = parser.parse_known_args(argv)

@@ -18,6 +18,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 log = logging.getLogger("samvad.config")
 
 MIN_SECRET_CHARS = 32
+GRACEFUL_SHUTDOWN_S = 5  # uvicorn's bound on closing connections after SIGTERM (server/cli.py)
+DRAIN_RELEASE_MARGIN_S = 10.0  # after a drain's handover: the lease release write and the answer
 
 
 class BrainChoice(str, Enum):
@@ -259,6 +261,19 @@ class Settings(BaseSettings):
     @property
     def production(self) -> bool:
         return self.SAMVAD_ENV is Environment.PRODUCTION
+
+    @property
+    def drain_bound_seconds(self) -> float:
+        """How long a drain may take: the grace in which HAProxy and a readiness probe see it, then the
+        handover, whose flushes wait at most a lease's life, and a margin for the release write.
+        `samvad drain` (a pod's preStop hook) waits this long; deploy/helm/samvad budgets for it."""
+        return self.DRAIN_GRACE_SECONDS + self.LEASE_SECONDS + DRAIN_RELEASE_MARGIN_S
+
+    @property
+    def shutdown_bound_seconds(self) -> float:
+        """How long the process may take after SIGTERM: uvicorn's graceful close, then the lifespan's
+        last handover (bounded by LEASE_SECONDS in server/app.py)."""
+        return GRACEFUL_SHUTDOWN_S + self.LEASE_SECONDS
 
     @property
     def cors_origins(self) -> list[str]:

@@ -1,4 +1,5 @@
-"""The HTTP API: health, creating and reading sessions, a session's graph, figures, and the dev endpoint.
+"""The HTTP API: health (and its liveness and readiness halves for an orchestrator), creating and reading
+sessions, a session's graph, figures, and the dev endpoint.
 
 `routes()` lists them with the session socket (`server/ws.py`); `server/app.py` mounts them.
 """
@@ -108,6 +109,21 @@ async def health(request: Request) -> JSONResponse:
         "voice": services.voice.health(),
         **({"cluster": cluster.statistics()} if cluster is not None else {}),
     })
+
+
+async def livez(request: Request) -> JSONResponse:
+    """Liveness: the process answers HTTP. It stays 200 while the node drains, so that an orchestrator
+    does not restart a node that is handing its sessions over (docs/deployment.md, Kubernetes)."""
+    return JSONResponse({"status": "alive"})
+
+
+async def readyz(request: Request) -> JSONResponse:
+    """Readiness: 503 from the moment a drain starts, so that the Service and HAProxy send nothing new
+    here; /health says the same with the node's figures."""
+    services: Services = request.app.state.services
+    if services.cluster is not None and services.cluster.draining:
+        return JSONResponse({"status": "draining"}, status_code=503)
+    return JSONResponse({"status": "ready"})
 
 
 async def create_session(request: Request) -> Response:
@@ -277,6 +293,8 @@ async def dev_generate(request: Request) -> Response:
 def routes() -> list[BaseRoute]:
     return [
         Route("/health", health, methods=["GET"]),
+        Route("/livez", livez, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
         Route("/api/sessions", create_session, methods=["POST"]),
         Route("/api/sessions/{session_id}", get_session, methods=["GET"]),
         Route("/api/sessions/{session_id}/graph", session_graph, methods=["GET"]),

@@ -94,6 +94,12 @@ _UNITY_REQUEST: Mapping[str, Any] = {
 OPERATIONS: tuple[Operation, ...] = (
     Operation("GET", "/health", "the server's health", ANYONE, {200: "healthy or degraded", 503: "draining"},
               development="200 200 200 200 200 200 200", production="200 200 200 200 200 200 200"),
+    Operation("GET", "/livez", "liveness: the process answers (200 while draining too)", ANYONE,
+              {200: "alive"},
+              development="200 200 200 200 200 200 200", production="200 200 200 200 200 200 200"),
+    Operation("GET", "/readyz", "readiness: whether to route new requests here", ANYONE,
+              {200: "ready", 503: "draining"},
+              development="200 200 200 200 200 200 200", production="200 200 200 200 200 200 200"),
     Operation("GET", "/openapi.json", "this document", ANYONE, {200: "the OpenAPI document"},
               development="200 200 200 200 200 200 200", production="200 200 200 200 200 200 200"),
     Operation("POST", "/api/sessions", "create a session", "anyone for an anonymous session; a named learner "

@@ -80,6 +80,8 @@ async def world(mode: str) -> AsyncIterator[tuple[Served, dict[str, str | None],
         sid = asha["session_id"]
         calls: dict[tuple[str, str], Any] = {
             ("GET", "/health"): "/health",
+            ("GET", "/livez"): "/livez",
+            ("GET", "/readyz"): "/readyz",
             ("GET", "/openapi.json"): "/openapi.json",
             ("POST", "/api/sessions"): ("/api/sessions", {"learner_id": "asha"}),
             ("GET", "/api/sessions/{session_id}"): f"/api/sessions/{sid}",

@@ -307,6 +307,27 @@ async def test_health() -> None:
         assert body["sessions"]["live"] == 1 and body["connections"] == 0
 
 
+async def test_a_single_node_is_alive_and_ready_and_samvad_drain_says_it_is_not_clustered(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """/livez and /readyz (a pod's probes, deploy/helm/samvad) on a node outside a cluster; a node that
+    drains answers /readyz 503 and /livez 200 (tests/test_helm_loopback.py)."""
+    from server.cli import main
+
+    async with running_server() as served:
+        async with httpx.AsyncClient(base_url=served.base_url) as http:
+            live, ready = await http.get("/livez"), await http.get("/readyz")
+        assert (live.status_code, live.json()) == (200, {"status": "alive"})
+        assert (ready.status_code, ready.json()) == (200, {"status": "ready"})
+        # The preStop command: a node outside a cluster has nothing to drain, and the hook says so.
+        code = await asyncio.to_thread(main, ["drain", "--url", served.base_url])
+        assert code == 1 and "409" in capsys.readouterr().err
+    with socket.socket() as probe:  # and with nobody listening, it fails rather than hangs
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    assert await asyncio.to_thread(main, ["drain", "--url", f"http://127.0.0.1:{closed}"]) == 1
+    assert "drain failed" in capsys.readouterr().err
+
+
 async def test_session_creation_validates_its_body() -> None:
     async with running_server() as served:
         async with httpx.AsyncClient(base_url=served.base_url) as http:
