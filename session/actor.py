@@ -46,9 +46,10 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from schemas.errors import CloseCode
+from schemas.errors import CloseCode, ErrorCode
 from schemas.frames import Reply
 from session import commands, fanout, memory, playback, resume, scene, silence, turns
+from session.admission import AfterEnd, admission
 from session.commands import ActorCommands
 from session.mailbox import Mailbox
 from session.messages import (
@@ -304,11 +305,28 @@ class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
     def _on_frame(self, message: Frame) -> None:
         self._frames_queued -= 1
         self.last_activity = message.received_at
-        FRAME_HANDLERS[type(message.frame)](self, message)
+        self._apply_queued(message)
 
     def _apply_queued(self, message: Frame) -> None:
-        """Apply a frame that waited behind a turn in flight (its bookkeeping was done on arrival)."""
-        FRAME_HANDLERS[type(message.frame)](self, message)
+        """Admit a frame and apply it (on arrival, or when the turn it waited behind is answered).
+
+        The admission steps, in the one order every frame goes through (session/admission.py)."""
+        conn, frame = message.conn, message.frame
+        row = admission(frame)
+        if row.idempotent and frame.id is not None and self._duplicate(conn, frame.id):
+            return
+        refused = row.refusal(frame)
+        if refused is not None:
+            self._error(conn, refused[0], refused[1], frame.id)
+            return
+        if row.after_end is AfterEnd.REFUSE and self.negotiation.is_terminal:
+            self._error(conn, ErrorCode.SESSION_ENDED, "the negotiation is over", frame.id)
+            return
+        if row.needs_room and frame.id is not None and not self._mirror_has_room(conn, frame.id):
+            return
+        if row.waits_behind_turn(frame) and self._queue_behind_turn(message):
+            return
+        FRAME_HANDLERS[type(frame)](self, message)
 
 
 # ---------------------------------------------------------------------------- dispatch

@@ -32,6 +32,7 @@ from schemas.codec import Envelope
 from schemas.enums import Outcome
 from schemas.errors import ErrorCode
 from schemas.frames import CommandFrame, Repeat, Undone
+from session.admission import COMMANDS
 from session.changes import HintGiven, Repeated
 from session.coaching import MAX_UNDO
 from session.ending import end_now
@@ -41,7 +42,6 @@ from session.turns import ActorTurns
 
 __all__ = ["COMMANDS", "FRAME_HANDLERS", "ActorCommands"]
 
-COMMANDS = ("hint", "repeat", "undo", "stop")
 
 
 class ActorCommands(ActorTurns):
@@ -51,20 +51,6 @@ class ActorCommands(ActorTurns):
     def _on_command(self, message: Frame) -> None:
         frame = message.frame
         assert isinstance(frame, CommandFrame)
-        if self._duplicate(message.conn, frame.id):
-            return
-        if frame.name not in COMMANDS:
-            self._error(message.conn, ErrorCode.UNKNOWN_COMMAND,
-                        f"unknown command {frame.name[:32]!r}; this server knows {', '.join(COMMANDS)}", frame.id)
-            return
-        negotiation = self.negotiation
-        if negotiation.is_terminal:
-            self._error(message.conn, ErrorCode.SESSION_ENDED, "the negotiation is over", frame.id)
-            return
-        if not self._mirror_has_room(message.conn, frame.id):
-            return
-        if frame.name in ("hint", "undo") and self._queue_behind_turn(message):
-            return
         if frame.name == "hint":
             self._hint(message, frame)
         elif frame.name == "repeat":

@@ -70,12 +70,7 @@ class ActorPlayback(ActorSilence):
     def _on_playback(self, message: Frame) -> None:
         frame = message.frame
         assert isinstance(frame, PlaybackFrame)
-        if self._duplicate(message.conn, frame.id):
-            return
         negotiation = self.negotiation
-        if negotiation.is_terminal:
-            self._error(message.conn, ErrorCode.SESSION_ENDED, "the negotiation is over", frame.id)
-            return
         record = next((h for h in reversed(negotiation.history) if h.role == "vendor" and h.turn == frame.turn), None)
         if record is None:
             self._error(message.conn, ErrorCode.UNKNOWN_TURN,
@@ -85,8 +80,6 @@ class ActorPlayback(ActorSilence):
             self._error(message.conn, ErrorCode.HEARD_OUT_OF_RANGE,
                         f"heard_chars {frame.heard_chars} is beyond the reply's {len(record.text)} characters",
                         frame.id)
-            return
-        if not self._mirror_has_room(message.conn, frame.id):
             return
         latest = record is negotiation.history[-1] and self._thinking is None and not negotiation.is_terminal
         quote_unbound, unbound_to = (unheard_quote(negotiation, record, frame.heard_chars)

@@ -14,7 +14,6 @@ merges into its dispatch table (`session/actor.py`). A new command (a hint, a re
 
 from __future__ import annotations
 
-from schemas.errors import ErrorCode
 from schemas.frames import SceneFrame
 from session.fanout import ActorFanout
 from session.messages import ClientFrame, Frame, Handler
@@ -26,13 +25,6 @@ class ActorScene(ActorFanout):
     def _on_scene(self, message: Frame) -> None:
         frame = message.frame
         assert isinstance(frame, SceneFrame)
-        if self._duplicate(message.conn, frame.id):
-            return
-        if self.negotiation.is_terminal:
-            self._error(message.conn, ErrorCode.SESSION_ENDED, "the negotiation is over", frame.id)
-            return
-        if not self._mirror_has_room(message.conn, frame.id):
-            return
         self.negotiation.apply_scene(
             object_grabbed=frame.object_grabbed,
             input_language=frame.input_language,

@@ -32,7 +32,6 @@ from collections.abc import Callable
 
 from schemas.codec import Envelope
 from schemas.enums import Outcome
-from schemas.errors import ErrorCode
 from schemas.frames import Reply, ServerEvent, SilenceFrame
 from schemas.lines import say
 from session.changes import Nudged, WelcomedBack
@@ -138,13 +137,6 @@ class ActorSilence(ActorFanout):
     def _on_silence_frame(self, message: Frame) -> None:
         frame = message.frame
         assert isinstance(frame, SilenceFrame)
-        if self._duplicate(message.conn, frame.id) or not self._mirror_has_room(message.conn, frame.id):
-            return
-        if self.negotiation.is_terminal:
-            self._error(message.conn, ErrorCode.SESSION_ENDED, "the negotiation is over", frame.id)
-            return
-        if self._queue_behind_turn(message):
-            return
         self._timeout(message, frame.id)
 
     def _queue_behind_turn(self, message: Frame) -> bool:

@@ -127,10 +127,6 @@ class ActorTurns(ActorSilence, ActorMemory):
             if self._thinking is None and self._silence_due is not None:
                 self._listen(extended=True)  # the learner is mid-sentence
             return  # partial speech never changes state
-        if self._duplicate(message.conn, frame.id):
-            return
-        if not self._mirror_has_room(message.conn, frame.id):
-            return
         if self.negotiation.is_terminal:
             reply = self.negotiation.closing_reply(frame.id, message.received_at, frame.text.strip())
             self._answer_without_a_turn(message, reply)
@@ -139,8 +135,6 @@ class ActorTurns(ActorSilence, ActorMemory):
             reply = clarify_reply(self.negotiation, frame.id, frame.text.strip(), message.received_at,
                                   frame.confidence)
             self._answer_without_a_turn(message, reply)
-            return
-        if self._queue_behind_turn(message):
             return
         self._begin(message)
 
@@ -306,14 +300,19 @@ class ActorTurns(ActorSilence, ActorMemory):
         self._changed()
         self._remember()  # the running summary, if due: in the background, never waited for
         if self._waiting:
+            self._run_waiting()
+        else:
+            self._listen()
+
+    def _run_waiting(self) -> None:
+        """Apply the frames that waited behind the turn just answered, in order, until one starts a turn."""
+        while self._waiting and self._thinking is None:
             nxt = self._waiting.popleft()
             if self._waiting_ids is not None:
                 self._waiting_ids.discard(nxt.frame.id)
             if not self._waiting:
                 self._waiting = self._waiting_ids = None
             self._apply_queued(nxt)
-        else:
-            self._listen()
 
     def _log_turn(self, reply: Reply, outcome: TurnOutcome, result: BrainResult) -> None:
         if not (outcome.overrides or outcome.rewrites or result.fallback) and not log.isEnabledFor(logging.INFO):
