@@ -7,9 +7,9 @@ reader is dropped (its queue is bounded), so no spectator can delay the player. 
 wait until the mirror says the change is durable, which is what lets a client that re-sends every
 unacknowledged frame after a crash lose nothing.
 
-The loop. An actor runs either in a task of its own (`run`) or, in a registry, driven by the
-registry's dispatcher (`attach`, then `drain` whenever it has mail), so that an idle session
-holds no task; both apply the same messages in the same order. `_process` handles `Stop` itself,
+The loop. An actor runs driven by its registry's dispatcher (`attach`, then `drain` whenever it
+has mail), so that an idle session holds no task. Tests drive it the same way (`tests/fakes.py`,
+`hosted`): there is no second loop for them to test instead. `_process` handles `Stop` itself,
 since it decides whether the loop goes on, and hands every other message to its handler in
 `MESSAGE_HANDLERS`, looked up by the message's exact type. A client frame (`Frame`) goes through
 `_on_frame`, which does the bookkeeping every frame needs and hands it on to `FRAME_HANDLERS`, by
@@ -187,33 +187,8 @@ class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
 
     # ------------------------------------------------------------------ the loop
 
-    async def run(self) -> None:
-        """Process the inbox in this task until `stop()`; cancelling instead leaves the actor restartable.
-
-        A registry does not use this: it `attach`es its actors, so that an idle session holds no
-        task (see `drain`). Both ways apply the same messages in the same order.
-        """
-        self.running = True
-        stopped = False
-        try:
-            async with anyio.create_task_group() as tg:
-                self._tg = tg
-                self._resume_pending()
-                receive = self._inbox.receive
-                while True:
-                    try:
-                        message = await receive()
-                    except anyio.EndOfStream:
-                        break
-                    if not self._process(message):
-                        stopped = True
-                        tg.cancel_scope.cancel()
-                        break
-        finally:
-            self._release(stopped)
-
     def attach(self, tg: TaskGroup, wake: Callable[[SessionActor], None]) -> None:
-        """Be driven by a dispatcher instead of `run`.
+        """Be driven by a dispatcher: the registry's (session/registry.py), the one way an actor runs.
 
         Posting a message calls `wake(self)` (once until the dispatcher calls `drain`), and the
         brain is called in tasks of `tg`. `detach` undoes this; cancelling `tg` must come with it.
@@ -288,7 +263,7 @@ class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
         nothing queued before it and a dispatcher driving the actor, the message is applied at
         once, as the dispatcher would have done one loop pass later (issue #14: each delta of a
         streamed reply, and each learner's frame, was a wake-up of the dispatcher). A message
-        posted from inside a drain, or while the actor runs in its own task, is queued.
+        posted from inside a drain, or while no dispatcher drives the actor, is queued.
         """
         inbox = self._inbox
         if self._wake is None or self._scheduled or len(inbox) or inbox.closed:

@@ -132,6 +132,10 @@ class SessionRegistry:
         for actor in self._actors.values():
             actor.close_connections(code, reason)
 
+    def host(self, actor: SessionActor) -> None:
+        """Drive an actor made elsewhere, as this registry's own (tests build one by hand)."""
+        self._start(actor)
+
     def _start(self, actor: SessionActor) -> None:
         if self._tg is None:
             raise RuntimeError("the registry is not running")

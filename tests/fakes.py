@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 import anyio
+import anyio.lowlevel
 import orjson
 
 from schemas.brain import BrainRequest, BrainResult, DeltaSink, Ledger
 from schemas.codec import Envelope, WireFormat
 from schemas.decision import AIDecision
 from schemas.enums import Mood, Stage
+from session.actor import SessionActor
 from session.changes import Change
+from session.registry import SessionRegistry
 
 Script = Callable[[BrainRequest], AIDecision]
 
@@ -113,3 +117,19 @@ class DeferredMirror:
         for sid, version in self.durable.items():
             for callback in self._callbacks:
                 callback(sid, version)
+
+
+@asynccontextmanager
+async def hosted(actor: SessionActor) -> AsyncIterator[SessionActor]:
+    """`actor` driven as the server drives every session: attached to a running registry's
+    dispatcher, which drains it whenever it has mail. Stopped on the way out."""
+    registry = SessionRegistry(actor.brain, actor.mirror)
+    async with anyio.create_task_group() as tg:
+        await tg.start(registry.run)
+        registry.host(actor)
+        try:
+            yield actor
+        finally:
+            actor.stop()
+            await anyio.lowlevel.checkpoint()  # the dispatcher applies the stop
+            tg.cancel_scope.cancel()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import anyio
@@ -17,7 +17,7 @@ from session.mirror import MemoryMirror
 from session.negotiation import Negotiation
 from session.protocols import Mirror
 from session.registry import SessionRegistry
-from tests.fakes import DeferredMirror, FakeConnection, ScriptedBrain, decision
+from tests.fakes import DeferredMirror, FakeConnection, ScriptedBrain, decision, hosted
 
 pytestmark = pytest.mark.anyio
 
@@ -26,35 +26,15 @@ def transcript(fid: str, text: str = "hello", final: bool = True) -> TranscriptF
     return TranscriptFrame(type="transcript", id=fid, text=text, final=final)
 
 
-MODE = "task"
-
-
-@pytest.fixture(autouse=True, params=["task", "dispatched"])
-def actor_mode(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Every test here runs twice: the actor in its own task (`run`), and attached to a registry
-    whose dispatcher drains it (as the server runs it). Both must behave the same."""
-    global MODE
-    MODE = request.param
-    yield MODE
-    MODE = "task"
-
-
 @asynccontextmanager
 async def running(brain: object, mirror: Mirror | None = None, **limits: object) -> AsyncIterator[SessionActor]:
+    """An actor as the server runs it: attached to a registry whose dispatcher drains it (the only
+    way an actor runs; there is no loop of its own to test instead)."""
     negotiation = Negotiation(session_id="s1", scenario_name="jaipur-bazaar", created_at=0.0)
     mirror = mirror or MemoryMirror()
     actor = SessionActor(negotiation, brain, mirror, limits=ActorLimits(**limits))  # type: ignore[arg-type]
-    async with anyio.create_task_group() as tg:
-        if MODE == "task":
-            tg.start_soon(actor.run)
-            yield actor
-            actor.stop()
-        else:
-            registry = SessionRegistry(brain, mirror)  # type: ignore[arg-type]
-            await tg.start(registry.run)
-            registry._start(actor)
-            yield actor
-            tg.cancel_scope.cancel()
+    async with hosted(actor):
+        yield actor
 
 
 async def until(condition: Callable[[], bool], limit: float = 3.0) -> None:
@@ -324,7 +304,7 @@ async def test_a_dispatched_actor_applies_a_frame_with_nothing_before_it_at_once
         assert actor.submit(player, transcript("t0"))
         # Dispatched, the turn has begun before `submit` returns; in its own task, the actor
         # takes the frame on its next pass.
-        assert actor.statistics()["thinking"] is (MODE == "dispatched")
+        assert actor.statistics()["thinking"] is True
         await until(lambda: actor.statistics()["thinking"])
 
 

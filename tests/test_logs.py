@@ -17,7 +17,7 @@ from server.logs import configure_logging
 from session.actor import SessionActor
 from session.mirror import MemoryMirror
 from session.negotiation import Negotiation
-from tests.fakes import FakeConnection, ScriptedBrain, decision
+from tests.fakes import FakeConnection, ScriptedBrain, decision, hosted
 from tests.servers import client, close_code, create, server_process
 
 pytestmark = pytest.mark.anyio
@@ -33,8 +33,7 @@ async def test_turn_and_override_records() -> None:
         actor = SessionActor(Negotiation(session_id="log-1", scenario_name="jaipur-bazaar", created_at=0.0),
                              brain, MemoryMirror())
         player = FakeConnection()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(actor.run)
+        async with hosted(actor):
             actor.connect(player)
             actor.submit(player, TranscriptFrame(type="transcript", id="t1", text="hi"))
             with anyio.fail_after(3):

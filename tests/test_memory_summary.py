@@ -26,7 +26,7 @@ from session.mirror import MemoryMirror
 from session.negotiation import Negotiation
 from session.rules import Limits
 from session.summary import SUMMARY_MAX_CHARS, Memory, facts
-from tests.fakes import FakeConnection, ScriptedBrain, decision
+from tests.fakes import FakeConnection, ScriptedBrain, decision, hosted
 from tests.llm_support import FAST
 from tests.openai_server import Behaviour, FakeOpenAI, reply, status
 
@@ -69,10 +69,8 @@ async def running(brain: object, mirror: MemoryMirror | None = None) -> AsyncIte
     negotiation = Negotiation(session_id="s1", scenario_name="jaipur-bazaar", created_at=0.0,
                               limits=Limits(max_turns=60, wrap_up_after=59))
     actor = SessionActor(negotiation, brain, mirror or RecordingMirror())  # type: ignore[arg-type]
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(actor.run)
+    async with hosted(actor):
         yield actor
-        actor.stop()
 
 
 async def until(condition: Callable[[], bool], limit: float = 5.0) -> None:

@@ -31,7 +31,7 @@ from session.mirror import MemoryMirror
 from session.negotiation import Negotiation
 from session.spoken import PriceRule, ReplyGate, speakable, spoken
 from session.wording import speech_numbers
-from tests.fakes import FakeConnection
+from tests.fakes import FakeConnection, hosted
 from voice.speaker import Speaker
 
 NUMBERS, PRICES = speech_numbers("jaipur-bazaar")
@@ -274,10 +274,8 @@ async def haggling_actor(brain: Any) -> AsyncIterator[SessionActor]:
     negotiation.quotes = {"Tomato": 60}
     negotiation.first_quotes = {"Tomato": 80}
     actor = SessionActor(negotiation, brain, MemoryMirror(), limits=ActorLimits())
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(actor.run)
+    async with hosted(actor):
         yield actor
-        actor.stop()
 
 
 def answered(player: FakeConnection) -> list[dict[str, object]]:

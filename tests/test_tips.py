@@ -18,7 +18,7 @@ from session.actor import SessionActor
 from session.changes import VendorTurnTaken
 from session.negotiation import Negotiation
 from session.protocols import TipSource
-from tests.fakes import DeferredMirror, FakeConnection, ScriptedBrain, decision
+from tests.fakes import DeferredMirror, FakeConnection, ScriptedBrain, decision, hosted
 
 pytestmark = pytest.mark.anyio
 
@@ -32,10 +32,8 @@ async def running(brain: object, tips: TipSource | None = LIBRARY,
     actor = SessionActor(negotiation, brain, mirror or DeferredMirror(), tips=tips)  # type: ignore[arg-type]
     if mirror is None:
         actor.mirror.room = 1_000_000  # type: ignore[attr-defined]
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(actor.run)
+    async with hosted(actor):
         yield actor
-        actor.stop()
 
 
 async def until(condition: Callable[[], bool], limit: float = 3.0) -> None:
