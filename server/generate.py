@@ -15,7 +15,8 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from schemas.enums import LanguageCode, Stage
-from schemas.frames import Reply, SceneFrame, TranscriptFrame
+from schemas.frames import SceneFrame, TranscriptFrame
+from session.actor import SessionBusy, SessionStopped
 from session.registry import SessionRegistry
 
 TURN_TIMEOUT_S = 60.0
@@ -61,21 +62,13 @@ async def generate_with(
                                       input_language=scene.input_language,
                                       target_language=scene.target_language))
     frame = TranscriptFrame(type="transcript", id=f"lib-{uuid.uuid4().hex[:20]}", text=transcribed_text)
-    done = anyio.Event()
-    replies: list[Reply | None] = []
-
-    def resolved(reply: Reply | None) -> None:
-        replies.append(reply)
-        done.set()
-
-    actor.wait_turn(frame.id, resolved)
-    if not actor.submit(None, frame, rag_context=rag_context or "", context_block=context_block or ""):
-        raise GenerateError("the session is busy; retry shortly")
-    with anyio.fail_after(TURN_TIMEOUT_S):
-        await done.wait()
-    reply = replies[0]
-    if reply is None:
-        raise RuntimeError("the session stopped before answering")
+    try:
+        reply = await actor.reply_to(frame, within=TURN_TIMEOUT_S, rag_context=rag_context or "",
+                                     context_block=context_block or "")
+    except SessionBusy as exc:
+        raise GenerateError(str(exc)) from None
+    except SessionStopped as exc:
+        raise RuntimeError(str(exc)) from None
     return {
         "reply_text": reply.text,
         "happiness_score": reply.happiness_score,

@@ -42,8 +42,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from schemas.enums import LanguageCode
-from schemas.frames import Reply, SceneFrame, TranscriptFrame
+from schemas.frames import SceneFrame, TranscriptFrame
 from server.services import Services, bearer, error_response
+from session.actor import SessionBusy, SessionStopped
 from session.registry import CapacityError
 from voice.audio import decode_clip, duration_ms, wav_bytes
 from voice.errors import AudioRejected, SpeechServiceError
@@ -168,20 +169,11 @@ async def unity_turn(request: Request) -> JSONResponse:
         confidence = 0.0  # nothing recognised: the vendor asks to hear it again
     frame = TranscriptFrame(type="transcript", id=f"u-{_nonce()}", text=text, confidence=confidence,
                             language=input_language)
-    done = anyio.Event()
-    replies: list[Reply | None] = []
-
-    def resolved(reply: Reply | None) -> None:
-        replies.append(reply)
-        done.set()
-
-    actor.wait_turn(frame.id, resolved)
-    if not actor.submit(None, frame):
-        return error_response(429, "rate_limited", "the session is busy; retry shortly")
-    with anyio.move_on_after(TURN_TIMEOUT_S):
-        await done.wait()
-    reply = replies[0] if replies else None
-    if reply is None:
+    try:
+        reply = await actor.reply_to(frame, within=TURN_TIMEOUT_S)
+    except SessionBusy as exc:
+        return error_response(429, "rate_limited", str(exc))
+    except (SessionStopped, TimeoutError):
         return error_response(503, "unavailable", "the session stopped before answering")
     english_target = reply_language_is_english(target_language)
     answer: dict[str, Any] = {

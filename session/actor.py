@@ -47,7 +47,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from schemas.errors import CloseCode, ErrorCode
-from schemas.frames import Reply
+from schemas.frames import Reply, TranscriptFrame
 from session import commands, fanout, memory, playback, resume, scene, silence, turns
 from session.admission import AfterEnd, admission
 from session.commands import ActorCommands
@@ -71,9 +71,17 @@ from session.scene import ActorScene
 from session.timers import SilenceTimers
 from session.turns import FALLBACK_LINE
 
-__all__ = ["FALLBACK_LINE", "ActorLimits", "SessionActor"]
+__all__ = ["FALLBACK_LINE", "ActorLimits", "SessionActor", "SessionBusy", "SessionStopped"]
 
 log = logging.getLogger("samvad.session")
+
+
+class SessionBusy(Exception):
+    """The session holds all the frames it may; the caller retries shortly (`rate_limited`)."""
+
+
+class SessionStopped(Exception):
+    """The actor stopped before answering."""
 
 
 class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
@@ -169,6 +177,32 @@ class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
     def wait_turn(self, client_id: str, callback: Callable[[Reply | None], None]) -> None:
         """Call `callback` with the reply to frame `client_id` (None if the actor stops first)."""
         self._turn_waiters.setdefault(client_id, []).append(callback)
+
+    async def reply_to(self, frame: TranscriptFrame, *, within: float, **extra: str) -> Reply:
+        """Submit `frame` for a caller with no socket (the library interface, `POST /api/test`) and
+        wait for the reply to it. Raises `SessionBusy` when the session holds all the frames it may
+        (`rate_limited`), `SessionStopped` when the actor stops first, and TimeoutError after `within`."""
+        done = anyio.Event()
+        replies: list[Reply | None] = []
+
+        def resolved(reply: Reply | None) -> None:
+            replies.append(reply)
+            done.set()
+
+        self.wait_turn(frame.id, resolved)  # before submitting: an instant brain answers within it
+        if not self.submit(None, frame, **extra):
+            callbacks = self._turn_waiters.get(frame.id, [])
+            if resolved in callbacks:
+                callbacks.remove(resolved)
+            if not callbacks:
+                self._turn_waiters.pop(frame.id, None)
+            raise SessionBusy("the session is busy; retry shortly")
+        with anyio.fail_after(within):
+            await done.wait()
+        reply = replies[0]
+        if reply is None:
+            raise SessionStopped("the session stopped before answering")
+        return reply
 
     @property
     def busy(self) -> bool:
