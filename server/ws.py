@@ -1,7 +1,10 @@
 """The WebSocket endpoint: authenticate, pick the wire format, then pump frames both ways.
 
 Each connection has a reader (this handler) and a `WsConnection` (`server/connection.py`) that the
-session actor writes to without waiting. One timer for all of them closes the idle ones.
+session actor writes to without waiting. One timer for all of them closes the idle ones. The reader
+rate-limits and decodes each frame, then looks up what to do with it in one table (`EDGE`, by the
+frame's type): whether a spectator may send it, and its handler (a pong, audio for the voice, and
+the session's frames to the actor).
 """
 
 from __future__ import annotations
@@ -9,8 +12,9 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -19,12 +23,23 @@ from starlette.websockets import WebSocket
 from schemas.codec import Envelope, FrameError, WireFormat, decode_frame
 from schemas.enums import Role
 from schemas.errors import CloseCode, ErrorCode
-from schemas.frames import AudioFrame, PingFrame, PlaybackFrame, Pong, ResumeFrame
+from schemas.frames import (
+    AudioFrame,
+    CommandFrame,
+    PingFrame,
+    PlaybackFrame,
+    Pong,
+    ResumeFrame,
+    SceneFrame,
+    SilenceFrame,
+    TranscriptFrame,
+)
 from server.auth import TokenError
+from server.config import Settings
 from server.connection import TokenBucket, WsConnection
 from server.services import Services
 from server.voice import VoiceConnection, wants_speech
-from session.messages import CLIENT_FRAMES
+from session.messages import ClientFrame
 from session.protocols import MirrorUnavailable
 
 if TYPE_CHECKING:
@@ -211,24 +226,58 @@ async def _read(websocket: WebSocket, conn: WsConnection, actor: SessionActor,
         except FrameError as exc:
             conn.error(exc.code, exc.message, exc.frame_id)
             continue
-        if isinstance(frame, PingFrame):
-            conn.send_nowait(Envelope(Pong(session_id=conn.session_id, id=frame.id, t=frame.t)))
-            continue
-        if not isinstance(frame, ResumeFrame) and conn.role != Role.PLAYER.value:
+        row = EDGE[type(frame)]
+        decoded: Any = frame  # one of the table's types: each has its wire `type` and its `id`
+        if not row.spectators and conn.role != Role.PLAYER.value:
             # Only `resume` and `ping` are a spectator's: everything else speaks for the learner.
-            conn.error(ErrorCode.FORBIDDEN,
-                       f"a {conn.role} connection may not send {getattr(frame, 'type', '?')}",
-                       getattr(frame, "id", None))
+            conn.error(ErrorCode.FORBIDDEN, f"a {conn.role} connection may not send {decoded.type}", decoded.id)
             continue
-        if isinstance(frame, AudioFrame):
-            if isinstance(conn, VoiceConnection):
-                conn.on_audio(frame, settings)
-            else:
-                conn.error(ErrorCode.SPEECH_UNAVAILABLE, "this server has no speech backends; send "
-                           "transcript frames", frame.id)
-            continue
-        if isinstance(frame, PlaybackFrame) and isinstance(conn, VoiceConnection):
-            conn.on_playback(frame)  # a barge-in stops the vendor's voice at once
-        assert isinstance(frame, CLIENT_FRAMES)
-        if not actor.submit(conn, frame):
-            conn.error(ErrorCode.RATE_LIMITED, "the session is busy; retry shortly", frame.id)
+        row.handle(conn, decoded, actor, settings)
+
+
+# ---------------------------------------------------------------------------- the edge's table
+
+
+def _pong(conn: WsConnection, frame: PingFrame, actor: SessionActor, settings: Settings) -> None:
+    conn.send_nowait(Envelope(Pong(session_id=conn.session_id, id=frame.id, t=frame.t)))
+
+
+def _submit(conn: WsConnection, frame: ClientFrame, actor: SessionActor, settings: Settings) -> None:
+    if not actor.submit(conn, frame):
+        conn.error(ErrorCode.RATE_LIMITED, "the session is busy; retry shortly", frame.id)
+
+
+def _audio(conn: WsConnection, frame: AudioFrame, actor: SessionActor, settings: Settings) -> None:
+    if isinstance(conn, VoiceConnection):
+        conn.on_audio(frame, settings)
+    else:
+        conn.error(ErrorCode.SPEECH_UNAVAILABLE, "this server has no speech backends; send transcript frames",
+                   frame.id)
+
+
+def _playback(conn: WsConnection, frame: PlaybackFrame, actor: SessionActor, settings: Settings) -> None:
+    if isinstance(conn, VoiceConnection):
+        conn.on_playback(frame)  # a barge-in stops the vendor's voice at once
+    _submit(conn, frame, actor, settings)
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeRow:
+    """What the socket's reader does with one frame type: whether a spectator may send it, and the
+    function that takes it (the session's frames go on to the actor, `SessionActor.submit`)."""
+
+    spectators: bool
+    handle: Callable[[WsConnection, Any, SessionActor, Settings], None]
+
+
+# Every frame the codec decodes (`schemas.codec.decode_frame`), by its exact type.
+EDGE: dict[type[Any], EdgeRow] = {
+    PingFrame: EdgeRow(spectators=True, handle=_pong),
+    ResumeFrame: EdgeRow(spectators=True, handle=_submit),
+    TranscriptFrame: EdgeRow(spectators=False, handle=_submit),
+    SceneFrame: EdgeRow(spectators=False, handle=_submit),
+    CommandFrame: EdgeRow(spectators=False, handle=_submit),
+    SilenceFrame: EdgeRow(spectators=False, handle=_submit),
+    PlaybackFrame: EdgeRow(spectators=False, handle=_playback),
+    AudioFrame: EdgeRow(spectators=False, handle=_audio),
+}
