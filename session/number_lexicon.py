@@ -11,6 +11,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from functools import lru_cache
 
 from schemas.numbers import NumberWords, number_words, number_words_files
@@ -196,9 +197,12 @@ def _build(files: tuple[str, ...]) -> NumberLexicon:
             add(key, "ordinal", lang, g)
         for key, role in data.prefixes.items():
             prefixes[norm(key)] = role
-        for category in ("offer_cues", "offer_cues_after", "less_after", "less_before", "rate_words",
-                         "each_words", "range_words", "either_words", "for_words"):
-            for key in getattr(data, category):
+        cues = {"offer_cues": data.offer_cues, "offer_cues_after": data.offer_cues_after,
+                "less_after": data.less_after, "less_before": data.less_before, "rate_words": data.rate_words,
+                "each_words": data.each_words, "range_words": data.range_words,
+                "either_words": data.either_words, "for_words": data.for_words}
+        for category, keys in cues.items():
+            for key in keys:
                 add(key, category, lang, g)
                 if g and not key.isascii():
                     glued_cues.setdefault(category, set()).add(norm(key))
@@ -240,7 +244,7 @@ def number_lexicon(languages: Iterable[str]) -> NumberLexicon:
     Each code finds its data file by its full name or its first part; a code with no file adds
     nothing (digits and signs are always read). English is always included: every pack's learners
     may fall back on it."""
-    return _lexicon_for(tuple(str(getattr(code, "value", code)) for code in languages))
+    return _lexicon_for(tuple(code.value if isinstance(code, Enum) else str(code) for code in languages))
 
 
 @lru_cache(maxsize=64)

@@ -85,3 +85,7 @@ class Mirror(Protocol):
     def subscribe_durable(self, callback: Callable[[str, int], None]) -> None:
         """Call `callback(session_id, version)` whenever more of a session becomes durable."""
         ...
+
+    def forget(self, session_id: str) -> None:
+        """Let go of what is kept for a session that is gone from memory (an erased learner's)."""
+        ...

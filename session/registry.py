@@ -249,9 +249,7 @@ class SessionRegistry:
         if actor is None:
             return False
         actor.stop(code, reason)
-        forget = getattr(self.mirror, "forget", None)
-        if forget is not None:
-            forget(session_id)
+        self.mirror.forget(session_id)
         return True
 
     def actors(self) -> list[SessionActor]:

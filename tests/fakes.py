@@ -111,6 +111,9 @@ class DeferredMirror:
     def subscribe_durable(self, callback: Callable[[str, int], None]) -> None:
         self._callbacks.append(callback)
 
+    def forget(self, session_id: str) -> None:
+        self.durable.pop(session_id, None)
+
     def flush(self) -> None:
         for change in self.changes:
             self.durable[change.session_id] = max(self.durable.get(change.session_id, 0), change.version)

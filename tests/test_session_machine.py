@@ -67,6 +67,9 @@ class RecordingMirror:
     def subscribe_durable(self, callback: Callable[[str, int], None]) -> None:
         """Never needed: every change is durable on arrival."""
 
+    def forget(self, session_id: str) -> None:
+        """Nothing is kept per session but the record, which the test reads."""
+
 
 def folded(changes: list[Change]) -> Negotiation:
     """The session as its changes say, from the first."""
