@@ -2,9 +2,12 @@
 
 The pure core (synchronous: no await, no sockets, no clock reads):
 
-- `negotiation`: `Negotiation`, one session's authoritative state; inputs in, state and events out.
+- `core`: `SessionCore`, one session's state, and the views read off it (the summary, the snapshot).
+- `negotiation`: `Negotiation`, the machine around that state: each decision said as a change,
+  committed, and the events it makes.
 - `changes`: the session's changes, one frozen class per kind: what the machine decided.
 - `fold`: `apply`, the one function that applies a change, to the live session and the mirror's copy.
+- `admission`: the steps every client frame passes before its handler, one row per frame type.
 - `rules`: the rules engine; every stage and happiness rule, the transition table, `validate`.
 - `offers`: finding the learner's price offer in a transcript, and judging it against the quote.
 - `records`: the history's records: a line of the conversation, a turn in flight, a turn's outcome.
@@ -14,6 +17,8 @@ The pure core (synchronous: no await, no sockets, no clock reads):
   time as they stream (`ReplyGate`), or whole.
 - `wording`: the ruling on what a turn's words may say (which prices), from the negotiation's facts.
 - `numbers`: every number in a line, in the pack's languages, with where it stands.
+- `number_tokens`, `number_lexicon`: the number reader's tokens, and its words in every pack's
+  languages (from `schemas/data/numbers/`).
 - `coaching`: the learner's hints, repeats, undos, silences and unclear turns; undo's checkpoints.
 - `hints`: the `hint` command's content from the state and the scenario pack.
 - `ending`: ending a session outside a turn (stopped, timed out).
