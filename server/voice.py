@@ -32,9 +32,10 @@ from server.config import Settings, SttChoice, TtsChoice
 from server.connection import WsConnection
 from voice.audio import BYTES_PER_SECOND_IN, decode_clip, duration_ms, levels
 from voice.errors import AudioRejected, SpeechServiceError
+from voice.lipsync import LipSync, lipsync_factory
 from voice.speaker import Speaker
 from voice.stt import SpeechToText, Transcription
-from voice.tts import TextToSpeech
+from voice.tts import EspeakTts, TextToSpeech
 
 if TYPE_CHECKING:
     from session.actor import SessionActor
@@ -51,6 +52,7 @@ class Voice:
     tts: TextToSpeech | None
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     by_sentence: bool = True  # TTS_BY_SENTENCE
+    lipsync: Callable[[], LipSync] | None = None  # each connection's viseme maker (voice/lipsync.py)
 
     def health(self) -> dict[str, Any]:
         answer: dict[str, Any] = {"stt": self.stt.name if self.stt else None,
@@ -86,16 +88,31 @@ def build_voice(settings: Settings) -> Voice:
         from voice.stt import PocketsphinxStt
 
         stt = PocketsphinxStt()
+    espeak = _espeak()
     if tts_kind is TtsChoice.ESPEAK:
-        from voice.tts import EspeakTts, espeak_available
-
-        binary = espeak_available()
-        if binary is None:
+        if espeak is None:
             raise RuntimeError("TTS=espeak but espeak-ng is not installed (apt-get install espeak-ng)")
-        tts = EspeakTts(binary)
+        tts = espeak
     voice.stt, voice.tts = stt, tts
+    if tts is not None:
+        voice.lipsync = lipsync_factory(tts, espeak)
     voice.by_sentence = settings.TTS_BY_SENTENCE
     return voice
+
+
+def _espeak() -> EspeakTts | None:
+    """espeak-ng's library: the embedded voice, and the silent pass that times another voice's visemes."""
+    from voice.errors import SpeechServiceError
+    from voice.espeak_lib import shared_espeak
+    from voice.tts import EspeakTts, espeak_available
+
+    if espeak_available() is None:
+        return None
+    try:
+        return EspeakTts(shared_espeak())
+    except SpeechServiceError as exc:
+        log.warning("espeak-ng's library did not start: %s", exc)
+        return None
 
 
 @dataclass
@@ -120,11 +137,18 @@ def wants_speech(websocket: WebSocket) -> bool:
     return websocket.query_params.get("voice", "").lower() in ("1", "true", "yes")
 
 
+def wants_visemes(websocket: WebSocket) -> bool | None:
+    """`?visemes=0` opts a voice connection out of visemes (and their CPU); absent or 1 is in;
+    None for any other value, which gets an `invalid` error and leaves them on."""
+    return {"": True, "1": True, "true": True, "0": False, "false": False}.get(
+        websocket.query_params.get("visemes", "").lower())
+
+
 class VoiceConnection(WsConnection):
     """A player socket that speaks the vendor's replies (`speaker`, when it asked with `?voice=1`)
     and transcribes the learner's utterances (`on_audio`, then its transcriber task)."""
 
-    __slots__ = ("_jobs", "_jobs_in", "_services", "_tg", "speaker", "utterance", "voice")
+    __slots__ = ("_jobs", "_jobs_in", "_services", "_tg", "_visemes", "speaker", "utterance", "voice")
 
     def __init__(self, websocket: WebSocket, role: Role, fmt: WireFormat, session_id: str, queue: int,
                  actor: SessionActor | None, voice: Voice, *, speak: bool) -> None:
@@ -132,9 +156,11 @@ class VoiceConnection(WsConnection):
         self.voice = voice
         self.utterance: _Utterance | None = None
         self.speaker: Speaker | None = None
+        self._visemes = wants_visemes(websocket)
         if speak and voice.tts is not None and role is Role.PLAYER:
+            lipsync = voice.lipsync() if voice.lipsync is not None and self._visemes is not False else None
             self.speaker = Speaker(voice.tts, self._send_audio, session_id, self._vendor_language,
-                                   by_sentence=voice.by_sentence)
+                                   by_sentence=voice.by_sentence, lipsync=lipsync)
         # The transcriber's queue and task are made with the first utterance: most sessions
         # (typed ones, bots) never send audio, and each connection paid for both (docs/performance.md).
         self._jobs_in: MemoryObjectSendStream[_Job] | None = None
@@ -145,6 +171,8 @@ class VoiceConnection(WsConnection):
     def start_voice(self, tg: TaskGroup, services: Any) -> None:
         if self.speaker is not None:
             tg.start_soon(self.speaker.run)
+        if self._visemes is None:  # after `welcome`, which the actor sends as it connects us
+            tg.start_soon(self._refuse_visemes)
         self._tg, self._services = tg, services
 
     def send_nowait(self, envelope: Envelope) -> bool:
@@ -152,6 +180,9 @@ class VoiceConnection(WsConnection):
         if self.speaker is not None and envelope.event is not None:
             self.speaker.observe(envelope.event)
         return sent
+
+    async def _refuse_visemes(self) -> None:
+        self.error(ErrorCode.INVALID, "visemes: 0 or 1 (they stay on)")
 
     def _send_audio(self, event: ReplyAudio) -> None:
         WsConnection.send_nowait(self, Envelope(event))
