@@ -27,7 +27,7 @@ from starlette.websockets import WebSocket
 from schemas.codec import Envelope, WireFormat
 from schemas.enums import LanguageCode, Role
 from schemas.errors import ErrorCode
-from schemas.frames import AudioFrame, PlaybackFrame, ReplyAudio, Speech, TranscriptFrame
+from schemas.frames import AudioFrame, PlaybackFrame, ReplyAudio, Speech, TranscriptFrame, Welcome
 from server.config import Settings, SttChoice, TtsChoice
 from server.connection import WsConnection
 from voice.audio import BYTES_PER_SECOND_IN, decode_clip, duration_ms, levels
@@ -171,18 +171,16 @@ class VoiceConnection(WsConnection):
     def start_voice(self, tg: TaskGroup, services: Any) -> None:
         if self.speaker is not None:
             tg.start_soon(self.speaker.run)
-        if self._visemes is None:  # after `welcome`, which the actor sends as it connects us
-            tg.start_soon(self._refuse_visemes)
         self._tg, self._services = tg, services
 
     def send_nowait(self, envelope: Envelope) -> bool:
         sent = super().send_nowait(envelope)
         if self.speaker is not None and envelope.event is not None:
             self.speaker.observe(envelope.event)
+        if self._visemes is None and isinstance(envelope.event, Welcome):  # a bad `?visemes=`, said once
+            self._visemes = True
+            self.error(ErrorCode.INVALID, "visemes: 0 or 1 (they stay on)")
         return sent
-
-    async def _refuse_visemes(self) -> None:
-        self.error(ErrorCode.INVALID, "visemes: 0 or 1 (they stay on)")
 
     def _send_audio(self, event: ReplyAudio) -> None:
         WsConnection.send_nowait(self, Envelope(event))

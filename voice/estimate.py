@@ -221,10 +221,10 @@ class VisemeEstimate:
                 changes.append((span.end, int(Viseme.SIL), False))
         out: list[tuple[int, int]] = [(0, self._showing)]
         for at, viseme, word in changes:
-            _put(out, round(at - start_ms), viseme)
+            _put(out, int(at - start_ms), viseme)  # rounded down, as voice.visemes does
             self._showing, self._last_ms = viseme, at
             if viseme != Viseme.SIL:
                 self.emitted.append((at, word))
         if last:
-            _put(out, round(end_ms - start_ms), int(Viseme.SIL), force=True)
+            _put(out, int(end_ms - start_ms), int(Viseme.SIL), force=True)
         return tuple(out)

@@ -51,12 +51,12 @@ _FIRST: dict[str, Viseme] = {
     **dict.fromkeys("θð", Viseme.TH),
     **dict.fromkeys("tdʈɖɾɗɬɮ", Viseme.DD),
     **dict.fromkeys("kgɡŋqɢxɣχɠ", Viseme.KK),
-    **dict.fromkeys("ʃʒɕʑʂʐçʝ", Viseme.CH),
+    **dict.fromkeys("ʃʒɕʑʂʐçʝcɟ", Viseme.CH),  # Indic palatal stops are said as affricates
     **dict.fromkeys("sz", Viseme.SS),
     **dict.fromkeys("nlɲɳɭʎɫ", Viseme.NN),
     **dict.fromkeys("rɹɻʁʀɽɺ", Viseme.RR),
     **dict.fromkeys("aɑɐæäʌ", Viseme.AA),
-    **dict.fromkeys("eɛəɜɘɚɝœɞhɦ", Viseme.E),  # h takes the next vowel's shape; half open is its mean
+    **dict.fromkeys("eɛəɜɘɚɝœɞhɦħʕ", Viseme.E),  # h takes the next vowel's shape; half open is its mean
     **dict.fromkeys("iɪjɨʏ", Viseme.IH),
     **dict.fromkeys("oɔɒɵø", Viseme.OH),
     **dict.fromkeys("uʊwʉɯyɰ", Viseme.OU),
@@ -99,7 +99,8 @@ Pairs = tuple[tuple[int, int], ...]
 
 
 def _ms(samples: int, rate: int) -> int:
-    return (samples * 1000 + rate // 2) // rate
+    """Whole ms, rounded down: a chunk's pairs never start past its own end."""
+    return samples * 1000 // rate
 
 
 def cut_phones(phones: Sequence[Phone], start: int, end: int, rate: int, *, last: bool) -> Pairs:
