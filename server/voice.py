@@ -27,7 +27,7 @@ from starlette.websockets import WebSocket
 from schemas.codec import Envelope, WireFormat
 from schemas.enums import LanguageCode, Role
 from schemas.errors import ErrorCode
-from schemas.frames import AudioFrame, PlaybackFrame, ReplyAudio, Speech, TranscriptFrame, Welcome
+from schemas.frames import AudioFrame, Heard, PlaybackFrame, ReplyAudio, Speech, TranscriptFrame, Welcome
 from server.config import Settings, SttChoice, TtsChoice
 from server.connection import WsConnection
 from voice.audio import BYTES_PER_SECOND_IN, decode_clip, duration_ms, levels
@@ -146,7 +146,9 @@ def wants_visemes(websocket: WebSocket) -> bool | None:
 
 class VoiceConnection(WsConnection):
     """A player socket that speaks the vendor's replies (`speaker`, when it asked with `?voice=1`)
-    and transcribes the learner's utterances (`on_audio`, then its transcriber task)."""
+    and transcribes the learner's utterances (`on_audio`, then its transcriber task); or a
+    spectator's that asked to listen (`?voice=1`: its own speaker, which costs a synthesis of each
+    sentence per listener)."""
 
     __slots__ = ("_jobs", "_jobs_in", "_services", "_tg", "_visemes", "speaker", "utterance", "voice")
 
@@ -157,7 +159,7 @@ class VoiceConnection(WsConnection):
         self.utterance: _Utterance | None = None
         self.speaker: Speaker | None = None
         self._visemes = wants_visemes(websocket)
-        if speak and voice.tts is not None and role is Role.PLAYER:
+        if speak and voice.tts is not None:  # a spectator may listen too (the watch page's `voice=1`)
             lipsync = voice.lipsync() if voice.lipsync is not None and self._visemes is not False else None
             self.speaker = Speaker(voice.tts, self._send_audio, session_id, self._vendor_language,
                                    by_sentence=voice.by_sentence, lipsync=lipsync)
@@ -177,6 +179,9 @@ class VoiceConnection(WsConnection):
         sent = super().send_nowait(envelope)
         if self.speaker is not None and envelope.event is not None:
             self.speaker.observe(envelope.event)
+            event = envelope.event
+            if isinstance(event, Heard) and event.interrupted and self.role != Role.PLAYER.value:
+                self.speaker.stop(event.turn)  # a listening spectator stops where the learner cut in
         if self._visemes is None and isinstance(envelope.event, Welcome):  # a bad `?visemes=`, said once
             self._visemes = True
             self.error(ErrorCode.INVALID, "visemes: 0 or 1 (they stay on)")
