@@ -21,6 +21,7 @@ Pure: fed PCM and cut by sample counts; no I/O, no clock.
 from __future__ import annotations
 
 import math
+import operator
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from voice.visemes import Pairs, Phone, Viseme, _put
 FRAME_MS = 10
 QUIET_DBFS = -45.0  # a 10 ms frame under this is quiet: well above a TTS's noise floor, below any phoneme
 PAUSE_MS = 110  # quiet this long is a pause: longer than a stop consonant's closure
+ENERGY_STEP = 4  # a frame's loudness from every 4th sample: a quarter of the CPU, the same pauses
 PHRASE_PAUSE_MS = 100  # an espeak pause this long ends a phrase (its pauses between words are shorter)
 _QUIET = 32768.0 * 10 ** (QUIET_DBFS / 20)
 
@@ -94,6 +96,7 @@ class VisemeEstimate:
     rate: int
     memory: RateMemory
     _frame: int = 0
+    _quiet_energy: float = 0.0
     _carry: bytes = b""
     _frames: int = 0  # frames analysed
     _quiet_since: float | None = None
@@ -109,6 +112,8 @@ class VisemeEstimate:
 
     def __post_init__(self) -> None:
         self._frame = self.rate * FRAME_MS // 1000
+        # the sum of squares of a frame's every ENERGY_STEP-th sample at QUIET_DBFS
+        self._quiet_energy = _QUIET * _QUIET * len(range(0, self._frame, ENERGY_STEP))
 
     # ----------------------------------------------------------------- what the audio says
 
@@ -119,8 +124,8 @@ class VisemeEstimate:
         samples = array("h", data[:whole])
         self._carry = data[whole:]
         for i in range(0, len(samples), self._frame):
-            frame = samples[i:i + self._frame]
-            loud = math.sqrt(sum(s * s for s in frame) / len(frame)) >= _QUIET
+            frame = samples[i:i + self._frame:ENERGY_STEP]
+            loud = sum(map(operator.mul, frame, frame)) >= self._quiet_energy
             self._on_frame(self._frames * FRAME_MS, loud)
             self._frames += 1
 
