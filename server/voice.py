@@ -30,6 +30,7 @@ from schemas.errors import ErrorCode
 from schemas.frames import AudioFrame, Heard, PlaybackFrame, ReplyAudio, Speech, TranscriptFrame, Welcome
 from server.config import Settings, SttChoice, TtsChoice
 from server.connection import WsConnection
+from voice.align import Aligner
 from voice.audio import BYTES_PER_SECOND_IN, decode_clip, duration_ms, levels
 from voice.errors import AudioRejected, SpeechServiceError
 from voice.lipsync import LipSync, lipsync_factory
@@ -95,7 +96,7 @@ def build_voice(settings: Settings) -> Voice:
         tts = espeak
     voice.stt, voice.tts = stt, tts
     if tts is not None:
-        voice.lipsync = lipsync_factory(tts, espeak)
+        voice.lipsync = lipsync_factory(tts, espeak, _aligner(settings, tts))
     voice.by_sentence = settings.TTS_BY_SENTENCE
     return voice
 
@@ -113,6 +114,17 @@ def _espeak() -> EspeakTts | None:
     except SpeechServiceError as exc:
         log.warning("espeak-ng's library did not start: %s", exc)
         return None
+
+
+def _aligner(settings: Settings, tts: TextToSpeech) -> Aligner | None:
+    """pocketsphinx's aligner, for a TTS without timings whose replies come whole (TTS_BY_SENTENCE=false)."""
+    from voice.stt import pocketsphinx_available
+
+    if settings.TTS_BY_SENTENCE or isinstance(tts, EspeakTts) or not pocketsphinx_available():
+        return None
+    from voice.align import Aligner
+
+    return Aligner()
 
 
 @dataclass

@@ -8,7 +8,8 @@
 - `speaker`: the vendor's voice for one connection, sentence by sentence, stopped by a barge-in.
 - `espeak_lib`: espeak-ng's C library through ctypes: audio and phoneme samples from one pass;
   `visemes`: the 15 OpenXR visemes, our IPA table and per-chunk timelines; `estimate`: visemes for
-  audio without timings; `lipsync`: which of the two each sentence gets (docs/voice.md, Visemes).
+  audio without timings; `align`: by pocketsphinx's forced alignment; `lipsync`: which each sentence
+  gets (docs/voice.md, Visemes).
 - `errors`: the package's exceptions.
 
 It imports `schemas` and the brain's transport settings (`brain.transport`), nothing above them.
