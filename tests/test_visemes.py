@@ -340,8 +340,10 @@ async def test_no_audio_reaches_a_player_before_its_timeline_across_a_barge_in_a
     async with running_server(brain=brain, TTS="espeak", SILENCE_TIMEOUT_MS=0) as served:
         created = await create(served)
         url = served.ws_url(created["session_id"], created["player_token"]) + "&voice=1"
-        async with client(url) as c:
+        listening = served.ws_url(created["session_id"], created["spectator_token"]) + "&voice=1"
+        async with client(url) as c, client(listening) as spectator:
             await c.until("welcome")
+            await spectator.until("welcome")
             await c.send({"type": "transcript", "id": "t1", "text": "Namaste bhaiya"})
             reply = await c.until("reply", in_reply_to="t1")
             await c.until("reply.audio", turn=reply["turn"])
@@ -351,7 +353,9 @@ async def test_no_audio_reaches_a_player_before_its_timeline_across_a_barge_in_a
             await c.send({"type": "transcript", "id": "t2", "text": "Kitne ka hai?"})
             second = await c.until("reply", in_reply_to="t2")
             await read_reply_audio(c, second["turn"])
+            await read_reply_audio(spectator, second["turn"])
             first_socket = list(c.seen)
+        assert check_wire(spectator.seen, "espeak") >= 3  # a listening spectator hears him too, mouth and all
         async with client(url) as c:  # a new socket: resume, then a turn
             await c.until("welcome")
             await c.send({"type": "resume", "id": "r1", "last_seq": heard["seq"]})
