@@ -117,11 +117,14 @@ def _espeak() -> EspeakTts | None:
 
 
 def _aligner(settings: Settings, tts: TextToSpeech) -> Aligner | None:
-    """pocketsphinx's aligner, for a TTS without timings whose replies come whole (TTS_BY_SENTENCE=false)."""
+    """pocketsphinx's aligner, when asked for (VISEME_ALIGN) and of use: a TTS without timings whose
+    replies come whole (TTS_BY_SENTENCE=false)."""
     from voice.stt import pocketsphinx_available
 
-    if settings.TTS_BY_SENTENCE or isinstance(tts, EspeakTts) or not pocketsphinx_available():
+    if not settings.VISEME_ALIGN or settings.TTS_BY_SENTENCE or isinstance(tts, EspeakTts):
         return None
+    if not pocketsphinx_available():
+        raise RuntimeError("VISEME_ALIGN=true needs pocketsphinx (pip install pocketsphinx)")
     from voice.align import Aligner
 
     return Aligner()
