@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import re
 import statistics
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -43,10 +44,12 @@ LINES = ("Ah, welcome! This silk scarf is five hundred rupees, very fine.",
          "Look at the colour, pure cotton from Jaipur.",
          "For you, my friend, I will make it fifty five, but only today.")
 API_VOICES = (("en-us", 185), ("en-gb-x-rp", 140), ("en-us+f3", 170))  # (voice, words per minute)
+RUNS_ON = ("en-us+m3", 175)  # a voice that does not pause at commas: the text it is given has none
 PIECE_BYTES = 4096  # how the stand-in API streams: a few KB at a time, as an HTTP body arrives
 EDGE_MS = 20  # a timeline ends this close to its audio's end
 ESTIMATE_BOUND_MS = 80  # docs/voice.md, "How close": the median word-onset error the estimate must stay under
 ALIGN_BOUND_MS = 40  # and the alignment's, where it applies
+RUN_ON_BOUND_MS = 200  # the estimate's, for a voice that does not pause where espeak-ng does
 
 pytestmark = pytest.mark.anyio
 
@@ -208,12 +211,15 @@ async def test_an_api_voice_gets_an_estimated_timeline_on_every_chunk(espeak: Es
         assert len({v for _, v in timeline(chunks)}) >= 5
 
 
-def estimate_errors(espeak: EspeakTts, voice: str, wpm: int) -> tuple[list[float], list[float]]:
+def estimate_errors(espeak: EspeakTts, voice: str, wpm: int, *,
+                    pauses: bool = True) -> tuple[list[float], list[float]]:
     """Word-onset errors (ms) of the estimate against the API voice's own events, fed and cut as
-    the Speaker does (first piece at once, then `CHUNK_BYTES`); the first line (a cold rate) apart."""
+    the Speaker does (first piece at once, then `CHUNK_BYTES`); the first line (a cold rate) apart.
+    `pauses=False`: the API voice runs the line's phrases together."""
     memory, cold, warm = RateMemory(), [], []
     for n, line in enumerate(LINES):
-        api = espeak.espeak.synthesize(line, voice, wpm)
+        said = line if pauses else re.sub(r"[,.!?](?=.)", "", line)
+        api = espeak.espeak.synthesize(said, voice, wpm)
         silent = espeak.espeak.synthesize(line, "en-us", espeak.wpm)
         estimate = VisemeEstimate(phrases_of(silent.phones, silent.rate, len(silent.pcm) // 2), api.rate, memory)
         held, first = b"", True
@@ -232,7 +238,7 @@ def estimate_errors(espeak: EspeakTts, voice: str, wpm: int) -> tuple[list[float
         truth = [p.sample * 1000 / api.rate for p in api.phones if p.word]
         got = {word: at for at, word in estimate.emitted if word >= 0}
         errors = [abs(got[i] - t) for i, t in enumerate(truth) if i in got]
-        assert len(errors) >= len(truth) * 0.8, (line, voice)  # most words were shown
+        assert len(errors) >= len(truth) * (0.8 if pauses else 0.5), (line, voice)  # most words were shown
         (cold if n == 0 else warm).extend(errors)
     return cold, warm
 
@@ -240,20 +246,24 @@ def estimate_errors(espeak: EspeakTts, voice: str, wpm: int) -> tuple[list[float
 def test_the_estimates_word_onsets_stay_within_the_bound(espeak: EspeakTts) -> None:
     report: dict[str, Any] = {}
     everything: list[float] = []
-    for voice, wpm in API_VOICES:
-        cold, warm = estimate_errors(espeak, voice, wpm)
+    for voice, wpm, pauses in (*((v, w, True) for v, w in API_VOICES), (*RUNS_ON, False)):
+        cold, warm = estimate_errors(espeak, voice, wpm, pauses=pauses)
         everything += cold + warm
-        report[f"{voice}@{wpm}"] = {"median_ms": round(statistics.median(cold + warm), 1),
-                                    "first_line_median_ms": round(statistics.median(cold), 1),
-                                    "p90_ms": round(statistics.quantiles(cold + warm, n=10)[-1], 1),
-                                    "words": len(cold + warm)}
+        report[f"{voice}@{wpm}{'' if pauses else ', no pauses'}"] = {
+            "median_ms": round(statistics.median(cold + warm), 1),
+            "first_line_median_ms": round(statistics.median(cold), 1),
+            "p90_ms": round(statistics.quantiles(cold + warm, n=10)[-1], 1), "words": len(cold + warm)}
     report["all"] = {"median_ms": round(statistics.median(everything), 1), "words": len(everything),
-                     "bound_ms": ESTIMATE_BOUND_MS}
+                     "bound_ms": ESTIMATE_BOUND_MS, "run_on_bound_ms": RUN_ON_BOUND_MS}
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "visemes_accuracy.json").write_text(json.dumps(report, indent=2))
     print("viseme estimate, word-onset error:", json.dumps(report))
     assert report["all"]["median_ms"] < ESTIMATE_BOUND_MS, report
-    assert all(r["median_ms"] < ESTIMATE_BOUND_MS for k, r in report.items() if k != "all"), report
+    paused = [r for k, r in report.items() if k != "all" and "no pauses" not in k]
+    assert all(r["median_ms"] < ESTIMATE_BOUND_MS for r in paused), report
+    # A voice that runs espeak-ng's phrases together leaves the pace a guess for seconds at a time:
+    # a looser bound, and the mouth must still move through the words (docs/voice.md, How close).
+    assert report[f"{RUNS_ON[0]}@{RUNS_ON[1]}, no pauses"]["median_ms"] < RUN_ON_BOUND_MS, report
 
 
 # ---------------------------------------------------------------------------- forced alignment (English, whole)
