@@ -21,7 +21,8 @@ actor's turn, the sentence cutting, and the four hops over loopback.
     python -m benchmarks.voice_turn --turns 10
 
 Figures are printed and written to artifacts/voice_turn.json (logs: artifacts/voice_turn.*.log),
-with the server's CPU time per spoken turn (user + system, from /proc).
+with the server's CPU time per spoken turn and per spoken sentence (user + system, from /proc),
+and the visemes that came with the audio (on by default: the estimate, for this TTS).
 """
 
 from __future__ import annotations
@@ -86,18 +87,22 @@ async def one_turn(ws: Any, n: int, speech: bytes) -> dict[str, Any]:
     await ws.send(json.dumps({"type": "audio", "id": uid, "event": "end"}))
     first: float | None = None
     replied = final = False
+    sentences = visemes = 0
     while not (replied and final):
         frame = json.loads(await ws.recv())
         if frame["type"] == "reply.audio":
             if first is None and frame["data"]:
                 first = time.time()
             final = final or frame["final"]
+            sentences += bool(frame["last"] and not frame["degraded"])
+            visemes += len(frame.get("visemes", ()))
         elif frame["type"] == "reply" and frame.get("in_reply_to") == uid:
             replied = True
             if frame.get("fallback"):
                 raise RuntimeError("the brain fell back; the figures would be meaningless")
     assert first is not None
-    return {"ended": ended, "first_audio": first, "first_audio_ms": (first - ended) * 1000}
+    return {"ended": ended, "first_audio": first, "first_audio_ms": (first - ended) * 1000,
+            "sentences": sentences, "visemes": visemes}
 
 
 def fake_share(base_url: str, row: dict[str, Any]) -> float:
@@ -149,7 +154,9 @@ async def run_mode(base_url: str, host: str, turns: int, pid: int) -> dict[str, 
             "fakes_ms": summary([r["fakes_ms"] for r in rows]),
             "overhead_ms": summary([r["overhead_ms"] for r in rows]),
             "legs_p50_ms": [summary([r["legs_ms"][i] for r in rows])["p50"] for i in range(4)],
-            "server_cpu_ms_per_turn": round(cpu * 1000 / turns, 1)}
+            "server_cpu_ms_per_turn": round(cpu * 1000 / turns, 1),
+            "sentences": sum(r["sentences"] for r in rows), "visemes": sum(r["visemes"] for r in rows),
+            "server_cpu_ms_per_sentence": round(cpu * 1000 / max(1, sum(r["sentences"] for r in rows)), 1)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -461,8 +461,9 @@ class Speech(_Event):
 class ReplyAudio(_Event):
     """A piece of the vendor's spoken reply to `turn`: PCM16 mono at `sample_rate`, sentence by
     sentence (`sentence` from 0, `chunk` from 0 within it; `text` is the sentence, on chunk 0).
-    `last` ends a sentence, `final` the reply; `degraded` says synthesis failed and the rest of
-    this reply is text only. `data` is bytes in msgpack and base64 in JSON."""
+    `last` ends a sentence, `final` the reply; `degraded`: synthesis failed, the rest of this reply
+    is text only. `data`: bytes in msgpack, base64 in JSON. `visemes`: this chunk's mouth shapes,
+    `(start_ms, viseme 0-14)` from its first sample, made by `visemes_source` (docs/voice.md)."""
 
     type: Literal["reply.audio"] = "reply.audio"
     turn: int
@@ -476,6 +477,8 @@ class ReplyAudio(_Event):
     final: bool = False
     degraded: bool = False
     tts: str = ""
+    visemes: tuple[tuple[int, int], ...] = ()
+    visemes_source: str = ""
 
     @field_serializer("data", when_used="json")
     def _base64(self, data: bytes) -> str:
@@ -491,8 +494,7 @@ SEQUENCED_TYPES = frozenset({"reply", "mood", "stage", "session.ended", "snapsho
 
 
 def event_dict(event: BaseModel) -> dict[str, Any]:
-    """The wire form of a server event: aliases applied, nothing dropped. Audio stays bytes
-    (msgpack bin); JSON carries it as base64 (`ReplyAudio`'s own serializer)."""
+    """The wire form of a server event, aliases applied; audio stays bytes (base64 in JSON, its serializer)."""
     if isinstance(event, ReplyAudio):
         return event.model_dump(mode="python", by_alias=True)
     return event.model_dump(mode="json", by_alias=True)

@@ -19,6 +19,8 @@ command -v mvn >/dev/null 2>&1 || need+=(maven)
 { [ -x /usr/sbin/haproxy ] || command -v haproxy >/dev/null 2>&1; } || need+=(haproxy)  # tests/test_cluster.py routes through the real HAProxy
 command -v curl >/dev/null 2>&1 || need+=(curl)  # scripts/cluster.sh
 command -v espeak-ng >/dev/null 2>&1 || need+=(espeak-ng)  # the embedded TTS (docs/voice.md)
+# Its library, loaded through ctypes for phoneme timings (voice/espeak_lib.py); espeak-ng depends on it.
+compgen -G "/usr/lib/*/libespeak-ng.so.1" >/dev/null || need+=(libespeak-ng1)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test: installing system packages: ${need[*]}"
   sudo=""

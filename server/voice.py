@@ -27,14 +27,16 @@ from starlette.websockets import WebSocket
 from schemas.codec import Envelope, WireFormat
 from schemas.enums import LanguageCode, Role
 from schemas.errors import ErrorCode
-from schemas.frames import AudioFrame, PlaybackFrame, ReplyAudio, Speech, TranscriptFrame
+from schemas.frames import AudioFrame, Heard, PlaybackFrame, ReplyAudio, Speech, TranscriptFrame, Welcome
 from server.config import Settings, SttChoice, TtsChoice
 from server.connection import WsConnection
+from voice.align import Aligner
 from voice.audio import BYTES_PER_SECOND_IN, decode_clip, duration_ms, levels
 from voice.errors import AudioRejected, SpeechServiceError
+from voice.lipsync import LipSync, lipsync_factory
 from voice.speaker import Speaker
 from voice.stt import SpeechToText, Transcription
-from voice.tts import TextToSpeech
+from voice.tts import EspeakTts, TextToSpeech
 
 if TYPE_CHECKING:
     from session.actor import SessionActor
@@ -51,6 +53,7 @@ class Voice:
     tts: TextToSpeech | None
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     by_sentence: bool = True  # TTS_BY_SENTENCE
+    lipsync: Callable[[], LipSync] | None = None  # each connection's viseme maker (voice/lipsync.py)
 
     def health(self) -> dict[str, Any]:
         answer: dict[str, Any] = {"stt": self.stt.name if self.stt else None,
@@ -86,16 +89,45 @@ def build_voice(settings: Settings) -> Voice:
         from voice.stt import PocketsphinxStt
 
         stt = PocketsphinxStt()
+    espeak = _espeak()
     if tts_kind is TtsChoice.ESPEAK:
-        from voice.tts import EspeakTts, espeak_available
-
-        binary = espeak_available()
-        if binary is None:
+        if espeak is None:
             raise RuntimeError("TTS=espeak but espeak-ng is not installed (apt-get install espeak-ng)")
-        tts = EspeakTts(binary)
+        tts = espeak
     voice.stt, voice.tts = stt, tts
+    if tts is not None:
+        voice.lipsync = lipsync_factory(tts, espeak, _aligner(settings, tts))
     voice.by_sentence = settings.TTS_BY_SENTENCE
     return voice
+
+
+def _espeak() -> EspeakTts | None:
+    """espeak-ng's library: the embedded voice, and the silent pass that times another voice's visemes."""
+    from voice.errors import SpeechServiceError
+    from voice.espeak_lib import shared_espeak
+    from voice.tts import EspeakTts, espeak_available
+
+    if espeak_available() is None:
+        return None
+    try:
+        return EspeakTts(shared_espeak())
+    except SpeechServiceError as exc:
+        log.warning("espeak-ng's library did not start: %s", exc)
+        return None
+
+
+def _aligner(settings: Settings, tts: TextToSpeech) -> Aligner | None:
+    """pocketsphinx's aligner, when asked for (VISEME_ALIGN) and of use: a TTS without timings whose
+    replies come whole (TTS_BY_SENTENCE=false)."""
+    from voice.stt import pocketsphinx_available
+
+    if not settings.VISEME_ALIGN or settings.TTS_BY_SENTENCE or isinstance(tts, EspeakTts):
+        return None
+    if not pocketsphinx_available():
+        raise RuntimeError("VISEME_ALIGN=true needs pocketsphinx (pip install pocketsphinx)")
+    from voice.align import Aligner
+
+    return Aligner()
 
 
 @dataclass
@@ -120,11 +152,20 @@ def wants_speech(websocket: WebSocket) -> bool:
     return websocket.query_params.get("voice", "").lower() in ("1", "true", "yes")
 
 
+def wants_visemes(websocket: WebSocket) -> bool | None:
+    """`?visemes=0` opts a voice connection out of visemes (and their CPU); absent or 1 is in;
+    None for any other value, which gets an `invalid` error and leaves them on."""
+    return {"": True, "1": True, "true": True, "0": False, "false": False}.get(
+        websocket.query_params.get("visemes", "").lower())
+
+
 class VoiceConnection(WsConnection):
     """A player socket that speaks the vendor's replies (`speaker`, when it asked with `?voice=1`)
-    and transcribes the learner's utterances (`on_audio`, then its transcriber task)."""
+    and transcribes the learner's utterances (`on_audio`, then its transcriber task); or a
+    spectator's that asked to listen (`?voice=1`: its own speaker, which costs a synthesis of each
+    sentence per listener)."""
 
-    __slots__ = ("_jobs", "_jobs_in", "_services", "_tg", "speaker", "utterance", "voice")
+    __slots__ = ("_jobs", "_jobs_in", "_services", "_tg", "_visemes", "speaker", "utterance", "voice")
 
     def __init__(self, websocket: WebSocket, role: Role, fmt: WireFormat, session_id: str, queue: int,
                  actor: SessionActor | None, voice: Voice, *, speak: bool) -> None:
@@ -132,9 +173,11 @@ class VoiceConnection(WsConnection):
         self.voice = voice
         self.utterance: _Utterance | None = None
         self.speaker: Speaker | None = None
-        if speak and voice.tts is not None and role is Role.PLAYER:
+        self._visemes = wants_visemes(websocket)
+        if speak and voice.tts is not None:  # a spectator may listen too (the watch page's `voice=1`)
+            lipsync = voice.lipsync() if voice.lipsync is not None and self._visemes is not False else None
             self.speaker = Speaker(voice.tts, self._send_audio, session_id, self._vendor_language,
-                                   by_sentence=voice.by_sentence)
+                                   by_sentence=voice.by_sentence, lipsync=lipsync)
         # The transcriber's queue and task are made with the first utterance: most sessions
         # (typed ones, bots) never send audio, and each connection paid for both (docs/performance.md).
         self._jobs_in: MemoryObjectSendStream[_Job] | None = None
@@ -151,6 +194,12 @@ class VoiceConnection(WsConnection):
         sent = super().send_nowait(envelope)
         if self.speaker is not None and envelope.event is not None:
             self.speaker.observe(envelope.event)
+            event = envelope.event
+            if isinstance(event, Heard) and event.interrupted and self.role != Role.PLAYER.value:
+                self.speaker.stop(event.turn)  # a listening spectator stops where the learner cut in
+        if self._visemes is None and isinstance(envelope.event, Welcome):  # a bad `?visemes=`, said once
+            self._visemes = True
+            self.error(ErrorCode.INVALID, "visemes: 0 or 1 (they stay on)")
         return sent
 
     def _send_audio(self, event: ReplyAudio) -> None:

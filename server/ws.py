@@ -160,7 +160,8 @@ async def session_socket(websocket: WebSocket) -> None:
     voice = services.voice
     conn = (VoiceConnection(websocket, claims.role, fmt, session_id, settings.OUTBOUND_QUEUE, actor, voice,
                             speak=wants_speech(websocket))
-            if claims.role is Role.PLAYER and (voice.stt is not None or voice.tts is not None)
+            if (claims.role is Role.PLAYER and (voice.stt is not None or voice.tts is not None))
+            or (voice.tts is not None and wants_speech(websocket))
             else WsConnection(websocket, claims.role, fmt, session_id, settings.OUTBOUND_QUEUE, actor))
     metrics = getattr(websocket.app.state, "metrics", None)
     if metrics is not None:

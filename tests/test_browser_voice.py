@@ -61,3 +61,35 @@ async def test_spoken_turns_show_a_level_meter_and_the_transcript_with_its_confi
         assert await page.is_visible("#voice-panel")
         ARTIFACTS.mkdir(exist_ok=True)
         await page.screenshot(path=str(ARTIFACTS / "voice-panel.png"), full_page=True)
+
+
+async def test_the_watch_page_moves_rameshs_mouth_with_his_voice(browser: Any) -> None:
+    """Issue #38: with `voice=1` the watch page hears Ramesh (espeak-ng, the embedded voice) and its
+    mouth and viseme strip change with his visemes on the audio clock."""
+    from tests.browser_support import new_page
+    from tests.ci import need_tools
+    from tests.fakes import ScriptedBrain, decision
+
+    need_tools("espeak-ng", install="apt-get install espeak-ng (scripts/test.sh does)")
+    line = "Namaste ji! These tomatoes are fresh from the farm, only sixty rupees a kilo."
+    brain = ScriptedBrain(lambda r: decision(line, 50, r.stage))
+    async with running_server(brain=brain, TTS="espeak", STT="none", SILENCE_TIMEOUT_MS=0) as served:
+        created = await create(served)
+        host = served.base_url.removeprefix("http://")
+        page = await new_page(browser)
+        await page.goto(f"http://{host}/view/watch.html?session={created['session_id']}"
+                        f"&token={created['spectator_token']}&voice=1")
+        await page.wait_for_function("window.samvadView && samvadView.connected", timeout=WAIT_MS)
+        await page.click("#hear")  # browsers start audio only after a click
+        async with client(served.ws_url(created["session_id"], created["player_token"])) as c:
+            await c.until("welcome")
+            await c.send({"type": "transcript", "id": "t1", "text": "Namaste bhaiya"})
+            await c.until("reply", in_reply_to="t1")
+            await page.wait_for_function(
+                "+document.getElementById('mouth-panel').dataset.changes >= 6", timeout=WAIT_MS)
+        mouth = await page.evaluate("({...document.getElementById('mouth-panel').dataset})")
+        assert mouth["source"] == "espeak"
+        assert len(mouth["seen"].split()) >= 4, mouth  # several shapes, not one flapping jaw
+        assert page.js_errors == []
+        ARTIFACTS.mkdir(exist_ok=True)
+        await page.screenshot(path=str(ARTIFACTS / "mouth-panel.png"), full_page=True)

@@ -296,6 +296,10 @@ def test_the_unity_client_speaks_listens_and_barges_in(harness: Path, voice_serv
     assert summary["stt"] == "pocketsphinx" and summary["speech_text"] and summary["speech_levels"] > 20
     assert summary["tts"] == "espeak-ng" and summary["sample_rate"] == 22_050
     assert 0 < summary["barge_in_heard_chars"] and summary["audio_after_barge_in"] == 0
+    # Issue #38: under Mono, every chunk of sound came with its own visemes, and the mouth moved as it played.
+    assert summary["visemes_source"] == "espeak" and summary["chunks_with_visemes"] >= 2
+    assert summary["chunks_without_visemes"] == 0 and summary["viseme_violations"] == 0
+    assert summary["visemes_seen"] >= 4
     assert summary["clip_reply_turn"] == summary["reply_turn"] + 1
 
 
@@ -375,6 +379,7 @@ def test_the_voice_component_hears_the_microphone_plays_ramesh_and_barges_in(
     assert summary["second_reply_turn"] == summary["voice_reply_turn"] + 1  # each utterance was a turn
 
     assert summary["voice_peak"] > 0.05  # audible, not a buffer of zeros
+    assert summary["mouth_shapes"] >= 3  # the face's blendshapes followed his voice (issue #38)
     barge = summary["barge_in"]
     assert barge["interrupted"] is True and barge["turn"] == summary["voice_reply_turn"]
     assert 0 < barge["heard_chars"] < len(summary["voice_reply"])

@@ -6,6 +6,10 @@
   `tts`: the `TextToSpeech` interface and espeak-ng (the embedded default);
   `openai_speech`: both directions through the openai SDK, any OpenAI-compatible server.
 - `speaker`: the vendor's voice for one connection, sentence by sentence, stopped by a barge-in.
+- `espeak_lib`: espeak-ng's C library through ctypes: audio and phoneme samples from one pass;
+  `visemes`: the 15 OpenXR visemes, our IPA table and per-chunk timelines; `estimate`: visemes for
+  audio without timings; `align`: by pocketsphinx's forced alignment; `lipsync`: which each sentence
+  gets (docs/voice.md, Visemes).
 - `errors`: the package's exceptions.
 
 It imports `schemas` and the brain's transport settings (`brain.transport`), nothing above them.

@@ -11,6 +11,9 @@ queued and cuts the sentence being synthesized.
 One task (`run`) synthesizes in order; the queue is bounded (`QUEUE_SENTENCES`) and a sentence
 that does not fit is dropped with the rest of its reply marked `degraded`. A backend failure
 sends one `reply.audio` with `degraded: true` and the rest of that reply stays text.
+
+Visemes (voice/lipsync.py) ride on the chunks they describe: each chunk's are cut just before it is
+sent, so they go, and are dropped by a barge-in, with their audio.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pydantic import BaseModel
 
 from schemas.frames import Reply, ReplyAudio, ReplyDelta, ReplyWithdrawn
 from voice.errors import SpeechServiceError
+from voice.lipsync import LipSync, NoVisemes, Voicing
 from voice.sentences import SentenceSplitter, split_sentences
 from voice.tts import TextToSpeech
 
@@ -44,8 +48,10 @@ class _Sentence:
 
 class Speaker:
     def __init__(self, tts: TextToSpeech, send: Callable[[ReplyAudio], object], session_id: str,
-                 language: Callable[[], str | None], *, by_sentence: bool = True) -> None:
+                 language: Callable[[], str | None], *, by_sentence: bool = True,
+                 lipsync: LipSync | None = None) -> None:
         self.tts = tts
+        self.lipsync: LipSync = lipsync if lipsync is not None else NoVisemes(tts)
         # False: the seed's design, kept to measure against (benchmarks/voice_turn.py): the whole
         # reply is synthesized once it is known and sent once it is synthesized.
         self.by_sentence = by_sentence
@@ -165,45 +171,57 @@ class Speaker:
                         self._scope = None
 
     async def _speak(self, item: _Sentence) -> None:
-        rate, name = self.tts.sample_rate, self.tts.name
         if not item.text:  # nothing left after the streamed sentences: just close the reply
             self._send(ReplyAudio(session_id=self.session_id, turn=item.turn, sentence=item.index, chunk=0,
-                                  sample_rate=rate, last=True, final=item.final, tts=name))
+                                  sample_rate=self.tts.sample_rate, last=True, final=item.final, tts=self.tts.name))
             return
+        voicing = self.lipsync.voicing(item.text, self._language())
+        failed: SpeechServiceError | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(voicing.prepare)  # an estimate's silent pass runs while the TTS answers
+            try:
+                await self._stream(item, voicing)
+            except SpeechServiceError as exc:  # raised as itself, not in a group, for `run`
+                failed = exc
+                tg.cancel_scope.cancel()
+        if failed is not None:
+            raise failed
+
+    async def _stream(self, item: _Sentence, voicing: Voicing) -> None:
         chunk = 0
-        held = b""  # one piece held back, so the sentence's last piece can say `last`
+
+        async def send(data: bytes, *, last: bool) -> bool:
+            """One chunk with its visemes, cut just before it leaves; False once a barge-in came."""
+            nonlocal chunk
+            visemes = await voicing.cut(len(data) // 2, last=last)
+            if item.gen != self._gen:
+                return False
+            self._send(ReplyAudio(session_id=self.session_id, turn=item.turn, sentence=item.index, chunk=chunk,
+                                  text=item.text if chunk == 0 else "", sample_rate=self.tts.sample_rate,
+                                  data=data, last=last, final=item.final and last, tts=self.tts.name,
+                                  visemes=visemes, visemes_source=voicing.source if visemes else ""))
+            chunk += 1
+            return True
+
+        source = voicing.audio()
         if not self.by_sentence:
-            whole = bytearray()
-            async for pcm in self.tts.synthesize(item.text, self._language()):
-                whole += pcm
-            held = bytes(whole)
-            while len(held) > CHUNK_BYTES and item.gen == self._gen:
-                self._send(ReplyAudio(session_id=self.session_id, turn=item.turn, sentence=item.index,
-                                      chunk=chunk, text=item.text if chunk == 0 else "", sample_rate=rate,
-                                      data=held[:CHUNK_BYTES], tts=name))
-                chunk, held = chunk + 1, held[CHUNK_BYTES:]
-        async for pcm in self.tts.synthesize(item.text, self._language()) if self.by_sentence else _nothing():
+            source = _once(b"".join([pcm async for pcm in source]))
+        held = b""  # one piece held back, so the sentence's last piece can say `last`
+        async for pcm in source:
             data = held + pcm
             while len(data) > CHUNK_BYTES:
-                if item.gen != self._gen:
+                if not await send(data[:CHUNK_BYTES], last=False):
                     return
-                self._send(ReplyAudio(session_id=self.session_id, turn=item.turn, sentence=item.index,
-                                      chunk=chunk, text=item.text if chunk == 0 else "", sample_rate=rate,
-                                      data=data[:CHUNK_BYTES], tts=name))
-                chunk += 1
                 data = data[CHUNK_BYTES:]
             held = data
-            if chunk == 0 and held and item.gen == self._gen:
-                # the sentence's first audio goes out as soon as it exists
-                self._send(ReplyAudio(session_id=self.session_id, turn=item.turn, sentence=item.index,
-                                      chunk=0, text=item.text, sample_rate=rate, data=held, tts=name))
-                chunk, held = 1, b""
+            if chunk == 0 and held and self.by_sentence:  # the sentence's first audio goes out at once
+                if not await send(held, last=False):
+                    return
+                held = b""
         if item.gen != self._gen:
             return
         self.sentences += 1
-        self._send(ReplyAudio(session_id=self.session_id, turn=item.turn, sentence=item.index, chunk=chunk,
-                              text=item.text if chunk == 0 else "", sample_rate=rate, data=held, last=True,
-                              final=item.final, tts=name))
+        await send(held, last=True)
 
     def close(self) -> None:
         """No more sentences: `run` ends once it has spoken what is queued."""
@@ -215,6 +233,5 @@ class Speaker:
         self._receive.close()
 
 
-async def _nothing() -> AsyncIterator[bytes]:
-    return
-    yield b""
+async def _once(pcm: bytes) -> AsyncIterator[bytes]:
+    yield pcm

@@ -6,15 +6,12 @@ streaming backend's first bytes go out before the sentence is done.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import AsyncIterator
 from typing import Protocol
 
 import anyio
 
-from voice.audio import parse_wav
-from voice.errors import AudioRejected, SpeechServiceError
+from voice.espeak_lib import Espeak, Synthesis, library_path
 
 # espeak-ng's voices for the session's languages (it has Hindi, Tamil, Kannada and Punjabi too).
 ESPEAK_VOICES = {
@@ -22,7 +19,7 @@ ESPEAK_VOICES = {
     "ja-JP": "ja", "ar-MA": "ar", "fr-MA": "fr", "pa-IN": "pa",
 }
 ESPEAK_RATE = 22_050  # espeak-ng's own output rate
-ESPEAK_TIMEOUT_S = 10.0
+ESPEAK_WPM = 160
 
 
 class TextToSpeech(Protocol):
@@ -33,35 +30,29 @@ class TextToSpeech(Protocol):
 
 
 def espeak_available() -> str | None:
-    return shutil.which("espeak-ng")
+    """libespeak-ng's file name when it loads (Debian's libespeak-ng1, which espeak-ng depends on)."""
+    return library_path()
+
+
+def espeak_voice(language: str | None) -> str:
+    return ESPEAK_VOICES.get(language or "", "en-us")
 
 
 class EspeakTts:
-    """espeak-ng as a subprocess. The text goes in on stdin, never as an argument, and SSML is off,
-    so a learner-influenced line cannot become an option or markup."""
+    """espeak-ng through its library (voice/espeak_lib.py): one pass gives the audio and each
+    phoneme's first sample, which `speak` returns and `synthesize` drops."""
 
     name = "espeak-ng"
-    sample_rate = ESPEAK_RATE
 
-    def __init__(self, binary: str, *, words_per_minute: int = 160) -> None:
-        self.binary = binary
+    def __init__(self, espeak: Espeak, *, words_per_minute: int = ESPEAK_WPM) -> None:
+        self.espeak = espeak
+        self.sample_rate = espeak.rate
         self.wpm = words_per_minute
 
+    async def speak(self, text: str, language: str | None) -> Synthesis:
+        # Tens of ms of CPU in a worker thread; a barge-in lets go of it and the lock keeps the library whole.
+        return await anyio.to_thread.run_sync(self.espeak.synthesize, text, espeak_voice(language), self.wpm,
+                                              abandon_on_cancel=True)
+
     async def synthesize(self, text: str, language: str | None) -> AsyncIterator[bytes]:
-        voice = ESPEAK_VOICES.get(language or "", "en-us")
-        try:
-            with anyio.fail_after(ESPEAK_TIMEOUT_S):
-                done = await anyio.run_process(
-                    [self.binary, "-v", voice, "-s", str(self.wpm), "--stdout", "--stdin"],
-                    input=text.encode("utf-8"), check=False, stderr=subprocess.DEVNULL)
-        except (OSError, TimeoutError) as exc:
-            raise SpeechServiceError(f"espeak-ng failed: {exc}") from exc
-        if done.returncode != 0:
-            raise SpeechServiceError(f"espeak-ng exited with {done.returncode}")
-        try:
-            frames, rate, channels, _ = parse_wav(done.stdout)
-        except AudioRejected as exc:
-            raise SpeechServiceError(f"espeak-ng wrote no WAV: {exc.message}") from exc
-        if rate != self.sample_rate or channels != 1:
-            raise SpeechServiceError(f"espeak-ng wrote {rate} Hz x{channels}")
-        yield frames
+        yield (await self.speak(text, language)).pcm

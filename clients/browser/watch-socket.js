@@ -6,6 +6,7 @@
 import { Backoff, setCurrency, wsUrl } from "./common.js";
 import { render, renderStream, setStatus, showFatal } from "./watch-render.js";
 import { showSpeech } from "./watch-speech.js";
+import { onHeard, onReplyAudio, voiceWanted } from "./watch-voice.js";
 import { apply, conversation, model, rebuild, streamDelta, streamWithdrawn, view } from "./watch-state.js";
 
 // Close codes after which reconnecting cannot help (docs/protocol.md section 6).
@@ -28,6 +29,7 @@ const backoff = new Backoff();
 // Connects, and reconnects whenever the close code allows it.
 export function start(sessionId, token) {
   path = `/ws/sessions/${encodeURIComponent(sessionId)}?token=${encodeURIComponent(token)}`;
+  if (voiceWanted()) path += "&voice=1"; // Ramesh's voice and visemes for this page (watch-voice.js)
   connect();
 }
 
@@ -98,6 +100,9 @@ function handle(message) {
     case "speech":
       showSpeech(message);
       return;
+    case "reply.audio":
+      onReplyAudio(message);
+      return;
     case "error":
       console.warn("samvad:", message.code, message.message);
       return;
@@ -159,6 +164,7 @@ function sequenced(event) {
     return;
   }
   apply(event);
+  if (event.type === "heard") onHeard(event);
   view.lastSeq = event.seq;
   view.applied += 1;
   render();

@@ -31,6 +31,9 @@ namespace Samvad.Harness
             var source = ramesh.GetComponent<AudioSource>();
             Check(source != null, "[RequireComponent] added the AudioSource");
             voice.session = session;
+            var face = ramesh.AddComponent<SkinnedMeshRenderer>();
+            voice.face = face;
+            for (int i = 0; i < VisemeTimeline.Count; i++) voice.visemeBlendShapes[i] = 100 + i;
             var events = new SceneEvents(session);
             ramesh.SetActive(true);
             Until(() => session.Client != null && session.Client.IsConnected, "the voice session connecting");
@@ -80,7 +83,19 @@ namespace Samvad.Harness
             Fact("second_reply", secondReply.Text);
             Fact("second_reply_turn", secondReply.Turn);
             long loudBeforeSecond = meter.LoudFrames;
-            Until(() => heard.Any(h => !h.Interrupted), "the second answer played to its end");
+            // His mouth moves with it: the strongest blendshape, frame by frame, as LateUpdate sets them.
+            var shapes = new HashSet<int>();
+            Until(() =>
+            {
+                int strongest = 0;
+                for (int i = 1; i < VisemeTimeline.Count; i++)
+                {
+                    if (face.GetBlendShapeWeight(100 + i) > face.GetBlendShapeWeight(100 + strongest)) strongest = i;
+                }
+                shapes.Add(strongest);
+                return heard.Any(h => !h.Interrupted);
+            }, "the second answer played to its end");
+            Fact("mouth_shapes", shapes.Count);
             var whole = heard.First(h => !h.Interrupted);
             Fact("heard_to_end", new Newtonsoft.Json.Linq.JObject
             {

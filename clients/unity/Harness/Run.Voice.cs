@@ -33,8 +33,17 @@ namespace Samvad.Harness
                 int chunksAfterBargeIn = 0;
                 int bargedTurn = -1;
                 player.SpeechHeard += s => heardSpeech.TrySetResult(s);
+                int withVisemes = 0, withoutVisemes = 0;
                 player.ReplyAudio += a =>
                 {
+                    // The ordering under Mono: a chunk of sound brings its own timeline, from 0, rising.
+                    if (a.Pcm.Length > 0 && !a.Degraded)
+                    {
+                        var own = new VisemeTimeline();
+                        own.Add(0, a.Visemes, a.SampleRate, true);
+                        if (own.Violations == 0 && own.Pairs > 0) Interlocked.Increment(ref withVisemes);
+                        else Interlocked.Increment(ref withoutVisemes);
+                    }
                     if (a.Pcm.Length > 0) firstAudio.TrySetResult(a);
                     if (heard.Task.IsCompleted && a.Turn == bargedTurn) Interlocked.Increment(ref chunksAfterBargeIn);
                 };
@@ -63,6 +72,7 @@ namespace Samvad.Harness
                     var audio = await Within(firstAudio.Task, Step, "the vendor's first audio").ConfigureAwait(false);
                     Fact("sample_rate", audio.SampleRate);
                     Fact("tts", audio.Tts);
+                    Fact("visemes_source", audio.VisemesSource);
 
                     // 2. Listen to a little of it, then talk over him.
                     var buffer = new float[audio.SampleRate / 5];
@@ -84,16 +94,23 @@ namespace Samvad.Harness
                     var second = await Within(clip.Reply, Step, "the reply to the clip").ConfigureAwait(false);
                     Fact("clip_reply_turn", second.Turn);
                     var deadline = DateTime.UtcNow + Step;
+                    var seen = new System.Collections.Generic.HashSet<int>();
                     while (!heardToEnd.Task.IsCompleted && DateTime.UtcNow < deadline)
                     {
-                        voice.Read(buffer, 0, buffer.Length);
+                        voice.Read(buffer, 0, buffer.Length / 4);  // 50 ms a read: the mouth sampled as it plays
+                        seen.Add(voice.VisemeAt(0));
                         await Task.Delay(5).ConfigureAwait(false);
                     }
+                    Fact("visemes_seen", seen.Count);
                     var whole = await Within(heardToEnd.Task, Step, "the heard event of a reply played to the end")
                                       .ConfigureAwait(false);
                     Check(!whole.Interrupted && whole.Turn == second.Turn && whole.HeardChars == second.Text.Length,
                           "the second reply was heard to its end");
                     Fact("chunks", voice.Chunks);
+                    Fact("chunks_with_visemes", withVisemes);
+                    Fact("chunks_without_visemes", withoutVisemes);
+                    Fact("viseme_violations", voice.VisemeViolations);
+                    Check(withoutVisemes == 0 && voice.VisemeViolations == 0, "every chunk of sound came with its visemes");
                 }
                 finally
                 {

@@ -140,6 +140,10 @@ namespace Samvad.Client
         [JsonProperty("final")] public bool Final { get; set; }
         [JsonProperty("degraded")] public bool Degraded { get; set; }
         [JsonProperty("tts")] public string Tts { get; set; }
+        /// <summary>This chunk's [start_ms, viseme 0-14] pairs from its first sample (docs/voice.md).</summary>
+        [JsonProperty("visemes")] public int[][] Visemes { get; set; }
+        /// <summary>Which method made them: <c>espeak</c> (exact) or <c>estimate</c>; empty for none.</summary>
+        [JsonProperty("visemes_source")] public string VisemesSource { get; set; }
 
         public byte[] Pcm { get { return string.IsNullOrEmpty(Data) ? new byte[0] : System.Convert.FromBase64String(Data); } }
     }

@@ -79,6 +79,7 @@ namespace Samvad.Client
             var query = new System.Collections.Generic.List<string>();
             if (_options.TokenInQuery) query.Add("token=" + Uri.EscapeDataString(token));
             if (_options.Voice) query.Add("voice=1");
+            if (_options.Voice && !_options.Visemes) query.Add("visemes=0");
             if (query.Count > 0) builder.Query = string.Join("&", query);
             _socketUri = builder.Uri;
             _random = _options.RandomSeed.HasValue ? new Random(_options.RandomSeed.Value) : new Random();

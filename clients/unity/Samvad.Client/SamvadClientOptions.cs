@@ -37,6 +37,10 @@ namespace Samvad.Client
         /// <see cref="SamvadClient.ReplyAudio"/> chunks (docs/voice.md). Off: text only.</summary>
         public bool Voice { get; set; }
 
+        /// <summary>With <see cref="Voice"/>: false sends <c>?visemes=0</c>, and the chunks come without
+        /// mouth shapes (and cost the server nothing for them).</summary>
+        public bool Visemes { get; set; } = true;
+
         /// <summary>The first reconnect waits about this long; each further failed attempt multiplies it.</summary>
         public TimeSpan InitialReconnectDelay { get; set; }
 

@@ -18,6 +18,7 @@ namespace Samvad.Client
             public int Index;
             public string Text = "";
             public readonly List<float> Samples = new List<float>();
+            public readonly VisemeTimeline Visemes = new VisemeTimeline();
             public bool Complete;
         }
 
@@ -52,6 +53,52 @@ namespace Samvad.Client
         public bool Degraded { get; private set; }
         /// <summary>Report `playback` (interrupted = false) when a turn reply has played to its end.</summary>
         public bool ReportWhenFinished { get; set; }
+        /// <summary>The client asked for visemes (the default): a chunk of sound without them is a violation.</summary>
+        public bool WantVisemes { get; set; } = true;
+        /// <summary>Chunks whose visemes were missing or broke the wire's rules (0 from a conforming server).</summary>
+        public int VisemeViolations { get; private set; }
+
+        /// <summary>The viseme (0-14) showing <paramref name="leadSamples"/> after the sample being played:
+        /// the audio's own clock, advanced by <see cref="Read"/> on the audio thread. A lead of a few
+        /// tens of ms lets the mouth start a shape as the sound starts.</summary>
+        public int VisemeAt(int leadSamples)
+        {
+            lock (_gate)
+            {
+                Sentence s; long at;
+                return Locate(leadSamples, out s, out at) ? s.Visemes.At(at) : 0;
+            }
+        }
+
+        /// <summary>Blendshape weights (15, 0-1) for the sample being played plus the lead; see
+        /// <see cref="VisemeTimeline.Weights"/>.</summary>
+        public void VisemeWeights(float[] weights, int leadSamples, int blendSamples)
+        {
+            lock (_gate)
+            {
+                Sentence s; long at;
+                if (Locate(leadSamples, out s, out at)) { s.Visemes.Weights(weights, at, blendSamples); return; }
+            }
+            Array.Clear(weights, 0, VisemeTimeline.Count);
+            weights[0] = 1f;
+        }
+
+        bool Locate(int leadSamples, out Sentence sentence, out long at)
+        {
+            sentence = _playing;
+            at = _position + Math.Max(0, leadSamples);
+            if (sentence == null) return false;
+            if (at >= sentence.Samples.Count && sentence.Complete)
+            {
+                foreach (var next in _queue)  // the lead reaches into the next sentence
+                {
+                    at -= sentence.Samples.Count;
+                    sentence = next;
+                    break;
+                }
+            }
+            return true;
+        }
 
         void OnAudio(ReplyAudioEvent a)
         {
@@ -79,6 +126,12 @@ namespace Samvad.Client
                 }
                 if (!string.IsNullOrEmpty(a.Text)) s.Text = a.Text;
                 byte[] pcm = a.Pcm;
+                if (!a.Degraded && (pcm.Length > 0 || a.Visemes != null))
+                {
+                    int before = s.Visemes.Violations;
+                    s.Visemes.Add(s.Samples.Count, a.Visemes, a.SampleRate, pcm.Length > 0 && WantVisemes);
+                    VisemeViolations += s.Visemes.Violations - before;
+                }
                 for (int i = 0; i + 1 < pcm.Length; i += 2)
                 {
                     s.Samples.Add((short)(pcm[i] | (pcm[i + 1] << 8)) / 32768f);

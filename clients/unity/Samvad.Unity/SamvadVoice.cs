@@ -8,6 +8,10 @@
 //   - The vendor's audio is pulled on the audio thread (OnAudioFilterRead), at the synthesizer's
 //     rate resampled to the output rate (Samvad.Client's Resampler, which keeps the position between
 //     two source samples from one callback to the next), so playback starts with the first chunk.
+//   - His mouth: each frame (LateUpdate) the viseme weights at the sample being played, plus
+//     `visemeLeadMs`, go to `face`'s blendshapes (one index per viseme, -1 for none) and to
+//     `VisemeWeights` for any other rig. The position is the audio's own sample clock (what the
+//     audio thread has played, as AudioSource.timeSamples counts a clip's), never the wall clock.
 #if UNITY_5_3_OR_NEWER
 using System;
 using Samvad.Client;
@@ -24,6 +28,17 @@ namespace Samvad.Unity
         public string device = "";
         [Tooltip("The longest utterance, in seconds (the server refuses more than MAX_UTTERANCE_SECONDS)")]
         public int maxSeconds = 30;
+        [Tooltip("Ramesh's face, whose blendshapes take the viseme weights (optional)")]
+        public SkinnedMeshRenderer face;
+        [Tooltip("The blendshape index of each viseme, in OpenXR's order: sil PP FF TH DD kk CH SS nn RR aa E ih oh ou (-1: none)")]
+        public int[] visemeBlendShapes = { -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1 };
+        [Tooltip("How far ahead of the sound the mouth moves, in ms: lips form a shape before it is heard")]
+        public float visemeLeadMs = 40f;
+        [Tooltip("How long a mouth shape takes to form, in ms")]
+        public float visemeBlendMs = 50f;
+
+        /// <summary>This frame's weight (0-1) of each of the 15 visemes.</summary>
+        public readonly float[] VisemeWeights = new float[VisemeTimeline.Count];
 
         VendorVoice _voice;
         MicrophoneStream _utterance;
@@ -58,6 +73,20 @@ namespace Samvad.Unity
             _mic.GetData(_micBuffer, _micPosition);  // wraps around the ring buffer itself
             _utterance.Write(_micBuffer, 0, count);
             _micPosition = position;
+        }
+
+        void LateUpdate()
+        {
+            var voice = _voice;
+            if (voice == null || voice.SampleRate == 0) return;
+            int lead = (int)(visemeLeadMs * voice.SampleRate / 1000f);
+            int blend = (int)(visemeBlendMs * voice.SampleRate / 1000f);
+            voice.VisemeWeights(VisemeWeights, lead, blend);
+            if (face == null || visemeBlendShapes == null) return;
+            for (int i = 0; i < VisemeTimeline.Count && i < visemeBlendShapes.Length; i++)
+            {
+                if (visemeBlendShapes[i] >= 0) face.SetBlendShapeWeight(visemeBlendShapes[i], VisemeWeights[i] * 100f);
+            }
         }
 
         /// <summary>The learner starts speaking (push-to-talk pressed): barge in if Ramesh talks.</summary>

@@ -268,6 +268,27 @@ namespace UnityEngine
     [AttributeUsage(AttributeTargets.Class, Inherited = false)]
     public sealed class DisallowMultipleComponent : Attribute { }
 
+    public class Renderer : Component { }
+
+    /// <summary>A face's blendshapes: weights 0-100 by index, set on the main thread only.</summary>
+    public class SkinnedMeshRenderer : Renderer
+    {
+        readonly Dictionary<int, float> _weights = new Dictionary<int, float>();
+
+        public void SetBlendShapeWeight(int index, float value)
+        {
+            PlayerLoop.RequireMainThread("SetBlendShapeWeight");
+            _weights[index] = value;
+        }
+
+        public float GetBlendShapeWeight(int index)
+        {
+            PlayerLoop.RequireMainThread("GetBlendShapeWeight");
+            float value;
+            return _weights.TryGetValue(index, out value) ? value : 0f;
+        }
+    }
+
     public class Animator : Behaviour
     {
         readonly Dictionary<string, bool> _bools = new Dictionary<string, bool>();
