@@ -4,7 +4,6 @@ write to Neo4j: rule-brain sessions played by the bots' personas, every change t
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 from typing import Any
 
 from brain.rules_vendor import RuleBasedVendor
@@ -88,4 +87,4 @@ async def record_stream(turns: int) -> list[Change]:
 
 
 def renamed(stream: list[Change], tag: str) -> list[Change]:
-    return [replace(c, session_id=f"{tag}-{c.session_id}") for c in stream]
+    return [c._replace(session_id=f"{tag}-{c.session_id}") for c in stream]

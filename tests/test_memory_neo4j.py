@@ -7,7 +7,6 @@ import random
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from typing import Any, LiteralString
 
 import anyio
@@ -119,7 +118,7 @@ async def test_summary_writes_replayed_and_reordered_leave_the_newest(neo4j_uri:
 
     def entries(session_id: str) -> list[Any]:
         fold = SessionFold()
-        return [plan(fold, replace(c, session_id=session_id), time.perf_counter()) for c in stream]
+        return [plan(fold, c._replace(session_id=session_id), time.perf_counter()) for c in stream]
 
     async with Neo4jMirror(neo4j_uri) as mirror:
         await mirror.write(entries(f"{tag}-once"))

@@ -8,7 +8,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import fields, replace
+from dataclasses import fields
 from typing import Any
 
 import anyio
@@ -139,7 +139,7 @@ async def recorded_stream() -> list[Change]:
 
 def entries_for(stream: list[Change], session_id: str) -> list[Entry]:
     fold = SessionFold()
-    return [plan(fold, replace(c, session_id=session_id), time.perf_counter()) for c in stream]
+    return [plan(fold, c._replace(session_id=session_id), time.perf_counter()) for c in stream]
 
 
 def normalised(graph: dict[str, Any], session_id: str) -> Any:
@@ -285,7 +285,7 @@ async def test_durable_callbacks_report_the_highest_stored_version(neo4j_uri: st
         stream = await recorded_stream()
         sid = f"durable-{time.time_ns()}"
         for change in stream:
-            mirror.submit(replace(change, session_id=sid))
+            mirror.submit(change._replace(session_id=sid))
         assert mirror.durable_version(sid) == 0  # submit never waits
         await wait_for(lambda: seen.get(sid) == len(stream), 10, "every change to be durable")
         stats = mirror.statistics()

@@ -12,7 +12,7 @@ the same through the real Neo4j mirror and a restart (`tests/test_session_machin
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import hypothesis.strategies as st
 import pytest
@@ -223,12 +223,15 @@ def test_random_sequences_fold_to_the_live_state() -> None:
 
 
 def test_a_change_the_fold_does_not_know_is_an_error() -> None:
-    class Unknown(Change):
+    class Unknown(NamedTuple):
         kind = "unknown"
+        session_id: str
+        version: int
+        at: float
 
     state = folded([SessionStarted(session_id="m2", version=1, at=0.0, scenario="jaipur-bazaar", learner_id=None,
                                    input_language=LanguageCode.EN_IN, target_language=LanguageCode.EN_IN,
                                    level=Level.INTERMEDIATE, stage=Stage.GREETING, happiness=50)])
     with pytest.raises(UnknownChange, match="Unknown"):
-        apply(state, Unknown(session_id="m2", version=2, at=1.0))
+        apply(state, Unknown(session_id="m2", version=2, at=1.0))  # type: ignore[arg-type]
     assert state.version == 1  # nothing applied

@@ -53,7 +53,7 @@ async def test_a_sample_of_sequences_rebuilt_from_neo4j_after_a_restart_equals_t
         for k, (changes, state) in enumerate(SAMPLES):
             sid = f"{tag}-{k}"
             for change in changes:
-                mirror.submit(replace(change, session_id=sid))
+                mirror.submit(change._replace(session_id=sid))
             live[sid] = replace(state, session_id=sid)
         for sid in live:
             assert await mirror.flushed(sid, 30), mirror.last_error
