@@ -63,7 +63,7 @@ class ActorCommands(ActorTurns):
     def _hint(self, message: Frame, frame: CommandFrame) -> None:
         negotiation = self.negotiation
         level = negotiation.coaching.hint_level
-        negotiation.commit(HintGiven(**negotiation.stamp(message.received_at), id=frame.id, level=level,
+        negotiation.commit(HintGiven(*negotiation.stamp(message.received_at), id=frame.id, level=level,
                                      seq=negotiation.seq + 1))
         event = build_hint(negotiation, negotiation.seq, level, in_reply_to=frame.id)
         self._ack_when_durable(self._store(), message.conn, frame.id, False)
@@ -93,7 +93,7 @@ class ActorCommands(ActorTurns):
         if last is None:
             self._error(message.conn, ErrorCode.NOTHING_TO_REPEAT, "the vendor has not said anything yet", frame.id)
             return
-        negotiation.commit(Repeated(**negotiation.stamp(message.received_at), id=frame.id, seq=negotiation.seq + 1))
+        negotiation.commit(Repeated(*negotiation.stamp(message.received_at), id=frame.id, seq=negotiation.seq + 1))
         event = Repeat(session_id=self.session_id, seq=negotiation.seq, turn=last.turn, text=last.text,
                        in_reply_to=frame.id)
         self._ack_when_durable(self._store(), message.conn, frame.id, False)

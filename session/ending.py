@@ -19,7 +19,7 @@ def end_now(negotiation: Negotiation, now: float, outcome: Outcome, tips: TipSou
     """End the negotiation with `outcome` (an `EndedNow` change): a forced stage change to CLOSURE,
     the end, and the learner report."""
     previous, first = negotiation.stage, negotiation.seq + 1
-    negotiation.commit(EndedNow(**negotiation.stamp(now), id=client_id, seq=first + 2, outcome=outcome,
+    negotiation.commit(EndedNow(*negotiation.stamp(now), id=client_id, seq=first + 2, outcome=outcome,
                                 previous_stage=previous))
     sid = negotiation.session_id
     changed = StageChanged(session_id=sid, seq=first, turn=negotiation.turn, from_=previous,

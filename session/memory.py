@@ -92,7 +92,7 @@ class ActorMemory(ActorFanout):
 
     def _record_summary(self, text: str, covers: int, previous: str, previous_covers: int) -> None:
         negotiation = self.negotiation
-        negotiation.commit(SummaryWritten(**negotiation.stamp(self.clock()), text=text, turn=covers,
+        negotiation.commit(SummaryWritten(*negotiation.stamp(self.clock()), text=text, turn=covers,
                                           previous=previous, previous_turn=previous_covers))
 
     def _with_summary_cost(self, result: BrainResult) -> BrainResult:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from schemas.brain import BrainRequest, BrainResult
 from schemas.decision import AIDecision
@@ -104,9 +104,10 @@ class Negotiation(SessionCore):
         changes, self.outbox = self.outbox, []
         return changes
 
-    def stamp(self, at: float) -> dict[str, Any]:
-        """The fields every change of this session has, for the next change made at `at`."""
-        return {"session_id": self.session_id, "version": self.version + 1, "at": at}
+    def stamp(self, at: float) -> tuple[str, int, float]:
+        """The fields every change of this session has, in their order (session, version, time), for
+        the next change made at `at`: `Change(*stamp(at), ...)`."""
+        return self.session_id, self.version + 1, at
 
     # ------------------------------------------------------------------ facts
 
@@ -125,7 +126,7 @@ class Negotiation(SessionCore):
         if known is not None and not self.is_terminal and self.stage in (Stage.GREETING, Stage.INQUIRY):
             item = known.name
         return self.commit(SceneSet(
-            **self.stamp(now), id=client_id, object_grabbed=object_grabbed, item=item,
+            *self.stamp(now), id=client_id, object_grabbed=object_grabbed, item=item,
             input_language=input_language or self.input_language,
             target_language=target_language or self.target_language))
 
@@ -162,7 +163,7 @@ class Negotiation(SessionCore):
         reading = read_offer(text, standing, lexicon, unit=catalog.unit if catalog else None,
                              last_offer=self.last_offer, numbers=read)
         self.commit(LearnerTurnTaken(
-            **self.stamp(now), id=client_id, turn=self.turn + 1, text=text, item=item,
+            *self.stamp(now), id=client_id, turn=self.turn + 1, text=text, item=item,
             offer=reading.price if reading is not None and reading.sure else None,
             assessment=assess_reading(reading, standing, self.scenario.rules.offer_bands), reading=reading,
             said=tuple(round(m.value) for m in read[0]), session_item=session_item, quote=standing,
@@ -179,7 +180,7 @@ class Negotiation(SessionCore):
         if not self.coaching.checkpoints:
             return None
         point = self.coaching.checkpoints[-1]
-        self.commit(TurnUndone(**self.stamp(now), id=client_id, turn=point.turn, seq=self.seq + 1, restored=point))
+        self.commit(TurnUndone(*self.stamp(now), id=client_id, turn=point.turn, seq=self.seq + 1, restored=point))
         return point
 
     def brain_request(self, pending: PendingTurn, *, rag_context: str = "", context_block: str = "") -> BrainRequest:
@@ -271,7 +272,7 @@ class Negotiation(SessionCore):
         report_seq = after + 1 + tips if report and ended else None
         flags = verdict.flags + said.flags + (("fallback",) if result.fallback else ())
         self.commit(VendorTurnTaken(
-            **self.stamp(now), turn=pending.turn, text=text, stage=verdict.stage, previous_stage=previous_stage,
+            *self.stamp(now), turn=pending.turn, text=text, stage=verdict.stage, previous_stage=previous_stage,
             happiness=verdict.happiness, quote=verdict.quote, item=item, flags=flags,
             assessment=verdict.assessment, forced=verdict.forced_closure,
             seq=report_seq or tips_seq or after, reply_seq=first,
@@ -344,7 +345,7 @@ class Negotiation(SessionCore):
         """The answer to a transcript after the end: no brain call, no state change but the seq."""
         assert self.outcome is not None
         line = CLOSING_LINES[self.outcome]
-        self.commit(ClosingReplied(**self.stamp(now), id=client_id, seq=self.seq + 1, text=learner_text or "",
+        self.commit(ClosingReplied(*self.stamp(now), id=client_id, seq=self.seq + 1, text=learner_text or "",
                                    reply=line))
         return self.standing_reply(line, client_id, learner_text)
 

@@ -85,7 +85,7 @@ class ActorPlayback(ActorSilence):
         quote_unbound, unbound_to = (unheard_quote(negotiation, record, frame.heard_chars)
                                      if latest and frame.interrupted else (False, None))
         negotiation.commit(PlaybackHeard(
-            **negotiation.stamp(message.received_at), id=frame.id, turn=record.turn, heard_chars=frame.heard_chars,
+            *negotiation.stamp(message.received_at), id=frame.id, turn=record.turn, heard_chars=frame.heard_chars,
             interrupted=frame.interrupted, seq=negotiation.seq + 1, quote_unbound=quote_unbound,
             unbound_item=record.item if quote_unbound else None, unbound_to=unbound_to))
         standing = negotiation.quotes.get(record.item) if record.item else None

@@ -67,7 +67,7 @@ def silence_passed(negotiation: Negotiation, now: float, client_id: str | None, 
     if silences >= max_timeouts:
         return end_now(negotiation, now, Outcome.TIMED_OUT, tips, client_id)
     offered = negotiation.level_params.hint_after_timeouts == silences
-    negotiation.commit(Nudged(**negotiation.stamp(now), id=client_id, seq=negotiation.seq + 1 + offered,
+    negotiation.commit(Nudged(*negotiation.stamp(now), id=client_id, seq=negotiation.seq + 1 + offered,
                               offered_hint=offered))
     events: list[ServerEvent] = [nudge_reply(negotiation, client_id, negotiation.seq - offered)]
     if offered:
@@ -87,7 +87,7 @@ def welcome_back_reply(negotiation: Negotiation, now: float, after_s: float) -> 
     fields = {} if quote is None else {"price": quote}
     line = say(scenario, negotiation.target_language, key, negotiation.seq, scenario.item(negotiation.item),
                negotiation.level, **fields)
-    negotiation.commit(WelcomedBack(**negotiation.stamp(now), seq=negotiation.seq + 1, text=line))
+    negotiation.commit(WelcomedBack(*negotiation.stamp(now), seq=negotiation.seq + 1, text=line))
     return negotiation.standing_reply(line, None, mark="welcome_back")
 
 

@@ -28,6 +28,6 @@ def clarify_reply(negotiation: Negotiation, client_id: str, text: str, now: floa
     seq; nothing else changes."""
     pool = negotiation.scenario.lines_for(negotiation.target_language)["clarify"]
     line = pool[(negotiation.seq + 1) % len(pool)]  # by the seq the reply takes, as before
-    negotiation.commit(UnclearAnswered(**negotiation.stamp(now), id=client_id, seq=negotiation.seq + 1, text=text,
+    negotiation.commit(UnclearAnswered(*negotiation.stamp(now), id=client_id, seq=negotiation.seq + 1, text=text,
                                        confidence=confidence))
     return negotiation.standing_reply(line, client_id, text, mark="clarify")
