@@ -7,6 +7,14 @@ Modules, from the outside in:
 - `app`: assembles the Starlette application. Nothing in this package imports it.
 - `services`: `Services`, the parts one running server shares with every route.
 - `http_api`: the HTTP routes; `spectate`: the spectator pages, lobby and links.
+- `routes_table`: every route in one table (who may call it, what it answers) and `GET /openapi.json`.
+- `guard`: what every HTTP request passes first (no key in the URL, a body within its limit);
+  `clientaddr`: the client's address, believed from `X-Forwarded-For` only behind a trusted proxy.
+- `signin`: the teachers' sign-in cookie; `report_api`: the learner report of an ended session;
+  `knowledge_api`: scenarios, playbook uploads and retrieval; `playbooks`: uploaded playbooks in Neo4j.
+- `metrics`: Prometheus metrics at `GET /metrics`; `serving`: uvicorn's server with a slower tick.
+- `voice`: speech on the session socket (`audio` in, `speech` and `reply.audio` out).
+- `unity_compat`: the shipped Unity build's HTTP contract, `POST /api/test`.
 - `ws`: the WebSocket endpoint; `connection`: a socket as the actor sees it, and its rate limit;
   `uvicorn_ws`: a leaner uvicorn WebSocket protocol.
 - `auth`: signed tokens; `logs`: JSON log lines; `wiring`: picks the brain and the mirror.

@@ -25,6 +25,8 @@ frames with `unavailable`; changes already made (a vendor turn that was in fligh
 
 The parts, from the bottom up; each module keeps the Cypher it runs, every value passed as a parameter:
 
+- `state`: a session's running state as the mirror folds it (`SessionFold`) and one change's rows (`Entry`).
+- `coaching`: folding the coaching changes (hints, undo, silence, barge-in, welcome back).
 - `fold`: a session's running state (`SessionFold`) and `plan()`, which folds a change into it and
   returns the rows that write it. Pure.
 - `rebuild`: a `Negotiation` rebuilt from a session's stored graph. Pure.
