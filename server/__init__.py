@@ -17,7 +17,10 @@ Modules, from the outside in:
 - `unity_compat`: the shipped Unity build's HTTP contract, `POST /api/test`.
 - `ws`: the WebSocket endpoint; `connection`: a socket as the actor sees it, and its rate limit;
   `uvicorn_ws`: a leaner uvicorn WebSocket protocol.
-- `auth`: signed tokens; `logs`: JSON log lines; `wiring`: picks the brain and the mirror.
+- `auth`: signed tokens; `logs`: JSON log lines; `wiring`: picks the brain and builds the backends.
+- `backends`: `Backends`, the typed record of the stores, and `MirrorBackend`, the mirror's complete
+  protocol (the in-memory mirror implements it with no-ops); `graphdb`: `GraphDriver`, the one Neo4j
+  driver the mirror, learners, playbooks and leases share, opened and closed by the app's lifespan.
 - `generate`: the seed's library call, `generate_vendor_response()`.
 - `mirror/`: the Neo4j mirror, one module per concern (see its `__init__`).
 - `cluster/`: scale-out behind HAProxy, each session owned by one node through a Neo4j lease.

@@ -225,8 +225,7 @@ class Settings(BaseSettings):
             raise ValueError("BRAIN=openai needs OPENAI_API_KEY (or set BRAIN=rules)")
         if self.SAMVAD_SECRET and len(self.SAMVAD_SECRET) < MIN_SECRET_CHARS:
             raise ValueError(f"SAMVAD_SECRET must be at least {MIN_SECRET_CHARS} characters")
-        for name in ("ADMIN_KEY", "LEARNER_ASSERTION_KEY"):
-            value = getattr(self, name)
+        for name, value in (("ADMIN_KEY", self.ADMIN_KEY), ("LEARNER_ASSERTION_KEY", self.LEARNER_ASSERTION_KEY)):
             if value and len(value) < MIN_SECRET_CHARS:
                 raise ValueError(f"{name} must be at least {MIN_SECRET_CHARS} characters")
         if self.production:
