@@ -2,6 +2,8 @@
 
 - `frames`: the wire frames clients send (strictly typed) and the events the server sends back.
 - `codec`: decoding and encoding those frames as JSON text or msgpack binary.
+- `asyncapi`: those frames as a JSON Schema and an AsyncAPI 3.0 document (docs/asyncapi.json,
+  docs/protocol.schema.json; `python -m schemas.asyncapi --write` remakes them).
 - `enums`, `errors`: closed vocabularies (stage, mood, role, ...), error and close codes.
 - `brain`, `decision`: what a brain is told and what it proposes for one turn.
 - `summary`: what a brain that writes running summaries is given, and what it returns.

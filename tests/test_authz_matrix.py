@@ -81,6 +81,7 @@ async def world(mode: str) -> AsyncIterator[tuple[Served, dict[str, str | None],
         calls: dict[tuple[str, str], Any] = {
             ("GET", "/health"): "/health",
             ("GET", "/openapi.json"): "/openapi.json",
+            ("GET", "/asyncapi.json"): "/asyncapi.json",
             ("POST", "/api/sessions"): ("/api/sessions", {"learner_id": "asha"}),
             ("GET", "/api/sessions/{session_id}"): f"/api/sessions/{sid}",
             ("GET", "/api/sessions/{session_id}/graph"): f"/api/sessions/{sid}/graph",
