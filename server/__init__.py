@@ -15,8 +15,8 @@ Modules, from the outside in:
 - `metrics`: Prometheus metrics at `GET /metrics`; `serving`: uvicorn's server with a slower tick.
 - `voice`: speech on the session socket (`audio` in, `speech` and `reply.audio` out).
 - `unity_compat`: the shipped Unity build's HTTP contract, `POST /api/test`.
-- `ws`: the WebSocket endpoint; `connection`: a socket as the actor sees it, and its rate limit;
-  `uvicorn_ws`: a leaner uvicorn WebSocket protocol.
+- `ws`: the WebSocket endpoint; `connection`: a socket as the actor sees it, and its rate limit.
+  The leaner uvicorn WebSocket protocol lives with every other third-party private in `privates/`.
 - `auth`: signed tokens; `logs`: JSON log lines; `wiring`: picks the brain and builds the backends.
 - `backends`: `Backends`, the typed record of the stores, and `MirrorBackend`, the mirror's complete
   protocol (the in-memory mirror implements it with no-ops); `graphdb`: `GraphDriver`, the one Neo4j

@@ -164,7 +164,7 @@ class Settings(BaseSettings):
     # uvicorn's implementations; "auto" is uvicorn's own choice (uvloop, httptools and the
     # websockets sans-I/O protocol when installed). For "auto" and "websockets-sansio" the
     # server runs a subclass of that protocol that holds less per idle socket and delivers the
-    # close code when it fails a connection (server/uvicorn_ws.py). benchmarks/load.py compares them.
+    # close code when it fails a connection (privates/__init__.py). benchmarks/load.py compares them.
     UVICORN_WS: Literal["auto", "websockets", "websockets-sansio", "wsproto"] = "auto"
     UVICORN_LOOP: Literal["auto", "asyncio", "uvloop"] = "auto"
     UVICORN_HTTP: Literal["auto", "h11", "httptools"] = "auto"

@@ -16,7 +16,7 @@ import zipfile
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SHIPPED = ("voice", "server", "session", "brain", "schemas", "clients")
+SHIPPED = ("voice", "server", "session", "brain", "schemas", "clients", "privates")
 # Read at run time through importlib.resources or a path beside the module.
 DATA = ("schemas/data/jaipur-bazaar/manifest.json", "schemas/data/jaipur-bazaar/knowledge/phrases.md",
         "schemas/data/numbers/en.json", "clients/browser/lobby.html", "clients/browser/vendor/uPlot-LICENSE.txt")

@@ -20,7 +20,7 @@ import pytest
 from tests import import_graph as imports
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PACKAGES = ("schemas", "session", "brain", "server", "clients", "voice")
+PACKAGES = ("schemas", "session", "brain", "server", "clients", "voice", "privates")
 # Source files a person writes and reads; vendored, generated and data files are not modules.
 SOURCE_SUFFIXES = {".py", ".js", ".cs", ".css", ".html", ".sh"}
 MAX_LINES = 500
