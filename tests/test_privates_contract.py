@@ -68,7 +68,7 @@ async def _app(scope: object, receive: object, send: object) -> None:
 
 @pytest.fixture
 def protocols() -> Iterator[tuple[WebSocketsSansIOProtocol, privates.LeanWebSocketsSansIOProtocol]]:
-    config = uvicorn.Config(_app, ws="websockets-sansio", lifespan="off")
+    config = uvicorn.Config(_app, ws="websockets-sansio", lifespan="off", log_config=None)  # leaves logging be
     config.load()
     loop = asyncio.new_event_loop()
     try:
