@@ -184,6 +184,16 @@ class PolicyBrain:
     async def aclose(self) -> None:
         await self.inner.aclose()
 
+    @property
+    def propose_inline(self) -> Callable[[BrainRequest], BrainResult] | None:
+        """None: the inner brain answers through a coroutine (`InstantPolicyBrain` answers inline)."""
+        return None
+
+    @property
+    def write_summary(self) -> Callable[[SummaryAsk], Awaitable[SummaryResult]] | None:
+        """The inner brain's running summary, if it writes one: the same parts as the brain it wraps."""
+        return self.summarize
+
     def _prepare(self, request: BrainRequest, chosen: Route) -> tuple[BrainRequest, str, tuple[str, ...]]:
         """The request the brain gets, and the policy and sources its answer will carry."""
         if not self.reads_notes or request.rag_context.strip():
@@ -230,6 +240,10 @@ class InstantPolicyBrain(PolicyBrain):
                  library: KnowledgeLibrary | None = None) -> None:
         super().__init__(inner, library)
         self._inline = inline
+
+    @property
+    def propose_inline(self) -> Callable[[BrainRequest], BrainResult]:
+        return self.propose_now
 
     def propose_now(self, request: BrainRequest) -> BrainResult:
         chosen = route(request.scenario, request.transcript)
