@@ -75,6 +75,11 @@ class GraphDriver:
         return cls(settings.NEO4J_URI, auth=(settings.NEO4J_USER, settings.NEO4J_PASSWORD)
                    if settings.NEO4J_PASSWORD else None, timeout_s=settings.NEO4J_TIMEOUT_MS / 1000)
 
+    @property
+    def running(self) -> bool:
+        """Whether the I/O thread (and with it the driver, once asked for) is up."""
+        return self._io is not None
+
     def _thread(self) -> IoThread:
         with self._lock:  # the playbook store's worker threads may be first
             if self._io is None:
