@@ -11,6 +11,8 @@ The privates, what they reach into, who uses them, and what happens when they ar
   `conn.parser`, `request`, `response`, `handshake_complete`, `close_sent`, `read_paused` and
   `close_timer` of uvicorn's sans-I/O protocol. server/cli.py (`UVICORN_WS`). Gone: `protocol_class`
   hands uvicorn its own protocol.
+- `CalmServer` (uvicorn): `Server.main_loop` replaced, `on_tick` called with uvicorn's 100 ms tick
+  count. server/serving.py (`samvad serve`). Its main loop wakes once a second instead of ten times.
 - `raw_receive` (starlette): `WebSocket._receive`. For server/ws.py's reader, which still reads
   `websocket._receive` itself until it moves to this (issue #32's socket edge).
 - `aiohttp_response` (httpx2, openai's vendored aiohttp transport): `Response.stream._stream.
@@ -38,8 +40,10 @@ This package imports nothing of ours: brain/ and server/ both use it (tests/test
 from __future__ import annotations
 
 import asyncio
+from types import FrameType
 from typing import Any
 
+import uvicorn
 from starlette.types import Receive
 from starlette.websockets import WebSocket
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
@@ -47,6 +51,7 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 __all__ = [
     "PRIVATES",
     "WRITTEN_FOR",
+    "CalmServer",
     "CorkedTransport",
     "LeanWebSocketsSansIOProtocol",
     "ReceiveQueue",
@@ -73,6 +78,7 @@ WRITTEN_FOR: dict[str, str] = {
 # Each private, and the distributions whose internals it reaches into.
 PRIVATES: dict[str, tuple[str, ...]] = {
     "LeanWebSocketsSansIOProtocol": ("uvicorn", "websockets"),
+    "CalmServer": ("uvicorn",),
     "raw_receive": ("starlette",),
     "aiohttp_response": ("openai", "httpx2"),
     "plain_content": ("aiohttp",),
@@ -341,3 +347,40 @@ def protocol_class(name: str) -> Any:
     if name in ("auto", "websockets-sansio") and _looks_compatible():
         return LeanWebSocketsSansIOProtocol
     return name
+
+
+# ---------------------------------------------------------------------------- uvicorn's server loop
+# (server/serving.py before it moved here) uvicorn's main loop wakes every 100 ms to refresh the
+# `date` header (which changes once a second) and to see whether a signal asked it to stop. On an
+# idle server those ten wake-ups a second are most of the process's CPU (docs/performance.md).
+# `CalmServer` ticks once a second, with the same `on_tick` (so the `date` header is as fresh as
+# uvicorn keeps it), and a stop signal wakes the loop at once instead of waiting for the next tick.
+
+TICK_S = 1.0
+_TICKS_PER_SECOND = 10  # uvicorn's `on_tick` counts 100 ms ticks: every tenth refreshes the headers
+
+
+class CalmServer(uvicorn.Server):
+    """A `uvicorn.Server` whose main loop ticks every `TICK_S` and wakes at once on a stop signal."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+
+    async def main_loop(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        counter = 0
+        while not await self.on_tick(counter):
+            counter = (counter + _TICKS_PER_SECOND) % 864000
+            try:
+                await asyncio.wait_for(self._stop.wait(), TICK_S)
+            except TimeoutError:
+                pass
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(stop.set)  # a signal handler may not touch the loop directly

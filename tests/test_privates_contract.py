@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import inspect
 import pathlib
 import re
 import tomllib
@@ -106,6 +107,15 @@ def test_uvicorns_protocol_keeps_the_state_the_lean_protocol_replaces_and_reads(
     assert callable(stock.conn.data_to_send) and hasattr(stock.conn, "close_sent")
     lean.connection_made(_Transport())
     assert isinstance(lean.transport, privates.CorkedTransport), "LeanWebSocketsSansIOProtocol: the transport"
+
+
+def test_uvicorns_server_loop_is_the_one_calm_server_replaces() -> None:
+    for name in ("main_loop", "on_tick", "handle_exit"):
+        assert callable(getattr(uvicorn.Server, name, None)), f"CalmServer: uvicorn.Server has no {name}()"
+    assert list(inspect.signature(uvicorn.Server.on_tick).parameters) == ["self", "counter"], (
+        "CalmServer: uvicorn.Server.on_tick(counter) changed")
+    server = privates.CalmServer(uvicorn.Config(_app, log_config=None))
+    assert server.started is False, "CalmServer: uvicorn.Server has no `started`"
 
 
 # ---------------------------------------------------------------------------- starlette
