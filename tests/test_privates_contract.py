@@ -137,7 +137,8 @@ def test_raw_receive_is_the_asgi_receive_under_starlettes_websocket() -> None:
 
 @pytest.mark.anyio
 async def test_the_sdks_streamed_response_holds_aiohttps_reader_and_transport(openai_fake: FakeOpenAI) -> None:
-    openai_fake.script(reply(decision("Namaste ji, fresh tomatoes today."), ttft_ms=0, tokens_per_s=0))
+    # Streamed slowly: aiohttp holds the connection (and its transport) until the body is complete.
+    openai_fake.script(reply(decision("Namaste ji, " * 20), ttft_ms=0, tokens_per_s=100))
     client = sdk_client(api_key="test", base_url=openai_fake.base_url, timeout_s=5)
     try:
         async with client.chat.completions.with_streaming_response.create(
@@ -152,6 +153,6 @@ async def test_the_sdks_streamed_response_holds_aiohttps_reader_and_transport(op
             assert transport is not None and transport.is_reading(), "rest_reading: no connection.transport"
             await privates.rest_reading(found, 0.01)
             assert transport.is_reading(), "rest_reading: reading did not resume"
-            assert b"data:" in await content.read()
+            assert b"data:" in await content.readany()
     finally:
         await client.close()
