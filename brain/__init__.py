@@ -14,6 +14,7 @@ The modules:
   per-attempt limits, streaming, and the one place SDK exceptions are translated.
 - `decision`: the model's text to an `AIDecision`: the response format, validation, the re-ask.
 - `turn`: `Turn`, one `propose` call's deadline, counters, ledger and streamed text.
+- `sse`: `EventReader`, server-sent events out of the bytes of a streamed HTTP body.
 - `partial_json`: `FieldExtractor`, `reply_text` pulled out of JSON that is still arriving.
 - `prompt`: the system prompt and the delimited user message, versioned as `PROMPT_VERSION`.
 - `delimiters`: the user message's blocks, and `neutralise`, which keeps untrusted text inside them.

@@ -144,8 +144,9 @@ def _tables(cues: Cues | None) -> dict[str, Cue]:
     if cues is None:
         return _BASE
     tables = {}
+    words: dict[str, tuple[str, ...]] = dict(cues)  # intent -> the pack's words (pydantic models iterate so)
     for intent, (singles, multis) in _BASE.items():
-        extra_singles, extra_multis = _cues(*(w.lower().replace("'", "") for w in getattr(cues, intent)))
+        extra_singles, extra_multis = _cues(*(w.lower().replace("'", "") for w in words[intent]))
         tables[intent] = (singles | extra_singles, multis + extra_multis)
     return tables
 

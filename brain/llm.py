@@ -24,7 +24,7 @@ ever reach a client; the raw model text goes back to the model (in a re-ask) and
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 import anyio
@@ -170,6 +170,13 @@ class OpenAIBrain:
         if turn.live and "".join(turn.live) != decision.reply_text:
             await turn.withdraw("the final reply differs")
         return BrainResult(decision=decision, streamed=turn.streamed, ledger=turn.ledger())
+
+    propose_inline = None  # every answer is a model call
+
+    @property
+    def write_summary(self) -> Callable[[SummaryAsk], Awaitable[SummaryResult]]:
+        """`summarize`: the model writes the running summary (docs/memory.md)."""
+        return self.summarize
 
     async def summarize(self, ask: SummaryAsk) -> SummaryResult:
         """The session's running summary, refreshed every 10 turns in the background: one extra call."""

@@ -56,14 +56,6 @@ def _pattern(phrases: Iterable[str]) -> re.Pattern[str]:
     return re.compile(r"(?<![a-z0-9])(?:" + "|".join(parts) + r")(?![a-z0-9])")
 
 
-class Brain(Protocol):
-    """What the policy wraps (the shape of `session.protocols.Brain`, which brain/ does not import)."""
-
-    name: str
-
-    async def propose(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainResult: ...
-
-
 @dataclass(frozen=True, slots=True)
 class Route:
     """What the policy decided before the brain: `policy` and, for P0 and P2, which rule."""
@@ -153,6 +145,30 @@ def guidance(objection: Objection, request: BrainRequest) -> str:
     return "\n".join([GUIDANCE_NOTE, *(f"- {t}" for t in _filled(objection, request, request.vendor_quote))])
 
 
+class Brain(Protocol):
+    """A brain as the policy wraps it: `session.protocols.Brain` (which brain/ does not import) with
+    every optional part declared, `None` for a part the brain does not have, so that nothing has to
+    ask the brain what it has."""
+
+    name: str
+
+    async def propose(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainResult: ...
+
+    @property
+    def propose_inline(self) -> Callable[[BrainRequest], BrainResult] | None:
+        """The same answer without a coroutine, for a brain that answers at once (the rule vendor)."""
+        ...
+
+    @property
+    def write_summary(self) -> Callable[[SummaryAsk], Awaitable[SummaryResult]] | None:
+        """The brain's own running summary (the LLM's); None: the session writes its own (docs/memory.md)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Let go of what the brain holds open (a no-op for most)."""
+        ...
+
+
 class PolicyBrain:
     """Any brain, behind the response policy. For the rule brain use `with_policy`, which keeps
     its inline `propose_now`."""
@@ -161,14 +177,22 @@ class PolicyBrain:
         self.inner = inner
         self.name = inner.name
         self.library = library
-        self.reads_notes = library is not None and not hasattr(inner, "propose_now")
+        self.reads_notes = library is not None and inner.propose_inline is None
         # The inner brain's running summary, if it writes one (the session's own otherwise; docs/memory.md).
-        self.summarize: Callable[[SummaryAsk], Awaitable[SummaryResult]] | None = getattr(inner, "summarize", None)
+        self.summarize: Callable[[SummaryAsk], Awaitable[SummaryResult]] | None = inner.write_summary
 
     async def aclose(self) -> None:
-        closer = getattr(self.inner, "aclose", None)
-        if closer is not None:
-            await closer()
+        await self.inner.aclose()
+
+    @property
+    def propose_inline(self) -> Callable[[BrainRequest], BrainResult] | None:
+        """None: the inner brain answers through a coroutine (`InstantPolicyBrain` answers inline)."""
+        return None
+
+    @property
+    def write_summary(self) -> Callable[[SummaryAsk], Awaitable[SummaryResult]] | None:
+        """The inner brain's running summary, if it writes one: the same parts as the brain it wraps."""
+        return self.summarize
 
     def _prepare(self, request: BrainRequest, chosen: Route) -> tuple[BrainRequest, str, tuple[str, ...]]:
         """The request the brain gets, and the policy and sources its answer will carry."""
@@ -212,17 +236,27 @@ class PolicyBrain:
 class InstantPolicyBrain(PolicyBrain):
     """The policy over a brain that answers inline (the rule vendor): the actor calls `propose_now`."""
 
+    def __init__(self, inner: Brain, inline: Callable[[BrainRequest], BrainResult],
+                 library: KnowledgeLibrary | None = None) -> None:
+        super().__init__(inner, library)
+        self._inline = inline
+
+    @property
+    def propose_inline(self) -> Callable[[BrainRequest], BrainResult]:
+        return self.propose_now
+
     def propose_now(self, request: BrainRequest) -> BrainResult:
         chosen = route(request.scenario, request.transcript)
         if chosen.safety is not None:
             return safety_result(request, chosen.name, chosen.safety)
         _, policy, sources = self._prepare(request, chosen)  # the rule brain reads no notes
-        result = self.inner.propose_now(request)  # type: ignore[attr-defined]
+        result = self._inline(request)
         return self._finish(request, chosen, result, policy, sources)
 
 
 def with_policy(inner: Brain, library: KnowledgeLibrary | None = None) -> PolicyBrain:
     """`inner` behind the response policy; `library` gives the LLM its grounded notes (P1)."""
-    if hasattr(inner, "propose_now"):
-        return InstantPolicyBrain(inner, library)
+    inline = inner.propose_inline
+    if inline is not None:
+        return InstantPolicyBrain(inner, inline, library)
     return PolicyBrain(inner, library)

@@ -19,6 +19,7 @@ randomness and no clock in the decision: the same request always gets the same a
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -52,22 +53,11 @@ EAGER_UNTIL = 8  # before this turn he holds out for more than his usual price
 EAGER_PREMIUM = 0.3  # how much more, at turn 2, shrinking to nothing by EAGER_UNTIL
 
 # Share of the gap between quote and offer that Ramesh gives up, by the server's label.
-CONCESSION = {
-    OfferAssessment.INSULT: 0.0,
-    OfferAssessment.LOWBALL: 0.12,
-    OfferAssessment.FAIR: 0.3,
-    OfferAssessment.GOOD: 0.4,
-    OfferAssessment.EXCELLENT: 0.5,
-    OfferAssessment.NONE: 0.25,
-}
+CONCESSION = {OfferAssessment.INSULT: 0.0, OfferAssessment.LOWBALL: 0.12, OfferAssessment.FAIR: 0.3,
+              OfferAssessment.GOOD: 0.4, OfferAssessment.EXCELLENT: 0.5, OfferAssessment.NONE: 0.25}
 # How a fair or better offer moves his mood; what an insult or a lowball costs is the pack's
 # (`RuleParams.insult_cost`, `lowball_cost`, never under the session's minimum drops).
-OFFER_MOOD = {
-    OfferAssessment.FAIR: 0,
-    OfferAssessment.GOOD: 2,
-    OfferAssessment.EXCELLENT: 4,
-    OfferAssessment.NONE: 0,
-}
+OFFER_MOOD = {OfferAssessment.FAIR: 0, OfferAssessment.GOOD: 2, OfferAssessment.EXCELLENT: 4, OfferAssessment.NONE: 0}
 DEAL_JOY = 5
 RETURN_JOY = 6
 
@@ -146,6 +136,16 @@ class RuleBasedVendor:
     ) -> BrainResult:
         """Decide at once; nothing is streamed, so `on_delta` is never called."""
         return self.propose_now(request)
+
+    @property
+    def propose_inline(self) -> Callable[[BrainRequest], BrainResult]:
+        """`propose_now`: this brain always answers at once."""
+        return self.propose_now
+
+    write_summary = None  # the session writes its own running summary from its record
+
+    async def aclose(self) -> None:
+        """Nothing to close: the vendor is stateless."""
 
     def propose_now(self, request: BrainRequest) -> BrainResult:
         """The same answer without a coroutine: the actor calls this inline, saving a task."""

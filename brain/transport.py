@@ -19,7 +19,6 @@ from one `except` clause with `raise ... from exc`. The SDK's own retries are of
 
 from __future__ import annotations
 
-import asyncio
 import email.utils
 import logging
 import math
@@ -34,6 +33,7 @@ import httpx2
 import openai
 import orjson
 
+import privates
 from brain.errors import BrainServiceError, BrainTransientError
 from brain.partial_json import FieldExtractor
 from brain.sse import EventReader
@@ -347,7 +347,7 @@ class ChatTransport:
         """
         extractor = FieldExtractor("reply_text", HEAD_FIELDS)
         reader = EventReader()
-        aiohttp_response = _aiohttp_response(response)
+        aiohttp_response = privates.aiohttp_response(response)
         chunks = _pieces(response, aiohttp_response).__aiter__()
         async for data in chunks:
             for event, payload in reader.feed(data):
@@ -386,7 +386,7 @@ class ChatTransport:
                 # What was read is handled; the next read can wait for more to arrive. Not before
                 # the first clause is whole: the session says nothing of the words until then.
                 rest = _TAIL_REST_S if extractor.done and extractor.head_done else turn.interval_s
-                await _rest(aiohttp_response, rest)
+                await privates.rest_reading(aiohttp_response, rest)
 
 
 async def _pieces(response: httpx2.Response, aiohttp_response: Any | None) -> AsyncIterator[bytes]:
@@ -398,7 +398,7 @@ async def _pieces(response: httpx2.Response, aiohttp_response: Any | None) -> As
     from that buffer directly, whatever is there in one piece; aiohttp's errors are the
     transport's to map, as they are for the SDK (`_request`). An encoded body goes the SDK's way.
     """
-    content = _plain_content(response, aiohttp_response)
+    content = privates.plain_content(response, aiohttp_response)
     if content is None:
         async for data in response.aiter_bytes():
             yield data
@@ -410,41 +410,8 @@ async def _pieces(response: httpx2.Response, aiohttp_response: Any | None) -> As
 async def _read_body(response: httpx2.Response) -> bytes:
     """The whole body of a response the SDK left open, read like `_pieces` reads a stream: from
     aiohttp's buffer in one call when it is sent as it is, else through `Response.aread`."""
-    content = _plain_content(response, _aiohttp_response(response))
+    content = privates.plain_content(response, privates.aiohttp_response(response))
     return await response.aread() if content is None else await content.read()
-
-
-def _plain_content(response: httpx2.Response, aiohttp_response: Any | None) -> Any | None:
-    """aiohttp's reader of the body when the body is sent as it is (no content-encoding), else None."""
-    content = getattr(aiohttp_response, "content", None)
-    encoding = response.headers.get("content-encoding", "identity")
-    return content if content is not None and encoding.strip().lower() == "identity" else None
-
-
-def _aiohttp_response(response: httpx2.Response) -> Any | None:
-    """The aiohttp response under the SDK's streamed one (None if the SDK is built otherwise)."""
-    found: object = response
-    for name in ("stream", "_stream", "_aiohttp_response"):
-        found = getattr(found, name, None)
-        if found is None:
-            return None
-    return found
-
-
-async def _rest(aiohttp_response: Any, seconds: float) -> None:
-    """Leave the model's socket unread for `seconds`, so that what it sends meanwhile is one read.
-
-    Only while the response still holds its connection: once the body is complete, aiohttp hands
-    the connection back to its pool, and another call may be reading it.
-    """
-    transport = getattr(getattr(aiohttp_response, "connection", None), "transport", None)
-    if seconds <= 0 or transport is None or transport.is_closing():
-        return
-    transport.pause_reading()
-    try:
-        await asyncio.sleep(seconds)  # aiohttp's transport is asyncio's; anyio.sleep would look that up
-    finally:
-        transport.resume_reading()
 
 
 def _stream_error(chunk: dict[str, Any]) -> str:

@@ -2,10 +2,16 @@
 
 - `frames`: the wire frames clients send (strictly typed) and the events the server sends back.
 - `codec`: decoding and encoding those frames as JSON text or msgpack binary.
+- `asyncapi`: those frames as a JSON Schema and an AsyncAPI 3.0 document (docs/asyncapi.json,
+  docs/protocol.schema.json; `python -m schemas.asyncapi --write` remakes them).
 - `enums`, `errors`: closed vocabularies (stage, mood, role, ...), error and close codes.
 - `brain`, `decision`: what a brain is told and what it proposes for one turn.
 - `summary`: what a brain that writes running summaries is given, and what it returns.
 - `learner`: a learner across sessions: the profile, what a vendor remembers, progress figures.
+- `flags`: the flags a `reply` may carry, in plain words; `report`: the learner report of a session.
+- `knowledge`: playbook chunks, what retrieval returns, and grounded tip cards.
+- `pack`: a scenario pack's manifest beyond items and prices (vendor, culture, lines, words);
+  `lines`: how a vendor line is picked and filled; `numbers`: how each language says numbers.
 - `policy`: the negotiation's published numbers; `scenario`: items, prices and customs, loaded
   from the JSON files in `data/`.
 """

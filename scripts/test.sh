@@ -46,7 +46,7 @@ if [ -f scripts/neo4j.sh ]; then
 fi
 
 echo "test: ruff"
-ruff check schemas session brain server voice clients tests benchmarks
+ruff check schemas session brain server voice clients privates tests benchmarks
 
 echo "test: mypy (strict)"
 mypy

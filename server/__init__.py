@@ -7,9 +7,20 @@ Modules, from the outside in:
 - `app`: assembles the Starlette application. Nothing in this package imports it.
 - `services`: `Services`, the parts one running server shares with every route.
 - `http_api`: the HTTP routes; `spectate`: the spectator pages, lobby and links.
-- `ws`: the WebSocket endpoint; `connection`: a socket as the actor sees it, and its rate limit;
-  `uvicorn_ws`: a leaner uvicorn WebSocket protocol.
-- `auth`: signed tokens; `logs`: JSON log lines; `wiring`: picks the brain and the mirror.
+- `routes_table`: every route in one table (who may call it, what it answers) and `GET /openapi.json`.
+- `guard`: what every HTTP request passes first (no key in the URL, a body within its limit);
+  `clientaddr`: the client's address, believed from `X-Forwarded-For` only behind a trusted proxy.
+- `signin`: the teachers' sign-in cookie; `report_api`: the learner report of an ended session;
+  `knowledge_api`: scenarios, playbook uploads and retrieval; `playbooks`: uploaded playbooks in Neo4j.
+- `metrics`: Prometheus metrics at `GET /metrics`; `serving`: uvicorn's server with a slower tick.
+- `voice`: speech on the session socket (`audio` in, `speech` and `reply.audio` out).
+- `unity_compat`: the shipped Unity build's HTTP contract, `POST /api/test`.
+- `ws`: the WebSocket endpoint; `connection`: a socket as the actor sees it, and its rate limit.
+  The leaner uvicorn WebSocket protocol lives with every other third-party private in `privates/`.
+- `auth`: signed tokens; `logs`: JSON log lines; `wiring`: picks the brain and builds the backends.
+- `backends`: `Backends`, the typed record of the stores, and `MirrorBackend`, the mirror's complete
+  protocol (the in-memory mirror implements it with no-ops); `graphdb`: `GraphDriver`, the one Neo4j
+  driver the mirror, learners, playbooks and leases share, opened and closed by the app's lifespan.
 - `generate`: the seed's library call, `generate_vendor_response()`.
 - `mirror/`: the Neo4j mirror, one module per concern (see its `__init__`).
 - `cluster/`: scale-out behind HAProxy, each session owned by one node through a Neo4j lease.

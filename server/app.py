@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import replace
+from functools import partial
 
 import anyio
 from starlette.applications import Starlette
@@ -12,16 +14,17 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute
 
-from brain.policy import with_policy
+from brain.policy import Brain, with_policy
 from schemas.scenario import available_scenarios, check_scenarios
 from server import gcpolicy
 from server.auth import Tokens
+from server.backends import MirrorBackend
 from server.cluster.routes import cluster_routes
 from server.config import Settings, load_settings
 from server.guard import RequestGuard
 from server.http_api import routes
 from server.knowledge_api import knowledge_routes
-from server.learners import build_learners
+from server.learners import Learners
 from server.learners.api import learner_routes
 from server.metrics import install as install_metrics
 from server.metrics import metrics_routes
@@ -32,25 +35,25 @@ from server.signin import signin_routes
 from server.spectate import spectator_routes
 from server.unity_compat import unity_routes
 from server.voice import build_voice
-from server.wiring import build_brain, build_cluster, build_knowledge, build_mirror
+from server.wiring import build_backends, build_brain, build_cluster, build_knowledge
 from server.ws import SessionSocketFastPath, sweep_idle_sockets
 from session.actor import ActorLimits
-from session.protocols import Brain, Mirror
-from session.registry import SessionLoader, SessionRegistry
+from session.registry import SessionRegistry
 from session.rules import Limits
 
 log = logging.getLogger("samvad.server")
 
 
-def build_services(settings: Settings, *, brain: Brain | None = None, mirror: Mirror | None = None) -> Services:
-    knowledge = build_knowledge(settings)
+def build_services(settings: Settings, *, brain: Brain | None = None, mirror: MirrorBackend | None = None) -> Services:
+    backends = build_backends(settings)
+    if mirror is not None:
+        backends = replace(backends, mirror=mirror)
+    knowledge = build_knowledge(settings, backends.playbooks)
     # Every brain answers behind the response policy (P0-P3, brain/policy.py), injected ones too.
-    brain = with_policy(brain or build_brain(settings, knowledge), knowledge)
-    mirror = mirror or build_mirror(settings)  # type: ignore[assignment]
-    assert mirror is not None
-    loader: SessionLoader | None = mirror if hasattr(mirror, "load") else None  # type: ignore[assignment]
+    policy = with_policy(brain or build_brain(settings, knowledge), knowledge)
+    loader = backends.loader
     registry = SessionRegistry(
-        brain, mirror,
+        policy, backends.mirror,
         limits=Limits(max_mood_delta=settings.MAX_MOOD_DELTA, max_turns=settings.MAX_TURNS,
                       wrap_up_after=settings.WRAP_UP_AFTER_TURN),
         actor_limits=ActorLimits(replay_events=settings.REPLAY_EVENTS, inbox_frames=settings.SESSION_INBOX,
@@ -69,10 +72,17 @@ def build_services(settings: Settings, *, brain: Brain | None = None, mirror: Mi
         loader=loader,
         tips=knowledge if settings.TIP_CARDS else None,
     )
-    learners = build_learners(registry, mirror, timeout_s=settings.NEO4J_TIMEOUT_MS / 1000)
+    learners = Learners(backends.learners, registry, backends.mirror, timeout_s=settings.NEO4J_TIMEOUT_MS / 1000)
     return Services(settings=settings, tokens=Tokens(settings.signing_secret, settings.TOKEN_TTL_SECONDS),
-                    brain=brain, mirror=mirror, registry=registry, knowledge=knowledge, learners=learners,
-                    voice=build_voice(settings), cluster=build_cluster(settings, mirror, registry))
+                    brain=policy, mirror=backends.mirror, registry=registry, knowledge=knowledge, learners=learners,
+                    voice=build_voice(settings), cluster=build_cluster(settings, backends.mirror, registry),
+                    backends=backends)
+
+
+async def shielded(close: Callable[[], Awaitable[object]]) -> None:
+    """`close()`, finished even while the lifespan is being cancelled."""
+    with anyio.CancelScope(shield=True):
+        await close()
 
 
 async def refresh_knowledge(services: Services, every_s: float = 30.0) -> None:
@@ -107,7 +117,7 @@ def open_in_development(settings: Settings) -> list[str]:
 
 
 def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
-               mirror: Mirror | None = None, extra_routes: list[BaseRoute] | None = None) -> Starlette:
+               mirror: MirrorBackend | None = None, extra_routes: list[BaseRoute] | None = None) -> Starlette:
     settings = settings or load_settings()
     check_scenarios()  # a broken scenario pack stops the server here, naming its file and field
     services = build_services(settings, brain=brain, mirror=mirror)
@@ -116,12 +126,22 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
         log.warning("development mode (SAMVAD_ENV=development) leaves open: %s; set SAMVAD_ENV=production "
                     "for a deployment", "; ".join(opened))
 
+    metrics = install_metrics(services) if settings.METRICS else None
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with anyio.create_task_group() as tg:
-            run_mirror = getattr(services.mirror, "run", None)
-            if run_mirror is not None:
-                await tg.start(run_mirror)
+        # Closed in reverse order of entry: the tasks first, then the learners, the playbook store,
+        # voice and the brain, and last the Neo4j driver that the mirror, learners, playbooks and leases share.
+        async with AsyncExitStack() as stack:
+            graphdb = services.backends.graphdb
+            if graphdb is not None:
+                await stack.enter_async_context(graphdb)
+            stack.push_async_callback(shielded, services.brain.aclose)
+            stack.push_async_callback(shielded, services.voice.aclose)
+            stack.push_async_callback(shielded, partial(anyio.to_thread.run_sync, services.knowledge.store.close))
+            stack.push_async_callback(shielded, services.learners.aclose)
+            tg = await stack.enter_async_context(anyio.create_task_group())
+            await tg.start(services.mirror.run)
             # The knowledge indexes are built before the first learner turn can need one.
             await anyio.to_thread.run_sync(services.knowledge.warm, available_scenarios())
             await tg.start(services.registry.run)
@@ -130,13 +150,11 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
                 await tg.start(services.cluster.run)
             tg.start_soon(sweep_idle_sockets, services)
             tg.start_soon(refresh_knowledge, services)
-            metrics = getattr(app.state, "metrics", None)
             if metrics is not None:
                 tg.start_soon(metrics.probe_loop_lag)
             if gcpolicy.installed():
                 tg.start_soon(full_collections, settings.GC_FULL_EVERY_SECONDS)
-            log.info("server started", extra={"brain": services.brain.name,
-                                               "mirror": getattr(services.mirror, "name", "?")})
+            log.info("server started", extra={"brain": services.brain.name, "mirror": services.mirror.name})
             try:
                 yield
             finally:
@@ -146,17 +164,6 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
                 services.registry.close_all()
                 await anyio.sleep(0.05)  # let writers send their close frames
                 tg.cancel_scope.cancel()
-        with anyio.CancelScope(shield=True):
-            await services.learners.aclose()
-        store_closer = getattr(services.knowledge.store, "close", None)
-        if store_closer is not None:
-            await anyio.to_thread.run_sync(store_closer)
-        with anyio.CancelScope(shield=True):
-            await services.voice.aclose()
-        closer = getattr(services.brain, "aclose", None)
-        if closer is not None:
-            with anyio.CancelScope(shield=True):
-                await closer()
 
     app = Starlette(
         routes=[*(extra_routes or []), *routes(), *cluster_routes(), *metrics_routes(), *knowledge_routes(),
@@ -170,5 +177,5 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
         lifespan=lifespan,
     )
     app.state.services = services
-    app.state.metrics = install_metrics(services) if settings.METRICS else None
+    app.state.metrics = metrics
     return app

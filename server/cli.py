@@ -8,13 +8,13 @@ import sys
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from privates import protocol_class
     from schemas.scenario import ScenarioError
     from server import gcpolicy
     from server.app import create_app
     from server.config import GRACEFUL_SHUTDOWN_S, ConfigError, load_settings
     from server.logs import configure_logging
     from server.serving import serve
-    from server.uvicorn_ws import protocol_class
 
     overrides: dict[str, object] = {}
     if args.host is not None:

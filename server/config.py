@@ -167,7 +167,7 @@ class Settings(BaseSettings):
     # uvicorn's implementations; "auto" is uvicorn's own choice (uvloop, httptools and the
     # websockets sans-I/O protocol when installed). For "auto" and "websockets-sansio" the
     # server runs a subclass of that protocol that holds less per idle socket and delivers the
-    # close code when it fails a connection (server/uvicorn_ws.py). benchmarks/load.py compares them.
+    # close code when it fails a connection (privates/__init__.py). benchmarks/load.py compares them.
     UVICORN_WS: Literal["auto", "websockets", "websockets-sansio", "wsproto"] = "auto"
     UVICORN_LOOP: Literal["auto", "asyncio", "uvloop"] = "auto"
     UVICORN_HTTP: Literal["auto", "h11", "httptools"] = "auto"
@@ -228,8 +228,7 @@ class Settings(BaseSettings):
             raise ValueError("BRAIN=openai needs OPENAI_API_KEY (or set BRAIN=rules)")
         if self.SAMVAD_SECRET and len(self.SAMVAD_SECRET) < MIN_SECRET_CHARS:
             raise ValueError(f"SAMVAD_SECRET must be at least {MIN_SECRET_CHARS} characters")
-        for name in ("ADMIN_KEY", "LEARNER_ASSERTION_KEY"):
-            value = getattr(self, name)
+        for name, value in (("ADMIN_KEY", self.ADMIN_KEY), ("LEARNER_ASSERTION_KEY", self.LEARNER_ASSERTION_KEY)):
             if value and len(value) < MIN_SECRET_CHARS:
                 raise ValueError(f"{name} must be at least {MIN_SECRET_CHARS} characters")
         if self.production:

@@ -90,7 +90,7 @@ def named_learner(services: Services, request: Request, named: str | None) -> st
 
 async def health(request: Request) -> JSONResponse:
     services: Services = request.app.state.services
-    mirror_stats: dict[str, Any] = getattr(services.mirror, "statistics", dict)()
+    mirror_stats = services.mirror.statistics()
     status = "ok"
     if mirror_stats.get("buffer_full"):
         status = "degraded"
@@ -166,10 +166,7 @@ async def create_session(request: Request) -> Response:
     # whose id the client already holds. While the store is down this waits NEO4J_TIMEOUT_MS at most
     # and says `"durable": false` (the session plays on and is stored when the store returns). The
     # in-memory mirror keeps nothing across a restart: `"durable": false` always.
-    durable = False
-    flushed = getattr(services.mirror, "flushed", None)
-    if flushed is not None:
-        durable = await flushed(sid, services.settings.NEO4J_TIMEOUT_MS / 1000)
+    durable = await services.mirror.flushed(sid, services.settings.NEO4J_TIMEOUT_MS / 1000)
     answer: dict[str, Any] = {
         "session_id": sid,
         "durable": durable,
@@ -234,11 +231,8 @@ async def session_graph(request: Request) -> JSONResponse:
     refused = refuse_unless_session_token(services, request, sid)
     if refused is not None:
         return refused
-    graph = getattr(services.mirror, "graph", None)
-    if graph is None:
-        return error_response(503, "unavailable", "no graph store is configured (set NEO4J_URI)")
     try:
-        data = await graph(sid)
+        data = await services.mirror.graph(sid)
     except MirrorUnavailable as exc:
         return error_response(503, "unavailable", str(exc))
     if data is None:
@@ -251,16 +245,13 @@ async def stats(request: Request) -> JSONResponse:
     services: Services = request.app.state.services
     if not services.is_admin(request):
         return error_response(401, "unauthorized", "the admin key is required")
-    figures = getattr(services.mirror, "stats", None)
-    if figures is None:
-        return error_response(503, "unavailable", "no graph store is configured (set NEO4J_URI)")
     try:
         since = float(request.query_params.get("since", 0))
         limit = max(1, min(200, int(request.query_params.get("limit", 20))))
     except ValueError:
         return error_response(422, "invalid", "since must be a number and limit an integer")
     try:
-        data = await figures(since=since, scenario=request.query_params.get("scenario"), limit=limit)
+        data = await services.mirror.stats(since=since, scenario=request.query_params.get("scenario"), limit=limit)
     except MirrorUnavailable as exc:
         return error_response(503, "unavailable", str(exc))
     return JSONResponse(data)

@@ -99,7 +99,7 @@ class PassBatchingHandler(logging.StreamHandler):  # type: ignore[type-arg]
                     self.stream.write(text)
                 except Exception:  # a closed or full stream: the records are lost, not the server
                     pass
-            if self.stream and hasattr(self.stream, "flush"):
+            if self.stream:
                 self.stream.flush()
 
     def close(self) -> None:

@@ -217,7 +217,7 @@ class SamvadCollector(Collector):
                                 ("samvad_sessions_evicted_for_room", "evicted_for_room",
                                  "Ended sessions evicted early to make room for new ones")):
             yield CounterMetricFamily(name, text, value=stats[key])
-        mirror: dict[str, Any] = getattr(services.mirror, "statistics", dict)()
+        mirror: dict[str, Any] = dict(services.mirror.statistics())
         yield GaugeMetricFamily("samvad_mirror_queue_depth", "Changes waiting to be written to Neo4j",
                                 value=float(mirror.get("queue_depth", 0) or 0))
         yield GaugeMetricFamily("samvad_mirror_lag_seconds", "Submit-to-durable time of recent changes (p99)",
@@ -225,7 +225,7 @@ class SamvadCollector(Collector):
         yield CounterMetricFamily("samvad_mirror_batches", "Mirror transactions committed",
                                   value=float(mirror.get("batches", 0) or 0))
         yield CounterMetricFamily("samvad_mirror_changes_written", "Changes written to Neo4j (batch sizes sum)",
-                                  value=float(getattr(services.mirror, "rows", 0) or 0))
+                                  value=float(services.mirror.rows))
         yield CounterMetricFamily("samvad_mirror_failures", "Mirror transactions that failed (retried)",
                                   value=float(mirror.get("failures", 0) or 0))
         cluster = services.cluster
@@ -252,7 +252,7 @@ def install(services: Services) -> Metrics:
 
 async def metrics_endpoint(request: Request) -> Response:
     services: Services = request.app.state.services
-    metrics: Metrics | None = getattr(request.app.state, "metrics", None)
+    metrics: Metrics | None = request.app.state.metrics  # set by create_app: None when METRICS=false
     if metrics is None:
         return error_response(404, "not_found", "metrics are off (METRICS=false)")
     settings = services.settings

@@ -13,19 +13,23 @@ active playbook (and refuses unless replacing), deactivates it, and writes the n
 chunks, so a failed upload leaves the graph as it was. Old versions stay, for reports that cite
 them. Every statement takes its values as parameters.
 
-This runs on its own synchronous driver, in worker threads (the library's callers are), apart from
-the mirror's write-behind queue: uploads are rare and must answer, not wait behind session writes.
+The store's methods are synchronous and called from worker threads (the library's callers are); each
+runs its transaction on the server's one Neo4j driver (`server.graphdb.GraphDriver`, shared with the
+mirror) and waits for it, apart from the mirror's write-behind queue: uploads are rare and must
+answer, not wait behind session writes. A store built on its own makes a driver of its own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any, LiteralString
 
-from neo4j import Driver, GraphDatabase, ManagedTransaction, NotificationMinimumSeverity
+from neo4j import AsyncManagedTransaction
 
 from brain.knowledge.store import PlaybookConflict
 from schemas.knowledge import Chunk, ChunkMeta, Playbook
 from server.config import Settings
+from server.graphdb import GraphDriver
 
 __all__ = ["Neo4jPlaybookStore"]
 
@@ -78,8 +82,12 @@ def _chunk(row: dict[str, Any]) -> Chunk:
         playbook_version=row.get("playbook_version") or ""))
 
 
-def _active(tx: ManagedTransaction, scenario: str) -> Playbook | None:
-    record = tx.run(ACTIVE, scenario=scenario).single()
+async def _single(tx: AsyncManagedTransaction, statement: LiteralString, **params: Any) -> Any:
+    return await (await tx.run(statement, params)).single()
+
+
+async def _active(tx: AsyncManagedTransaction, scenario: str) -> Playbook | None:
+    record = await _single(tx, ACTIVE, scenario=scenario)
     if record is None:
         return None
     p = record["playbook"]
@@ -89,68 +97,66 @@ def _active(tx: ManagedTransaction, scenario: str) -> Playbook | None:
 
 
 class Neo4jPlaybookStore:
-    def __init__(self, uri: str, *, user: str, password: str, timeout_s: float) -> None:
+    def __init__(self, uri: str = "", *, user: str = "neo4j", password: str = "", timeout_s: float = 2.0,
+                 graphdb: GraphDriver | None = None) -> None:
         self.timeout_s = timeout_s
-        self._driver: Driver = GraphDatabase.driver(
-            uri, auth=(user, password) if password else None,
-            notifications_min_severity=NotificationMinimumSeverity.WARNING,
-            connection_timeout=timeout_s, connection_acquisition_timeout=timeout_s * 2,
-            max_transaction_retry_time=timeout_s,
-        )
+        self.graphdb = graphdb or GraphDriver(uri, auth=(user, password) if password else None, timeout_s=timeout_s,
+                                              owned=True)
         self._schema = False
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Neo4jPlaybookStore:
+    def from_settings(cls, settings: Settings, graphdb: GraphDriver | None = None) -> Neo4jPlaybookStore:
         return cls(settings.NEO4J_URI, user=settings.NEO4J_USER, password=settings.NEO4J_PASSWORD,
-                   timeout_s=settings.NEO4J_TIMEOUT_MS / 1000)
+                   timeout_s=settings.NEO4J_TIMEOUT_MS / 1000, graphdb=graphdb)
 
     def close(self) -> None:
-        self._driver.close()
+        """Close the driver if this store made it; a shared one is the application's to close."""
+        if self.graphdb.owned:
+            self.graphdb.call_blocking_close()
 
-    def _ensure_schema(self) -> None:
-        if not self._schema:
-            with self._driver.session() as session:
+    def _run(self, work: Callable[[AsyncManagedTransaction], Awaitable[Any]], *, write: bool = False) -> Any:
+        """`work(tx)` in a managed transaction (with the driver's retries), where the driver lives."""
+        return self.graphdb.call_blocking(self._run_here(work, write))
+
+    async def _run_here(self, work: Callable[[AsyncManagedTransaction], Awaitable[Any]], write: bool) -> Any:
+        driver = await self.graphdb.driver_here()
+        async with driver.session(database=self.graphdb.database,
+                                  max_transaction_retry_time=self.timeout_s) as session:
+            if not self._schema:
                 for statement in SCHEMA:
-                    session.run(statement).consume()
-            self._schema = True
-
-    def _read(self, work: Any, **params: Any) -> Any:
-        self._ensure_schema()
-        with self._driver.session() as session:
-            return session.execute_read(work, **params)
+                    await (await session.run(statement)).consume()
+                self._schema = True
+            run = session.execute_write if write else session.execute_read
+            return await run(work)
 
     def active(self, scenario: str) -> Playbook | None:
-        return self._read(_active, scenario=scenario)  # type: ignore[no-any-return]
+        return self._run(lambda tx: _active(tx, scenario))  # type: ignore[no-any-return]
 
     def next_version(self, scenario: str) -> str:
-        highest = self._read(lambda tx, scenario: tx.run(VERSIONS, scenario=scenario).single()["highest"],
-                             scenario=scenario)
-        return f"v{int(highest) + 1}"
+        record = self._run(lambda tx: _single(tx, VERSIONS, scenario=scenario))
+        return f"v{int(record['highest']) + 1}"
 
     def add(self, playbook: Playbook, *, replace: bool) -> None:
-        self._ensure_schema()
-
-        def work(tx: ManagedTransaction) -> None:
-            current = _active(tx, playbook.scenario)
+        async def work(tx: AsyncManagedTransaction) -> None:
+            current = await _active(tx, playbook.scenario)
             if current is not None and not replace:
                 raise PlaybookConflict(current)
-            tx.run(DEACTIVATE, scenario=playbook.scenario).consume()
-            tx.run(CREATE, playbook_id=playbook.playbook_id, scenario=playbook.scenario,
-                   version=playbook.version, number=int(playbook.version.lstrip("v")),
-                   source_file=playbook.source_file, sha256=playbook.sha256,
-                   ingested_at=playbook.ingested_at,
-                   chunks=[{"position": i, "chunk_id": c.chunk_id, "text_content": c.text_content,
-                            **c.metadata.model_dump()} for i, c in enumerate(playbook.chunks)]).consume()
+            await (await tx.run(DEACTIVATE, scenario=playbook.scenario)).consume()
+            await (await tx.run(
+                CREATE, playbook_id=playbook.playbook_id, scenario=playbook.scenario,
+                version=playbook.version, number=int(playbook.version.lstrip("v")),
+                source_file=playbook.source_file, sha256=playbook.sha256, ingested_at=playbook.ingested_at,
+                chunks=[{"position": i, "chunk_id": c.chunk_id, "text_content": c.text_content,
+                         **c.metadata.model_dump()} for i, c in enumerate(playbook.chunks)])).consume()
 
-        with self._driver.session() as session:
-            session.execute_write(work)
+        self._run(work, write=True)
 
     def chunk(self, scenario: str, chunk_id: str) -> Chunk | None:
-        def work(tx: ManagedTransaction) -> Chunk | None:
-            record = tx.run(CHUNK, scenario=scenario, chunk_id=chunk_id).single()
-            return None if record is None else _chunk(record["chunk"])
-
-        return self._read(work)  # type: ignore[no-any-return]
+        record = self._run(lambda tx: _single(tx, CHUNK, scenario=scenario, chunk_id=chunk_id))
+        return None if record is None else _chunk(record["chunk"])
 
     def scenarios(self) -> list[str]:
-        return self._read(lambda tx: [r["scenario"] for r in tx.run(SCENARIOS)])  # type: ignore[no-any-return]
+        async def work(tx: AsyncManagedTransaction) -> list[str]:
+            return [r["scenario"] async for r in await tx.run(SCENARIOS)]
+
+        return self._run(work)  # type: ignore[no-any-return]

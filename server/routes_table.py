@@ -3,7 +3,9 @@
 The table is data. `openapi()` turns it into the OpenAPI 3.1 document served at `GET /openapi.json`
 (which schemathesis fuzzes, tests/test_openapi_fuzz.py), and tests/test_authz_matrix.py holds every
 route of the running app to a row of it and to the expected status for each kind of credential in
-development and in production. A route added to the app without a row here fails that test.
+development and in production. A route added to the app without a row here fails that test. The
+session socket's own document, AsyncAPI 3.0, is served beside it as `GET /asyncapi.json`
+(schemas/asyncapi.py).
 
 Rules every route shares are written once, in `COMMON`: the guard's 400 (`credential_in_url`, a
 Content-Length that is not a number) and 413 (`too_large`) for a body over the route's limit
@@ -19,6 +21,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
+
+from schemas.asyncapi import asyncapi
 
 __all__ = ["CREDENTIALS", "OPERATIONS", "Operation", "openapi", "openapi_routes"]
 
@@ -101,6 +105,9 @@ OPERATIONS: tuple[Operation, ...] = (
               {200: "ready", 503: "draining"},
               development="200 200 200 200 200 200 200", production="200 200 200 200 200 200 200"),
     Operation("GET", "/openapi.json", "this document", ANYONE, {200: "the OpenAPI document"},
+              development="200 200 200 200 200 200 200", production="200 200 200 200 200 200 200"),
+    Operation("GET", "/asyncapi.json", "the socket protocol", ANYONE,
+              {200: "the AsyncAPI 3.0 document of the session socket (schemas/asyncapi.py)"},
               development="200 200 200 200 200 200 200", production="200 200 200 200 200 200 200"),
     Operation("POST", "/api/sessions", "create a session", "anyone for an anonymous session; a named learner "
               "needs " + LEARNER, {201: "created", 401: "a learner named without proof", 403: "another "
@@ -267,4 +274,9 @@ def openapi_routes() -> list[BaseRoute]:
     async def serve(request: Request) -> JSONResponse:
         return JSONResponse(document)
 
-    return [Route("/openapi.json", serve, methods=["GET"])]
+    socket = asyncapi()  # made once: the frame models do not change while the server runs
+
+    async def serve_socket(request: Request) -> JSONResponse:
+        return JSONResponse(socket)
+
+    return [Route("/openapi.json", serve, methods=["GET"]), Route("/asyncapi.json", serve_socket, methods=["GET"])]

@@ -15,14 +15,15 @@ from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse
 
 from brain.knowledge.library import KnowledgeLibrary
+from brain.policy import PolicyBrain
 from server.auth import LearnerAssertions, TokenError, Tokens
+from server.backends import Backends, MirrorBackend
 from server.clientaddr import TrustedProxies
 from server.cluster.node import ClusterNode
 from server.config import Environment, Settings
 from server.connection import TokenBucket, WsConnection
 from server.learners.service import Learners
 from server.voice import Voice
-from session.protocols import Brain, Mirror
 from session.registry import SessionRegistry
 
 ADMIN_COOKIE = "samvad_admin"  # the teachers' sign-in (POST /api/signin): HttpOnly, SameSite=Strict
@@ -54,12 +55,13 @@ class Buckets:
 class Services:
     settings: Settings
     tokens: Tokens
-    brain: Brain
-    mirror: Mirror
+    brain: PolicyBrain  # every brain answers behind the response policy (brain/policy.py)
+    mirror: MirrorBackend
     registry: SessionRegistry
     knowledge: KnowledgeLibrary
     learners: Learners  # profiles across sessions (server/learners/)
     voice: Voice  # speech in and out (server/voice.py, docs/voice.md)
+    backends: Backends  # what server/wiring.py built: the stores and the one Neo4j driver
     cluster: ClusterNode | None = None  # the leases of this node, when CLUSTER_NODE_ID is set (server/cluster/)
     started_at: float = field(default_factory=time.time)
     connections: int = 0

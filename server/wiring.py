@@ -1,4 +1,5 @@
-"""Build the concrete brain, mirror and knowledge library that the settings ask for."""
+"""Build the concrete brain, backends (mirror, playbooks, learners, the Neo4j driver) and knowledge
+library that the settings ask for."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ from typing import TYPE_CHECKING
 
 from brain.knowledge.library import KnowledgeLibrary
 from brain.knowledge.store import DiskPlaybookStore, PlaybookStore
+from brain.policy import Brain
+from server.backends import Backends, InMemoryMirror, MirrorBackend
 from server.config import BrainChoice, MirrorChoice, Settings
-from session.mirror import MemoryMirror
-from session.protocols import Brain
+from server.graphdb import GraphDriver
+from server.learners.store import MemoryLearnerStore
 from session.registry import SessionRegistry
 
 if TYPE_CHECKING:
@@ -29,36 +32,41 @@ def build_brain(settings: Settings, knowledge: KnowledgeLibrary | None = None) -
     return RuleBasedVendor()
 
 
-def build_mirror(settings: Settings) -> object:
-    if settings.mirror_kind is MirrorChoice.NEO4J and settings.CLUSTER_NODE_ID:
+def build_backends(settings: Settings) -> Backends:
+    """The stores the settings ask for: in memory, or in Neo4j on one shared driver (opened and
+    closed by the application's lifespan, server/app.py) for the mirror, playbooks, learners and leases."""
+    if settings.mirror_kind is not MirrorChoice.NEO4J:
+        return Backends(mirror=InMemoryMirror(), playbooks=DiskPlaybookStore(settings.KNOWLEDGE_DIR),
+                        learners=MemoryLearnerStore())
+    from server.learners.graph import Neo4jLearnerStore
+    from server.playbooks import Neo4jPlaybookStore
+
+    graphdb = GraphDriver.from_settings(settings)
+    mirror: MirrorBackend
+    if settings.CLUSTER_NODE_ID:
         from server.cluster import FencedMirror
 
-        return FencedMirror(
-            settings.NEO4J_URI, node=settings.CLUSTER_NODE_ID, user=settings.NEO4J_USER,
-            password=settings.NEO4J_PASSWORD, timeout_ms=settings.NEO4J_TIMEOUT_MS,
+        mirror = FencedMirror(
+            settings.NEO4J_URI, node=settings.CLUSTER_NODE_ID, timeout_ms=settings.NEO4J_TIMEOUT_MS,
             buffer_changes=settings.MIRROR_BUFFER_CHANGES, batch_max=settings.MIRROR_BATCH_MAX,
-            flush_ms=settings.MIRROR_FLUSH_MS, writers=settings.MIRROR_WRITERS,
+            flush_ms=settings.MIRROR_FLUSH_MS, writers=settings.MIRROR_WRITERS, graphdb=graphdb,
         )
-    if settings.mirror_kind is MirrorChoice.NEO4J:
+    else:
         from server.mirror import Neo4jMirror
 
-        return Neo4jMirror.from_settings(settings)
-    return MemoryMirror()
+        mirror = Neo4jMirror.from_settings(settings, graphdb)
+    return Backends(mirror=mirror, playbooks=Neo4jPlaybookStore.from_settings(settings, graphdb),
+                    learners=Neo4jLearnerStore(graphdb=graphdb, timeout_s=settings.NEO4J_TIMEOUT_MS / 1000),
+                    graphdb=graphdb)
 
 
-def build_knowledge(settings: Settings) -> KnowledgeLibrary:
-    """Playbooks in Neo4j when the mirror is (server/playbooks.py), else on disk in KNOWLEDGE_DIR."""
-    store: PlaybookStore
-    if settings.mirror_kind is MirrorChoice.NEO4J:
-        from server.playbooks import Neo4jPlaybookStore
-
-        store = Neo4jPlaybookStore.from_settings(settings)
-    else:
-        store = DiskPlaybookStore(settings.KNOWLEDGE_DIR)
+def build_knowledge(settings: Settings, store: PlaybookStore) -> KnowledgeLibrary:
+    """The scenarios' knowledge over `store`: playbooks in Neo4j when the mirror is (server/playbooks.py),
+    else on disk in KNOWLEDGE_DIR."""
     return KnowledgeLibrary(store, top_k=settings.RETRIEVAL_TOP_K, min_score=settings.RETRIEVAL_MIN_SCORE)
 
 
-def build_cluster(settings: Settings, mirror: object, registry: SessionRegistry) -> ClusterNode | None:
+def build_cluster(settings: Settings, mirror: MirrorBackend, registry: SessionRegistry) -> ClusterNode | None:
     """This node's leases when it is one of several (CLUSTER_NODE_ID); None for a single node."""
     if not settings.CLUSTER_NODE_ID:
         return None

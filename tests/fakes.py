@@ -31,6 +31,11 @@ class ScriptedBrain:
     """Answers with whatever `script` proposes; optionally streams and waits first."""
 
     name = "scripted"
+    propose_inline = None  # the parts of `brain.policy.Brain` it does not have
+    write_summary = None
+
+    async def aclose(self) -> None:
+        """Nothing to close."""
 
     def __init__(self, script: Script = stay, *, delay: float = 0.0, stream: bool = False) -> None:
         self.script = script

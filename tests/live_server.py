@@ -10,7 +10,7 @@ import anyio
 import uvicorn
 from starlette.applications import Starlette
 
-from server.uvicorn_ws import protocol_class
+from privates import protocol_class
 
 STARTUP_SECONDS = 10.0
 

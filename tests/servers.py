@@ -28,10 +28,10 @@ import orjson
 import uvicorn
 from websockets.asyncio.client import ClientConnection, connect
 
+from privates import protocol_class
 from server.app import create_app
 from server.config import load_settings
 from server.services import Services
-from server.uvicorn_ws import protocol_class
 from session.protocols import Brain
 
 ROOT = Path(__file__).resolve().parent.parent

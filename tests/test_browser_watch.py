@@ -52,6 +52,11 @@ class PacedBrain:
     """Streams its reply a word at a time; on `withdraw_turns` it takes the words back first."""
 
     name = "paced"
+    propose_inline = None  # the parts of `brain.policy.Brain` it does not have
+    write_summary = None
+
+    async def aclose(self) -> None:
+        """Nothing to close."""
 
     def __init__(self, script: Callable[[BrainRequest], AIDecision], *, word_delay: float,
                  withdraw_turns: frozenset[int] = frozenset(), rethink: float = 0.0) -> None:

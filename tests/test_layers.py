@@ -24,17 +24,18 @@ import pytest
 from tests.import_graph import Graph, import_graph
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PACKAGES = ("schemas", "session", "brain", "server", "clients", "voice")
+PACKAGES = ("schemas", "session", "brain", "server", "clients", "voice", "privates")
 ANY = frozenset({"*"})
 
 # Which packages each package's modules may import directly; a set of module names narrows it.
 ALLOWED: dict[str, dict[str, frozenset[str]]] = {
     "schemas": {},
     "session": {"schemas": ANY},  # the session declares what it needs from a brain as a Protocol
-    "brain": {"schemas": ANY},
+    "brain": {"schemas": ANY, "privates": ANY},  # the SDK's and aiohttp's internals, in one place
     "voice": {"schemas": ANY, "brain": frozenset({"brain.transport"})},  # brain's transport only
     "clients": {"schemas": ANY, "session": ANY},  # the bots' checker reuses the pure rule tables
-    "server": {"schemas": ANY, "session": ANY, "brain": ANY, "voice": ANY, "clients": ANY},
+    "server": {"schemas": ANY, "session": ANY, "brain": ANY, "voice": ANY, "clients": ANY, "privates": ANY},
+    "privates": {},  # third-party internals only: nothing of ours
 }
 # What a package must not reach by any path of imports.
 NEVER_REACHES: dict[str, frozenset[str]] = {
@@ -43,6 +44,7 @@ NEVER_REACHES: dict[str, frozenset[str]] = {
     "brain": frozenset({"session", "server", "clients", "voice"}),
     "voice": frozenset({"session", "server", "clients"}),
     "clients": frozenset({"server", "brain", "voice"}),
+    "privates": frozenset(PACKAGES) - {"privates"},
 }
 
 

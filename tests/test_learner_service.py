@@ -10,6 +10,7 @@ import pytest
 
 from schemas.enums import LanguageCode, Level
 from schemas.learner import LearnerProfile
+from server.backends import InMemoryMirror
 from server.learners.service import Learners
 from server.learners.store import MemoryLearnerStore
 
@@ -32,7 +33,7 @@ class _HangingStore:
 
 
 def _learners(store: Any, timeout_s: float) -> Learners:
-    return Learners(store, SimpleNamespace(listeners=[]), mirror=None, timeout_s=timeout_s)  # type: ignore[arg-type]
+    return Learners(store, SimpleNamespace(listeners=[]), InMemoryMirror(), timeout_s=timeout_s)  # type: ignore[arg-type]
 
 
 async def test_a_store_that_does_not_answer_in_time_gives_no_profile() -> None:

@@ -14,16 +14,9 @@ import pytest
 from brain.errors import BrainServiceError
 from brain.llm import FALLBACK_LINES, OpenAIBrain
 from brain.prompt import PROMPT_VERSION
-from brain.transport import (
-    DEFAULT_BACKOFF,
-    ChatTransport,
-    _aiohttp_response,
-    _content,
-    _pieces,
-    _read_body,
-    _rest,
-    sdk_client,
-)
+from brain.transport import DEFAULT_BACKOFF, ChatTransport, _content, _pieces, _read_body, sdk_client
+from privates import aiohttp_response as _aiohttp_response
+from privates import rest_reading as _rest
 from schemas.enums import Stage
 from server.config import load_settings
 from tests.llm_support import FAST, Sink, brain, decision, gaps, negotiation, play, request
@@ -268,7 +261,7 @@ def test_a_streamed_choice_adds_only_the_text_of_the_first_answer(choice: object
 async def test_a_rested_socket_gives_what_the_model_sent_meanwhile_in_one_read(openai_fake: FakeOpenAI) -> None:
     """Issue #14: between reads after the first words, the model's socket is left unread, so that
     the tokens sent meanwhile (a packet each) are taken in one read. This also fails if the SDK's
-    transport stops looking the way `_rest` needs, instead of the saving quietly going away."""
+    transport stops looking the way `privates.rest_reading` needs, instead of the saving quietly going away."""
     openai_fake.script(reply(decision("Namaste ji, " * 20), ttft_ms=0, tokens_per_s=200))
     client = sdk_client(api_key="test", base_url=openai_fake.base_url, timeout_s=5)
     try:

@@ -320,11 +320,16 @@ def test_the_summary_prompt_treats_the_conversation_as_data() -> None:
 async def test_a_brain_without_summaries_behind_the_policy_leaves_the_summary_to_the_server() -> None:
     class Plain:
         name = "plain"
+        propose_inline = None
+        write_summary = None  # no summaries of its own
+
+        async def aclose(self) -> None:
+            """Nothing to close."""
 
         async def propose(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainResult:
             raise NotImplementedError
 
-    assert with_policy(Plain()).summarize is None  # type: ignore[arg-type]
+    assert with_policy(Plain()).summarize is None
 
 
 async def test_over_the_socket_the_server_summarises_with_the_llm_and_keeps_the_window_in_its_budget(

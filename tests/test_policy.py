@@ -202,3 +202,19 @@ async def test_llm_p2_gets_the_objection_templates_as_guidance_when_no_knowledge
     assert "known objection" in sent and "{item}" not in sent and "{price}" not in sent
     assert "Later the good" in sent or "Think, think" in sent  # the pack's come_back_later templates
     assert "(no notes for this turn)" in sent
+
+
+def test_the_policy_declares_the_parts_of_the_brain_it_wraps_and_answers_inline_only_for_an_inline_brain() -> None:
+    from brain.policy import InstantPolicyBrain, PolicyBrain, with_policy
+    from brain.rules_vendor import RuleBasedVendor
+    from tests.fakes import ScriptedBrain
+    from tests.llm_support import request
+
+    rules = with_policy(RuleBasedVendor())
+    assert isinstance(rules, InstantPolicyBrain) and rules.propose_inline is not None
+    assert rules.write_summary is None and rules.summarize is None
+    asked = request(transcript="Namaste bhaiya! Tamatar kitne ka hai?")
+    assert rules.propose_inline(asked).decision == RuleBasedVendor().propose_now(asked).decision
+    scripted = with_policy(ScriptedBrain())
+    assert type(scripted) is PolicyBrain and scripted.propose_inline is None and scripted.write_summary is None
+    assert with_policy(scripted).propose_inline is None  # a policy is a brain like any other

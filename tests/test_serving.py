@@ -1,4 +1,4 @@
-"""`samvad serve` on `server.serving.CalmServer`: a once-a-second tick that a stop signal cuts short."""
+"""`samvad serve` on `privates.CalmServer`: a once-a-second tick that a stop signal cuts short."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tests.servers import ROOT, SECRET, free_port
 # The server as `samvad serve` runs it, but with a tick of an hour: only the stop signal waking
 # the main loop can end it within the test's patience.
 _SERVE_WITH_A_SLOW_TICK = (
-    "import sys; from server import serving; serving.TICK_S = 3600.0; "
+    "import sys; import privates; privates.TICK_S = 3600.0; "
     "from server.cli import main; sys.exit(main(['serve', '--port', sys.argv[1]]))"
 )
 

@@ -20,7 +20,7 @@ import pytest
 from tests import import_graph as imports
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PACKAGES = ("schemas", "session", "brain", "server", "clients", "voice")
+PACKAGES = ("schemas", "session", "brain", "server", "clients", "voice", "privates")
 # Source files a person writes and reads; vendored, generated and data files are not modules.
 SOURCE_SUFFIXES = {".py", ".js", ".cs", ".css", ".html", ".sh"}
 MAX_LINES = 500
@@ -195,3 +195,39 @@ def test_every_folder_is_named_by_its_path_where_its_parent_says_what_lives_ther
     if init.exists():
         docstring = ast.get_docstring(ast.parse(init.read_text("utf-8")))
         assert docstring and len(docstring) > 40, f"{where}/__init__.py has no docstring saying what lives there"
+
+
+# Packages whose every module is named in its folder's README.md or package docstring. session/ joins
+# once its README is rewritten for the session machine (issue #32).
+MODULE_INDEXED = ("schemas", "brain", "server", "clients", "voice")
+
+
+def names_module(text: str, folder: str, module: str) -> bool:
+    """Whether `text` names `module` (a module of `folder`): `module`, `module.py`, or a dotted or
+    slashed path ending in it (`server.mirror.fold`, `server/mirror/fold.py`)."""
+    dotted = folder.replace("/", ".")
+    return re.search(rf"`{re.escape(module)}(\.py)?`|(?<![\w./-]){re.escape(module)}\.py\b"
+                     rf"|{re.escape(dotted)}\.{re.escape(module)}\b|{re.escape(folder)}/{re.escape(module)}\.py",
+                     text) is not None
+
+
+def test_a_module_is_named_by_its_name_in_backticks_or_its_path() -> None:
+    assert names_module("- `fold`: the running state", "server/mirror", "fold")
+    assert names_module("see server/mirror/fold.py", "server/mirror", "fold")
+    assert names_module("`server.mirror.fold` folds", "server/mirror", "fold")
+    assert not names_module("folds the changes", "server/mirror", "fold")
+    assert not names_module("`fold_all`: all", "server/mirror", "fold")
+
+
+def indexed_modules() -> list[pathlib.Path]:
+    return sorted(path for package in MODULE_INDEXED for path in (ROOT / package).rglob("*.py")
+                  if path.name != "__init__.py" and "/bin/" not in path.as_posix())
+
+
+@pytest.mark.parametrize("module", indexed_modules(), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_module_is_listed_where_its_package_says_what_lives_there(module: pathlib.Path) -> None:
+    folder = module.parent
+    where = folder.relative_to(ROOT).as_posix()
+    said = "README.md or __init__.py" if (folder / "__init__.py").exists() else "README.md"
+    assert names_module(documentation(folder), where, module.stem), (
+        f"{module.relative_to(ROOT)} is not listed in {where}/{said}: say there what `{module.stem}` does")

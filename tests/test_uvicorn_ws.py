@@ -11,7 +11,7 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from websockets.http11 import Request
 
 from clients.bots.steady import collector_paused
-from server.uvicorn_ws import (
+from privates import (
     CorkedTransport,
     LeanWebSocketsSansIOProtocol,
     ReceiveQueue,

@@ -5,6 +5,7 @@
 - `index`: one BM25 index (bm25s) per scenario, with a score threshold below which nothing is found.
 - `cards`: tip cards made only of the retrieved chunks' own words; one generic card when none.
 - `store`: uploaded playbook versions on disk, one active per scenario (Neo4j: `server/playbooks.py`).
+- `retriever`: the LLM brain's cultural notes, retrieved from the scenario's knowledge for each turn.
 - `library`: a scenario's pack knowledge plus its active playbook, indexed, and ingestion.
 
 Nothing here calls a model or the network, and the same input always gives the same output.

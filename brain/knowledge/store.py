@@ -48,6 +48,10 @@ class PlaybookStore(Protocol):
 
     def scenarios(self) -> list[str]: ...
 
+    def close(self) -> None:
+        """Let go of what the store holds open (a no-op for the stores here)."""
+        ...
+
 
 class MemoryPlaybookStore:
     """Playbooks in a dict: for a brain used as a library, and for tests. Lost on exit."""
@@ -78,11 +82,17 @@ class MemoryPlaybookStore:
     def scenarios(self) -> list[str]:
         return sorted(self._versions)
 
+    def close(self) -> None:
+        """Nothing to close."""
+
 
 class DiskPlaybookStore:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
         self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Nothing to close: each call opens and closes its own files."""
 
     def _folder(self, scenario: str) -> Path:
         if not _SCENARIO.match(scenario):

@@ -83,7 +83,7 @@ class ClusterNode:
         """Run a lease statement; a transient failure (a deadlock between lease locks) is retried."""
         for attempt in range(WRITE_ATTEMPTS):
             try:
-                return await self.mirror._on_io(self._write_here(statement, params))
+                return await self.mirror.graphdb.call(self._write_here(statement, params))
             except Neo4jError as exc:
                 if not exc.is_retryable() or attempt == WRITE_ATTEMPTS - 1:
                     raise
@@ -91,7 +91,7 @@ class ClusterNode:
         raise AssertionError("unreachable")
 
     async def _write_here(self, statement: LiteralString, params: dict[str, Any]) -> list[dict[str, Any]]:
-        driver = await self.mirror._driver_here()
+        driver = await self.mirror.graphdb.driver_here()
         timeout = self.mirror.timeout_s
 
         async def work(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ teacher's progress view and erasure.
 - `api`: the HTTP routes under `/api/learners`.
 """
 
-from server.learners.service import Learners, build_learners
+from server.learners.service import Learners
 from server.learners.store import LearnerStore, LearnerStoreUnavailable, MemoryLearnerStore
 
-__all__ = ["LearnerStore", "LearnerStoreUnavailable", "Learners", "MemoryLearnerStore", "build_learners"]
+__all__ = ["LearnerStore", "LearnerStoreUnavailable", "Learners", "MemoryLearnerStore"]

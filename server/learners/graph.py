@@ -1,12 +1,11 @@
 """`Neo4jLearnerStore`: learner profiles in the graph, beside the sessions they link to.
 
-It has a driver of its own, on the server's event loop: a learner is written once per ended session
-and read when a session is created or a teacher looks, far from the mirror's write rate, so it does
-not need the mirror's I/O thread. It connects where the mirror does (the same URI, user and
-database). Folding happens in Python inside the write transaction (lock and read, `fold`, write):
-the transaction's first statement write-locks the Learner node before it reads the profile, so two
-servers recording sessions of one learner at once fold one after the other and neither loses the
-other's session.
+It runs on the server's one Neo4j driver (`server.graphdb.GraphDriver`, shared with the mirror), on
+the driver's I/O thread; a store built on its own makes a driver of its own. Its transactions use the
+driver's managed retries (the mirror's writer retries its own way). Folding happens in Python
+inside the write transaction (lock and read, `fold`, write): the transaction's first statement
+write-locks the Learner node before it reads the profile, so two servers recording sessions of one
+learner at once fold one after the other and neither loses the other's session.
 
 Every Neo4j or network failure is translated here, once, into `LearnerStoreUnavailable`.
 """
@@ -17,10 +16,11 @@ import json
 from typing import Any, LiteralString
 
 import anyio
-from neo4j import AsyncDriver, AsyncGraphDatabase, AsyncManagedTransaction, NotificationMinimumSeverity, Query
+from neo4j import AsyncManagedTransaction, unit_of_work
 from neo4j.exceptions import DriverError, Neo4jError
 
 from schemas.learner import LearnerProfile, LearnerRow, ProgressPoint, SessionFigures
+from server.graphdb import GraphDriver
 from server.learners.cypher import (
     DELETE_LEARNER,
     DELETE_LEARNER_SESSIONS,
@@ -55,50 +55,47 @@ class Neo4jLearnerStore:
     durable = True
     immediate = False
 
-    def __init__(self, uri: str, *, auth: tuple[str, str] | None = None, database: str | None = None,
-                 timeout_s: float = 2.0) -> None:
-        self.uri = uri
-        self.auth = auth
-        self.database = database
+    def __init__(self, uri: str = "", *, auth: tuple[str, str] | None = None, database: str | None = None,
+                 timeout_s: float = 2.0, graphdb: GraphDriver | None = None) -> None:
+        self.graphdb = graphdb or GraphDriver(uri, auth=auth, database=database, timeout_s=timeout_s, owned=True)
         self.timeout_s = timeout_s
-        self._driver: AsyncDriver | None = None
         self._schema_ready = False
         self.recorded = 0
         self.failures = 0
 
-    def _the_driver(self) -> AsyncDriver:
-        if self._driver is None:
-            self._driver = AsyncGraphDatabase.driver(
-                self.uri, auth=self.auth, notifications_min_severity=NotificationMinimumSeverity.WARNING,
-                connection_timeout=self.timeout_s, connection_acquisition_timeout=self.timeout_s * 2,
-                max_transaction_retry_time=self.timeout_s * 4,
-            )
-        return self._driver
-
     async def aclose(self) -> None:
-        driver, self._driver = self._driver, None
-        if driver is not None:
-            await driver.close()
+        """Close the driver if this store made it; a shared one is the application's to close."""
+        if self.graphdb.owned:
+            await self.graphdb.aclose()
 
     async def _run(self, work: Any, *args: Any, write: bool = False) -> Any:
         """Run `work(tx, *args)` in a managed transaction, within a bounded time; failures translated."""
-        driver = self._the_driver()
         try:
-            with anyio.fail_after(self.timeout_s * 8 + 1):
-                if not self._schema_ready:
-                    for statement in LEARNER_SCHEMA:
-                        await driver.execute_query(Query(statement, timeout=self.timeout_s * 4),
-                                                   database_=self.database)
-                    self._schema_ready = True
-                async with driver.session(database=self.database) as session:
-                    run = session.execute_write if write else session.execute_read
-                    return await run(work, *args)
+            return await self.graphdb.call(self._run_here(work, args, write))
         except LearnerStoreUnavailable:
             self.failures += 1
             raise
         except (Neo4jError, DriverError, OSError, TimeoutError) as exc:
             self.failures += 1
             raise LearnerStoreUnavailable(f"Neo4j learner store: {type(exc).__name__}: {exc}"[:500]) from exc
+
+    async def _run_here(self, work: Any, args: tuple[Any, ...], write: bool) -> Any:
+        """`_run`'s transaction, where the driver lives."""
+        driver = await self.graphdb.driver_here()
+        database = self.graphdb.database
+        with anyio.fail_after(self.timeout_s * 8 + 1):
+            async with driver.session(database=database, max_transaction_retry_time=self.timeout_s * 4) as session:
+                if not self._schema_ready:
+                    schema = unit_of_work(timeout=self.timeout_s * 4)(self._schema)
+                    for statement in LEARNER_SCHEMA:
+                        await session.execute_write(schema, statement)
+                    self._schema_ready = True
+                run = session.execute_write if write else session.execute_read
+                return await run(work, *args)
+
+    @staticmethod
+    async def _schema(tx: AsyncManagedTransaction, statement: LiteralString) -> None:
+        await (await tx.run(statement)).consume()
 
     @staticmethod
     async def _rows(tx: AsyncManagedTransaction, statement: LiteralString,

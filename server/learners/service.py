@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskStatus
@@ -26,15 +26,17 @@ from schemas.enums import Level
 from schemas.errors import CloseCode
 from schemas.learner import LearnerProfile, LearnerRecall, SessionFigures, Slip
 from server.learners.profile import recall
-from server.learners.store import LearnerStore, LearnerStoreUnavailable, MemoryLearnerStore
+from server.learners.store import LearnerStore, LearnerStoreUnavailable
 from session.actor import SessionActor
 from session.core import START_HAPPINESS
 from session.negotiation import Negotiation
-from session.protocols import Mirror
 from session.registry import SessionRegistry
 from session.report import report_figures, total_score
 
-__all__ = ["Learners", "build_learners", "session_figures"]
+if TYPE_CHECKING:
+    from server.backends import MirrorBackend
+
+__all__ = ["Learners", "session_figures"]
 
 log = logging.getLogger("samvad.learners")
 
@@ -71,7 +73,7 @@ def session_figures(negotiation: Negotiation) -> SessionFigures:
 
 
 class Learners:
-    def __init__(self, store: LearnerStore, registry: SessionRegistry, mirror: Mirror, *,
+    def __init__(self, store: LearnerStore, registry: SessionRegistry, mirror: MirrorBackend, *,
                  timeout_s: float = 2.0) -> None:
         self.store = store
         self.registry = registry
@@ -119,13 +121,11 @@ class Learners:
             self._send = None
 
     async def _record(self, figures: SessionFigures) -> None:
-        flushed = getattr(self.mirror, "flushed", None)
         for attempt in range(RECORD_ATTEMPTS):
             if figures.ended_at <= self._erased.get(figures.learner_id, -1.0):
                 return  # the learner was erased after this session ended
             try:
-                if flushed is not None:
-                    await flushed(figures.session_id, self.timeout_s * 2)
+                await self.mirror.flushed(figures.session_id, self.timeout_s * 2)
                 await self.store.record(figures)
                 self.recorded += 1
                 return
@@ -168,10 +168,8 @@ class Learners:
         self._erased[learner_id] = self.registry.clock()
         for sid in live:
             self.registry.remove(sid, CloseCode.EVICTED, "the learner's data was erased")
-        flushed = getattr(self.mirror, "flushed", None)
-        if flushed is not None:
-            for sid in live:
-                await flushed(sid, self.timeout_s * 2)
+        for sid in live:
+            await self.mirror.flushed(sid, self.timeout_s * 2)
         found = await self.store.erase(learner_id)
         log.info("learner erased", extra={"sessions": len(live)})
         return found or bool(live)
@@ -181,24 +179,8 @@ class Learners:
                                  "recorded": self.recorded, "dropped": self.dropped}
         if not self.store.durable:
             stats["note"] = "no durable store: learner profiles live in memory until the process ends"
-        own = getattr(self.store, "statistics", None)
-        if own is not None:
-            stats.update({k: v for k, v in own().items() if k not in stats})
+        stats.update({k: v for k, v in self.store.statistics().items() if k not in stats})
         return stats
 
     async def aclose(self) -> None:
-        closer = getattr(self.store, "aclose", None)
-        if closer is not None:
-            await closer()
-
-
-def build_learners(registry: SessionRegistry, mirror: Mirror, *, timeout_s: float) -> Learners:
-    """Profiles in Neo4j where the mirror is (the same URI, credentials and database), else in memory."""
-    store: LearnerStore = MemoryLearnerStore()
-    uri = getattr(mirror, "uri", None)
-    if isinstance(uri, str):
-        from server.learners.graph import Neo4jLearnerStore
-
-        store = Neo4jLearnerStore(uri, auth=getattr(mirror, "auth", None), database=getattr(mirror, "database", None),
-                                  timeout_s=timeout_s)
-    return Learners(store, registry, mirror, timeout_s=timeout_s)
+        await self.store.aclose()

@@ -49,6 +49,14 @@ class LearnerStore(Protocol):
         """Forget the learner and delete their sessions (docs/memory.md, privacy); False if unknown."""
         ...
 
+    def statistics(self) -> dict[str, object]:
+        """The store's own figures for /health (`store` and `durable` at least)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Let go of what the store holds open (its own driver, if it made one)."""
+        ...
+
 
 class MemoryLearnerStore:
     """Profiles in this process's memory. Nothing survives a restart; /health says so."""
@@ -93,3 +101,6 @@ class MemoryLearnerStore:
 
     def statistics(self) -> dict[str, object]:
         return {"store": self.name, "durable": self.durable, "learners": len(self._profiles)}
+
+    async def aclose(self) -> None:
+        """Nothing to close."""

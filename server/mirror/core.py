@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import anyio
 from anyio.abc import TaskStatus
 
+from server.graphdb import GraphDriver
 from server.mirror.health import LAG_SAMPLES, MirrorHealth
 from server.mirror.reads import MirrorReads
 from server.mirror.writer import Lane
@@ -29,6 +30,7 @@ class Neo4jMirror(MirrorReads, MirrorHealth):
     """The durable `Mirror`: a write-behind copy of every session change in Neo4j, and recovery from it."""
 
     name = "neo4j"
+    durable = True  # sessions are rebuilt from it after a restart (`load`)
 
     def __init__(
         self,
@@ -42,16 +44,15 @@ class Neo4jMirror(MirrorReads, MirrorHealth):
         flush_ms: float = 100.0,
         writers: int = 1,
         database: str | None = None,
+        graphdb: GraphDriver | None = None,
     ) -> None:
-        self.uri = uri
-        self.auth = (user, password) if password else None
+        # The application's shared driver (server/app.py); without one, the mirror makes and closes its own.
+        self.graphdb = graphdb or GraphDriver(uri, auth=(user, password) if password else None, database=database,
+                                            timeout_s=timeout_ms / 1000, owned=True)
         self.timeout_s = timeout_ms / 1000
         self.buffer_limit = buffer_changes
         self.batch_max = batch_max
         self.flush_s = flush_ms / 1000
-        self.database = database
-        self._driver = None
-        self._io = None
         self._schema_ready = False
         self.writers = max(1, writers)
         self._lanes = [Lane(k) for k in range(self.writers)]
@@ -81,12 +82,12 @@ class Neo4jMirror(MirrorReads, MirrorHealth):
         self.last_error = None
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Neo4jMirror:
+    def from_settings(cls, settings: Settings, graphdb: GraphDriver | None = None) -> Neo4jMirror:
         return cls(
             settings.NEO4J_URI, user=settings.NEO4J_USER, password=settings.NEO4J_PASSWORD,
             timeout_ms=settings.NEO4J_TIMEOUT_MS, buffer_changes=settings.MIRROR_BUFFER_CHANGES,
             batch_max=settings.MIRROR_BATCH_MAX, flush_ms=settings.MIRROR_FLUSH_MS,
-            writers=settings.MIRROR_WRITERS,
+            writers=settings.MIRROR_WRITERS, graphdb=graphdb,
         )
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:

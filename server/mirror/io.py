@@ -1,22 +1,21 @@
-"""The mirror's I/O thread and everything that runs on it: the driver, the schema, writes and reads.
+"""What the mirror runs where the Neo4j driver lives: the schema, writes and reads.
 
-The Neo4j driver lives on an event loop of its own, in its own thread (`IoThread`), and every call
-that touches it goes through `Neo4jIo._on_io`. Here too: how a failure is classified (worth a retry,
-a timeout) and the retry timings that the writer and the reads share.
+The driver is the server's one `GraphDriver` (server/graphdb.py), on its own I/O thread, and every
+call that touches it goes through `Neo4jIo._on_io`. Here too: how a failure is classified (worth a
+retry, a timeout) and the retry timings that the writer and the reads share.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
 from collections.abc import Coroutine
 from typing import Any, LiteralString, Self, TypeVar
 
 import anyio
-from neo4j import AsyncDriver, AsyncGraphDatabase, AsyncManagedTransaction, NotificationMinimumSeverity, unit_of_work
+from neo4j import AsyncDriver, AsyncManagedTransaction, unit_of_work
 from neo4j.exceptions import DriverError, Neo4jError
 
+from server.graphdb import GraphDriver
 from server.mirror.batch import write_batch
 from server.mirror.schema import create_schema
 from server.mirror.state import Entry
@@ -42,76 +41,35 @@ def timed_out(exc: BaseException) -> bool:
 _T = TypeVar("_T")
 
 
-class IoThread:
-    """The mirror's own event loop, in its own thread, where the Neo4j driver lives.
-
-    The server's loop is busy with sockets under load; a transaction makes several round trips, and
-    on a shared loop each would wait for a whole pass over every ready socket. Here they do not: the
-    server's loop only hands over a batch and is woken once, when it is stored.
-    """
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="samvad-neo4j", daemon=True)
-        self.thread.start()
-
-    async def call(self, coro: Coroutine[Any, Any, _T]) -> _T:
-        """Run `coro` on the mirror's loop; cancelling the caller cancels it there too."""
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        if not self.thread.is_alive():
-            self.loop.close()
-
-
 class Neo4jIo:
-    """The driver on the I/O thread: opening and closing it, creating the schema, one batch's write, reads."""
+    """The shared driver on its I/O thread: opening it (and closing it when the mirror made it), creating
+    the schema, one batch's write, reads."""
 
-    uri: str
-    auth: tuple[str, str] | None
+    graphdb: GraphDriver  # the driver, on its I/O thread
     timeout_s: float
-    database: str | None
-    _driver: AsyncDriver | None  # lives on self._io's loop
-    _io: IoThread | None
     _schema_ready: bool
     connected: bool
     last_error: str | None
 
+    @property
+    def database(self) -> str | None:
+        return self.graphdb.database
+
     async def _on_io(self, coro: Coroutine[Any, Any, _T]) -> _T:
-        if self._io is None:
-            self._io = IoThread()
-        return await self._io.call(coro)
+        return await self.graphdb.call(coro)
 
     async def open(self) -> None:
-        """Start the mirror's I/O thread and its driver (connections are made when first needed)."""
-        await self._on_io(self._driver_here())
+        """Start the driver's I/O thread and the driver (connections are made when first needed)."""
+        await self.graphdb.open()
 
     async def _driver_here(self) -> AsyncDriver:
         """The driver; call only on the I/O loop."""
-        if self._driver is None:
-            self._driver = AsyncGraphDatabase.driver(
-                self.uri, auth=self.auth,
-                notifications_min_severity=NotificationMinimumSeverity.WARNING,
-                connection_timeout=self.timeout_s,
-                connection_acquisition_timeout=self.timeout_s * 2,
-                max_transaction_retry_time=0,  # this class retries, with its own backoff and figures
-            )
-        return self._driver
-
-    async def _close_driver(self) -> None:
-        driver, self._driver = self._driver, None
-        if driver is not None:
-            await driver.close()
+        return await self.graphdb.driver_here()
 
     async def aclose(self) -> None:
-        io, self._io = self._io, None
-        if io is not None:
-            try:
-                await io.call(self._close_driver())
-            finally:
-                io.close()
+        """Close the driver if this mirror made it; a shared one is the application's to close."""
+        if self.graphdb.owned:
+            await self.graphdb.aclose()
 
     async def __aenter__(self) -> Self:
         await self.open()

@@ -1,25 +1,137 @@
-"""uvicorn's websockets sans-I/O protocol, holding less per idle connection.
+"""Every reach into another library's internals, in one place, with the versions it was written for.
 
-The stock protocol keeps, for the life of every connection, the parsed handshake request and
-response (their header objects: about 5 KiB) and an `asyncio.Queue` plus an `asyncio.Event`,
-each owning one or more empty deques of 760 bytes. With thousands of idle sockets that is a
-third of what a socket costs the server (benchmarks/load.py, scenario d). This subclass drops
-the handshake once it is done and swaps the queue and the event for list-based equivalents with
-the same behaviour for uvicorn's single reader. It also fails a connection the way websockets' own
-server does (see `handle_parser_exception`), so that a client always reads the close code.
-Its writes are corked (`CorkedTransport`): the frames one callback of the event loop sends to a
-socket go out in one write. Everything else is uvicorn's own code.
+Each is a speed-up (less memory per socket, fewer writes, fewer reads) that the public API does not
+offer. `WRITTEN_FOR` names the versions of each library they were written and tested against;
+pyproject.toml pins the same ranges, and tests/test_privates_contract.py exercises every private on
+the installed library's real objects and fails, naming the private, when an upgrade moves it.
 
-`protocol_class()` returns the stock class unchanged if the installed uvicorn does not look the
-way this subclass expects, so an upgrade degrades to the plain protocol instead of breaking.
+The privates, what they reach into, who uses them, and what happens when they are gone:
+
+- `LeanWebSocketsSansIOProtocol` (uvicorn, websockets): the `queue`, `writable`, `transport`,
+  `conn.parser`, `request`, `response`, `handshake_complete`, `close_sent`, `read_paused` and
+  `close_timer` of uvicorn's sans-I/O protocol. server/cli.py (`UVICORN_WS`). Gone: `protocol_class`
+  hands uvicorn its own protocol.
+- `CalmServer` (uvicorn): `Server.main_loop` replaced, `on_tick` called with uvicorn's 100 ms tick
+  count. server/serving.py (`samvad serve`). Its main loop wakes once a second instead of ten times.
+- `raw_receive` (starlette): `WebSocket._receive`. For server/ws.py's reader, which still reads
+  `websocket._receive` itself until it moves to this (issue #32's socket edge).
+- `aiohttp_response` (httpx2, openai's vendored aiohttp transport): `Response.stream._stream.
+  _aiohttp_response`. brain/transport.py. Gone: None, and the SDK's own reads.
+- `plain_content` (aiohttp): `ClientResponse.content`. brain/transport.py. Gone: the SDK's reads.
+- `rest_reading` (aiohttp): `ClientResponse.connection.transport`. brain/transport.py. Gone: no
+  pause between reads.
+
+The uvicorn protocol (server/uvicorn_ws.py before it moved here) is uvicorn's websockets sans-I/O
+protocol, holding less per idle connection. The stock protocol keeps, for the life of every
+connection, the parsed handshake request and response (their header objects: about 5 KiB) and an
+`asyncio.Queue` plus an `asyncio.Event`, each owning one or more empty deques of 760 bytes. With
+thousands of idle sockets that is a third of what a socket costs the server (benchmarks/load.py,
+scenario d). The subclass drops the handshake once it is done and swaps the queue and the event for
+list-based equivalents with the same behaviour for uvicorn's single reader. It also fails a
+connection the way websockets' own server does (see `handle_parser_exception`), so that a client
+always reads the close code. Its writes are corked (`CorkedTransport`): the frames one callback of
+the event loop sends to a socket go out in one write. Everything else is uvicorn's own code.
+`protocol_class()` returns the stock class unchanged if the installed uvicorn does not look the way
+the subclass expects, so an upgrade degrades to the plain protocol instead of breaking.
+
+This package imports nothing of ours: brain/ and server/ both use it (tests/test_layers.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+from types import FrameType
 from typing import Any
 
+import uvicorn
+from starlette.types import Receive
+from starlette.websockets import WebSocket
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+__all__ = [
+    "PRIVATES",
+    "WRITTEN_FOR",
+    "CalmServer",
+    "CorkedTransport",
+    "LeanWebSocketsSansIOProtocol",
+    "ReceiveQueue",
+    "WritableFlag",
+    "aiohttp_response",
+    "plain_content",
+    "protocol_class",
+    "raw_receive",
+    "rest_reading",
+]
+
+# The distributions whose internals this module reaches into, with the versions it was written and
+# tested for (pyproject.toml pins the same). Widen a range only after tests/test_privates_contract.py
+# passes against the new version.
+WRITTEN_FOR: dict[str, str] = {
+    "uvicorn": ">=0.54,<0.55",
+    "websockets": ">=17,<18",
+    "starlette": ">=1.10,<2",
+    "openai": ">=3.57,<4",
+    "httpx2": ">=2.16,<3",
+    "aiohttp": ">=3.14,<4",
+}
+
+# Each private, and the distributions whose internals it reaches into.
+PRIVATES: dict[str, tuple[str, ...]] = {
+    "LeanWebSocketsSansIOProtocol": ("uvicorn", "websockets"),
+    "CalmServer": ("uvicorn",),
+    "raw_receive": ("starlette",),
+    "aiohttp_response": ("openai", "httpx2"),
+    "plain_content": ("aiohttp",),
+    "rest_reading": ("aiohttp",),
+}
+
+
+# ---------------------------------------------------------------------------- starlette
+
+
+def raw_receive(websocket: WebSocket) -> Receive:
+    """The ASGI `receive` under a Starlette `WebSocket`: a reader that handles disconnects itself
+    skips the state checks of `WebSocket.receive` on every message."""
+    return websocket._receive
+
+
+# ---------------------------------------------------------------------------- openai SDK and aiohttp
+
+
+def aiohttp_response(response: Any) -> Any | None:
+    """The aiohttp response under the SDK's streamed one (None if the SDK is built otherwise)."""
+    found: object = response
+    for name in ("stream", "_stream", "_aiohttp_response"):
+        found = getattr(found, name, None)
+        if found is None:
+            return None
+    return found
+
+
+def plain_content(response: Any, aiohttp_response: Any | None) -> Any | None:
+    """aiohttp's reader of the body when the body is sent as it is (no content-encoding), else None."""
+    content = getattr(aiohttp_response, "content", None)
+    encoding = response.headers.get("content-encoding", "identity")
+    return content if content is not None and encoding.strip().lower() == "identity" else None
+
+
+async def rest_reading(aiohttp_response: Any, seconds: float) -> None:
+    """Leave the model's socket unread for `seconds`, so that what it sends meanwhile is one read.
+
+    Only while the response still holds its connection: once the body is complete, aiohttp hands
+    the connection back to its pool, and another call may be reading it.
+    """
+    transport = getattr(getattr(aiohttp_response, "connection", None), "transport", None)
+    if seconds <= 0 or transport is None or transport.is_closing():
+        return
+    transport.pause_reading()
+    try:
+        await asyncio.sleep(seconds)  # aiohttp's transport is asyncio's; anyio.sleep would look that up
+    finally:
+        transport.resume_reading()
+
+
+# ---------------------------------------------------------------------------- uvicorn
 
 
 class ReceiveQueue:
@@ -155,11 +267,13 @@ class CorkedTransport:
         return getattr(self._transport, name)
 
 
+UVICORN_METHODS = ("handle_connect", "start_keepalive", "connection_lost", "receive", "send", "pause_writing",
+                   "resume_writing", "data_received", "handle_parser_exception")
+
+
 def _looks_compatible() -> bool:
-    cls = WebSocketsSansIOProtocol
-    names = ("handle_connect", "start_keepalive", "connection_lost", "receive", "send", "pause_writing",
-             "resume_writing", "data_received", "handle_parser_exception")
-    return all(callable(getattr(cls, name, None)) for name in names)
+    """Whether uvicorn's protocol still has the methods the subclass overrides or calls."""
+    return all(callable(getattr(WebSocketsSansIOProtocol, name, None)) for name in UVICORN_METHODS)
 
 
 class LeanWebSocketsSansIOProtocol(WebSocketsSansIOProtocol):
@@ -233,3 +347,40 @@ def protocol_class(name: str) -> Any:
     if name in ("auto", "websockets-sansio") and _looks_compatible():
         return LeanWebSocketsSansIOProtocol
     return name
+
+
+# ---------------------------------------------------------------------------- uvicorn's server loop
+# (server/serving.py before it moved here) uvicorn's main loop wakes every 100 ms to refresh the
+# `date` header (which changes once a second) and to see whether a signal asked it to stop. On an
+# idle server those ten wake-ups a second are most of the process's CPU (docs/performance.md).
+# `CalmServer` ticks once a second, with the same `on_tick` (so the `date` header is as fresh as
+# uvicorn keeps it), and a stop signal wakes the loop at once instead of waiting for the next tick.
+
+TICK_S = 1.0
+_TICKS_PER_SECOND = 10  # uvicorn's `on_tick` counts 100 ms ticks: every tenth refreshes the headers
+
+
+class CalmServer(uvicorn.Server):
+    """A `uvicorn.Server` whose main loop ticks every `TICK_S` and wakes at once on a stop signal."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+
+    async def main_loop(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        counter = 0
+        while not await self.on_tick(counter):
+            counter = (counter + _TICKS_PER_SECOND) % 864000
+            try:
+                await asyncio.wait_for(self._stop.wait(), TICK_S)
+            except TimeoutError:
+                pass
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(stop.set)  # a signal handler may not touch the loop directly
