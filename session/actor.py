@@ -131,8 +131,8 @@ class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
         self._unacked = None
         self._unacked_ids = {}
         self._turn_waiters = {}
-        self._propose_now = getattr(brain, "propose_now", None)
-        self._summarize = getattr(brain, "summarize", None)  # None: the server's own summary (session/memory.py)
+        self._propose_now = brain.propose_inline
+        self._summarize = brain.write_summary  # None: the server's own summary (session/memory.py)
         self._tg = None
         self._brain_scope = None
         # Driven by a registry (`attach`): no task of its own while idle. `_wake` asks the

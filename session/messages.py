@@ -12,7 +12,7 @@ Who posts what:
   any extra context the caller passes along (the library interface sends `rag_context` and
   `context_block`).
 - `BrainDone`: the brain's result for a pending turn, posted by the brain call's task (or made
-  inline for a brain that answers at once, `propose_now`).
+  inline for a brain that answers at once, `propose_inline`).
 - `Delta`, `Withdraw`, `Decided`: a streaming brain's partial reply text, its retraction, and the
   decision's numbers and stage as soon as the model has written them, posted through the turn's
   `DeltaSink` (`session/turns.py`).

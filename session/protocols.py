@@ -4,7 +4,7 @@ no database and no web framework. `server` wires concrete implementations in.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from schemas.brain import BrainRequest, BrainResult, DeltaSink
@@ -15,7 +15,10 @@ from session.changes import Change
 
 
 class Brain(Protocol):
-    """Proposes the vendor's next turn. Proposals are validated by `session.rules` afterwards."""
+    """Proposes the vendor's next turn. Proposals are validated by `session.rules` afterwards.
+
+    Every part is declared, `None` for one the brain does not have, so that the actor never asks a
+    brain what it has (the same shape as `brain.policy.Brain`, which session/ does not import)."""
 
     name: str
 
@@ -23,20 +26,17 @@ class Brain(Protocol):
         """Return a proposal. Failures the brain can recover from come back as `fallback=True`."""
         ...
 
+    @property
+    def propose_inline(self) -> Callable[[BrainRequest], BrainResult] | None:
+        """The same answer without a coroutine, for a brain that answers in microseconds (the rule
+        vendor): the actor calls it inline, with no task and no round trip through its inbox."""
+        ...
 
-class InstantBrain(Brain, Protocol):
-    """A brain that answers synchronously in microseconds; the actor calls it inline."""
-
-    def propose_now(self, request: BrainRequest) -> BrainResult: ...
-
-
-class Summarizer(Protocol):
-    """A brain that writes the running summary itself (the LLM: one call every 10 turns, in the
-    background; session/memory.py). The actor takes `brain.summarize` when there is one; without it the
-    session writes its own summary from its record (session/summary.py)."""
-
-    async def summarize(self, ask: SummaryAsk) -> SummaryResult:
-        """Never raises for a failed call: an empty `text` and the `error` keep the summary before it."""
+    @property
+    def write_summary(self) -> Callable[[SummaryAsk], Awaitable[SummaryResult]] | None:
+        """The brain's own running summary (the LLM: one call every 10 turns, in the background;
+        session/memory.py). It never raises for a failed call: an empty `text` and the `error` keep
+        the summary before it. None: the session writes its own from its record (session/summary.py)."""
         ...
 
 

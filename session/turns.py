@@ -9,7 +9,7 @@ One turn is in flight at a time. The path of a turn through `ActorTurns`:
 2. `_begin`: `Negotiation.begin_turn` judges the learner's offer on the server, the turn is
    recorded for the mirror (`learner_turn`, acknowledged once durable) and becomes a
    `BrainRequest`.
-3. `_think_about`: a brain that can answer at once (`propose_now`, the rules vendor) is called
+3. `_think_about`: a brain that can answer at once (`propose_inline`, the rules vendor) is called
    inline. Any other runs in `_think`, a child task of the actor's task group, in a cancel scope
    of its own and under `limits.brain_deadline_s`. A failure or the deadline turns into the
    fallback decision (`FALLBACK_LINE`, and nothing else changes). The task does not touch the

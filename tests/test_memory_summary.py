@@ -5,7 +5,7 @@ OpenAI server, which never holds up a turn."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -56,6 +56,10 @@ class HeldSummarizer(ScriptedBrain):
         super().__init__()
         self.asks: list[SummaryAsk] = []
         self.release = anyio.Event()
+
+    @property
+    def write_summary(self) -> Callable[[SummaryAsk], Awaitable[SummaryResult]]:  # type: ignore[override]
+        return self.summarize
 
     async def summarize(self, ask: SummaryAsk) -> SummaryResult:
         self.asks.append(ask)

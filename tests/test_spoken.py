@@ -226,6 +226,8 @@ def clean(text: str, rejected: int) -> None:
 
 
 class StreamingBrain:
+    propose_inline = None  # the parts of a brain it does not have
+    write_summary = None
     """Proposes one decision, streamed as the LLM brain streams it: the words in pieces, the
     decision's numbers once written (before the words end, or after), then the whole decision."""
 
