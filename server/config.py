@@ -68,6 +68,10 @@ class Settings(BaseSettings):
     TTS_MODEL: str = "gpt-4o-mini-tts"
     TTS_VOICE: str = "alloy"
     TTS_BY_SENTENCE: bool = True  # false: the whole reply synthesized at once, after it is known (to compare)
+    # Offline STT biased to the pack's words and the moment (issue #41); false: pocketsphinx's general
+    # US-English model alone (today's, kept to measure against). Models are cached in STT_CACHE_DIR.
+    STT_SCENE: bool = True
+    STT_CACHE_DIR: str = "var/stt"
     # The largest clip (and audio frame) accepted: 640 KiB is 20 s of 16 kHz PCM16 WAV, minutes of
     # Opus; base64 in JSON stays under the transport's limit of 16 x MAX_FRAME_BYTES.
     MAX_AUDIO_CLIP_BYTES: int = Field(640 * 1024, ge=4096, le=12 * 1024 * 1024)

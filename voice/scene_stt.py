@@ -67,7 +67,7 @@ def _model_path() -> str:
 class SceneStt:
     """pocketsphinx with scene models; `name` is what `speech` events and `/health` show."""
 
-    name = "pocketsphinx-scene"
+    name = "pocketsphinx"  # the engine; STT_SCENE says which model (the wire and /health name the engine)
 
     def __init__(self, espeak: str | None, cache_dir: str | None = None, *,
                  calibration: Calibration = CALIBRATION, scenarios: Callable[[str], Scenario] = load_scenario) -> None:
