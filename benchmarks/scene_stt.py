@@ -25,12 +25,13 @@ import json
 import shutil
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.speech_set import Line, Tally, Variant, group_of, judge, load_labels, render, variants
-from voice.confidence import THRESHOLD, Evidence, curve, fit
-from voice.stt import SceneContext, Transcription
+from tests.speech_set import Judged, Line, Tally, Variant, group_of, judge, load_labels, render, variants
+from voice.confidence import THRESHOLD, Calibration, Evidence, curve, fit
+from voice.stt import SceneContext
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,28 +41,65 @@ def clips(every: int) -> list[tuple[Line, Variant]]:
     return pairs[::every]
 
 
-def run(name: str, decode: Any, pairs: list[tuple[Line, Variant]], threshold: float,
-        samples: list[tuple[Evidence, bool]] | None = None) -> dict[str, Any]:
-    tallies: dict[str, Tally] = defaultdict(Tally)
-    points: list[tuple[float, bool]] = []
+@dataclass(frozen=True)
+class Record:
+    line: Line
+    variant: Variant
+    judged: Judged
+    confidence: float
+    evidence: Evidence | None
+    seconds: float
+    cpu: float
+
+
+def decode_all(decode: Any, pairs: list[tuple[Line, Variant]]) -> list[Record]:
+    records = []
     for line, variant in pairs:
         pcm = render(line, variant)
-        context = SceneContext(line.pack, line.language if line.language != "en" else "en", line.item, line.quote)
+        context = SceneContext(line.pack, line.language, line.item, line.quote)
         start = time.process_time()
-        heard: Transcription
         heard, evidence = decode(pcm, context)
         cpu = time.process_time() - start
-        judged = judge(line, heard.text)
-        confidence = heard.confidence or 0.0
-        points.append((confidence, judged.right)) if line.language == "en" else None
-        if samples is not None and evidence is not None and line.language == "en":
-            samples.append((evidence, judged.right))
-        seconds = len(pcm) / 32_000
-        for key in (group_of(line), f"{group_of(line)}:{line.kind}",
-                    f"{group_of(line)}:{'clean' if variant.noise_db is None else f'{variant.noise_db}dB'}", "all"):
-            tallies[key].add(line, judged, confidence, threshold, seconds, cpu)
-    figures = {key: tally.figures() for key, tally in sorted(tallies.items())}
-    return {"recogniser": name, "figures": figures, "calibration_curve": curve(points)}
+        records.append(Record(line, variant, judge(line, heard.text), heard.confidence or 0.0, evidence,
+                              len(pcm) / 32_000, cpu))
+    return records
+
+
+def figures(name: str, records: list[Record], threshold: float,
+            calibration: Calibration | None = None) -> dict[str, Any]:
+    """The figures of `records`, their confidence recomputed with `calibration` when given."""
+    tallies: dict[str, Tally] = defaultdict(Tally)
+    points: list[tuple[float, bool]] = []
+    for r in records:
+        confidence = calibration.confidence(r.evidence) if calibration and r.evidence else r.confidence
+        if r.line.language == "en":
+            points.append((confidence, r.judged.right))
+        noise = "clean" if r.variant.noise_db is None else f"{r.variant.noise_db}dB"
+        group = group_of(r.line)
+        for key in (group, f"{group}:{r.line.kind}", f"{group}:{noise}", f"{group}:{r.variant.voice}", "all"):
+            tallies[key].add(r.line, r.judged, confidence, threshold, r.seconds, r.cpu)
+    return {"recogniser": name, "figures": {k: t.figures() for k, t in sorted(tallies.items())},
+            "calibration_curve": curve(points)}
+
+
+def cross_fit(records: list[Record], folds: int = 2) -> dict[str, Any]:
+    """The refitted confidence judged out of sample: fit on all lines but one fold, score that fold."""
+    english = [r for r in records if r.line.language == "en" and r.evidence is not None]
+    ids = sorted({r.line.id for r in english})
+    held: list[Record] = []
+    scored: list[tuple[float, bool]] = []
+    for k in range(folds):
+        out = set(ids[k::folds])
+        model = fit([(r.evidence, r.judged.right) for r in english if r.line.id not in out and r.evidence])
+        for r in english:
+            if r.line.id in out and r.evidence is not None:
+                held.append(r)
+                scored.append((model.confidence(r.evidence), r.judged.right))
+    wrong = sum(1 for c, ok in scored if c >= THRESHOLD and not ok)
+    accepted = sum(1 for c, _ in scored if c >= THRESHOLD)
+    return {"folds": folds, "n": len(scored), "wrong_above_threshold": round(wrong / max(1, len(scored)), 4),
+            "accepted": accepted, "wrong_among_accepted": round(wrong / accepted, 4) if accepted else None,
+            "calibration_curve": curve(scored)}
 
 
 def main() -> None:
@@ -78,21 +116,21 @@ def main() -> None:
     results = []
     if not args.no_general:
         general = PocketsphinxStt()
-        results.append(run("general (pocketsphinx en-US, today's)",
-                           lambda pcm, _ctx: (general.decode(pcm), None), pairs, THRESHOLD))
+        results.append(figures("general (pocketsphinx en-US, today's)",
+                               decode_all(lambda pcm, _ctx: (general.decode(pcm), None), pairs), THRESHOLD))
     scene = SceneStt(shutil.which("espeak-ng"), str(ROOT / "var" / "stt"))
     start = time.process_time()
     scene.prepare(sorted({line.pack for line, _ in pairs}))
     prepare_cpu = time.process_time() - start
-    samples: list[tuple[Evidence, bool]] = []
-    results.append(run("scene (pocketsphinx, scene models)", scene.decode, pairs, THRESHOLD, samples))
+    records = decode_all(scene.decode, pairs)
+    results.append(figures("scene (pocketsphinx, scene models)", records, THRESHOLD))
     report: dict[str, Any] = {"clips": len(pairs), "threshold": THRESHOLD, "results": results,
                               "scene_prepare_cpu_s": round(prepare_cpu, 2)}
     if args.fit:
-        fitted = fit(samples)
+        fitted = fit([(r.evidence, r.judged.right) for r in records if r.evidence and r.line.language == "en"])
         report["fitted"] = {"weights": fitted.weights, "knot": fitted.knot}
-        scene.calibration = fitted
-        results.append(run("scene, refitted confidence", scene.decode, pairs, THRESHOLD))
+        results.append(figures("scene, refitted confidence (in sample)", records, THRESHOLD, fitted))
+        report["cross_fit"] = cross_fit(records)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n", "utf-8")
     for result in results:
@@ -105,6 +143,11 @@ def main() -> None:
                                                       for b in result["calibration_curve"]))
     if "fitted" in report:
         print("\nfitted:", report["fitted"])
+        cross = report["cross_fit"]
+        print(f"out of sample ({cross['folds']} folds by line, English): wrong>=thr {cross['wrong_above_threshold']}"
+              f" wrong|accepted {cross['wrong_among_accepted']} ({cross['accepted']} of {cross['n']} accepted)")
+        bins = cross["calibration_curve"]
+        print("  calibration:", ", ".join(f"{b['from']:.1f}: {b['n']}/{b['right']}" for b in bins))
     print(f"\nscene models built in {prepare_cpu:.2f} s CPU; written to {args.out}")
 
 

@@ -95,6 +95,10 @@ def build_voice(settings: Settings) -> Voice:
         from voice.stt import PocketsphinxStt
 
         stt = PocketsphinxStt()
+    elif stt_kind is SttChoice.VOSK:
+        from voice.vosk_stt import VoskStt
+
+        stt = VoskStt(settings.VOSK_MODEL_DIR)  # fails loudly without the package or the model
     if tts_kind is TtsChoice.ESPEAK:
         from voice.tts import EspeakTts, espeak_available
 

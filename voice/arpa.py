@@ -61,7 +61,7 @@ def build_arpa(sentences: Iterable[tuple[Sequence[str], float]]) -> str:
             lower = uniform if n == 1 else prob[gram[1:]]
             prob[gram] = (c + types[h] * lower) / (seen[h] + types[h])
     lines = ["\\data\\"]
-    grams_by_order: list[list[tuple[str, ...]]] = [sorted(counts[0]) + [(BOS,)]]
+    grams_by_order: list[list[tuple[str, ...]]] = [[*sorted(counts[0]), (BOS,)]]
     grams_by_order += [sorted(counts[n]) for n in range(1, ORDER)]
     for n, grams in enumerate(grams_by_order, start=1):
         lines.append(f"ngram {n}={len(grams)}")

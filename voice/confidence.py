@@ -93,7 +93,8 @@ def fit(samples: Sequence[tuple[Evidence, bool]], *, steps: int = 3000, rate: fl
             err = 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z)))) - y
             for k in range(dims):
                 grad[k] += err * x[k]
-        w = [wk - rate * (g / max(1, len(rows)) + 0.01 * wk * (k > 0)) for k, (wk, g) in enumerate(zip(w, grad, strict=True))]
+        n = max(1, len(rows))
+        w = [wk - rate * (g / n + 0.01 * wk * (k > 0)) for k, (wk, g) in enumerate(zip(w, grad, strict=True))]
     model = Calibration(tuple(round(v, 3) for v in w), 0.5)
     return Calibration(model.weights, knot_for(model, samples))
 

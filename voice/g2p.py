@@ -11,6 +11,7 @@ a pip package) bring NLTK and model downloads. The mapping is pure; `espeak_pron
 one subprocess call.
 """
 
+# ruff: noqa: RUF001, RUF003  (IPA letters are the data here, not look-alikes)
 from __future__ import annotations
 
 import subprocess

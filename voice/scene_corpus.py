@@ -45,14 +45,14 @@ def context_key(context: SceneContext) -> tuple[str, bool, str, int | None]:
 
 def _round(n: int) -> int:
     step = 10 if n <= 200 else 50 if n <= 2000 else 500 if n <= 20000 else 1000
-    return max(step, int(round(n / step)) * step)
+    return max(step, round(n / step) * step)
 
 
 def words(text: str) -> list[str]:
     """The words of `text` as the dictionary spells them: lower case, digits spelt out."""
     text = re.sub(r"\d[\d,]*", lambda m: f" {spoken_number(int(m.group().replace(',', '')))} "
                   if int(m.group().replace(",", "") or 0) < 1_000_000 else " ", text.lower())
-    return _WORD.findall(text.replace("’", "'"))
+    return _WORD.findall(text.replace("\u2019", "'"))
 
 
 def _fill(template: str, values: dict[str, str]) -> str:
