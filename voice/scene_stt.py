@@ -24,14 +24,14 @@ import os
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from schemas.scenario import DEFAULT_SCENARIO, Scenario, load_scenario
+from schemas.scenario import DEFAULT_SCENARIO, load_scenario
 from voice.arpa import build_arpa
 from voice.confidence import CALIBRATION, Calibration, Evidence, agreement
 from voice.errors import SpeechServiceError
@@ -53,9 +53,20 @@ MOMENTS = 32  # moment models kept per decoder (a few per live item and quote)
 _NUMBER_WORDS = " ".join(spoken_number(n) for n in (*range(0, 20), *range(20, 100, 10), 100, 1000))
 
 
+# Pronunciations found so far, shared by every decoder of the process (a server per test, the
+# benchmark's): the CMU dictionary is scanned and espeak-ng run once per word, not per decoder.
+_PRONOUNCED: dict[str, tuple[str, ...]] = {}
+
+
 @lru_cache(maxsize=16)
 def _pack_digest(name: str) -> str:
     return hashlib.sha256(load_scenario(name).model_dump_json().encode("utf-8")).hexdigest()[:16]
+
+
+@lru_cache(maxsize=32)
+def _pack_sentences(name: str, local: bool, digest: str) -> list[tuple[list[str], float]]:
+    """A pack's sentences (the same for every decoder: computed once per process and pack)."""
+    return scene_sentences(load_scenario(name), SceneContext(name, "local" if local else None))
 
 
 def _model_path() -> str:
@@ -70,7 +81,7 @@ class SceneStt:
     name = "pocketsphinx"  # the engine; STT_SCENE says which model (the wire and /health name the engine)
 
     def __init__(self, espeak: str | None, cache_dir: str | None = None, *,
-                 calibration: Calibration = CALIBRATION, scenarios: Callable[[str], Scenario] = load_scenario) -> None:
+                 calibration: Calibration = CALIBRATION) -> None:
         from pocketsphinx import Decoder
 
         self._espeak = espeak
@@ -78,7 +89,6 @@ class SceneStt:
         self.cache = Path(cache_dir or self._scratch.name)  # type: ignore[union-attr]
         self.cache.mkdir(parents=True, exist_ok=True)
         self.calibration = calibration
-        self._scenarios = scenarios
         self._lock = threading.Lock()
         self._limiter = anyio.CapacityLimiter(1)
         self._known: set[str] = set()
@@ -96,7 +106,8 @@ class SceneStt:
     def _entries(self, words: Iterable[str]) -> dict[str, tuple[str, ...]]:
         """Pronunciations for `words`: the CMU dictionary's first, else espeak-ng's."""
         wanted = set(words) - self._known
-        found: dict[str, tuple[str, ...]] = {}
+        found = {w: _PRONOUNCED[w] for w in wanted if w in _PRONOUNCED}
+        wanted -= set(found)
         if not wanted:
             return found
         with open(os.path.join(_model_path(), "cmudict-en-us.dict"), encoding="utf-8") as cmu:
@@ -107,6 +118,7 @@ class SceneStt:
         missing = sorted(wanted - set(found))
         if missing and self._espeak:
             found.update(espeak_pronunciations(self._espeak, missing))
+        _PRONOUNCED.update(found)
         return found
 
     def _learn(self, words: set[str]) -> set[str]:
@@ -134,9 +146,8 @@ class SceneStt:
         known = self._packs.get((scenario, local))
         if known is not None:
             return known
-        pack = self._scenarios(scenario)
         digest = hashlib.sha256(f"{MODEL_VERSION}|{_pack_digest(scenario)}|{local}".encode()).hexdigest()[:20]
-        sentences = scene_sentences(pack, SceneContext(scenario, None if not local else "local"))
+        sentences = _pack_sentences(scenario, local, _pack_digest(scenario))
         scene, free = f"scene-{digest}", f"free-{digest}"
         self._model(scene, sentences, f"scene-{digest}")
         bag = sorted(vocabulary(sentences) & self._known)
@@ -153,7 +164,7 @@ class SceneStt:
         if name is None:
             digest = hashlib.sha256(f"{MODEL_VERSION}|{_pack_digest(scenario)}|{key}".encode()).hexdigest()[:20]
             name = f"moment-{digest}"
-            self._model(name, scene_sentences(self._scenarios(scenario), context), name)
+            self._model(name, scene_sentences(load_scenario(scenario), context), name)
             self._moments[key] = name
             while len(self._moments) > MOMENTS:
                 _, old = self._moments.popitem(last=False)
