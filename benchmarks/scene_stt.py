@@ -15,7 +15,8 @@ the words wrong.
     python -m benchmarks.scene_stt --fit           # also refit the confidence (voice/confidence.py)
     python -m benchmarks.scene_stt --no-general    # the scene model only
 
-Writes artifacts/scene_stt.json and prints the figures.
+Writes artifacts/scene_stt.json (and each clip's confidence evidence and verdict in
+artifacts/scene_stt.records.json) and prints the figures.
 """
 
 from __future__ import annotations
@@ -132,6 +133,11 @@ def main() -> None:
         results.append(figures("scene, refitted confidence (in sample)", records, THRESHOLD, fitted))
         report["cross_fit"] = cross_fit(records)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    # Each clip's evidence and verdict, to refit the confidence without decoding again (issue #34).
+    Path(args.out).with_suffix(".records.json").write_text(json.dumps(
+        [{"id": r.line.id, "variant": r.variant.tag, "language": r.line.language, "right": r.judged.right,
+          "evidence": list(r.evidence.vector()) if r.evidence else None, "words": r.evidence.words if r.evidence else 0,
+          "confidence": r.confidence} for r in records]) + "\n", "utf-8")
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n", "utf-8")
     for result in results:
         print(f"\n== {result['recogniser']} ({len(pairs)} clips)")

@@ -141,7 +141,7 @@ def tally(stt: object, pairs: list[tuple[Line, Variant]]) -> Tally:
 
 @pytest.fixture(scope="module")
 def english(scene: object) -> dict[str, float | int | None]:
-    return tally(scene, sample("en", 7)).figures()
+    return tally(scene, sample("en", 11)).figures()
 
 
 def test_wrong_transcripts_rarely_pass_the_clarify_threshold(english: dict[str, float | int | None]) -> None:

@@ -6,6 +6,10 @@
   `tts`: the `TextToSpeech` interface and espeak-ng (the embedded default);
   `openai_speech`: both directions through the openai SDK, any OpenAI-compatible server.
 - `speaker`: the vendor's voice for one connection, sentence by sentence, stopped by a barge-in.
+- `scene_stt`: offline recognition biased to the scene (issue #41), made of `scene_corpus` (what a
+  learner may say in a pack), `arpa` (the trigram model), `g2p` (espeak-ng pronunciations in CMU
+  phones), `numerals` (prices in words) and `confidence` (the calibrated confidence);
+  `vosk_stt`: the optional engine an operator installs.
 - `errors`: the package's exceptions.
 
 It imports `schemas` and the brain's transport settings (`brain.transport`), nothing above them.
