@@ -35,7 +35,7 @@ from schemas.scenario import DEFAULT_SCENARIO, load_scenario
 from voice.arpa import build_arpa
 from voice.confidence import CALIBRATION, Calibration, Evidence, agreement
 from voice.errors import SpeechServiceError
-from voice.g2p import dictionary_text, espeak_pronunciations
+from voice.g2p import dictionary_text, espeak_pronunciations, read_dictionary
 from voice.numerals import spoken_number
 from voice.scene_corpus import context_key, scene_sentences, vocabulary
 from voice.stt import SceneContext, Transcription
@@ -94,9 +94,12 @@ class SceneStt:
         self._known: set[str] = set()
         self._moments: OrderedDict[tuple[Any, ...], str] = OrderedDict()
         self._packs: dict[tuple[str, bool], tuple[str, str]] = {}  # (pack, local) -> (scene, free)
-        seed = self._entries(_NUMBER_WORDS.split())
-        dict_file = self.cache / "seed.dict"
-        dict_file.write_text(dictionary_text(seed), "utf-8")
+        self._lexicon: dict[str, tuple[str, ...]] = {}  # every word the decoder has, with its phones
+        dict_file = self.cache / f"seed-{MODEL_VERSION}.dict"
+        if not dict_file.exists():
+            _write(dict_file, dictionary_text(self._entries(_NUMBER_WORDS.split())))
+        seed = read_dictionary(dict_file.read_text("utf-8"))
+        self._lexicon.update(seed)
         self._known |= set(seed)
         self._decoder: Any = Decoder(hmm=os.path.join(_model_path(), "en-us"), dict=str(dict_file),
                                      lm=None, samprate=16000, loglevel="FATAL", **DECODER_OPTIONS)
@@ -123,11 +126,15 @@ class SceneStt:
 
     def _learn(self, words: set[str]) -> set[str]:
         """Adds the words the decoder lacks; returns those with no pronunciation at all."""
-        entries = self._entries(words)
-        for i, (word, phones) in enumerate(sorted(entries.items())):
-            self._decoder.add_word(word, " ".join(phones), i == len(entries) - 1)
-        self._known |= set(entries)
+        self._add(self._entries(words))
         return words - self._known
+
+    def _add(self, entries: dict[str, tuple[str, ...]]) -> None:
+        new = sorted((w, p) for w, p in entries.items() if w not in self._known)
+        for i, (word, phones) in enumerate(new):
+            self._decoder.add_word(word, " ".join(phones), i == len(new) - 1)
+        self._lexicon.update(new)
+        self._known |= {w for w, _ in new}
 
     # ------------------------------------------------------------------ the models
 
@@ -137,9 +144,7 @@ class SceneStt:
             sentences = [(ws, w) for ws, w in sentences if not unknown.intersection(ws)]
         path = self.cache / f"{digest}.arpa"
         if not path.exists():
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(build_arpa(sentences), "utf-8")
-            tmp.replace(path)
+            _write(path, build_arpa(sentences))
         self._decoder.add_lm_file(name, str(path))
 
     def _pack(self, scenario: str, local: bool) -> tuple[str, str]:
@@ -147,11 +152,19 @@ class SceneStt:
         if known is not None:
             return known
         digest = hashlib.sha256(f"{MODEL_VERSION}|{_pack_digest(scenario)}|{local}".encode()).hexdigest()[:20]
-        sentences = _pack_sentences(scenario, local, _pack_digest(scenario))
         scene, free = f"scene-{digest}", f"free-{digest}"
-        self._model(scene, sentences, f"scene-{digest}")
-        bag = sorted(vocabulary(sentences) & self._known)
-        self._model(free, [([w], 1.0) for w in bag], f"free-{digest}")
+        words = self.cache / f"{scene}.dict"
+        if words.exists() and (self.cache / f"{scene}.arpa").exists() and (self.cache / f"{free}.arpa").exists():
+            # Built before (this process or an earlier one): its words and models are read back.
+            self._add(read_dictionary(words.read_text("utf-8")))
+            self._decoder.add_lm_file(scene, str(self.cache / f"{scene}.arpa"))
+            self._decoder.add_lm_file(free, str(self.cache / f"{free}.arpa"))
+        else:
+            sentences = _pack_sentences(scenario, local, _pack_digest(scenario))
+            self._model(scene, sentences, scene)
+            bag = sorted(vocabulary(sentences) & self._known)
+            self._model(free, [([w], 1.0) for w in bag], free)
+            _write(words, dictionary_text({w: self._lexicon[w] for w in bag}))
         self._packs[(scenario, local)] = (scene, free)
         return scene, free
 
@@ -219,8 +232,16 @@ class SceneStt:
         return heard
 
     def close(self) -> None:
+        """Removes the models' folder when it was a temporary one."""
         if self._scratch is not None:
             self._scratch.cleanup()
+
+
+def _write(path: Path, text: str) -> None:
+    """Whole or not at all: another process may read the cache at the same time."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, "utf-8")
+    tmp.replace(path)
 
 
 def condition(pcm: bytes) -> bytes:
