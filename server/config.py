@@ -38,6 +38,7 @@ class SttChoice(str, Enum):
     AUTO = "auto"  # openai when a speech or OpenAI key is set, else pocketsphinx when installed, else none
     OPENAI = "openai"
     POCKETSPHINX = "pocketsphinx"
+    VOSK = "vosk"  # optional: the operator installs vosk and a model (VOSK_MODEL_DIR); docs/voice.md
     NONE = "none"  # text only: `audio` frames get speech_unavailable
 
 
@@ -71,6 +72,11 @@ class Settings(BaseSettings):
     TTS_VOICE: str = "alloy"
     TTS_BY_SENTENCE: bool = True  # false: the whole reply synthesized at once, after it is known (to compare)
     VISEME_ALIGN: bool = False  # with TTS_BY_SENTENCE=false: English visemes by forced alignment (docs/voice.md)
+    # Offline STT biased to the pack's words and the moment (issue #41); false: pocketsphinx's general
+    # US-English model alone (today's, kept to measure against). Models are cached in STT_CACHE_DIR.
+    STT_SCENE: bool = True
+    STT_CACHE_DIR: str = "var/stt"
+    VOSK_MODEL_DIR: str = ""  # STT=vosk: the folder of a Vosk model the operator installed (nothing is downloaded)
     # The largest clip (and audio frame) accepted: 640 KiB is 20 s of 16 kHz PCM16 WAV, minutes of
     # Opus; base64 in JSON stays under the transport's limit of 16 x MAX_FRAME_BYTES.
     MAX_AUDIO_CLIP_BYTES: int = Field(640 * 1024, ge=4096, le=12 * 1024 * 1024)

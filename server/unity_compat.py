@@ -44,6 +44,7 @@ from starlette.routing import BaseRoute, Route
 from schemas.enums import LanguageCode
 from schemas.frames import SceneFrame, TranscriptFrame
 from server.services import Services, bearer, error_response
+from server.voice import scene_context
 from session.actor import SessionBusy, SessionStopped
 from session.registry import CapacityError
 from voice.audio import decode_clip, duration_ms, wav_bytes
@@ -160,7 +161,8 @@ async def unity_turn(request: Request) -> JSONResponse:
         actor.submit(None, SceneFrame(type="scene", id=f"u-scene-{_nonce()}", object_grabbed=item,
                                       input_language=input_language, target_language=target_language))
     try:
-        heard = await stt.transcribe(pcm, input_language.value)
+        heard = await stt.transcribe(pcm, input_language.value,
+                                     scene_context(negotiation, input_language.value, item))
         text, confidence = heard.text[: settings.MAX_TRANSCRIPT_CHARS], heard.confidence
     except SpeechServiceError as exc:
         log.warning("speech recognition failed; asking the learner again: %s", exc)

@@ -35,11 +35,12 @@ from voice.audio import BYTES_PER_SECOND_IN, decode_clip, duration_ms, levels
 from voice.errors import AudioRejected, SpeechServiceError
 from voice.lipsync import LipSync, lipsync_factory
 from voice.speaker import Speaker
-from voice.stt import SpeechToText, Transcription
+from voice.stt import SceneContext, SpeechToText, Transcription
 from voice.tts import EspeakTts, TextToSpeech
 
 if TYPE_CHECKING:
     from session.actor import SessionActor
+    from session.negotiation import Negotiation
 
 log = logging.getLogger("samvad.voice")
 UTTERANCES_QUEUED = 4  # finished utterances waiting for the transcriber, per connection
@@ -85,10 +86,22 @@ def build_voice(settings: Settings) -> Voice:
             stt = OpenAIStt(speech)
         if tts_kind is TtsChoice.OPENAI:
             tts = OpenAITts(speech)
-    if stt_kind is SttChoice.POCKETSPHINX:
+    if stt_kind is SttChoice.POCKETSPHINX and settings.STT_SCENE:
+        from schemas.scenario import available_scenarios
+        from voice.scene_stt import SceneStt
+        from voice.tts import espeak_available
+
+        scene = SceneStt(espeak_available(), settings.STT_CACHE_DIR)
+        scene.prepare(available_scenarios())  # every pack's models now, not on a learner's first word
+        stt = scene
+    elif stt_kind is SttChoice.POCKETSPHINX:
         from voice.stt import PocketsphinxStt
 
         stt = PocketsphinxStt()
+    elif stt_kind is SttChoice.VOSK:
+        from voice.vosk_stt import VoskStt
+
+        stt = VoskStt(settings.VOSK_MODEL_DIR)  # fails loudly without the package or the model
     espeak = _espeak()
     if tts_kind is TtsChoice.ESPEAK:
         if espeak is None:
@@ -128,6 +141,14 @@ def _aligner(settings: Settings, tts: TextToSpeech) -> Aligner | None:
     from voice.align import Aligner
 
     return Aligner()
+
+
+def scene_context(negotiation: Negotiation, language: str | None, item: str | None = None) -> SceneContext:
+    """What the recogniser is told of the moment (issue #41): the pack, the learner's language,
+    the item in hand (`item` when the caller knows it sooner than the session) and the standing
+    quote. The one place that reads the session for speech."""
+    return SceneContext(negotiation.scenario_name, language, item or negotiation.object_grabbed or negotiation.item,
+                        negotiation.quote)
 
 
 @dataclass
@@ -314,7 +335,8 @@ class VoiceConnection(WsConnection):
                 raise AudioRejected("audio_too_long", f"the clip is over {settings.MAX_UTTERANCE_SECONDS:g} s")
         fallback = False
         try:
-            heard = await stt.transcribe(pcm, language.value if language else None)
+            code = language.value if language else None
+            heard = await stt.transcribe(pcm, code, scene_context(actor.negotiation, code))
         except SpeechServiceError as exc:
             log.warning("speech recognition failed; asking the learner again: %s", exc,
                         extra={"session_id": self.session_id})

@@ -44,6 +44,8 @@ TEST_SETTINGS: dict[str, Any] = {
     "SESSION_CREATE_BURST": 1000,
     # uploaded playbooks go to a folder of this test process, never to the checkout's var/
     "KNOWLEDGE_DIR": tempfile.mkdtemp(prefix="samvad-knowledge-"),
+    # and the scene recogniser's models (issue #41) too
+    "STT_CACHE_DIR": tempfile.mkdtemp(prefix="samvad-stt-"),
 }
 
 

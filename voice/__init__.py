@@ -10,6 +10,10 @@
   `visemes`: the 15 OpenXR visemes, our IPA table and per-chunk timelines; `estimate`: visemes for
   audio without timings; `align`: by pocketsphinx's forced alignment; `lipsync`: which each sentence
   gets (docs/voice.md, Visemes).
+- `scene_stt`: offline recognition biased to the scene (issue #41), made of `scene_corpus` (what a
+  learner may say in a pack), `arpa` (the trigram model), `g2p` (espeak-ng pronunciations in CMU
+  phones), `numerals` (prices in words) and `confidence` (the calibrated confidence);
+  `vosk_stt`: the optional engine an operator installs.
 - `errors`: the package's exceptions.
 
 It imports `schemas` and the brain's transport settings (`brain.transport`), nothing above them.

@@ -20,7 +20,7 @@ import openai
 from brain.transport import DEFAULT_BACKOFF, sdk_client
 from voice.audio import wav_bytes
 from voice.errors import SpeechServiceError
-from voice.stt import Transcription
+from voice.stt import SceneContext, Transcription
 
 log = logging.getLogger("samvad.voice")
 T = TypeVar("T")
@@ -115,8 +115,9 @@ class OpenAIStt:
     def __init__(self, speech: OpenAISpeech) -> None:
         self.speech = speech
 
-    async def transcribe(self, pcm: bytes, language: str | None) -> Transcription:
-        return await self.speech.transcribe(pcm, language)
+    async def transcribe(self, pcm: bytes, language: str | None,
+                         scene: SceneContext | None = None) -> Transcription:
+        return await self.speech.transcribe(pcm, language)  # a general recogniser: the scene is not used
 
 
 class OpenAITts:

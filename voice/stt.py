@@ -26,10 +26,23 @@ class Transcription:
     backend: str
 
 
+@dataclass(frozen=True, slots=True)
+class SceneContext:
+    """What a recogniser may know of the moment, read off the session by its caller: the pack, the
+    learner's language, the item in hand and the vendor's standing quote for it. A backend that
+    cannot use it ignores it (voice/scene_stt.py biases its model to it)."""
+
+    scenario: str
+    language: str | None = None
+    item: str | None = None
+    quote: int | None = None
+
+
 class SpeechToText(Protocol):
     name: str
 
-    async def transcribe(self, pcm: bytes, language: str | None) -> Transcription: ...
+    async def transcribe(self, pcm: bytes, language: str | None,
+                         scene: SceneContext | None = None) -> Transcription: ...
 
 
 def pocketsphinx_available() -> bool:
@@ -60,7 +73,8 @@ class PocketsphinxStt:
         self._lock = threading.Lock()
         self._limiter = anyio.CapacityLimiter(1)
 
-    def _run(self, pcm: bytes) -> Transcription:
+    def decode(self, pcm: bytes) -> Transcription:
+        """One utterance, in the calling thread (`transcribe` runs it in a worker)."""
         with self._lock:
             decoder = self._decoder
             decoder.start_utt()
@@ -75,8 +89,9 @@ class PocketsphinxStt:
         conf = sum(p for _, p in kept) / len(kept)
         return Transcription(text, round(min(1.0, max(0.0, conf)), 3) if math.isfinite(conf) else 0.0, self.name)
 
-    async def transcribe(self, pcm: bytes, language: str | None) -> Transcription:
+    async def transcribe(self, pcm: bytes, language: str | None,
+                         scene: SceneContext | None = None) -> Transcription:
         try:
-            return await anyio.to_thread.run_sync(self._run, pcm, limiter=self._limiter)
+            return await anyio.to_thread.run_sync(self.decode, pcm, limiter=self._limiter)
         except RuntimeError as exc:
             raise SpeechServiceError(f"pocketsphinx failed: {exc}") from exc

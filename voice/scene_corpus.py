@@ -1,0 +1,147 @@
+"""What a learner may say in a scene, as weighted word sequences for its language model. Pure.
+
+The pack is a closed world: its items (English, local and spoken names), its prices, the hints and
+phrases a learner is taught, the culture's cue words and polite forms, the vendor's own lines
+(learners echo them), and a general filler of everyday English (`filler_en.txt`) so that free
+speech is still heard. `SceneContext` carries the words of the moment: the item in hand and the
+standing quote, whose sentences and neighbouring prices weigh more (`scene_sentences`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from functools import lru_cache
+from importlib import resources
+
+from schemas.enums import LanguageCode
+from schemas.scenario import Item, Scenario
+from voice.numerals import price_steps, spoken_number
+from voice.stt import SceneContext
+
+_WORD = re.compile(r"[a-z]+(?:'[a-z]+)*")
+_FIELD = re.compile(r"\{(\w+)\}")
+ENGLISH = frozenset({LanguageCode.EN, LanguageCode.EN_IN})
+# Weights, per sentence, of each source (a sentence's count in the n-gram model).
+W_TAUGHT = 3.0  # hints and coaching: what a learner is taught to say
+W_PHRASE = 2.0
+W_CUE = 1.0
+W_VENDOR = 0.3
+W_FILLER = 1.0
+W_PRICE = 0.5  # per price phrase; there are many
+MOMENT = 4.0  # how much more the item in hand and the quote's neighbourhood weigh
+OFFER_FRAMES = ("{n}", "{n} {cur}", "i will give you {n}", "i will give you {n} {cur}", "{n} {cur} okay",
+                "how about {n}", "how about {n} {cur}", "give it for {n}", "{n} {cur} deal", "make it {n}",
+                "{n} {cur} for the {items}", "i can pay {n} {cur}", "{n} only", "okay {n} {cur}")
+
+
+def context_key(context: SceneContext) -> tuple[str, bool, str, int | None]:
+    """What a scene model depends on: the pack, whether the learner speaks a local language, the
+    item in hand and the quote rounded (so nearby quotes share a model)."""
+    quote = None if context.quote is None else _round(context.quote)
+    local = context.language is not None and context.language not in {c.value for c in ENGLISH}
+    return context.scenario, local, (context.item or "").lower(), quote
+
+
+def _round(n: int) -> int:
+    step = 10 if n <= 200 else 50 if n <= 2000 else 500 if n <= 20000 else 1000
+    return max(step, round(n / step) * step)
+
+
+def words(text: str) -> list[str]:
+    """The words of `text` as the dictionary spells them: lower case, digits spelt out."""
+    text = re.sub(r"\d[\d,]*", lambda m: f" {spoken_number(int(m.group().replace(',', '')))} "
+                  if int(m.group().replace(",", "") or 0) < 1_000_000 else " ", text.lower())
+    return _WORD.findall(text.replace("\u2019", "'"))
+
+
+def _fill(template: str, values: dict[str, str]) -> str:
+    return _FIELD.sub(lambda m: values.get(m.group(1), ""), template).replace("____", values.get("items", ""))
+
+
+def _band(item: Item) -> tuple[int, int]:
+    return max(1, item.wholesale[0] // 2), int(item.tourist_quote[1] * 1.2)
+
+
+def item_prices(item: Item) -> tuple[int, ...]:
+    """Prices a learner might say for `item`: round steps over its whole band."""
+    return price_steps(*_band(item))
+
+
+def _item_values(scenario: Scenario, item: Item, price: int, offer: int) -> dict[str, str]:
+    return {"items": item.spoken or item.name.lower(), "local": item.local, "unit": item.unit_word or item.unit,
+            "quality": item.quality or scenario.default_quality, "price": spoken_number(price),
+            "offer": spoken_number(offer), "heard": spoken_number(offer), "qty": "two",
+            "last_items": item.spoken or item.name.lower()}
+
+
+@lru_cache(maxsize=4)
+def _filler() -> tuple[str, ...]:
+    text = resources.files("voice").joinpath("filler_en.txt").read_text("utf-8")
+    return tuple(line for line in text.splitlines() if line.strip() and not line.startswith("#"))
+
+
+def _item_sentences(scenario: Scenario, item: Item, local: bool) -> Iterator[tuple[str, float]]:
+    quote = item.tourist_quote[0]
+    offer = max(1, _round(item.fair[0]))
+    values = _item_values(scenario, item, quote, offer)
+    taught = W_TAUGHT * (1.5 if local else 1.0)
+    for key, template in scenario.hints.items():
+        yield _fill(template, values), taught if key in ("greet", "ask", "accept", "thanks") else W_TAUGHT
+    for help_ in scenario.coaching.values():
+        yield _fill(help_.english, values), W_TAUGHT
+        yield _fill(help_.frame_english, values), W_PHRASE
+        yield _fill(help_.frame, values), W_PHRASE
+    for name in {item.name.lower(), item.local.lower(), (item.spoken or item.name).lower()}:
+        for frame in ("{x}", "how much is the {x}", "how much are the {x}", "i want the {x}", "this {x}"):
+            yield frame.replace("{x}", name), W_PHRASE
+    currency = scenario.currency_word
+    for n in item_prices(item):
+        for frame in OFFER_FRAMES[:4]:
+            yield frame.format(n=spoken_number(n), cur=currency, items=values["items"]), W_PRICE / 4
+
+
+def scene_sentences(scenario: Scenario, context: SceneContext | None = None) -> list[tuple[list[str], float]]:
+    """The weighted word sequences of a scene's language model, the moment's weighed up."""
+    local = context is not None and context_key(context)[1]
+    held = scenario.item(context.item) if context is not None else None
+    out: list[tuple[str, float]] = []
+    for item in scenario.items:
+        out += _item_sentences(scenario, item, local)
+    for phrase in scenario.phrases:
+        out += [(phrase.text, W_PHRASE * (2 if local else 1)), (phrase.meaning, W_PHRASE)]
+    cues = scenario.cues
+    for group in (cues.greeting, cues.polite, cues.inquiry, cues.pushback, cues.walk, cues.accept,
+                  cues.compliment, cues.reengage, scenario.rules.respectful_address, scenario.rules.taboo_phrases):
+        out += [(cue, W_CUE * (2 if local else 1)) for cue in group]
+    for objection in scenario.policy.objections.values():
+        out += [(p, W_CUE) for p in objection.phrases]
+    default = scenario.items[0]
+    for pools in scenario.lines.values():
+        for pool in pools.values():
+            out += [(_fill(line, _item_values(scenario, default, default.tourist_quote[0], default.fair[0])),
+                     W_VENDOR) for line in pool]
+    out += [(line, W_FILLER) for line in _filler()]
+    out += _offers(scenario, scenario.items, W_PRICE)
+    if held is not None:
+        out += [(text, w * MOMENT) for text, w in _item_sentences(scenario, held, local)]
+    if context is not None and context.quote is not None:
+        near = [n for n in price_steps(int(context.quote * 0.2), int(context.quote * 1.05))]
+        out += [(text, w * MOMENT) for text, w in _offers(scenario, (held or default,), W_PRICE, near)]
+    return [(ws, w) for text, w in out if (ws := words(text))]
+
+
+def _offers(scenario: Scenario, items: tuple[Item, ...], weight: float,
+            prices: list[int] | None = None) -> list[tuple[str, float]]:
+    out: list[tuple[str, float]] = []
+    for item in items:
+        name = item.spoken or item.name.lower()
+        for n in prices if prices is not None else item_prices(item):
+            said = spoken_number(n)
+            share = weight / len(OFFER_FRAMES)
+            out += [(frame.format(n=said, cur=scenario.currency_word, items=name), share) for frame in OFFER_FRAMES]
+    return out
+
+
+def vocabulary(sentences: list[tuple[list[str], float]]) -> set[str]:
+    return {w for ws, _ in sentences for w in ws}
