@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+import shutil
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -89,9 +90,9 @@ def build_voice(settings: Settings) -> Voice:
     if stt_kind is SttChoice.POCKETSPHINX and settings.STT_SCENE:
         from schemas.scenario import available_scenarios
         from voice.scene_stt import SceneStt
-        from voice.tts import espeak_available
-
-        scene = SceneStt(espeak_available(), settings.STT_CACHE_DIR)
+        # The pronunciations come from the espeak-ng program (its --ipa output), not the library
+        # that speaks (`espeak_available` names the library): without it, only the dictionary's words.
+        scene = SceneStt(shutil.which("espeak-ng"), settings.STT_CACHE_DIR)
         scene.prepare(available_scenarios())  # every pack's models now, not on a learner's first word
         stt = scene
     elif stt_kind is SttChoice.POCKETSPHINX:
