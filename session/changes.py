@@ -15,7 +15,7 @@ and a named tuple is made in a third of a frozen dataclass's time.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from schemas.brain import Ledger
 from schemas.enums import LanguageCode, Level, OfferAssessment, Outcome, Stage
@@ -40,6 +40,7 @@ __all__ = [
     "UnclearAnswered",
     "VendorTurnTaken",
     "WelcomedBack",
+    "for_every_kind",
 ]
 
 
@@ -69,7 +70,7 @@ class SceneSet(NamedTuple):
     session_id: str
     version: int
     at: float
-    id: str
+    id: str | None  # the frame that asked (None: the session itself, as in a test)
     object_grabbed: str | None
     item: str | None
     input_language: LanguageCode
@@ -206,7 +207,7 @@ class TurnUndone(NamedTuple):
     session_id: str
     version: int
     at: float
-    id: str
+    id: str | None  # the frame that asked (None: the session itself, as in a test)
     turn: int
     seq: int
     restored: Checkpoint
@@ -308,3 +309,14 @@ CHANGE_TYPES: tuple[type[Change], ...] = (
     SessionStarted, SceneSet, LearnerTurnTaken, VendorTurnTaken, ClosingReplied, UnclearAnswered, HintGiven,
     Repeated, TurnUndone, Nudged, EndedNow, WelcomedBack, PlaybackHeard, SummaryWritten,
 )
+
+T = TypeVar("T")
+
+
+def for_every_kind(table: dict[type[Change], T], what: str) -> dict[type[Change], T]:
+    """`table`, once it has an entry for every kind of change (else a RuntimeError naming the missing,
+    at import: a new kind cannot be forgotten by the fold or the mirror's rows)."""
+    missing = [kind.__name__ for kind in CHANGE_TYPES if kind not in table]
+    if missing:
+        raise RuntimeError(f"no {what} for {', '.join(missing)}")
+    return table

@@ -20,7 +20,6 @@ from typing import Any, TypeVar
 from schemas.brain import StageVisit
 from schemas.enums import OfferAssessment, Outcome, Stage
 from session.changes import (
-    CHANGE_TYPES,
     Change,
     ClosingReplied,
     EndedNow,
@@ -36,6 +35,7 @@ from session.changes import (
     UnclearAnswered,
     VendorTurnTaken,
     WelcomedBack,
+    for_every_kind,
 )
 from session.coaching import drop_from
 from session.core import SessionCore
@@ -72,7 +72,8 @@ def _session(state: SessionCore, change: SessionStarted) -> None:
 
 
 def _scene(state: SessionCore, change: SceneSet) -> None:
-    state.remember(change.id)
+    if change.id is not None:
+        state.remember(change.id)
     state.object_grabbed, state.item = change.object_grabbed, change.item
     state.input_language, state.target_language = change.input_language, change.target_language
 
@@ -162,7 +163,8 @@ def _undo(state: SessionCore, change: TurnUndone) -> None:
     state.memory.undo(point.turn)
     coaching.undos += 1
     coaching.hint_level = coaching.consecutive_timeouts = 0
-    state.remember(change.id)
+    if change.id is not None:
+        state.remember(change.id)
     state.seq = change.seq
 
 
@@ -225,29 +227,20 @@ def _summary(state: SessionCore, change: SummaryWritten) -> None:
     state.memory.written(change.text, change.turn, change.previous, change.previous_turn)
 
 
-def _table(*entries: tuple[type[Any], Callable[[SessionCore, Any], None]]) -> dict[type[Change], Callable[
-        [SessionCore, Any], None]]:
-    table = dict(entries)
-    missing = [kind.__name__ for kind in CHANGE_TYPES if kind not in table]
-    if missing:
-        raise RuntimeError(f"no fold for {', '.join(missing)}")
-    return table
-
-
 # Each kind of change, and what applying it does.
-FOLD: dict[type[Change], Callable[[SessionCore, Any], None]] = _table(
-    (SessionStarted, _session),
-    (SceneSet, _scene),
-    (LearnerTurnTaken, _learner_turn),
-    (VendorTurnTaken, _vendor_turn),
-    (ClosingReplied, _closing),
-    (UnclearAnswered, _unclear),
-    (HintGiven, _hint),
-    (Repeated, _repeat),
-    (TurnUndone, _undo),
-    (Nudged, _nudge),
-    (EndedNow, _ended),
-    (WelcomedBack, _welcome_back),
-    (PlaybackHeard, _playback),
-    (SummaryWritten, _summary),
-)
+FOLD: dict[type[Change], Callable[[SessionCore, Any], None]] = for_every_kind({
+    SessionStarted: _session,
+    SceneSet: _scene,
+    LearnerTurnTaken: _learner_turn,
+    VendorTurnTaken: _vendor_turn,
+    ClosingReplied: _closing,
+    UnclearAnswered: _unclear,
+    HintGiven: _hint,
+    Repeated: _repeat,
+    TurnUndone: _undo,
+    Nudged: _nudge,
+    EndedNow: _ended,
+    WelcomedBack: _welcome_back,
+    PlaybackHeard: _playback,
+    SummaryWritten: _summary,
+}, "fold")

@@ -118,7 +118,7 @@ class Negotiation(SessionCore):
         input_language: LanguageCode | None,
         target_language: LanguageCode | None,
         now: float,
-        client_id: str = "",
+        client_id: str | None = None,
     ) -> SceneSet:
         """Scene updates change context only; they never produce a vendor turn."""
         item = self.item
@@ -171,7 +171,7 @@ class Negotiation(SessionCore):
         assert self.pending is not None
         return self.pending
 
-    def undo(self, now: float, client_id: str = "") -> Checkpoint | None:
+    def undo(self, now: float, client_id: str | None = None) -> Checkpoint | None:
         """Take back the last answered learner turn: the state exactly as before it (seq and the
         brain's cost excepted: events are never erased, and what was spent was spent), and the seq
         of the `undo` event that says so. None when there is nothing to undo. Call only when no

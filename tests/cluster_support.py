@@ -3,18 +3,22 @@ loopback, sharing the test Neo4j (SAMVAD_TEST_NEO4J_URI), and what the tests ask
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, LiteralString
+from typing import Any, LiteralString, Protocol
 
 import httpx
 
+from clients.bots.personas import Lowballer, Persona, Polite, Rude, Walker
 from clients.bots.resuming import ResumingClient
+from server.mirror import Neo4jMirror
 from tests.ci import need
+from tests.neo4j_support import COUNT_TURNS_BY_CLIENT_ID
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "cluster-test-secret-0123456789-abcdefghijklmnopqrstuvwxyz"
@@ -116,3 +120,35 @@ def check_clients(clients: list[ResumingClient], counts: dict[str, dict[str, int
             lost += n == 0 and client.sent[fid].acked
             duplicated += max(0, n - 1)
     return lost, duplicated
+
+
+# The bots' personas and items, one of each kind of haggle, for the cluster tests' load.
+PERSONAS: list[tuple[type[Persona], str]] = [(Polite, "Tomato"), (Walker, "Apple"), (Lowballer, "Orange"),
+                                             (Rude, "Pumpkin")]
+
+
+class Front(Protocol):
+    """Where bots reach a cluster: its load balancer's HTTP and WebSocket bases."""
+
+    http: str
+    ws: str
+
+
+def bots(front: Front, n: int, run: str, think: float = 0.08, credential: str = "") -> list[ResumingClient]:
+    """`n` resuming bots through `front`, the personas in turn (`credential`: for production nodes)."""
+    return [ResumingClient(front.http, front.ws, persona(item), tag=f"{run}-{i}", think=think, item=item,
+                           credential=credential)
+            for i, (persona, item) in zip(range(n), itertools.cycle(PERSONAS), strict=False)]
+
+
+async def leases(uri: str, ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The lease rows of these sessions, by session id."""
+    async with Neo4jMirror(uri) as mirror:
+        return {r["id"]: r for r in await mirror.read(LEASES, ids=ids)}
+
+
+async def stored_counts(uri: str, clients: list[ResumingClient]) -> dict[str, dict[str, int]]:
+    """For each client's session, how many Turn nodes each of its transcript ids has in the graph."""
+    async with Neo4jMirror(uri) as mirror:
+        return {c.session_id: {r["id"]: r["turns"] for r in await mirror.read(
+            COUNT_TURNS_BY_CLIENT_ID, ids=c.transcripts, session_id=c.session_id)} for c in clients}

@@ -15,6 +15,7 @@ from schemas.decision import AIDecision
 from schemas.enums import Mood, Stage
 from session.actor import SessionActor
 from session.changes import Change
+from session.mirror import MemoryMirror
 from session.registry import SessionRegistry
 
 Script = Callable[[BrainRequest], AIDecision]
@@ -91,6 +92,18 @@ class FakeConnection:
 
     def stream(self) -> list[dict[str, object]]:
         return [f for f in self.sent if "seq" in f and f["type"] != "welcome"]
+
+
+class RecordingMirror(MemoryMirror):
+    """The in-memory mirror (every change durable at once), keeping every change it is handed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log: list[Change] = []
+
+    def submit(self, change: Change) -> None:
+        super().submit(change)
+        self.log.append(change)
 
 
 class DeferredMirror:

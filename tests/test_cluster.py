@@ -5,7 +5,6 @@ restart under load, drain. The cluster is started once for the module; figures t
 
 from __future__ import annotations
 
-import itertools
 import signal
 import threading
 import uuid
@@ -20,16 +19,13 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from clients.bots.personas import Lowballer, Persona, Polite, Rude, Walker
 from clients.bots.resuming import ResumingClient
 from server.mirror import Neo4jMirror
-from tests.cluster_support import LEASES, Cluster, check_clients, need_haproxy
+from tests.cluster_support import Cluster, bots, check_clients, leases, need_haproxy, stored_counts
 from tests.neo4j_support import COUNT_TURNS_BY_CLIENT_ID, wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.neo4j, pytest.mark.slow]
 
-PERSONAS: list[tuple[type[Persona], str]] = [(Polite, "Tomato"), (Walker, "Apple"), (Lowballer, "Orange"),
-                                             (Rude, "Pumpkin")]
 LEASE_S = 3.0
 SESSIONS = 24  # bots per scenario here; benchmarks/cluster.py runs 300
 
@@ -46,20 +42,7 @@ def cluster(neo4j_uri: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         c.stop()
 
 
-def bots(c: Cluster, n: int, run: str, think: float = 0.08) -> list[ResumingClient]:
-    return [ResumingClient(c.http, c.ws, persona(item), tag=f"{run}-{i}", think=think, item=item)
-            for i, (persona, item) in zip(range(n), itertools.cycle(PERSONAS), strict=False)]
 
-
-async def leases(uri: str, ids: list[str]) -> dict[str, dict[str, Any]]:
-    async with Neo4jMirror(uri) as mirror:
-        return {r["id"]: r for r in await mirror.read(LEASES, ids=ids)}
-
-
-async def stored_counts(uri: str, clients: list[ResumingClient]) -> dict[str, dict[str, int]]:
-    async with Neo4jMirror(uri) as mirror:
-        return {c.session_id: {r["id"]: r["turns"] for r in await mirror.read(
-            COUNT_TURNS_BY_CLIENT_ID, ids=c.transcripts, session_id=c.session_id)} for c in clients}
 
 
 async def test_sessions_are_created_on_the_node_their_id_hashes_to_and_stay_there(cluster: Cluster) -> None:

@@ -11,7 +11,6 @@ as in a rolling update. Nothing acknowledged is lost, nothing is applied twice, 
 
 from __future__ import annotations
 
-import itertools
 import os
 import signal
 import subprocess
@@ -27,10 +26,7 @@ import anyio
 import httpx
 import pytest
 
-from clients.bots.personas import Lowballer, Persona, Polite, Rude, Walker
-from clients.bots.resuming import ResumingClient
-from server.mirror import Neo4jMirror
-from tests.cluster_support import LEASES, check_clients, need_haproxy
+from tests.cluster_support import bots, check_clients, leases, need_haproxy, stored_counts
 from tests.k8s_support import (
     CHART,
     ROOT,
@@ -43,7 +39,7 @@ from tests.k8s_support import (
     render,
     server_container,
 )
-from tests.neo4j_support import COUNT_TURNS_BY_CLIENT_ID, wait_for
+from tests.neo4j_support import wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.neo4j, pytest.mark.slow]
 
@@ -51,8 +47,6 @@ NODES = 3
 MAX_REPLICAS = 4  # one line of the ring has no pod: its name does not resolve
 SECRETS = {"SAMVAD_SECRET": "loopback-secret-0123456789-abcdefghijklmnopqrstuvwxyz",
            "ADMIN_KEY": "loopback-admin-key-0123456789-abcdefghij", "NEO4J_PASSWORD": "unused"}
-PERSONAS: list[tuple[type[Persona], str]] = [(Polite, "Tomato"), (Walker, "Apple"), (Lowballer, "Orange"),
-                                             (Rude, "Pumpkin")]
 SESSIONS = 15
 
 
@@ -162,21 +156,7 @@ def loopback(neo4j_uri: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             cluster.stop()
 
 
-def bots(c: LoopbackCluster, n: int, run: str, think: float) -> list[ResumingClient]:
-    return [ResumingClient(c.http, c.ws, persona(item), tag=f"{run}-{i}", think=think, item=item,
-                           credential=SECRETS["ADMIN_KEY"])
-            for i, (persona, item) in zip(range(n), itertools.cycle(PERSONAS), strict=False)]
 
-
-async def leases(uri: str, ids: list[str]) -> dict[str, dict[str, Any]]:
-    async with Neo4jMirror(uri) as mirror:
-        return {r["id"]: r for r in await mirror.read(LEASES, ids=ids)}
-
-
-async def stored_counts(uri: str, clients: list[ResumingClient]) -> dict[str, dict[str, int]]:
-    async with Neo4jMirror(uri) as mirror:
-        return {c.session_id: {r["id"]: r["turns"] for r in await mirror.read(
-            COUNT_TURNS_BY_CLIENT_ID, ids=c.transcripts, session_id=c.session_id)} for c in clients}
 
 
 def test_the_rendered_ring_resolves_the_pods_and_leaves_the_missing_ordinal_out(loopback: LoopbackCluster) -> None:
@@ -191,7 +171,7 @@ async def test_a_pod_drained_by_its_prestop_hook_loses_no_acknowledged_turn(
         loopback: LoopbackCluster, neo4j_uri: str) -> None:
     victim = 1
     # Bots that think a second between lines: the drain grace (2.5 s) must find them mid-game.
-    clients = bots(loopback, SESSIONS, uuid.uuid4().hex[:8], think=1.0)
+    clients = bots(loopback, SESSIONS, uuid.uuid4().hex[:8], think=1.0, credential=SECRETS["ADMIN_KEY"])
     for client in clients:
         await client.create()
     owners = await leases(neo4j_uri, [c.session_id for c in clients])
@@ -238,7 +218,7 @@ async def test_a_pod_drained_by_its_prestop_hook_loses_no_acknowledged_turn(
     # so sixty miss it with a chance of 3e-11.)
     run, owners = uuid.uuid4().hex[:8], {}
     for i in range(60):
-        (client,) = bots(loopback, 1, f"{run}-{i}", think=0.0)
+        (client,) = bots(loopback, 1, f"{run}-{i}", think=0.0, credential=SECRETS["ADMIN_KEY"])
         await client.create()
         owners |= await leases(neo4j_uri, [client.session_id])
         if loopback.pod(victim) in {o["owner"] for o in owners.values()}:

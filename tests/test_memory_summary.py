@@ -20,12 +20,13 @@ from schemas.enums import OfferAssessment, Stage
 from schemas.frames import CommandFrame, TranscriptFrame
 from schemas.summary import SummaryAsk, SummaryResult
 from session.actor import SessionActor
-from session.changes import Change, SummaryWritten
+from session.changes import SummaryWritten
 from session.coaching import Coaching
 from session.mirror import MemoryMirror
 from session.negotiation import Negotiation
 from session.rules import Limits
 from session.summary import SUMMARY_MAX_CHARS, Memory, facts
+from tests import fakes
 from tests.fakes import FakeConnection, ScriptedBrain, decision, hosted
 from tests.llm_support import FAST
 from tests.openai_server import Behaviour, FakeOpenAI, reply, status
@@ -34,16 +35,8 @@ pytestmark = pytest.mark.anyio
 COLLECT_GARBAGE_AFTER = True  # the actors' memory streams, as in tests/test_llm_e2e.py
 
 
-class RecordingMirror(MemoryMirror):
-    """The in-memory mirror, keeping every change it is handed."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.log: list[Change] = []
-
-    def submit(self, change: Change) -> None:
-        super().submit(change)
-        self.log.append(change)
+class RecordingMirror(fakes.RecordingMirror):
+    """Every change kept, and the summaries among them."""
 
     def summaries(self) -> list[tuple[int, str]]:
         return [(c.turn, c.text) for c in self.log if isinstance(c, SummaryWritten)]

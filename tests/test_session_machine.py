@@ -11,7 +11,6 @@ the same through the real Neo4j mirror and a restart (`tests/test_session_machin
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, NamedTuple, cast
 
 import hypothesis.strategies as st
@@ -35,7 +34,7 @@ from session.changes import CHANGE_TYPES, Change, SessionStarted
 from session.fold import UnknownChange, apply
 from session.negotiation import Negotiation
 from session.rules import Limits
-from tests.fakes import FakeConnection
+from tests.fakes import FakeConnection, RecordingMirror
 
 LINES = [
     "Namaste bhaiya, tamatar kitne ka hai?", "How much for the tomatoes?", "Too expensive! 40 rupees.",
@@ -45,30 +44,6 @@ LINES = [
 ]
 ITEMS = [None, "tomato", "mango", "banana", "rock", "Tomato"]
 LANGUAGES = [None, LanguageCode.EN_IN, LanguageCode.HI_IN]
-
-
-class RecordingMirror:
-    """A mirror that keeps every change, durable at once (the in-memory mirror, with a record)."""
-
-    name = "recording"
-
-    def __init__(self) -> None:
-        self.changes: list[Change] = []
-
-    def submit(self, change: Change) -> None:
-        self.changes.append(change)
-
-    def has_room(self) -> bool:
-        return True
-
-    def durable_version(self, session_id: str) -> int:
-        return self.changes[-1].version if self.changes else 0
-
-    def subscribe_durable(self, callback: Callable[[str, int], None]) -> None:
-        """Never needed: every change is durable on arrival."""
-
-    def forget(self, session_id: str) -> None:
-        """Nothing is kept per session but the record, which the test reads."""
 
 
 def folded(changes: list[Change]) -> Negotiation:
@@ -199,7 +174,7 @@ class SessionMachine(RuleBasedStateMachine):
 
     @invariant()
     def the_fold_of_the_changes_is_the_live_session(self) -> None:
-        changes = self.mirror.changes
+        changes = self.mirror.log
         assert [c.version for c in changes] == list(range(1, len(changes) + 1))
         live = self.actor.negotiation
         assert not live.outbox  # every change made has gone to the mirror

@@ -38,7 +38,7 @@ class SampledMachine(SessionMachine):
     """The same machine, keeping each sequence's changes and its live state at the end."""
 
     def teardown(self) -> None:
-        SAMPLES.append((list(self.mirror.changes), copy.deepcopy(self.actor.negotiation)))
+        SAMPLES.append((list(self.mirror.log), copy.deepcopy(self.actor.negotiation)))
 
 
 async def test_a_sample_of_sequences_rebuilt_from_neo4j_after_a_restart_equals_the_live_state(

@@ -22,7 +22,6 @@ from typing import Any
 from schemas.enums import OfferAssessment, Stage
 from server.mirror.state import Entry, SessionFold, turn_key, turn_row
 from session.changes import (
-    CHANGE_TYPES,
     Change,
     ClosingReplied,
     EndedNow,
@@ -38,6 +37,7 @@ from session.changes import (
     UnclearAnswered,
     VendorTurnTaken,
     WelcomedBack,
+    for_every_kind,
 )
 from session.fold import UnknownChange, apply
 from session.negotiation import Negotiation
@@ -156,16 +156,9 @@ def _playback(fold: SessionFold, state: Negotiation, change: PlaybackHeard, rows
 RowWriter = Callable[[SessionFold, Negotiation, Any, Rows], None]
 
 
-def _table(entries: dict[type[Change], RowWriter]) -> dict[type[Change], RowWriter]:
-    missing = [kind.__name__ for kind in CHANGE_TYPES if kind not in entries]
-    if missing:
-        raise RuntimeError(f"no rows for {', '.join(missing)}")
-    return entries
-
-
 # Each kind of change, and the rows it writes besides the Session snapshot. `SummaryWritten` is
 # written by server/mirror/memory.py in the batch's transaction; the others here.
-ROWS: dict[type[Change], RowWriter] = _table({
+ROWS: dict[type[Change], RowWriter] = for_every_kind({
     SessionStarted: _nothing,
     SceneSet: _nothing,
     LearnerTurnTaken: _learner_turn,
@@ -180,4 +173,4 @@ ROWS: dict[type[Change], RowWriter] = _table({
     WelcomedBack: _nothing,
     PlaybackHeard: _playback,
     SummaryWritten: _nothing,
-})
+}, "rows")
