@@ -153,6 +153,13 @@ class SessionMachine(RuleBasedStateMachine):
         self.actor.connect(self.player)
         self.actor.drain()
 
+    @precondition(lambda self: self.actor.negotiation.turn >= 1 and not self.actor.negotiation.is_terminal)
+    @rule()
+    def back_after_hours(self) -> None:
+        """A long absence in a session still being played: a welcome back, in every sequence that
+        gets this far (a rarer draw of `reconnect` alone left some runs without one)."""
+        self.reconnect(8_000.0)
+
     @rule(back=st.integers(0, 4))
     def resume(self, back: int) -> None:
         last = max(0, self.actor.negotiation.seq - back)
