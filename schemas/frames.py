@@ -442,12 +442,12 @@ class Heard(_Event):
 
 
 class Speech(_Event):
-    """What the recogniser heard in the learner's `audio` utterance `id`, sent to every connection
-    before that utterance's turn: `confidence` (0-1, or null when the engine gives none), `levels`
-    (the loudness every 50 ms, 0-1, for a meter or waveform), `fallback` when recognition failed
-    and the turn goes on as an unclear (empty) transcript."""
+    """What the recogniser heard in the learner's `audio` utterance `id`, in the sequence before that
+    utterance's turn: `confidence` (0-1, or null when the engine gives none), `levels` (the loudness
+    every 50 ms, 0-1, for a meter), `fallback`: recognition failed (the turn is an unclear one)."""
 
     type: Literal["speech"] = "speech"
+    seq: int
     id: str
     text: str
     confidence: float | None
@@ -490,7 +490,7 @@ ServerEvent = (
     | SessionEnded | Snapshot | Tips | SessionReport | Repeat | Hint | Undone | Heard | Speech | ReplyAudio
 )
 SEQUENCED_TYPES = frozenset({"reply", "mood", "stage", "session.ended", "snapshot", "tips", "session.report",
-                             "repeat", "hint", "undo", "heard"})
+                             "repeat", "hint", "undo", "heard", "speech"})
 
 
 def event_dict(event: BaseModel) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import itertools
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from anyio import CancelScope
 from anyio.abc import TaskGroup
@@ -89,6 +89,18 @@ class _Resume:
                     return
 
 
+class VoicePart(Protocol):
+    """What a connection needs of the voice composed with it (server/voice.py's `ConnectionVoice`)."""
+
+    def observe(self, envelope: Envelope) -> None:
+        """Be shown an event once it is written to the socket."""
+        ...
+
+    def release(self) -> None:
+        """The connection is over: let go of the voice's queues and tasks' ends."""
+        ...
+
+
 class WsConnection:
     """A client socket as the session actor sees it.
 
@@ -101,7 +113,7 @@ class WsConnection:
 
     __slots__ = ("_backlog", "_capacity", "_open", "_send", "_spawn", "actor", "close_code",
                  "close_reason", "conn_id", "fmt", "last_frame", "observe", "on_error", "role", "scope",
-                 "session_id", "websocket")
+                 "session_id", "voice", "websocket")
 
     def __init__(self, websocket: WebSocket, role: Role, fmt: WireFormat, session_id: str,
                  queue: int, actor: SessionActor | None = None) -> None:
@@ -124,6 +136,8 @@ class WsConnection:
         self.last_frame = time.monotonic()
         self.observe: Callable[[Envelope], None] | None = None  # the metrics' per-event hook (server/metrics.py)
         self.on_error: Callable[[str], None] | None = None  # counts errors by code
+        # Its voice, composed with it (server/voice.py): shown every event sent, after it is written.
+        self.voice: VoicePart | None = None
 
     def start(self, tg: TaskGroup) -> None:
         """Writes that block finish in tasks of `tg`; closing cancels it."""
@@ -136,6 +150,13 @@ class WsConnection:
         return len(self._backlog) if self._backlog is not None else 0
 
     def send_nowait(self, envelope: Envelope) -> bool:
+        sent = self.write(envelope)
+        if self.voice is not None:
+            self.voice.observe(envelope)
+        return sent
+
+    def write(self, envelope: Envelope) -> bool:
+        """Send `envelope` as it is (the voice's own audio comes this way, not shown to it again)."""
         if self.close_code is not None or not self._open:
             return False
         if self.observe is not None:
@@ -197,6 +218,9 @@ class WsConnection:
 
     def release(self) -> None:
         """The connection is over: nothing more is sent, and queued events are let go."""
+        voice, self.voice = self.voice, None  # it holds this connection: no cycle left for the collector
+        if voice is not None:
+            voice.release()
         self._open = False
         self._backlog = None
         self._spawn = None

@@ -1,12 +1,14 @@
 """Voice on the session socket (docs/voice.md): `audio` frames in, `speech` and `reply.audio` out.
 
-`build_voice` picks the STT and TTS backends the settings ask for. A player connection is a
-`VoiceConnection`: a `WsConnection` whose `send_nowait` also shows each event to its `Speaker`
-(voice/speaker.py), which speaks the vendor's replies sentence by sentence as they stream. The
-socket reader hands `audio` frames to `on_audio`; a finished utterance waits (bounded) for the
-connection's one transcriber task, which decodes it, asks the STT backend, sends `speech` to every
-connection of the session and submits the text as a `transcript` frame with the utterance's id,
-so that the turn is exactly a typed one: the same ack, idempotency and clarification.
+`build_voice` picks the STT and TTS backends the settings ask for. A player connection has a
+`ConnectionVoice`, composed with it (`WsConnection.voice`): the connection shows it each event it
+sends, and its `Speaker` (voice/speaker.py) speaks the vendor's replies sentence by sentence as
+they stream. The socket reader hands `audio` frames to `on_audio`; a finished utterance waits
+(bounded) for the connection's one transcriber task, which asks the actor what it needs to know
+(`SessionActor.hearing`), decodes it, asks the STT backend, hands what it heard to the actor (a
+sequenced `speech` event, replayed on resume) and submits the text as a `transcript` frame with
+the utterance's id, so that the turn is exactly a typed one: the same ack, idempotency and
+clarification.
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from starlette.websockets import WebSocket
 
-from schemas.codec import Envelope, WireFormat
+from schemas.codec import Envelope
 from schemas.enums import LanguageCode, Role
 from schemas.errors import ErrorCode
-from schemas.frames import AudioFrame, Heard, PlaybackFrame, ReplyAudio, Speech, TranscriptFrame, Welcome
+from schemas.frames import AudioFrame, Heard, PlaybackFrame, Reply, ReplyAudio, ReplyDelta, TranscriptFrame, Welcome
 from server.config import Settings, SttChoice, TtsChoice
 from server.connection import WsConnection
+from session.messages import Recognised
 from voice.align import Aligner
 from voice.audio import BYTES_PER_SECOND_IN, decode_clip, duration_ms, levels
 from voice.errors import AudioRejected, SpeechServiceError
@@ -40,7 +43,6 @@ from voice.stt import SceneContext, SpeechToText, Transcription
 from voice.tts import EspeakTts, TextToSpeech
 
 if TYPE_CHECKING:
-    from session.actor import SessionActor
     from session.negotiation import Negotiation
 
 log = logging.getLogger("samvad.voice")
@@ -181,24 +183,30 @@ def wants_visemes(websocket: WebSocket) -> bool | None:
         websocket.query_params.get("visemes", "").lower())
 
 
-class VoiceConnection(WsConnection):
-    """A player socket that speaks the vendor's replies (`speaker`, when it asked with `?voice=1`)
-    and transcribes the learner's utterances (`on_audio`, then its transcriber task); or a
-    spectator's that asked to listen (`?voice=1`: its own speaker, which costs a synthesis of each
-    sentence per listener)."""
+class ConnectionVoice:
+    """The voice of one connection, composed with it (`WsConnection.voice`): a player's that speaks
+    the vendor's replies (`speaker`, when it asked with `?voice=1`) and transcribes the learner's
+    utterances (`on_audio`, then its transcriber task); or a spectator's that asked to listen
+    (`?voice=1`: its own speaker, which costs a synthesis of each sentence per listener).
 
-    __slots__ = ("_jobs", "_jobs_in", "_services", "_tg", "_visemes", "speaker", "utterance", "voice")
+    It reads nothing of the session from its own tasks. The connection shows it each event the
+    actor sends (`observe`, which runs in the actor's step, so the vendor's language is read there),
+    and the transcriber asks the actor what it needs to know of an utterance (`SessionActor.hearing`).
+    """
 
-    def __init__(self, websocket: WebSocket, role: Role, fmt: WireFormat, session_id: str, queue: int,
-                 actor: SessionActor | None, voice: Voice, *, speak: bool) -> None:
-        super().__init__(websocket, role, fmt, session_id, queue, actor)
+    __slots__ = ("_jobs", "_jobs_in", "_services", "_tg", "_visemes", "conn", "speaker", "utterance",
+                 "vendor_language", "voice")
+
+    def __init__(self, conn: WsConnection, voice: Voice, *, speak: bool, visemes: bool | None) -> None:
+        self.conn = conn
         self.voice = voice
         self.utterance: _Utterance | None = None
         self.speaker: Speaker | None = None
-        self._visemes = wants_visemes(websocket)
+        self.vendor_language: str | None = None  # as of the last reply the actor sent
+        self._visemes = visemes
         if speak and voice.tts is not None:  # a spectator may listen too (the watch page's `voice=1`)
-            lipsync = voice.lipsync() if voice.lipsync is not None and self._visemes is not False else None
-            self.speaker = Speaker(voice.tts, self._send_audio, session_id, self._vendor_language,
+            lipsync = voice.lipsync() if voice.lipsync is not None and visemes is not False else None
+            self.speaker = Speaker(voice.tts, self._send_audio, conn.session_id, self._vendor_language,
                                    by_sentence=voice.by_sentence, lipsync=lipsync)
         # The transcriber's queue and task are made with the first utterance: most sessions
         # (typed ones, bots) never send audio, and each connection paid for both (docs/performance.md).
@@ -207,33 +215,34 @@ class VoiceConnection(WsConnection):
         self._tg: TaskGroup | None = None
         self._services: Any = None
 
-    def start_voice(self, tg: TaskGroup, services: Any) -> None:
+    def start(self, tg: TaskGroup, services: Any) -> None:
         if self.speaker is not None:
             tg.start_soon(self.speaker.run)
         self._tg, self._services = tg, services
 
-    def send_nowait(self, envelope: Envelope) -> bool:
-        sent = super().send_nowait(envelope)
-        if self.speaker is not None and envelope.event is not None:
-            self.speaker.observe(envelope.event)
-            event = envelope.event
-            if isinstance(event, Heard) and event.interrupted and self.role != Role.PLAYER.value:
+    def observe(self, envelope: Envelope) -> None:
+        """An event the connection was sent (by the actor, in its step; or an error, by the reader)."""
+        event = envelope.event
+        if event is None:
+            return
+        if self.speaker is not None:
+            if isinstance(event, (Welcome, Reply, ReplyDelta)) and self.conn.actor is not None:
+                self.vendor_language = self.conn.actor.negotiation.target_language.value  # in the actor's step
+            self.speaker.observe(event)
+            if isinstance(event, Heard) and event.interrupted and self.conn.role != Role.PLAYER.value:
                 self.speaker.stop(event.turn)  # a listening spectator stops where the learner cut in
-        if self._visemes is None and isinstance(envelope.event, Welcome):  # a bad `?visemes=`, said once
+        if self._visemes is None and isinstance(event, Welcome):  # a bad `?visemes=`, said once
             self._visemes = True
-            self.error(ErrorCode.INVALID, "visemes: 0 or 1 (they stay on)")
-        return sent
+            self.conn.error(ErrorCode.INVALID, "visemes: 0 or 1 (they stay on)")
 
     def _send_audio(self, event: ReplyAudio) -> None:
-        WsConnection.send_nowait(self, Envelope(event))
+        self.conn.write(Envelope(event))
 
     def _vendor_language(self) -> str | None:
-        actor = self.actor
-        return actor.negotiation.target_language.value if actor is not None else None
+        return self.vendor_language
 
-    def _learner_language(self) -> LanguageCode | None:
-        actor = self.actor
-        return actor.negotiation.input_language if actor is not None else None
+    def error(self, code: ErrorCode, message: str, frame_id: str | None = None) -> None:
+        self.conn.error(code, message, frame_id)
 
     # ----------------------------------------------------------------- frames from the reader
 
@@ -319,14 +328,17 @@ class VoiceConnection(WsConnection):
                     self.error(ErrorCode(exc.code), exc.message, job.id)
 
     async def _transcribe(self, job: _Job, services: Any, settings: Settings) -> None:
-        actor = self.actor
+        actor = self.conn.actor
         stt = self.voice.stt
         if actor is None or stt is None:
             return
-        language = job.language or self._learner_language()
-        if actor.negotiation.seen(job.id):
+        hearing = await actor.hearing(job.id)  # what the session knows of the moment, asked of its actor
+        if hearing is None:
+            return  # the session stopped
+        language = job.language or hearing.language
+        if hearing.duplicate:
             # A re-sent utterance: the actor acknowledges it as a duplicate, without a second STT call.
-            actor.submit(self, TranscriptFrame(type="transcript", id=job.id, text=""))
+            actor.submit(self.conn, TranscriptFrame(type="transcript", id=job.id, text=""))
             return
         pcm = job.audio
         if job.clip is not None:
@@ -337,29 +349,27 @@ class VoiceConnection(WsConnection):
         fallback = False
         try:
             code = language.value if language else None
-            heard = await stt.transcribe(pcm, code, scene_context(actor.negotiation, code))
+            heard = await stt.transcribe(pcm, code, SceneContext(hearing.scenario, code, hearing.item, hearing.quote))
         except SpeechServiceError as exc:
             log.warning("speech recognition failed; asking the learner again: %s", exc,
-                        extra={"session_id": self.session_id})
+                        extra={"session_id": self.conn.session_id})
             heard, fallback = Transcription("", 0.0, stt.name), True
         text = heard.text[: settings.MAX_TRANSCRIPT_CHARS]
         confidence = heard.confidence if text else 0.0  # nothing recognised: the vendor asks again
-        speech = Envelope(Speech(session_id=self.session_id, id=job.id, text=text, confidence=confidence,
-                                 language=language, duration_ms=duration_ms(pcm), levels=tuple(levels(pcm)),
-                                 stt=heard.backend, fallback=fallback))
-        for conn in list(services.sockets):
-            if conn.session_id == self.session_id:
-                conn.send_nowait(speech)
+        # What was heard goes into the session's own sequence (a `speech` event, replayed on resume),
+        # just before the turn its transcript makes.
+        actor.recognised(Recognised(job.id, text, confidence, language, duration_ms(pcm), tuple(levels(pcm)),
+                                    heard.backend, fallback))
         frame = TranscriptFrame(type="transcript", id=job.id, text=text, confidence=confidence, language=language)
-        if not actor.submit(self, frame):
+        if not actor.submit(self.conn, frame):
             self.error(ErrorCode.RATE_LIMITED, "the session is busy; retry shortly", job.id)
 
     def release(self) -> None:
-        super().release()
         # Called after the connection's task group has ended: both ends of each stream are let go,
         # including those of a task that never started.
-        if self.speaker is not None:
-            self.speaker.discard()
+        speaker, self.speaker = self.speaker, None  # its callbacks hold this voice: no cycle left behind
+        if speaker is not None:
+            speaker.discard()
         self._tg = self._services = None
         if self._jobs_in is not None:
             self._jobs_in.close()

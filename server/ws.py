@@ -39,7 +39,7 @@ from server.auth import TokenError
 from server.config import Settings
 from server.connection import TokenBucket, WsConnection
 from server.services import Services
-from server.voice import VoiceConnection, wants_speech
+from server.voice import ConnectionVoice, wants_speech, wants_visemes
 from session.messages import ClientFrame
 from session.protocols import MirrorUnavailable
 
@@ -160,11 +160,12 @@ async def session_socket(websocket: WebSocket) -> None:
     fmt, subprotocol = _choose_format(websocket)
     await websocket.accept(subprotocol=subprotocol)
     voice = services.voice
-    conn = (VoiceConnection(websocket, claims.role, fmt, session_id, settings.OUTBOUND_QUEUE, actor, voice,
-                            speak=wants_speech(websocket))
-            if (claims.role is Role.PLAYER and (voice.stt is not None or voice.tts is not None))
-            or (voice.tts is not None and wants_speech(websocket))
-            else WsConnection(websocket, claims.role, fmt, session_id, settings.OUTBOUND_QUEUE, actor))
+    conn = WsConnection(websocket, claims.role, fmt, session_id, settings.OUTBOUND_QUEUE, actor)
+    spoken: ConnectionVoice | None = None
+    if ((claims.role is Role.PLAYER and (voice.stt is not None or voice.tts is not None))
+            or (voice.tts is not None and wants_speech(websocket))):
+        spoken = conn.voice = ConnectionVoice(conn, voice, speak=wants_speech(websocket),
+                                              visemes=wants_visemes(websocket))
     metrics = websocket.app.state.metrics  # None when metrics are off
     if metrics is not None:
         conn.on_error = metrics.error
@@ -175,8 +176,8 @@ async def session_socket(websocket: WebSocket) -> None:
     try:
         async with anyio.create_task_group() as tg:
             conn.start(tg)
-            if isinstance(conn, VoiceConnection):
-                conn.start_voice(tg, services)
+            if spoken is not None:
+                spoken.start(tg, services)
             actor.connect(conn)
             try:
                 await _read(websocket, conn, actor, services)
@@ -251,16 +252,16 @@ def _submit(conn: WsConnection, frame: ClientFrame, actor: SessionActor, setting
 
 
 def _audio(conn: WsConnection, frame: AudioFrame, actor: SessionActor, settings: Settings) -> None:
-    if isinstance(conn, VoiceConnection):
-        conn.on_audio(frame, settings)
+    if isinstance(conn.voice, ConnectionVoice):
+        conn.voice.on_audio(frame, settings)
     else:
         conn.error(ErrorCode.SPEECH_UNAVAILABLE, "this server has no speech backends; send transcript frames",
                    frame.id)
 
 
 def _playback(conn: WsConnection, frame: PlaybackFrame, actor: SessionActor, settings: Settings) -> None:
-    if isinstance(conn, VoiceConnection):
-        conn.on_playback(frame)  # a barge-in stops the vendor's voice at once
+    if isinstance(conn.voice, ConnectionVoice):
+        conn.voice.on_playback(frame)  # a barge-in stops the vendor's voice at once
     _submit(conn, frame, actor, settings)
 
 

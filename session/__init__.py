@@ -24,19 +24,28 @@ The pure core (synchronous: no await, no sockets, no clock reads):
 - `ending`: ending a session outside a turn (stopped, timed out).
 - `unclear`, `tips`, `report`: clarify replies, tip cards, the learner report.
 
-The actor around it (I/O and ordering; session/README.md tells how a turn flows through these):
+The session machine (pure: `handle(input, now)` returns the outputs and the changes):
 
-- `actor`: `SessionActor`, the single writer of a session: its inbox loop and dispatch tables.
-- `messages`: the messages the actor's inbox carries, one dataclass per kind.
-- `fanout`: connections, fan-out of events, the replay ring, durability and acknowledgements.
-- `turns`: the turn pipeline: transcript, brain call, validation, applying the outcome.
-- `memory`: the running summary, refreshed in the background every 10 turns, never waited for.
-- `silence`: the player's silence timer, nudges, the timed-out end and the welcome back.
-- `timers`: one heap of silence deadlines for every session, served by one task.
+- `machine`: `SessionMachine`, every decision about a session, and its dispatch tables.
+- `machine_state`: what the machine decides from: the negotiation and the turn in flight.
+- `outputs`: what a step returns: the `Step`, and the asks of the actor (ack, think, listen...).
+- `turns`: a transcript, the brain's streamed words and numbers, its answer validated and applied.
 - `commands`: `command` frames: hint, repeat, undo, stop.
 - `playback`: `playback` frames: barge-in, what the learner heard.
+- `silence`: the silence timer's expiry, nudges, the timed-out end and the welcome back.
 - `scene`: `scene` frames, which change the context and never make the vendor speak.
 - `resume`: `resume` frames, answered by replay or by a snapshot.
+- `memory`: the running summary, refreshed every 10 turns, never waited for.
+- `speech`: what the recogniser heard, as a sequenced `speech` event; what a transcriber may know.
+
+The actor around it (I/O and ordering; session/README.md tells how a turn flows through these):
+
+- `actor`: `SessionActor`, the single writer of a session: inbox, loop, admission, held frames.
+- `asks`: how the actor carries out a step: changes to the mirror, events out, each ask run.
+- `calls`: the brain's and the summary's calls, in child tasks that post their results back.
+- `fanout`: `Fanout`: connections, fan-out of events, the replay ring, durability and acks.
+- `messages`: the messages the actor's inbox carries, one dataclass per kind.
+- `timers`: one heap of silence deadlines for every session, served by one task.
 - `mailbox`: the bounded single-consumer queue behind the inbox and each connection's sends.
 - `registry`: the live sessions of a process: creation, lookup, recovery, eviction, the dispatcher.
 

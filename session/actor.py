@@ -1,75 +1,74 @@
-"""The session actor: the single writer of one session's state, its mailbox loop and its dispatch.
+"""The session actor: the I/O shell around one session's machine. It orders inputs and does I/O.
 
-Connections post accepted frames into the actor's inbox; the actor applies them strictly in
-order through `Negotiation`, asks the brain in a child task whose result comes back through the
-same inbox, and fans every event out to every connection without ever waiting on one. A slow
-reader is dropped (its queue is bounded), so no spectator can delay the player. Acknowledgements
-wait until the mirror says the change is durable, which is what lets a client that re-sends every
-unacknowledged frame after a crash lose nothing.
+Every decision about a session is its machine's (`SessionMachine`, session/machine.py): the actor
+holds what is ordering or I/O, and nothing else. It has:
+
+- the inbox: connections post frames (`submit`), the mirror posts durability (`notify_durable`),
+  the brain's task posts its answers, the timers post their expiry; the actor applies them one at
+  a time, in order, and never waits on anything while doing so;
+- admission (session/admission.py): every client frame passes the same steps, in one order, before
+  the machine sees it, and the frames held behind a turn in flight (`held`);
+- the calls that take time (`BrainCalls`, session/calls.py): the brain and the running summary,
+  in child tasks whose results come back through the inbox;
+- the silence timer's wake-ups, in the registry's shared heap (session/timers.py);
+- fan-out, the replay ring and acknowledgements (`Fanout`, session/fanout.py), and the mirror,
+  which gets each step's changes in order.
+
+A step. The actor hands an input to `machine.handle(input, now)` and carries out the `Step` it
+returns (session/asks.py, `run_step`): the changes to the mirror, then each output in order.
 
 The loop. An actor runs driven by its registry's dispatcher (`attach`, then `drain` whenever it
 has mail), so that an idle session holds no task. Tests drive it the same way (`tests/fakes.py`,
 `hosted`): there is no second loop for them to test instead. `_process` handles `Stop` itself,
-since it decides whether the loop goes on, and hands every other message to its handler in
-`MESSAGE_HANDLERS`, looked up by the message's exact type. A client frame (`Frame`) goes through
-`_on_frame`, which does the bookkeeping every frame needs and hands it on to `FRAME_HANDLERS`, by
-the frame's type. A handler that raises is logged, and the session carries on with the next message.
-
-The parts. Like the Neo4j mirror (`server/mirror/`), `SessionActor` is assembled from parts, one
-module per concern, each a mixin that declares the state it reads; `__init__` here sets all of it,
-and each part contributes its handlers to the tables at the bottom of this module:
-
-- `session/fanout.py`, `ActorFanout`: connections, fan-out, the replay ring, durability and acks;
-- `session/turns.py`, `ActorTurns`: the turn pipeline, from a final transcript to the vendor's reply;
-- `session/memory.py`, `ActorMemory`: the running summary, refreshed in the background;
-- `session/silence.py`, `ActorSilence`: the player's silence timer, nudges, the timed-out end and
-  the welcome back;
-- `session/commands.py`, `ActorCommands`: `command` frames (hint, repeat, undo, stop);
-- `session/playback.py`, `ActorPlayback`: `playback` frames (barge-in);
-- `session/scene.py`, `ActorScene`: `scene` frames;
-- `session/resume.py`, `ActorResume`: `resume` frames, by replay or snapshot;
-- `session/messages.py`: the messages themselves.
-
-A new command or timer gets a module of its own in the same shape: its message or client frame
-type, a part with its handler, and a table that the two dispatch tables below take in, with the
-part added to `SessionActor`'s bases. Timers are not tasks: every session's silence timer is an
-entry in one shared heap (`session/timers.py`) that posts a message when it comes due; like a
-brain call, it never touches the session's state.
+since it decides whether the loop goes on, and hands every other message to `MESSAGE_HANDLERS`,
+by its exact type. A handler that raises is logged, and the session carries on.
 """
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
+from schemas.brain import BrainRequest
+from schemas.codec import Envelope
+from schemas.enums import Role
 from schemas.errors import CloseCode, ErrorCode
-from schemas.frames import Reply, TranscriptFrame
-from session import commands, fanout, memory, playback, resume, scene, silence, turns
-from session.admission import AfterEnd, admission
-from session.commands import ActorCommands
+from schemas.frames import Error, Reply, ResumeFrame, TranscriptFrame, Welcome
+from session.admission import AfterEnd, Held, admission
+from session.asks import run_step, timed
+from session.calls import FALLBACK_LINE, BrainCalls
+from session.fanout import Fanout
+from session.machine import Input, SessionMachine
 from session.mailbox import Mailbox
 from session.messages import (
     ActorLimits,
+    BrainDone,
     ClientFrame,
     Connect,
+    Consult,
+    Decided,
+    Delta,
     Disconnect,
     Durable,
     Frame,
-    Handler,
     Message,
+    PlayerJoined,
+    Recognised,
+    ResumeAsked,
+    SilenceDue,
     Stop,
+    SummaryDone,
+    Withdraw,
 )
 from session.negotiation import Negotiation
-from session.playback import ActorPlayback
 from session.protocols import Brain, Connection, Mirror, TipSource
-from session.resume import ActorResume
-from session.scene import ActorScene
+from session.records import PendingTurn
+from session.speech import Hearing, hearing
 from session.timers import SilenceTimers
-from session.turns import FALLBACK_LINE
 
 __all__ = ["FALLBACK_LINE", "ActorLimits", "SessionActor", "SessionBusy", "SessionStopped"]
 
@@ -84,8 +83,8 @@ class SessionStopped(Exception):
     """The actor stopped before answering."""
 
 
-class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
-    """One session's actor: its state, its inbox, and the loop that applies the inbox in order."""
+class SessionActor:
+    """One session's actor: its machine, its inbox, and the loop that applies the inbox in order."""
 
     def __init__(
         self,
@@ -99,47 +98,54 @@ class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
         tips: TipSource | None = None,
         timers: SilenceTimers | None = None,
     ) -> None:
-        self.negotiation = negotiation
+        self.session_id = negotiation.session_id
         self.brain = brain
         self.mirror = mirror
-        self.tips = tips
-        self.timers = timers
-        self._silence_due = None
-        self._silence_queued = None
         self.limits = limits
         self.clock = clock
         self.on_change = on_change
-        self.session_id = negotiation.session_id
-        self.connections = {}
-        self.player = None
-        # The queues below are made when first needed: an empty deque is 760 bytes, and an idle
-        # session holds several thousand of them between its peers (benchmarks/load.py, d).
-        self._replay = None
+        self.timers = timers
+        self.calls = BrainCalls(brain, self._post, limits.brain_deadline_s, self.session_id)
+        self.machine = SessionMachine(negotiation, limits=limits, tips=tips,
+                                      writes_summaries=self.calls.writes_summaries)
+        self.fanout = Fanout(self.session_id, mirror, limits.replay_events, self.hush)
         self.last_activity = clock()
         # Unbounded by type, bounded in practice: client frames are admitted against
         # `limits.inbox_frames` in `submit`, and the other messages come one or a few per turn.
         self._inbox: Mailbox[Message] = Mailbox()
         self._frames_queued = 0
-        self._waiting = None
-        self._waiting_ids = None
-        self._thinking = None
-        self._thinking_since = 0.0
-        self._streamed = []
-        self._gate = None
-        self._delta_ended = False
-        self._withdrawn = False
-        self._unacked = None
-        self._unacked_ids = {}
-        self._turn_waiters = {}
-        self._propose_now = brain.propose_inline
-        self._summarize = brain.write_summary  # None: the server's own summary (session/memory.py)
-        self._tg = None
-        self._brain_scope = None
+        self.held = Held()  # frames held behind the turn in flight, in order
+        self._thinking_since = 0.0  # perf_counter when the turn in flight's transcript arrived
+        self._turn_waiters: dict[str, list[Callable[[Reply | None], None]]] = {}  # by frame id (`wait_turn`)
+        self._silence_due: float | None = None  # the silence timer (session/timers.py's two slots)
+        self._silence_queued: float | None = None
         # Driven by a registry (`attach`): no task of its own while idle. `_wake` asks the
         # registry's dispatcher to `drain()` this actor; `_scheduled` says it has been asked.
         self._wake: Callable[[SessionActor], None] | None = None
         self._scheduled = False
         self.running = False
+
+    @property
+    def negotiation(self) -> Negotiation:
+        """The session's state, to read (the machine's; only `machine.handle` changes it)."""
+        return self.machine.negotiation
+
+    @property
+    def connections(self) -> dict[int, Connection]:
+        return self.fanout.connections
+
+    @property
+    def player(self) -> Connection | None:
+        return self.fanout.player
+
+    @property
+    def tips(self) -> TipSource | None:
+        return self.machine.tips
+
+    @property
+    def replay(self) -> tuple[Envelope, ...]:
+        """The sequenced events kept for `resume`, oldest first (at most `replay_events`)."""
+        return self.fanout.replay
 
     # ------------------------------------------------------------------ called by connections
 
@@ -158,12 +164,34 @@ class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
         that under load is every other session's ready work, on the way from a learner's words to
         the model's request (issue #14).
         """
-        held = self._frames_queued + len(self._waiting or ()) + (self._thinking is not None)
+        held = self._frames_queued + len(self.held) + (self.machine.thinking is not None)
         if held >= self.limits.inbox_frames:
             return False
         self._frames_queued += 1
         self._post(Frame(conn, frame, self.clock(), time.perf_counter(), dict(extra)))
         return True
+
+    def recognised(self, heard: Recognised) -> None:
+        """What the recogniser heard in an utterance (a connection's transcriber): a `speech` event,
+        in the session's sequence. Post it before the utterance's transcript (`submit`)."""
+        self._post(heard)
+
+    async def hearing(self, utterance_id: str) -> Hearing | None:
+        """What a transcriber needs to know of the session before decoding `utterance_id`, answered by
+        the actor in its own step (None if the actor stops first)."""
+        if self._inbox.closed:
+            return None
+        answers: list[Hearing] = []
+        done = anyio.Event()
+
+        def answer(value: Hearing) -> None:
+            answers.append(value)
+            done.set()
+
+        self._post(Consult(utterance_id, answer))
+        with anyio.move_on_after(self.limits.brain_deadline_s):
+            await done.wait()
+        return answers[0] if answers else None
 
     def stop(self, code: int = CloseCode.GOING_AWAY, reason: str = "server shutting down") -> None:
         self._post_nowait(Stop(code, reason))
@@ -206,17 +234,17 @@ class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
 
     @property
     def busy(self) -> bool:
-        return self._thinking is not None or bool(self._waiting) or self._frames_queued > 0
+        return self.machine.thinking is not None or bool(self.held) or self._frames_queued > 0
 
     def statistics(self) -> dict[str, Any]:
         return {
-            "connections": len(self.connections),
-            "player_connected": self.player is not None,
+            "connections": len(self.fanout.connections),
+            "player_connected": self.fanout.player is not None,
             "queued_frames": self._frames_queued,
-            "waiting_turns": len(self._waiting or ()),
-            "thinking": self._thinking is not None,
-            "unacked": len(self._unacked or ()),
-            "replay_events": len(self._replay or ()),
+            "waiting_turns": len(self.held),
+            "thinking": self.machine.thinking is not None,
+            "unacked": self.fanout.unacked,
+            "replay_events": self.fanout.replay_len,
         }
 
     # ------------------------------------------------------------------ the loop
@@ -228,10 +256,11 @@ class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
         brain is called in tasks of `tg`. `detach` undoes this; cancelling `tg` must come with it.
         """
         self.running = True
-        self._tg = tg
+        self.calls.tg = tg
         self._wake = wake
         self._scheduled = False
-        self._resume_pending()
+        # A turn recorded but never answered (rebuilt after a restart, or the loop was stopped).
+        run_step(self, self.machine.resume_pending(), None, time.perf_counter())
         if len(self._inbox):  # posted while detached
             self._scheduled = True
             wake(self)
@@ -246,8 +275,7 @@ class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
         try:
             while len(inbox):
                 if not self._process(inbox.receive_nowait()):
-                    if self._brain_scope is not None:
-                        self._brain_scope.cancel()
+                    self.calls.abandon()
                     self._release(True)
                     return
         finally:
@@ -256,7 +284,7 @@ class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
     def _process(self, message: Message) -> bool:
         """Apply one message; False when it stops the actor."""
         if isinstance(message, Stop):  # the loop's own message: it decides whether the loop goes on
-            self._close_all(message.code, message.reason)
+            self.fanout.close_all(message.code, message.reason)
             return message.keep_running
         try:
             MESSAGE_HANDLERS[type(message)](self, message)
@@ -268,9 +296,9 @@ class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
 
     def _release(self, stopped: bool) -> None:
         self.running = False
-        self._tg = None
+        self.calls.tg = None
         self._wake = None
-        self._thinking = None
+        self.machine.stop_thinking()
         if stopped:
             self.close()
         for waiters in self._turn_waiters.values():
@@ -307,9 +335,57 @@ class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
         inbox.send_nowait(message)
         self.drain()
 
-    def _changed(self) -> None:
+    def changed(self) -> None:
         if self.on_change is not None:
             self.on_change(self)
+
+    # ------------------------------------------------------------------ messages
+
+    def _on_connect(self, message: Connect) -> None:
+        conn = message.conn
+        self.fanout.add(conn)
+        self.last_activity = self.clock()
+        limits = self.limits
+        conn.send_nowait(Envelope(Welcome(
+            session_id=self.session_id, role=Role(conn.role), seq=self.negotiation.seq,
+            state=self.negotiation.snapshot(),
+            limits={"replay_events": limits.replay_events, "max_consecutive_timeouts": limits.max_timeouts,
+                    "silence_timeout_ms": round(limits.silence_s * 1000),
+                    "silence_extended_timeout_ms": round(limits.silence_extended_s * 1000)},
+        )))
+        log.info("connection opened", extra={"session_id": self.session_id, "role": conn.role,
+                                             "connections": len(self.fanout.connections)})
+        self.changed()
+        if self.fanout.player is conn:
+            self._step(PlayerJoined(), self.clock(), None)
+
+    def _on_disconnect(self, message: Disconnect) -> None:
+        conn = message.conn
+        if not self.fanout.remove(conn):
+            return
+        log.info("connection closed", extra={"session_id": self.session_id, "role": conn.role,
+                                             "connections": len(self.fanout.connections)})
+        self.changed()
+
+    def _on_consult(self, message: Consult) -> None:
+        message.answer(hearing(self.negotiation, message.utterance_id))
+
+    def _on_durable(self, message: Durable) -> None:
+        self.fanout.flush_acks(message.version)
+
+    def _on_silence_due(self, message: SilenceDue) -> None:
+        if self.fanout.player is None or self.held:
+            return  # gone, or moved on since the timer was armed
+        self._step(message, self.clock(), None)
+
+    def _on_brain_done(self, done: BrainDone) -> None:
+        started = time.perf_counter()
+        step = self.machine.handle(done, self.clock())
+        run_step(self, timed(step, done, started, self._thinking_since, self.brain.name), None, started)
+
+    def _on_input(self, message: Input) -> None:
+        """A brain's streamed words or numbers, a summary, a recognised utterance: straight to the machine."""
+        self._step(message, self.clock(), None)
 
     def _on_frame(self, message: Frame) -> None:
         self._frames_queued -= 1
@@ -331,42 +407,88 @@ class SessionActor(ActorCommands, ActorPlayback, ActorScene, ActorResume):
         if row.after_end is AfterEnd.REFUSE and self.negotiation.is_terminal:
             self._error(conn, ErrorCode.SESSION_ENDED, "the negotiation is over", frame.id)
             return
-        if row.needs_room and frame.id is not None and not self._mirror_has_room(conn, frame.id):
+        if row.needs_room and frame.id is not None and not self.mirror.has_room():
+            self._error(conn, ErrorCode.UNAVAILABLE, "the session store is unreachable and its buffer is full; "
+                        "re-send later with the same id", frame.id)
             return
-        if row.waits_behind_turn(frame) and self._queue_behind_turn(message):
+        if row.waits_behind_turn(frame) and self.machine.thinking is not None:
+            self.held.hold(message, frame.id)
             return
-        FRAME_HANDLERS[type(frame)](self, message)
+        if type(frame) is ResumeFrame:
+            if conn is None or conn.conn_id not in self.fanout.connections:
+                return  # from a connection that has gone
+            run_step(self, self.machine.handle(ResumeAsked(frame, self.fanout.oldest_kept), message.received_at),
+                     message, message.received_perf)
+            return
+        run_step(self, self.machine.handle(message, message.received_at), message, message.received_perf)
 
+    def _duplicate(self, conn: Connection | None, frame_id: str) -> bool:
+        """Answer a re-sent id; True when the frame must not be applied again."""
+        if frame_id in self.held:
+            return True  # held behind the turn in flight; its ack comes when it is applied
+        if not self.negotiation.seen(frame_id):
+            return False
+        self.fanout.duplicate(conn, frame_id)
+        return True
 
-# ---------------------------------------------------------------------------- dispatch
+    def _error(self, conn: Connection | None, code: ErrorCode, message: str, frame_id: str | None) -> None:
+        self.fanout.send(conn, Error(session_id=self.session_id, code=code, message=message, id=frame_id))
 
+    # ------------------------------------------------------------------ running a step
 
-def _table(*parts: Mapping[type[Any], Handler]) -> dict[type[Any], Handler]:
-    """One dispatch table from the parts' own; a type that two parts claim is a bug, caught at import."""
-    table: dict[type[Any], Handler] = {}
-    for part in parts:
-        for kind, handler in part.items():
-            if kind in table:
-                raise RuntimeError(f"two handlers for {kind.__name__}")
-            table[kind] = handler
-    return table
+    def _step(self, message: Input, now: float, origin: Frame | None) -> None:
+        run_step(self, self.machine.handle(message, now), origin, time.perf_counter())
+
+    def hush(self) -> None:
+        """Stop the silence timer (a turn in flight, the player gone, the session over)."""
+        self._silence_due = None
+
+    def listen(self, extended: bool = False, if_running: bool = False) -> None:
+        """(Re)start the silence timer, if a player is there and the vendor waits for the learner
+        (`if_running`: only if it runs now)."""
+        if self.timers is None or self.fanout.player is None or not self.machine.waits_for_learner:
+            return
+        if if_running and self._silence_due is None:
+            return
+        self.timers.arm(self, self.limits.silence_extended_s if extended else self.limits.silence_s)
+
+    def think(self, pending: PendingTurn, request: BrainRequest, since: float) -> None:
+        self._thinking_since = since
+        done = self.calls.think(pending, request)
+        if done is not None:  # a brain that answers at once: no task, no round trip through the inbox
+            self._on_brain_done(done)
+
+    def run_held(self) -> None:
+        """Apply the frames held behind the turn just answered, in order, until one starts a turn
+        (with none held, the vendor listens)."""
+        held = self.held
+        if not held:
+            self.listen()
+            return
+        while held and self.machine.thinking is None:
+            self._apply_queued(held.next())
+
+    def resolve(self, client_id: str, reply: Reply) -> None:
+        for callback in self._turn_waiters.pop(client_id, ()):
+            callback(reply)
+
+    def silence_due(self) -> None:
+        """The timers' call when the deadline passed (session/timers.py)."""
+        self._post_nowait(SilenceDue())
 
 
 # What the loop does with each message, by its exact type (`Stop` excepted: `_process` handles it).
-MESSAGE_HANDLERS: dict[type[Message], Handler] = _table(
-    {Frame: SessionActor._on_frame},
-    fanout.MESSAGE_HANDLERS,
-    turns.MESSAGE_HANDLERS,
-    memory.MESSAGE_HANDLERS,
-    silence.MESSAGE_HANDLERS,
-)
-
-# What `_on_frame` does with each client frame, by its exact type.
-FRAME_HANDLERS: dict[type[ClientFrame], Handler] = _table(
-    turns.FRAME_HANDLERS,
-    commands.FRAME_HANDLERS,
-    silence.FRAME_HANDLERS,
-    playback.FRAME_HANDLERS,
-    scene.FRAME_HANDLERS,
-    resume.FRAME_HANDLERS,
-)
+MESSAGE_HANDLERS: dict[type[Any], Callable[[SessionActor, Any], None]] = {
+    Frame: SessionActor._on_frame,
+    Connect: SessionActor._on_connect,
+    Disconnect: SessionActor._on_disconnect,
+    Durable: SessionActor._on_durable,
+    SilenceDue: SessionActor._on_silence_due,
+    BrainDone: SessionActor._on_brain_done,
+    Delta: SessionActor._on_input,
+    Decided: SessionActor._on_input,
+    Withdraw: SessionActor._on_input,
+    SummaryDone: SessionActor._on_input,
+    Recognised: SessionActor._on_input,
+    Consult: SessionActor._on_consult,
+}

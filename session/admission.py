@@ -23,6 +23,7 @@ waits.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -31,7 +32,7 @@ from typing import Any
 from schemas.errors import ErrorCode
 from schemas.frames import CommandFrame, PlaybackFrame, ResumeFrame, SceneFrame, SilenceFrame, TranscriptFrame
 
-__all__ = ["ADMISSION", "COMMANDS", "Admission", "AfterEnd", "admission"]
+__all__ = ["ADMISSION", "COMMANDS", "Admission", "AfterEnd", "Held", "admission"]
 
 COMMANDS = ("hint", "repeat", "undo", "stop")
 
@@ -97,3 +98,37 @@ def admission(frame: Any) -> Admission:
     if isinstance(frame, TranscriptFrame) and not frame.final:
         return _FREE
     return ADMISSION[type(frame)]
+
+
+class Held:
+    """The frames held behind the turn in flight (step 5), in order, and their ids (a re-sent one is
+    a duplicate). Its queue is made with the first frame held: an idle session holds none."""
+
+    __slots__ = ("_frames", "_ids")
+
+    def __init__(self) -> None:
+        self._frames: deque[tuple[Any, str | None]] | None = None
+        self._ids: set[str] | None = None
+
+    def __len__(self) -> int:
+        return len(self._frames) if self._frames is not None else 0
+
+    def __contains__(self, frame_id: str) -> bool:
+        return self._ids is not None and frame_id in self._ids
+
+    def hold(self, message: Any, frame_id: str | None) -> None:
+        if self._frames is None or self._ids is None:
+            self._frames, self._ids = deque(), set()
+        self._frames.append((message, frame_id))
+        if frame_id is not None:
+            self._ids.add(frame_id)
+
+    def next(self) -> Any:
+        """The oldest frame held (the caller checks there is one)."""
+        assert self._frames is not None and self._ids is not None
+        message, frame_id = self._frames.popleft()
+        if frame_id is not None:
+            self._ids.discard(frame_id)
+        if not self._frames:
+            self._frames = self._ids = None
+        return message

@@ -35,6 +35,7 @@ __all__ = [
     "Repeated",
     "SceneSet",
         "SessionStarted",
+    "SpeechHeard",
     "SummaryWritten",
     "TurnUndone",
     "UnclearAnswered",
@@ -300,14 +301,30 @@ class SummaryWritten(NamedTuple):
         return "summary"
 
 
+class SpeechHeard(NamedTuple):
+    """The recogniser heard the learner's utterance `id`: its `speech` event took `seq`. The turn
+    its transcript makes is a change of its own, with the same id (so the id is not remembered here)."""
+
+    session_id: str
+    version: int
+    at: float
+    id: str
+    seq: int
+
+    @property
+    def kind(self) -> str:
+        return "speech"
+
+
 Change = (SessionStarted | SceneSet | LearnerTurnTaken | VendorTurnTaken | ClosingReplied | UnclearAnswered
-          | HintGiven | Repeated | TurnUndone | Nudged | EndedNow | WelcomedBack | PlaybackHeard | SummaryWritten)
+          | HintGiven | Repeated | TurnUndone | Nudged | EndedNow | WelcomedBack | PlaybackHeard | SummaryWritten
+          | SpeechHeard)
 """Any change: each has `session_id`, `version`, `at` and its class's `kind`."""
 
 # Every kind of change, for the tables that must cover them all (`session/fold.py`, the mirror's rows).
 CHANGE_TYPES: tuple[type[Change], ...] = (
     SessionStarted, SceneSet, LearnerTurnTaken, VendorTurnTaken, ClosingReplied, UnclearAnswered, HintGiven,
-    Repeated, TurnUndone, Nudged, EndedNow, WelcomedBack, PlaybackHeard, SummaryWritten,
+    Repeated, TurnUndone, Nudged, EndedNow, WelcomedBack, PlaybackHeard, SummaryWritten, SpeechHeard,
 )
 
 T = TypeVar("T")

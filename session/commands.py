@@ -1,4 +1,4 @@
-"""The learner's commands (seed 002): `hint`, `repeat`, `undo` and `stop`, a part of the session actor.
+"""The learner's commands (seed 002), as the session machine decides them: `hint`, `repeat`, `undo`, `stop`.
 
 A `command` frame is idempotent by its id like every frame (a re-sent id is acknowledged as a
 duplicate and not applied again), refused with `unavailable` when the mirror has no room, and
@@ -20,109 +20,90 @@ silence count again (session/silence.py).
 
 A `hint` or `undo` sent while a turn is in flight waits for that turn's answer, in order with the
 transcripts behind it: the hint is then about the new line, and the undo takes that turn back.
-After the end every command gets `session_ended`; an unknown name gets `unknown_command`. The
-mirror records `command` (a hint's level, the seq each took), `undo` (the state restored) and
-`stopped` changes, so a rebuilt session continues its seq, its counts and its undo stack
-(server/mirror/fold.py).
+After the end every command gets `session_ended`; an unknown name gets `unknown_command`. Each
+decision is a change (`HintGiven`, `Repeated`, `TurnUndone`, `EndedNow`), so a session rebuilt
+from the mirror continues its seq, its counts and its undo stack (server/mirror/fold.py).
 """
 
 from __future__ import annotations
 
-from schemas.codec import Envelope
 from schemas.enums import Outcome
 from schemas.errors import ErrorCode
-from schemas.frames import CommandFrame, Repeat, Undone
+from schemas.frames import CommandFrame, Error, Repeat, Undone
 from session.admission import COMMANDS
 from session.changes import HintGiven, Repeated
 from session.coaching import MAX_UNDO
 from session.ending import end_now
 from session.hints import build_hint
-from session.messages import ClientFrame, Frame, Handler
-from session.turns import ActorTurns
+from session.machine_state import MachineState
+from session.memory import summary_undone
+from session.messages import Frame
+from session.outputs import Abandon, Acknowledge, Answer, Hush, Listen, Output, RunWaiting
 
-__all__ = ["COMMANDS", "FRAME_HANDLERS", "ActorCommands"]
+__all__ = ["COMMANDS", "on_command"]
 
-
-
-class ActorCommands(ActorTurns):
-    """Commands: the part of `SessionActor` that applies `command` frames. It builds on the turn
-    pipeline's part, because `stop` must abandon a turn in flight and answer those queued behind it."""
-
-    def _on_command(self, message: Frame) -> None:
-        frame = message.frame
-        assert isinstance(frame, CommandFrame)
-        if frame.name == "hint":
-            self._hint(message, frame)
-        elif frame.name == "repeat":
-            self._repeat(message, frame)
-        elif frame.name == "undo":
-            self._undo(message, frame)
-        else:
-            self._stop(message, frame)
-
-    def _hint(self, message: Frame, frame: CommandFrame) -> None:
-        negotiation = self.negotiation
-        level = negotiation.coaching.hint_level
-        negotiation.commit(HintGiven(*negotiation.stamp(message.received_at), id=frame.id, level=level,
-                                     seq=negotiation.seq + 1))
-        event = build_hint(negotiation, negotiation.seq, level, in_reply_to=frame.id)
-        self._ack_when_durable(self._store(), message.conn, frame.id, False)
-        self._fanout(Envelope(event))
-        self._changed()
-        self._listen(extended=True)
-
-    def _undo(self, message: Frame, frame: CommandFrame) -> None:
-        negotiation = self.negotiation
-        covered = negotiation.memory.covers
-        point = negotiation.undo(message.received_at, frame.id)
-        if point is None:
-            self._error(message.conn, ErrorCode.NOTHING_TO_UNDO,
-                        f"no answered turn to take back (at most {MAX_UNDO} in a row)", frame.id)
-            return
-        event = Undone(session_id=self.session_id, seq=negotiation.seq, turn=point.turn,
-                       state=negotiation.snapshot(), in_reply_to=frame.id)
-        self._summary_undone(covered)
-        self._ack_when_durable(self._store(), message.conn, frame.id, False)
-        self._fanout(Envelope(event))
-        self._changed()
-        self._listen()
-
-    def _repeat(self, message: Frame, frame: CommandFrame) -> None:
-        negotiation = self.negotiation
-        last = next((r for r in reversed(negotiation.history) if r.role == "vendor"), None)
-        if last is None:
-            self._error(message.conn, ErrorCode.NOTHING_TO_REPEAT, "the vendor has not said anything yet", frame.id)
-            return
-        negotiation.commit(Repeated(*negotiation.stamp(message.received_at), id=frame.id, seq=negotiation.seq + 1))
-        event = Repeat(session_id=self.session_id, seq=negotiation.seq, turn=last.turn, text=last.text,
-                       in_reply_to=frame.id)
-        self._ack_when_durable(self._store(), message.conn, frame.id, False)
-        self._fanout(Envelope(event))
-        self._changed()
-        self._listen()
-
-    def _stop(self, message: Frame, frame: CommandFrame) -> None:
-        negotiation = self.negotiation
-        if self._thinking is not None:
-            # Abandon the turn in flight: its answer, should it come, no longer matches `_thinking`.
-            if self._brain_scope is not None:
-                self._brain_scope.cancel()
-            self._thinking = None
-            self._streamed = []
-            self._gate = None
-        self._hush()
-        events = end_now(negotiation, message.received_at, Outcome.STOPPED, self.tips, frame.id)
-        self._ack_when_durable(self._store(), message.conn, frame.id, False)
-        for event in events:
-            self._fanout(Envelope(event))
-        self._changed()
-        # Transcripts queued behind the abandoned turn now get closing replies, in order.
-        waiting, self._waiting, self._waiting_ids = self._waiting, None, None
-        for queued in waiting or ():
-            self._apply_queued(queued)
+LISTEN = Listen()
+THINKING = Listen(extended=True)
 
 
-# This part's entry in the actor's dispatch table for client frames (`session/actor.py`).
-FRAME_HANDLERS: dict[type[ClientFrame], Handler] = {
-    CommandFrame: ActorCommands._on_command,
-}
+def on_command(m: MachineState, message: Frame, now: float, out: list[Output]) -> None:
+    frame = message.frame
+    assert isinstance(frame, CommandFrame) and frame.id is not None
+    COMMAND[frame.name](m, frame, now, out)
+
+
+def _hint(m: MachineState, frame: CommandFrame, now: float, out: list[Output]) -> None:
+    negotiation = m.negotiation
+    level = negotiation.coaching.hint_level
+    negotiation.commit(HintGiven(*negotiation.stamp(now), id=frame.id, level=level, seq=negotiation.seq + 1))
+    assert frame.id is not None
+    out += (Acknowledge(frame.id), build_hint(negotiation, negotiation.seq, level, in_reply_to=frame.id),
+            THINKING)  # the learner is thinking: the longer timer
+
+
+def _undo(m: MachineState, frame: CommandFrame, now: float, out: list[Output]) -> None:
+    negotiation = m.negotiation
+    assert frame.id is not None
+    covered = negotiation.memory.covers
+    point = negotiation.undo(now, frame.id)
+    if point is None:
+        out.append(Answer(Error(session_id=negotiation.session_id, code=ErrorCode.NOTHING_TO_UNDO,
+                                message=f"no answered turn to take back (at most {MAX_UNDO} in a row)",
+                                id=frame.id)))
+        return
+    event = Undone(session_id=negotiation.session_id, seq=negotiation.seq, turn=point.turn,
+                   state=negotiation.snapshot(), in_reply_to=frame.id)
+    summary_undone(negotiation, now, covered)
+    out += (Acknowledge(frame.id), event, LISTEN)
+
+
+def _repeat(m: MachineState, frame: CommandFrame, now: float, out: list[Output]) -> None:
+    negotiation = m.negotiation
+    assert frame.id is not None
+    last = next((r for r in reversed(negotiation.history) if r.role == "vendor"), None)
+    if last is None:
+        out.append(Answer(Error(session_id=negotiation.session_id, code=ErrorCode.NOTHING_TO_REPEAT,
+                                message="the vendor has not said anything yet", id=frame.id)))
+        return
+    negotiation.commit(Repeated(*negotiation.stamp(now), id=frame.id, seq=negotiation.seq + 1))
+    out += (Acknowledge(frame.id), Repeat(session_id=negotiation.session_id, seq=negotiation.seq, turn=last.turn,
+                                          text=last.text, in_reply_to=frame.id), LISTEN)
+
+
+def _stop(m: MachineState, frame: CommandFrame, now: float, out: list[Output]) -> None:
+    assert frame.id is not None
+    if m.thinking is not None:
+        # Abandon the turn in flight: its answer, should it come, no longer matches `thinking`.
+        m.stop_thinking()
+        out.append(Abandon())
+    out.append(Hush())
+    events = end_now(m.negotiation, now, Outcome.STOPPED, m.tips, frame.id)
+    out.append(Acknowledge(frame.id))
+    out += events
+    out.append(RunWaiting())  # transcripts held behind the abandoned turn now get closing replies, in order
+
+
+# Each command's decision, by its name (session/admission.py refuses any other name first).
+COMMAND = {"hint": _hint, "repeat": _repeat, "undo": _undo, "stop": _stop}
+if set(COMMAND) != set(COMMANDS):
+    raise RuntimeError("every command the admission knows needs its decision here")

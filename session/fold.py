@@ -30,6 +30,7 @@ from session.changes import (
     Repeated,
     SceneSet,
     SessionStarted,
+    SpeechHeard,
     SummaryWritten,
     TurnUndone,
     UnclearAnswered,
@@ -147,6 +148,10 @@ def _repeat(state: SessionCore, change: Repeated) -> None:
     state.seq = change.seq
 
 
+def _speech(state: SessionCore, change: SpeechHeard) -> None:
+    state.seq = change.seq
+
+
 def _undo(state: SessionCore, change: TurnUndone) -> None:
     """Back to the checkpoint before learner turn `turn` (seq and the brain's cost excepted: events are
     never erased, and what was spent was spent)."""
@@ -237,6 +242,7 @@ FOLD: dict[type[Change], Callable[[SessionCore, Any], None]] = for_every_kind({
     UnclearAnswered: _unclear,
     HintGiven: _hint,
     Repeated: _repeat,
+    SpeechHeard: _speech,
     TurnUndone: _undo,
     Nudged: _nudge,
     EndedNow: _ended,

@@ -17,6 +17,9 @@ Who posts what:
   decision's numbers and stage as soon as the model has written them, posted through the turn's
   `DeltaSink` (`session/turns.py`).
 - `SummaryDone`: a running summary written in the background (`session/memory.py`), posted by its task.
+- `Recognised`: what the recogniser heard in an utterance, posted by the connection's transcriber
+  just before it submits the utterance's transcript (server/voice.py).
+- `Consult`: a transcriber asks what the session knows of the moment before it decodes an utterance.
 - `SilenceDue`: the player's silence timer expired, posted by the shared timers (`session/timers.py`).
 - `Durable`: the mirror made every change up to `version` durable (`SessionActor.notify_durable`),
   so acknowledgements waiting on it can go out (`session/fanout.py`).
@@ -36,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.brain import BrainResult
+from schemas.enums import LanguageCode
 from schemas.frames import CommandFrame, PlaybackFrame, ResumeFrame, SceneFrame, SilenceFrame, TranscriptFrame
 from schemas.summary import SummaryResult
 from session.protocols import Connection
@@ -131,6 +135,45 @@ class SilenceDue:
 
 
 @dataclass(slots=True)
+class Recognised:
+    """What the recogniser heard in the learner's utterance `id` (a connection's transcriber posts it,
+    then submits the transcript with the same id): it goes out as a sequenced `speech` event."""
+
+    id: str
+    text: str
+    confidence: float | None
+    language: LanguageCode | None
+    duration_ms: int
+    levels: tuple[float, ...]
+    stt: str
+    fallback: bool = False
+
+
+@dataclass(slots=True)
+class Consult:
+    """A connection's transcriber asks what it needs to know of the session before decoding utterance
+    `utterance_id`; the actor calls `answer` with it (`session.speech.Hearing`) in its own step."""
+
+    utterance_id: str
+    answer: Callable[[Any], None]
+
+
+@dataclass(slots=True)
+class PlayerJoined:
+    """A player connected and has its `welcome`: the machine may greet it back (not an inbox message:
+    the actor makes it when it applies the player's `Connect`)."""
+
+
+@dataclass(slots=True)
+class ResumeAsked:
+    """A `resume` frame, with the oldest seq the actor's replay ring holds (None: it holds nothing).
+    Not an inbox message: the actor makes it from the frame, since the ring is its own."""
+
+    frame: ResumeFrame
+    oldest: int | None
+
+
+@dataclass(slots=True)
 class Durable:
     version: int
 
@@ -143,4 +186,4 @@ class Stop:
 
 
 Message = (Connect | Disconnect | Frame | BrainDone | Delta | Withdraw | Decided | SummaryDone | SilenceDue
-           | Durable | Stop)
+           | Durable | Recognised | Consult | Stop)

@@ -27,16 +27,16 @@ from __future__ import annotations
 
 import re
 
-from schemas.codec import Envelope
 from schemas.errors import ErrorCode
-from schemas.frames import Heard, PlaybackFrame
+from schemas.frames import Error, Heard, PlaybackFrame
 from session.changes import PlaybackHeard
-from session.messages import ClientFrame, Frame, Handler
+from session.machine_state import MachineState
+from session.messages import Frame
 from session.negotiation import Negotiation
+from session.outputs import Acknowledge, Answer, Listen, Output
 from session.records import TurnRecord
-from session.silence import ActorSilence
 
-__all__ = ["FRAME_HANDLERS", "ActorPlayback", "price_heard", "unheard_quote"]
+__all__ = ["on_playback", "price_heard", "unheard_quote"]
 
 
 def price_heard(text: str, price: int, heard_chars: int) -> bool:
@@ -64,41 +64,33 @@ def unheard_quote(negotiation: Negotiation, record: TurnRecord, heard_chars: int
     return True, before
 
 
-class ActorPlayback(ActorSilence):
-    """`playback` frames: the part of `SessionActor` that records what the learner heard."""
-
-    def _on_playback(self, message: Frame) -> None:
-        frame = message.frame
-        assert isinstance(frame, PlaybackFrame)
-        negotiation = self.negotiation
-        record = next((h for h in reversed(negotiation.history) if h.role == "vendor" and h.turn == frame.turn), None)
-        if record is None:
-            self._error(message.conn, ErrorCode.UNKNOWN_TURN,
-                        f"the vendor has not answered turn {frame.turn}", frame.id)
-            return
-        if frame.heard_chars > len(record.text):
-            self._error(message.conn, ErrorCode.HEARD_OUT_OF_RANGE,
-                        f"heard_chars {frame.heard_chars} is beyond the reply's {len(record.text)} characters",
-                        frame.id)
-            return
-        latest = record is negotiation.history[-1] and self._thinking is None and not negotiation.is_terminal
-        quote_unbound, unbound_to = (unheard_quote(negotiation, record, frame.heard_chars)
-                                     if latest and frame.interrupted else (False, None))
-        negotiation.commit(PlaybackHeard(
-            *negotiation.stamp(message.received_at), id=frame.id, turn=record.turn, heard_chars=frame.heard_chars,
-            interrupted=frame.interrupted, seq=negotiation.seq + 1, quote_unbound=quote_unbound,
-            unbound_item=record.item if quote_unbound else None, unbound_to=unbound_to))
-        standing = negotiation.quotes.get(record.item) if record.item else None
-        event = Heard(session_id=self.session_id, seq=negotiation.seq, turn=record.turn,
-                      heard_chars=frame.heard_chars, interrupted=frame.interrupted,
-                      heard_text=record.text[: frame.heard_chars], quote_unbound=quote_unbound,
-                      vendor_quote=standing, in_reply_to=frame.id)
-        self._ack_when_durable(self._store(), message.conn, frame.id, False)
-        self._fanout(Envelope(event))
-        self._changed()
-        if latest:
-            self._listen(extended=frame.interrupted)
-
-
-# This part's entry in the actor's dispatch table for client frames (`session/actor.py`).
-FRAME_HANDLERS: dict[type[ClientFrame], Handler] = {PlaybackFrame: ActorPlayback._on_playback}
+def on_playback(m: MachineState, message: Frame, now: float, out: list[Output]) -> None:
+    frame = message.frame
+    assert isinstance(frame, PlaybackFrame)
+    negotiation = m.negotiation
+    sid = negotiation.session_id
+    record = next((h for h in reversed(negotiation.history) if h.role == "vendor" and h.turn == frame.turn), None)
+    if record is None:
+        out.append(Answer(Error(session_id=sid, code=ErrorCode.UNKNOWN_TURN,
+                                message=f"the vendor has not answered turn {frame.turn}", id=frame.id)))
+        return
+    if frame.heard_chars > len(record.text):
+        out.append(Answer(Error(
+            session_id=sid, code=ErrorCode.HEARD_OUT_OF_RANGE, id=frame.id,
+            message=f"heard_chars {frame.heard_chars} is beyond the reply's {len(record.text)} characters")))
+        return
+    latest = record is negotiation.history[-1] and m.thinking is None and not negotiation.is_terminal
+    quote_unbound, unbound_to = (unheard_quote(negotiation, record, frame.heard_chars)
+                                 if latest and frame.interrupted else (False, None))
+    negotiation.commit(PlaybackHeard(
+        *negotiation.stamp(now), id=frame.id, turn=record.turn, heard_chars=frame.heard_chars,
+        interrupted=frame.interrupted, seq=negotiation.seq + 1, quote_unbound=quote_unbound,
+        unbound_item=record.item if quote_unbound else None, unbound_to=unbound_to))
+    standing = negotiation.quotes.get(record.item) if record.item else None
+    if frame.id is not None:
+        out.append(Acknowledge(frame.id))
+    out.append(Heard(session_id=sid, seq=negotiation.seq, turn=record.turn, heard_chars=frame.heard_chars,
+                     interrupted=frame.interrupted, heard_text=record.text[: frame.heard_chars],
+                     quote_unbound=quote_unbound, vendor_quote=standing, in_reply_to=frame.id))
+    if latest:
+        out.append(Listen(extended=frame.interrupted))

@@ -1,10 +1,10 @@
-"""The `resume` frame: bring a reconnecting client level with the session, by replay or snapshot.
+"""The `resume` frame, as the session machine decides it: bring a reconnecting client level, by replay or snapshot.
 
 A client that reconnects sends the last `seq` it applied, on its new connection, and gets back:
 
 - the events after that `seq`, in order, replayed from the ring of the last `limits.replay_events`
-  sequenced events (`ActorFanout._fanout` keeps them, encoded once), when the ring still holds
-  every one of them;
+  sequenced events (the actor's `Fanout` keeps them, encoded once), when the ring still holds
+  every one of them (`ResumeAsked.oldest`, the oldest it holds);
 - nothing, when it is level with the session and the session holds its recent events, or has sent
   none yet (seq 0);
 - a `snapshot` of the whole state (`replayed: false`, with the reason) otherwise: the events it
@@ -17,66 +17,42 @@ A snapshot consumes no `seq`. The answer goes to the resuming connection only, w
 like every other send; if that connection overflows during replay it has closed itself as a slow
 consumer, and replay stops there. A `resume` with an `id` is then acknowledged at once: it changed
 nothing, so there is no durability to wait for. A `resume` from a connection that has gone is
-ignored. docs/protocol.md §5 describes the exchange from the client's side.
+ignored (by the actor, which knows its connections). docs/protocol.md §5 describes the exchange from the client's side.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from schemas.codec import Envelope
 from schemas.frames import Ack, ResumeFrame, Snapshot
-from session.fanout import ActorFanout
-from session.messages import ClientFrame, Frame, Handler
+from session.machine_state import MachineState
+from session.messages import ResumeAsked
+from session.outputs import Answer, Output, Replay
+
+__all__ = ["on_resume"]
 
 
-class ActorResume(ActorFanout):
-    """Resume: the part of `SessionActor` that answers `resume` frames from the replay ring."""
-
-    @property
-    def replay(self) -> Sequence[Envelope]:
-        """The sequenced events kept for `resume`, oldest first (at most `replay_events`)."""
-        return tuple(Envelope.from_json(seq, encoded) for seq, encoded in self._replay or ())
-
-    def _on_resume(self, message: Frame) -> None:
-        conn, frame = message.conn, message.frame
-        assert isinstance(frame, ResumeFrame)
-        if conn is None or conn.conn_id not in self.connections:
-            return
-        latest = self.negotiation.seq
-        last = min(frame.last_seq, latest)
-        oldest = self._replay[0][0] if self._replay else None
-        if frame.last_seq > latest:
-            # The client saw events that were never stored (a crash lost them): its state is ahead.
-            conn.send_nowait(Envelope(Snapshot(
-                session_id=self.session_id, seq=latest, state=self.negotiation.snapshot(), replayed=False,
-                reason=f"events after seq {latest} were lost in a restart before they were stored",
-            )))
-        elif last == latest:
-            if not self._replay and latest > 0:
-                # Events were sent and none is held for replay: the session was rebuilt from storage
-                # (after a restart or an eviction). The client is level with it, and a snapshot says
-                # so explicitly. (At seq 0 nothing was ever sent: the client is simply level.)
-                conn.send_nowait(Envelope(Snapshot(
-                    session_id=self.session_id, seq=latest, state=self.negotiation.snapshot(), replayed=False,
-                    reason="the session was rebuilt from storage; nothing is held for replay",
-                )))
-        elif oldest is not None and oldest <= last + 1:
-            for seq, encoded in self._replay or ():
-                assert seq is not None
-                if seq > last and not conn.send_nowait(Envelope.from_json(seq, encoded)):
-                    return
-        else:
-            missing = latest - last
-            conn.send_nowait(Envelope(Snapshot(
-                session_id=self.session_id, seq=latest, state=self.negotiation.snapshot(), replayed=False,
-                reason=f"{missing} events after seq {last} are no longer held for replay",
-            )))
-        if frame.id is not None:
-            conn.send_nowait(Envelope(Ack(session_id=self.session_id, id=frame.id)))
-
-
-# This part's entry in the actor's dispatch table for client frames (`session/actor.py`).
-FRAME_HANDLERS: dict[type[ClientFrame], Handler] = {
-    ResumeFrame: ActorResume._on_resume,
-}
+def on_resume(m: MachineState, message: ResumeAsked, now: float, out: list[Output]) -> None:
+    frame = message.frame
+    assert isinstance(frame, ResumeFrame)
+    negotiation = m.negotiation
+    latest = negotiation.seq
+    last = min(frame.last_seq, latest)
+    oldest = message.oldest
+    reason: str | None = None
+    if frame.last_seq > latest:
+        # The client saw events that were never stored (a crash lost them): its state is ahead.
+        reason = f"events after seq {latest} were lost in a restart before they were stored"
+    elif last == latest:
+        if oldest is None and latest > 0:
+            # Events were sent and none is held for replay: the session was rebuilt from storage
+            # (after a restart or an eviction). The client is level with it, and a snapshot says
+            # so explicitly. (At seq 0 nothing was ever sent: the client is simply level.)
+            reason = "the session was rebuilt from storage; nothing is held for replay"
+    elif oldest is not None and oldest <= last + 1:
+        out.append(Replay(last))
+    else:
+        reason = f"{latest - last} events after seq {last} are no longer held for replay"
+    if reason is not None:
+        out.append(Answer(Snapshot(session_id=negotiation.session_id, seq=latest, state=negotiation.snapshot(),
+                                   replayed=False, reason=reason)))
+    if frame.id is not None:
+        out.append(Answer(Ack(session_id=negotiation.session_id, id=frame.id)))

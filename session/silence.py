@@ -1,9 +1,9 @@
 """Silence and presence (seed 002; docs/coaching.md): the player's silence timer, the vendor's
-nudges, the end after too many silences, and the welcome back. A part of the session actor.
+nudges, the end after too many silences, and the welcome back.
 
 The timer runs only while a player is connected and the vendor is waiting for the learner (no
 turn in flight, the session not over). It starts when the player connects and after every reply
-(`_listen`), with `limits.silence_s` (SILENCE_TIMEOUT_MS, 30 s), or `silence_extended_s`
+(`Listen`), with `limits.silence_s` (SILENCE_TIMEOUT_MS, 30 s), or `silence_extended_s`
 (SILENCE_EXTENDED_TIMEOUT_MS, 60 s) when the learner is mid-sentence (a non-final transcript
 arrived) or has just had a hint. A `playback` report that the reply was heard to the end restarts
 it from then, since the vendor only now finished speaking. A final transcript stops it while the
@@ -23,30 +23,31 @@ Welcome back (seed 001): a player who connects to a live session with turns afte
 with a recap, a `reply` marked `welcome_back`: the item, the vendor's last quote, and his mood in
 the choice of line (`welcome_back`, `welcome_back_cool` below happiness 50, `welcome_back_plain`
 without a quote).
+
+Here are the decisions (the machine's inputs `SilenceDue`, a `silence` frame and `PlayerJoined`);
+the timer itself, which needs a player connected, is the actor's (`Listen`, `Hush`).
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable
-
-from schemas.codec import Envelope
 from schemas.enums import Outcome
 from schemas.frames import Reply, ServerEvent, SilenceFrame
 from schemas.lines import say
 from session.changes import Nudged, WelcomedBack
 from session.ending import end_now
-from session.fanout import ActorFanout
 from session.hints import build_hint
-from session.messages import ClientFrame, Frame, Handler, Message, SilenceDue
+from session.machine_state import MachineState
+from session.messages import Frame, PlayerJoined, SilenceDue
 from session.negotiation import Negotiation
+from session.outputs import Acknowledge, Hush, Listen, Output
 from session.protocols import TipSource
-from session.records import PendingTurn
-from session.timers import SilenceTimers
 
-__all__ = ["FRAME_HANDLERS", "MESSAGE_HANDLERS", "ActorSilence", "nudge_reply", "silence_passed", "welcome_back_reply"]
+__all__ = ["nudge_reply", "on_player_joined", "on_silence_due", "on_silence_frame", "silence_passed",
+           "welcome_back_reply"]
 
 COOL_BELOW = 50  # below this happiness the welcome back is a cool one
+HUSH = Hush()
+LISTEN = Listen()
 
 
 def nudge_reply(negotiation: Negotiation, client_id: str | None = None, seq: int | None = None) -> Reply:
@@ -91,80 +92,29 @@ def welcome_back_reply(negotiation: Negotiation, now: float, after_s: float) -> 
     return negotiation.standing_reply(line, None, mark="welcome_back")
 
 
-class ActorSilence(ActorFanout):
-    """The player's silence timer, nudges, the timed-out end and the welcome back."""
-
-    timers: SilenceTimers | None  # the registry's shared heap; None: no silence handling
-    _silence_due: float | None
-    _silence_queued: float | None
-    _thinking: PendingTurn | None  # the turn in flight (session/turns.py)
-    _waiting: deque[Frame] | None  # frames queued behind it
-    _post_nowait: Callable[[Message], None]  # the actor's: post into its own inbox
-
-    # ------------------------------------------------------------------ the timer
-
-    def silence_due(self) -> None:
-        self._post_nowait(SilenceDue())
-
-    def _listen(self, extended: bool = False) -> None:
-        """(Re)start the silence timer, if a player is there and the vendor waits for the learner."""
-        if self.timers is None or self.player is None or self.negotiation.is_terminal or self._thinking is not None:
-            return
-        self.timers.arm(self, self.limits.silence_extended_s if extended else self.limits.silence_s)
-
-    def _hush(self) -> None:
-        """Stop the silence timer (a turn in flight, the player gone, the session over)."""
-        self._silence_due = None
-
-    def _player_joined(self) -> None:
-        reply = welcome_back_reply(self.negotiation, self.clock(), self.limits.restart_after_s)
-        if reply is not None:
-            self._store()
-            self._fanout(Envelope(reply))
-            self._changed()
-        self._listen()
-
-    def _player_left(self) -> None:
-        self._hush()
-
-    # ------------------------------------------------------------------ timeouts
-
-    def _on_silence_due(self, message: SilenceDue) -> None:
-        if self.player is None or self.negotiation.is_terminal or self._thinking is not None or self._waiting:
-            return  # moved on since the timer was armed
-        self._timeout(None, None)
-
-    def _on_silence_frame(self, message: Frame) -> None:
-        frame = message.frame
-        assert isinstance(frame, SilenceFrame)
-        self._timeout(message, frame.id)
-
-    def _queue_behind_turn(self, message: Frame) -> bool:
-        """Hold a frame while a turn is in flight (True); the turn pipeline applies it, in order,
-        when the turn is answered (`session/turns.py`)."""
-        if self._thinking is None:
-            return False
-        if self._waiting is None or self._waiting_ids is None:
-            self._waiting, self._waiting_ids = deque(), set()
-        self._waiting.append(message)
-        self._waiting_ids.add(message.frame.id)  # type: ignore[arg-type]
-        return True
-
-    def _timeout(self, message: Frame | None, frame_id: str | None) -> None:
-        now = message.received_at if message is not None else self.clock()
-        events = silence_passed(self.negotiation, now, frame_id, self.limits.max_timeouts, self.tips)
-        if self.negotiation.is_terminal:
-            self._hush()
-        else:
-            self._listen()
-        version = self._store()
-        if message is not None and frame_id is not None:
-            self._ack_when_durable(version, message.conn, frame_id, False)
-        for event in events:
-            self._fanout(Envelope(event))
-        self._changed()
+def on_silence_due(m: MachineState, message: SilenceDue, now: float, out: list[Output]) -> None:
+    """The timer ran out (the actor posts it only with a player connected and nothing held)."""
+    if m.negotiation.is_terminal or m.thinking is not None:
+        return  # moved on since the timer was armed
+    _timeout(m, None, now, out)
 
 
-# This part's entries in the actor's dispatch tables (`session/actor.py`).
-MESSAGE_HANDLERS: dict[type[Message], Handler] = {SilenceDue: ActorSilence._on_silence_due}
-FRAME_HANDLERS: dict[type[ClientFrame], Handler] = {SilenceFrame: ActorSilence._on_silence_frame}
+def on_silence_frame(m: MachineState, message: Frame, now: float, out: list[Output]) -> None:
+    frame = message.frame
+    assert isinstance(frame, SilenceFrame)
+    _timeout(m, frame.id, now, out)
+
+
+def _timeout(m: MachineState, frame_id: str | None, now: float, out: list[Output]) -> None:
+    events = silence_passed(m.negotiation, now, frame_id, m.limits.max_timeouts, m.tips)
+    out.append(HUSH if m.negotiation.is_terminal else LISTEN)
+    if frame_id is not None:
+        out.append(Acknowledge(frame_id))
+    out += events
+
+
+def on_player_joined(m: MachineState, message: PlayerJoined, now: float, out: list[Output]) -> None:
+    reply = welcome_back_reply(m.negotiation, now, m.limits.restart_after_s)
+    if reply is not None:
+        out.append(reply)
+    out.append(LISTEN)

@@ -90,20 +90,20 @@ async def test_an_idle_session_holds_no_queues_until_it_needs_them() -> None:
     mirror = DeferredMirror()
     async with running(ScriptedBrain(delay=0.05), mirror) as actor:
         mirror.subscribe_durable(lambda sid, v: actor.notify_durable(v))
-        assert actor._replay is None and actor._waiting is None and actor._unacked is None
+        assert actor.fanout._replay is None and actor.held._frames is None and actor.fanout._unacked is None
         assert actor.replay == ()
         player = FakeConnection()
         actor.connect(player)
         actor.submit(player, transcript("t1"))
         actor.submit(player, transcript("t2"))  # waits behind t1
-        await until(lambda: actor._waiting is not None)
+        await until(lambda: len(actor.held) > 0)
         await until(lambda: len(player.of_type("reply")) == 2)
-        assert actor._waiting is None and actor._waiting_ids is None
+        assert actor.held._frames is None and actor.held._ids is None
         assert [r["in_reply_to"] for r in player.of_type("reply")] == ["t1", "t2"]
-        assert actor._unacked is not None and len(actor._unacked) == 2  # not durable yet
+        assert actor.fanout.unacked == 2  # not durable yet
         mirror.flush()
         await until(lambda: len(player.of_type("ack")) == 2)
-        assert actor._unacked is None
+        assert actor.fanout._unacked is None
         assert [e.seq for e in actor.replay] == [f["seq"] for f in player.stream()]
         assert actor.statistics()["replay_events"] == len(player.stream())
 
@@ -431,7 +431,7 @@ async def test_stopping_an_attached_actor_cancels_its_brain_call_and_no_other() 
         doomed.stop()
         await until(lambda: tasks() == before - 1)
         assert resolved == [None] and not doomed.running
-        assert other.running and other._thinking is not None
+        assert other.running and other.machine.thinking is not None
         tg.cancel_scope.cancel()
 
 

@@ -32,6 +32,7 @@ from schemas.frames import (
 from session.actor import ActorLimits, SessionActor
 from session.changes import CHANGE_TYPES, Change, SessionStarted
 from session.fold import UnknownChange, apply
+from session.messages import Recognised
 from session.negotiation import Negotiation
 from session.rules import Limits
 from tests.fakes import FakeConnection, RecordingMirror
@@ -101,11 +102,36 @@ class SessionMachine(RuleBasedStateMachine):
         self._submit(TranscriptFrame(type="transcript", id=self._id(again), text=text, final=final or again is None,
                                      confidence=confidence))
 
+    @rule(text=st.sampled_from(LINES), again=st.none() | st.integers(0, 50), confidence=st.floats(0.0, 1.0))
+    def speak(self, text: str, again: int | None, confidence: float) -> None:
+        """An utterance, as a connection's transcriber hands it over: what was heard, then its transcript."""
+        frame_id = self._id(again)
+        fresh = not self.actor.negotiation.seen(frame_id)
+        before = len(self.player.sent)
+        self.actor.recognised(Recognised(frame_id, text, confidence, LanguageCode.EN_IN, 1_800, (0.1, 0.6), "test"))
+        self._submit(TranscriptFrame(type="transcript", id=frame_id, text=text, confidence=confidence))
+        heard = [e for e in self.player.sent[before:] if e["type"] == "speech"]
+        if fresh:  # in the sequence, before anything its turn made
+            assert [e["id"] for e in heard] == [frame_id]
+            assert self.player.sent[before] is heard[0] and isinstance(heard[0]["seq"], int)
+        else:
+            assert heard == []  # a re-sent utterance is not heard twice
+
     @rule(texts=st.lists(st.sampled_from(LINES), min_size=2, max_size=5))
     def haggle(self, texts: list[str]) -> None:
         """A few turns in a row, so that sequences reach a running summary (every 10 turns)."""
         for text in texts:
             self._submit(TranscriptFrame(type="transcript", id=self._id(None), text=text))
+
+    @precondition(lambda self: 0 < self.actor.negotiation.turn < 12 and not self.actor.negotiation.is_terminal)
+    @rule()
+    def small_talk(self) -> None:
+        """Ten turns of talk that neither buys nor leaves, so that every sequence that gets this far
+        reaches a running summary (every 10 turns), and an undo of one."""
+        for _ in range(10):
+            if self.actor.negotiation.is_terminal:
+                return
+            self._submit(TranscriptFrame(type="transcript", id=self._id(None), text="Mausam accha hai."))
 
     @rule(name=st.sampled_from(["hint", "hint", "repeat", "undo", "undo", "undo", "stop", "dance"]),
           again=st.none() | st.integers(0, 50))

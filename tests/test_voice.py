@@ -199,6 +199,25 @@ async def test_a_resent_utterance_is_a_duplicate_and_not_transcribed_again(opena
         assert sum(r["path"] == "transcriptions" for r in openai_fake.audio_requests) == 1
 
 
+async def test_speech_is_in_the_sequence_and_a_resume_replays_it(openai_fake: FakeOpenAI) -> None:
+    """`speech` takes the next seq, before its turn's reply, and a client that resumes from before it
+    gets it again, in its place (issue #32: speech goes through the actor)."""
+    async with running_server(**speech_settings(openai_fake, TTS="none")) as served:
+        created = await create(served)
+        async with voiced(served, created) as c:
+            await c.until("welcome")
+            await say(c, "u1", tone(0.5))
+            heard = await c.until("speech", id="u1")
+            reply = await c.until("reply", in_reply_to="u1")
+            assert reply["seq"] == heard["seq"] + 1
+        async with voiced(served, created) as again:
+            await again.until("welcome")
+            await again.send({"type": "resume", "last_seq": heard["seq"] - 1})
+            replayed = await again.until("speech", id="u1")
+            assert replayed["seq"] == heard["seq"] and replayed["text"] == heard["text"]
+            assert (await again.until("reply"))["seq"] == reply["seq"]
+
+
 async def test_unclear_speech_gets_the_vendors_clarification(openai_fake: FakeOpenAI) -> None:
     openai_fake.stt_queue.append(Behaviour(content="tomato kitna", confidence=0.3))
     async with running_server(**speech_settings(openai_fake, TTS="none")) as served:

@@ -97,9 +97,6 @@ function handle(message) {
     case "reply.withdrawn":
       if (streamWithdrawn(message)) renderStream();
       return;
-    case "speech":
-      showSpeech(message);
-      return;
     case "reply.audio":
       onReplyAudio(message);
       return;
@@ -165,6 +162,7 @@ function sequenced(event) {
   }
   apply(event);
   if (event.type === "heard") onHeard(event);
+  if (event.type === "speech") showSpeech(event);
   view.lastSeq = event.seq;
   view.applied += 1;
   render();

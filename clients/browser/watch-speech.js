@@ -2,7 +2,7 @@
 // level meter (one bar per 50 ms of the utterance, from the event's `levels`), the words the
 // recogniser heard, its confidence and the backend. An unclear one (confidence under 0.7, the
 // server's default threshold) is marked, as is a recognition that failed (`fallback`). Newest first,
-// the last 8 kept. `speech` is outside the sequenced stream, so a resume does not replay it.
+// the last 8 kept. `speech` is in the sequenced stream, so a resume replays it.
 
 import { h } from "./common.js";
 

@@ -110,7 +110,7 @@ namespace Samvad.Client
     }
 
     /// <summary>What the recogniser heard of the utterance `Id` (docs/voice.md), before its turn.</summary>
-    public sealed class SpeechEvent : ServerEvent
+    public sealed class SpeechEvent : SequencedEvent
     {
         [JsonProperty("id")] public string Id { get; set; }
         [JsonProperty("text")] public string Text { get; set; }

@@ -47,10 +47,6 @@ namespace Samvad.Client
                         var withdrawn = frame.ToObject<ReplyWithdrawnEvent>();
                         after.Add(() => { var h = ReplyWithdrawn; if (h != null) h(withdrawn); });
                         break;
-                    case "speech":
-                        var speech = frame.ToObject<SpeechEvent>();
-                        after.Add(() => { var h = SpeechHeard; if (h != null) h(speech); });
-                        break;
                     case "reply.audio":
                         var audio = frame.ToObject<ReplyAudioEvent>();
                         after.Add(() => { var h = ReplyAudio; if (h != null) h(audio); });
@@ -66,6 +62,7 @@ namespace Samvad.Client
                     case "hint": OnSequenced(conn, frame.ToObject<HintEvent>(), after); break;
                     case "undo": OnSequenced(conn, frame.ToObject<UndoEvent>(), after); break;
                     case "heard": OnSequenced(conn, frame.ToObject<HeardEvent>(), after); break;
+                    case "speech": OnSequenced(conn, frame.ToObject<SpeechEvent>(), after); break;
                     default:
                         LogLine("ignoring server frame of unknown type " + type);
                         break;
@@ -298,6 +295,10 @@ namespace Samvad.Client
                 case "heard":
                     var heard = (HeardEvent)ev;
                     after.Add(() => { var h = Heard; if (h != null) h(heard); });
+                    break;
+                case "speech":
+                    var speech = (SpeechEvent)ev;
+                    after.Add(() => { var h = SpeechHeard; if (h != null) h(speech); });
                     break;
             }
             if (answered != null && !(ev is ReplyEvent))

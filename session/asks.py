@@ -1,0 +1,213 @@
+"""How the actor carries out a step of its machine: the changes to the mirror, then each output in order.
+
+`run_step` is the one place a `Step` (session/outputs.py) turns into I/O. The changes go to the
+mirror first, in order; then each output: a server event goes to every connection (and, with a
+seq, into the replay ring), and each ask runs by its entry in `RUN`, by its exact type. The
+registry is told the session changed once its changes are out (`on_change`).
+
+A turn's reply gets its `timings` here (`timed`): how long it queued, the brain took and the
+engine validated are measurements of this process, not decisions, so the machine leaves them out.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+
+from schemas.brain import BrainRequest, BrainResult
+from schemas.codec import Envelope
+from schemas.frames import Reply, TurnTimings
+from session.calls import BrainCalls
+from session.fanout import Fanout
+from session.messages import BrainDone, Frame
+from session.negotiation import Negotiation
+from session.outputs import (
+    Abandon,
+    Acknowledge,
+    Answer,
+    Hush,
+    Listen,
+    Replay,
+    Resolve,
+    RunWaiting,
+    Step,
+    Summarize,
+    Think,
+    TurnLog,
+)
+from session.protocols import Connection, Mirror
+from session.records import PendingTurn, TurnOutcome
+
+__all__ = ["RUN", "Shell", "log_turn", "run_step", "timed"]
+
+log = logging.getLogger("samvad.session")
+
+
+class Shell(Protocol):
+    """What a step's asks need of the actor (session/actor.py's `SessionActor` is the one)."""
+
+    mirror: Mirror
+    fanout: Fanout
+    calls: BrainCalls
+
+    @property
+    def negotiation(self) -> Negotiation: ...
+
+    def changed(self) -> None:
+        """Tell the registry's listeners the session changed."""
+
+    def think(self, pending: PendingTurn, request: BrainRequest, since: float) -> None:
+        """Call the brain about `pending` (its frame arrived at `since`)."""
+
+    def listen(self, extended: bool, if_running: bool) -> None:
+        """(Re)start the silence timer, where one may run."""
+
+    def hush(self) -> None:
+        """Stop the silence timer."""
+
+    def run_held(self) -> None:
+        """Apply the frames held behind the turn just answered (with none, listen)."""
+
+    def resolve(self, client_id: str, reply: Reply) -> None:
+        """Tell whoever waits for frame `client_id`'s reply."""
+
+
+def run_step(shell: Shell, step: Step, origin: Frame | None, since: float) -> None:
+    """Do what `step` asks, in order; `origin` is the frame it handled (its sender gets the answers and
+    acks), `since` when that frame arrived (perf_counter, for a turn's timings)."""
+    changes = step.changes
+    if changes:
+        submit = shell.mirror.submit
+        for change in changes:
+            submit(change)
+    conn = origin.conn if origin is not None else None
+    fanout = shell.fanout
+    for output in step.outputs:
+        run = RUN.get(type(output))
+        if run is None:
+            assert isinstance(output, BaseModel)  # not an ask: an event
+            fanout.broadcast(Envelope(output))
+        else:
+            run(shell, output, conn, since)
+    if changes:
+        shell.changed()
+
+
+def timed(step: Step, done: BrainDone, validate_start: float, since: float, brain: str) -> Step:
+    """The step of an answered turn, its reply with the turn's `timings` (`since`: when the turn's
+    frame arrived; `brain`: the brain's name)."""
+    logged = next((o for o in step.outputs if type(o) is TurnLog), None)
+    if logged is None:
+        return step  # a stale answer: nothing was decided
+    assert isinstance(logged, TurnLog)
+    reply = logged.reply
+    finished = time.perf_counter()
+    ledger = logged.result.ledger
+    with_timings = reply.model_copy(update={"timings": TurnTimings(**{
+        **ledger.__dict__,  # the brain's own accounting, field for field
+        "brain": brain,
+        "queue_ms": round(max(0.0, (done.started - since) * 1000), 3),
+        "brain_ms": round(ledger.brain_ms or (done.finished - done.started) * 1000, 3),
+        "validation_ms": round((finished - validate_start) * 1000, 3),
+        "total_ms": round((finished - since) * 1000, 3),
+    })})
+    outputs = step.outputs
+    for i, output in enumerate(outputs):
+        if output is reply:
+            outputs[i] = with_timings
+        elif isinstance(output, (TurnLog, Resolve)) and output.reply is reply:
+            outputs[i] = output._replace(reply=with_timings)
+    return step
+
+
+def log_turn(negotiation: Negotiation, reply: Reply, outcome: TurnOutcome, result: BrainResult) -> None:
+    """Log an answered turn: what the engine overrode or rewrote, a fallback, and the end's summary."""
+    if not (outcome.overrides or outcome.rewrites or result.fallback) and not log.isEnabledFor(logging.INFO):
+        return  # nothing to log: do not build the record's fields either
+    extra = {
+        "session_id": negotiation.session_id, "turn": reply.turn, "stage": reply.negotiation_state.value,
+        # The frozen model's own field dict, shared rather than dumped: its values are plain
+        # numbers and strings, which the JSON formatter writes as they are.
+        "happiness": reply.happiness_score, "timings": reply.timings.__dict__ if reply.timings else None,
+    }
+    for override in outcome.overrides:
+        log.warning("rules override: %s", override.rule,
+                    extra={**extra, "rule": override.rule, "proposed": override.proposed, "applied": override.applied})
+    for rewrite in outcome.rewrites:
+        log.warning("reply words changed: %s", rewrite.reason,
+                    extra={**extra, "rule": rewrite.reason, "proposed": rewrite.proposed, "applied": rewrite.applied})
+    if result.fallback:
+        log.warning("brain fell back: %s", result.error, extra=extra)
+    log.info("turn", extra=extra)
+    summary = negotiation.summary()
+    if summary is not None:
+        log.info("session ended", extra={**extra, "summary": summary.model_dump(mode="json")})
+
+
+def _answer(shell: Shell, ask: Answer, conn: Connection | None, since: float) -> None:
+    shell.fanout.send(conn, ask.event)
+
+
+def _acknowledge(shell: Shell, ask: Acknowledge, conn: Connection | None, since: float) -> None:
+    shell.fanout.ack_when_durable(shell.negotiation.version, conn, ask.frame_id, False)
+
+
+def _think(shell: Shell, ask: Think, conn: Connection | None, since: float) -> None:
+    shell.think(ask.pending, ask.request, since)
+
+
+def _abandon(shell: Shell, ask: Abandon, conn: Connection | None, since: float) -> None:
+    shell.calls.abandon()
+
+
+def _listen(shell: Shell, ask: Listen, conn: Connection | None, since: float) -> None:
+    shell.listen(ask.extended, ask.if_running)
+
+
+def _hush(shell: Shell, ask: Hush, conn: Connection | None, since: float) -> None:
+    shell.hush()
+
+
+def _resolve(shell: Shell, ask: Resolve, conn: Connection | None, since: float) -> None:
+    shell.resolve(ask.client_id, ask.reply)
+
+
+def _summarize(shell: Shell, ask: Summarize, conn: Connection | None, since: float) -> None:
+    shell.calls.summarize(ask.token, ask.ask)
+
+
+def _replay(shell: Shell, ask: Replay, conn: Connection | None, since: float) -> None:
+    if conn is None:
+        return
+    for envelope in shell.fanout.kept(ask.after):
+        if not conn.send_nowait(envelope):
+            return  # it overflowed, and closed itself as a slow consumer
+
+
+def _run_waiting(shell: Shell, ask: RunWaiting, conn: Connection | None, since: float) -> None:
+    shell.run_held()
+
+
+def _log(shell: Shell, ask: TurnLog, conn: Connection | None, since: float) -> None:
+    log_turn(shell.negotiation, ask.reply, ask.outcome, ask.result)
+
+
+# How the actor does each of a step's asks (session/outputs.py), by its exact type; any other
+# output is an event, for every connection.
+RUN: dict[type[Any], Callable[[Shell, Any, Connection | None, float], None]] = {
+    Answer: _answer,
+    Acknowledge: _acknowledge,
+    Think: _think,
+    Abandon: _abandon,
+    Listen: _listen,
+    Hush: _hush,
+    Resolve: _resolve,
+    Summarize: _summarize,
+    Replay: _replay,
+    RunWaiting: _run_waiting,
+    TurnLog: _log,
+}
