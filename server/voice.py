@@ -255,6 +255,8 @@ class ConnectionVoice:
             self.error(ErrorCode.SPEECH_UNAVAILABLE, "this server has no speech recogniser; send transcript "
                        "frames", frame.id)
             return
+        if self.conn.actor is not None:
+            self.conn.actor.speaking()  # streamed audio is not a silence (issue #34)
         data = frame.data
         if isinstance(data, str):
             try:

@@ -60,6 +60,7 @@ from session.messages import (
     Recognised,
     ResumeAsked,
     SilenceDue,
+    Speaking,
     Stop,
     SummaryDone,
     Withdraw,
@@ -175,6 +176,10 @@ class SessionActor:
         """What the recogniser heard in an utterance (a connection's transcriber): a `speech` event,
         in the session's sequence. Post it before the utterance's transcript (`submit`)."""
         self._post(heard)
+
+    def speaking(self) -> None:
+        """The learner's audio is arriving (each `audio` frame): the silence timer waits for them."""
+        self._post(Speaking())
 
     async def hearing(self, utterance_id: str) -> Hearing | None:
         """What a transcriber needs to know of the session before decoding `utterance_id`, answered by
@@ -490,5 +495,6 @@ MESSAGE_HANDLERS: dict[type[Any], Callable[[SessionActor, Any], None]] = {
     Withdraw: SessionActor._on_input,
     SummaryDone: SessionActor._on_input,
     Recognised: SessionActor._on_input,
+    Speaking: SessionActor._on_input,
     Consult: SessionActor._on_consult,
 }

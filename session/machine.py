@@ -38,6 +38,7 @@ from session.messages import (
     Recognised,
     ResumeAsked,
     SilenceDue,
+    Speaking,
     SummaryDone,
     Withdraw,
 )
@@ -46,7 +47,7 @@ from session.outputs import Output, Step, Think
 __all__ = ["FRAMES", "HANDLERS", "Input", "SessionMachine"]
 
 Input = (Frame | ResumeAsked | BrainDone | Delta | Decided | Withdraw | SummaryDone | SilenceDue | PlayerJoined
-         | Recognised)
+         | Recognised | Speaking)
 """What the machine takes: a client frame (in the actor's `Frame`, which carries the library
 interface's extra context; `resume` as `ResumeAsked`), a brain's answers, a summary, the silence
 timer's expiry, a player joining, a recognised utterance."""
@@ -90,6 +91,7 @@ HANDLERS: dict[type[Any], Decide] = {
     SilenceDue: silence.on_silence_due,
     PlayerJoined: silence.on_player_joined,
     Recognised: speech.on_recognised,
+    Speaking: silence.on_speaking,
 }
 
 # Each client frame's decision, by the frame's exact type (`resume` comes as `ResumeAsked`).

@@ -19,6 +19,7 @@ Who posts what:
 - `SummaryDone`: a running summary written in the background (`session/memory.py`), posted by its task.
 - `Recognised`: what the recogniser heard in an utterance, posted by the connection's transcriber
   just before it submits the utterance's transcript (server/voice.py).
+- `Speaking`: the learner's audio is arriving, so the silence timer waits (server/voice.py).
 - `Consult`: a transcriber asks what the session knows of the moment before it decodes an utterance.
 - `SilenceDue`: the player's silence timer expired, posted by the shared timers (`session/timers.py`).
 - `Durable`: the mirror made every change up to `version` durable (`SessionActor.notify_durable`),
@@ -150,6 +151,12 @@ class Recognised:
 
 
 @dataclass(slots=True)
+class Speaking:
+    """Audio of the learner's is arriving (a connection's voice, for each `audio` frame): the learner
+    is not silent, whatever the transcript will say."""
+
+
+@dataclass(slots=True)
 class Consult:
     """A connection's transcriber asks what it needs to know of the session before decoding utterance
     `utterance_id`; the actor calls `answer` with it (`session.speech.Hearing`) in its own step."""
@@ -186,4 +193,4 @@ class Stop:
 
 
 Message = (Connect | Disconnect | Frame | BrainDone | Delta | Withdraw | Decided | SummaryDone | SilenceDue
-           | Durable | Recognised | Consult | Stop)
+           | Durable | Recognised | Speaking | Consult | Stop)

@@ -5,7 +5,8 @@ The timer runs only while a player is connected and the vendor is waiting for th
 turn in flight, the session not over). It starts when the player connects and after every reply
 (`Listen`), with `limits.silence_s` (SILENCE_TIMEOUT_MS, 30 s), or `silence_extended_s`
 (SILENCE_EXTENDED_TIMEOUT_MS, 60 s) when the learner is mid-sentence (a non-final transcript
-arrived) or has just had a hint. A `playback` report that the reply was heard to the end restarts
+arrived, or their audio is streaming in: a `Speaking` message for each `audio` frame) or has just had a
+hint. A `playback` report that the reply was heard to the end restarts
 it from then, since the vendor only now finished speaking. A final transcript stops it while the
 vendor thinks. Every session's timer lives in one heap served by one task
 (`session/timers.py`); the timer itself never touches the state, it posts `SilenceDue`.
@@ -37,17 +38,18 @@ from session.changes import Nudged, WelcomedBack
 from session.ending import end_now
 from session.hints import build_hint
 from session.machine_state import MachineState
-from session.messages import Frame, PlayerJoined, SilenceDue
+from session.messages import Frame, PlayerJoined, SilenceDue, Speaking
 from session.negotiation import Negotiation
 from session.outputs import Acknowledge, Hush, Listen, Output
 from session.protocols import TipSource
 
-__all__ = ["nudge_reply", "on_player_joined", "on_silence_due", "on_silence_frame", "silence_passed",
+__all__ = ["nudge_reply", "on_player_joined", "on_silence_due", "on_silence_frame", "on_speaking", "silence_passed",
            "welcome_back_reply"]
 
 COOL_BELOW = 50  # below this happiness the welcome back is a cool one
 HUSH = Hush()
 LISTEN = Listen()
+SPEAKING = Listen(extended=True)
 
 
 def nudge_reply(negotiation: Negotiation, client_id: str | None = None, seq: int | None = None) -> Reply:
@@ -111,6 +113,12 @@ def _timeout(m: MachineState, frame_id: str | None, now: float, out: list[Output
     if frame_id is not None:
         out.append(Acknowledge(frame_id))
     out += events
+
+
+def on_speaking(m: MachineState, message: Speaking, now: float, out: list[Output]) -> None:
+    """The learner's audio is arriving: not a silence. The timer starts again, with its extended length."""
+    if m.waits_for_learner:
+        out.append(SPEAKING)
 
 
 def on_player_joined(m: MachineState, message: PlayerJoined, now: float, out: list[Output]) -> None:

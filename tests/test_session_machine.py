@@ -156,6 +156,13 @@ class SessionMachine(RuleBasedStateMachine):
                                    heard_chars=int(length * fraction), interrupted=interrupted))
 
     @rule()
+    def audio_streaming(self) -> None:
+        """The learner's audio arriving: the silence timer waits (no change of state)."""
+        self.now += 0.2
+        self.actor.speaking()
+        self.actor.drain()
+
+    @rule()
     def silence_frame(self) -> None:
         self._submit(SilenceFrame(type="silence", id=self._id(None)))
 

@@ -14,6 +14,7 @@ import struct
 from array import array
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -216,6 +217,28 @@ async def test_speech_is_in_the_sequence_and_a_resume_replays_it(openai_fake: Fa
             replayed = await again.until("speech", id="u1")
             assert replayed["seq"] == heard["seq"] and replayed["text"] == heard["text"]
             assert (await again.until("reply"))["seq"] == reply["seq"]
+
+
+async def test_streamed_audio_is_not_a_silence(openai_fake: FakeOpenAI) -> None:
+    """Speech streamed for longer than the silence timeout gets no nudge: each `audio` frame starts the
+    timer again (issue #34 saw two nudges and a timed-out end before the learner's `speech`)."""
+    settings = speech_settings(openai_fake, TTS="none", SILENCE_TIMEOUT_MS=400, SILENCE_EXTENDED_TIMEOUT_MS=800)
+    async with running_server(**settings) as served:
+        created = await create(served)
+        async with voiced(served, created) as c:
+            await c.until("welcome")
+            pcm = tone(2.4)
+            await c.send({"type": "audio", "id": "u1", "event": "start", "format": "pcm16"})
+            for i in range(0, len(pcm), 6400):  # 0.2 s of audio every 0.2 s: 2.4 s in all
+                await c.send({"type": "audio", "id": "u1", "event": "chunk",
+                              "data": base64.b64encode(pcm[i:i + 6400]).decode()})
+                await anyio.sleep(0.2)
+            await c.send({"type": "audio", "id": "u1", "event": "end"})
+            reply = await c.until("reply", in_reply_to="u1")
+            assert reply["mark"] is None and reply["turn"] == 1
+            assert [f for f in c.seen if f["type"] == "reply" and f.get("mark") == "nudge"] == []
+            nudge = await c.until("reply", mark="nudge", wait=5)  # then silence is silence again
+            assert nudge["turn"] == 1
 
 
 async def test_unclear_speech_gets_the_vendors_clarification(openai_fake: FakeOpenAI) -> None:
