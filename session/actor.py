@@ -35,9 +35,9 @@ from anyio.abc import TaskGroup
 
 from schemas.brain import BrainRequest
 from schemas.codec import Envelope
-from schemas.enums import Role
 from schemas.errors import CloseCode, ErrorCode
-from schemas.frames import Error, Reply, ResumeFrame, TranscriptFrame, Welcome
+from schemas.frames import Error, Reply, ResumeFrame, TranscriptFrame
+from schemas.summary import SummaryAsk
 from session.admission import AfterEnd, Held, admission
 from session.asks import run_step, timed
 from session.calls import FALLBACK_LINE, BrainCalls
@@ -85,7 +85,13 @@ class SessionStopped(Exception):
 
 
 class SessionActor:
-    """One session's actor: its machine, its inbox, and the loop that applies the inbox in order."""
+    """One session's actor: its machine, its inbox, and the loop that applies the inbox in order.
+    Slotted, and its parts hold no reference back to it: an idle session is small, and an evicted
+    one is freed without the collector."""
+
+    __slots__ = ("_frames_queued", "_inbox", "_scheduled", "_silence_due", "_silence_queued", "_thinking_since",
+                 "_turn_waiters", "_wake", "brain", "calls", "clock", "fanout", "held", "last_activity", "limits",
+                 "machine", "mirror", "on_change", "running", "session_id", "timers")
 
     def __init__(
         self,
@@ -106,10 +112,10 @@ class SessionActor:
         self.clock = clock
         self.on_change = on_change
         self.timers = timers
-        self.calls = BrainCalls(brain, self._post, limits.brain_deadline_s, self.session_id)
+        self.calls = BrainCalls(brain, limits.brain_deadline_s, self.session_id)
         self.machine = SessionMachine(negotiation, limits=limits, tips=tips,
                                       writes_summaries=self.calls.writes_summaries)
-        self.fanout = Fanout(self.session_id, mirror, limits.replay_events, self.hush)
+        self.fanout = Fanout(self.session_id, mirror, limits.replay_events)
         self.last_activity = clock()
         # Unbounded by type, bounded in practice: client frames are admitted against
         # `limits.inbox_frames` in `submit`, and the other messages come one or a few per turn.
@@ -290,6 +296,7 @@ class SessionActor:
         """Apply one message; False when it stops the actor."""
         if isinstance(message, Stop):  # the loop's own message: it decides whether the loop goes on
             self.fanout.close_all(message.code, message.reason)
+            self.hush()
             return message.keep_running
         try:
             MESSAGE_HANDLERS[type(message)](self, message)
@@ -348,18 +355,8 @@ class SessionActor:
 
     def _on_connect(self, message: Connect) -> None:
         conn = message.conn
-        self.fanout.add(conn)
+        self.fanout.add(conn, self.negotiation, self.limits)
         self.last_activity = self.clock()
-        limits = self.limits
-        conn.send_nowait(Envelope(Welcome(
-            session_id=self.session_id, role=Role(conn.role), seq=self.negotiation.seq,
-            state=self.negotiation.snapshot(),
-            limits={"replay_events": limits.replay_events, "max_consecutive_timeouts": limits.max_timeouts,
-                    "silence_timeout_ms": round(limits.silence_s * 1000),
-                    "silence_extended_timeout_ms": round(limits.silence_extended_s * 1000)},
-        )))
-        log.info("connection opened", extra={"session_id": self.session_id, "role": conn.role,
-                                             "connections": len(self.fanout.connections)})
         self.changed()
         if self.fanout.player is conn:
             self._step(PlayerJoined(), self.clock(), None)
@@ -368,8 +365,8 @@ class SessionActor:
         conn = message.conn
         if not self.fanout.remove(conn):
             return
-        log.info("connection closed", extra={"session_id": self.session_id, "role": conn.role,
-                                             "connections": len(self.fanout.connections)})
+        if self.fanout.player is None:
+            self.hush()
         self.changed()
 
     def _on_consult(self, message: Consult) -> None:
@@ -459,7 +456,7 @@ class SessionActor:
 
     def think(self, pending: PendingTurn, request: BrainRequest, since: float) -> None:
         self._thinking_since = since
-        done = self.calls.think(pending, request)
+        done = self.calls.think(pending, request, self._post)
         if done is not None:  # a brain that answers at once: no task, no round trip through the inbox
             self._on_brain_done(done)
 
@@ -472,6 +469,9 @@ class SessionActor:
             return
         while held and self.machine.thinking is None:
             self._apply_queued(held.next())
+
+    def summarize(self, token: int, ask: SummaryAsk) -> None:
+        self.calls.summarize(token, ask, self._post)
 
     def resolve(self, client_id: str, reply: Reply) -> None:
         for callback in self._turn_waiters.pop(client_id, ()):

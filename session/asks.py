@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from schemas.brain import BrainRequest, BrainResult
 from schemas.codec import Envelope
 from schemas.frames import Reply, TurnTimings
+from schemas.summary import SummaryAsk
 from session.calls import BrainCalls
 from session.fanout import Fanout
 from session.messages import BrainDone, Frame
@@ -68,6 +69,9 @@ class Shell(Protocol):
 
     def hush(self) -> None:
         """Stop the silence timer."""
+
+    def summarize(self, token: int, ask: SummaryAsk) -> None:
+        """Ask the brain for the running summary in the background."""
 
     def run_held(self) -> None:
         """Apply the frames held behind the turn just answered (with none, listen)."""
@@ -177,7 +181,7 @@ def _resolve(shell: Shell, ask: Resolve, conn: Connection | None, since: float) 
 
 
 def _summarize(shell: Shell, ask: Summarize, conn: Connection | None, since: float) -> None:
-    shell.calls.summarize(ask.token, ask.ask)
+    shell.summarize(ask.token, ask.ask)
 
 
 def _replay(shell: Shell, ask: Replay, conn: Connection | None, since: float) -> None:

@@ -60,13 +60,13 @@ class TurnSink:
 
 
 class BrainCalls:
-    """One session's calls to its brain; results are posted with `post` (the actor's)."""
+    """One session's calls to its brain. Each call's results are posted with the `post` it is given
+    (the actor's), which is not kept: no cycle between the actor and this part."""
 
-    __slots__ = ("_propose_now", "_scope", "_summarize", "brain", "deadline_s", "post", "session_id", "tg")
+    __slots__ = ("_propose_now", "_scope", "_summarize", "brain", "deadline_s", "session_id", "tg")
 
-    def __init__(self, brain: Brain, post: Callable[[Message], None], deadline_s: float, session_id: str) -> None:
+    def __init__(self, brain: Brain, deadline_s: float, session_id: str) -> None:
         self.brain = brain
-        self.post = post
         self.deadline_s = deadline_s
         self.session_id = session_id
         self.tg: TaskGroup | None = None  # where calls run, while a dispatcher drives the actor
@@ -78,7 +78,7 @@ class BrainCalls:
     def writes_summaries(self) -> bool:
         return self._summarize is not None
 
-    def think(self, pending: PendingTurn, request: BrainRequest) -> BrainDone | None:
+    def think(self, pending: PendingTurn, request: BrainRequest, post: Callable[[Message], None]) -> BrainDone | None:
         """Ask the brain about `pending`: its answer at once from a brain that answers at once, else
         None and the answer is posted later."""
         if self._propose_now is not None:
@@ -89,7 +89,7 @@ class BrainCalls:
                 result = self._fallback(request, started, f"{type(exc).__name__}: {exc}")
             return BrainDone(pending, result, started, time.perf_counter())
         assert self.tg is not None
-        self.tg.start_soon(self._think, pending, request)
+        self.tg.start_soon(self._think, pending, request, post)
         return None
 
     def abandon(self) -> None:
@@ -105,7 +105,7 @@ class BrainCalls:
             ledger=Ledger(brain_ms=(time.perf_counter() - started) * 1000),
         )
 
-    async def _think(self, pending: PendingTurn, request: BrainRequest) -> None:
+    async def _think(self, pending: PendingTurn, request: BrainRequest, post: Callable[[Message], None]) -> None:
         with anyio.CancelScope() as scope:
             self._scope = scope
             try:
@@ -113,29 +113,29 @@ class BrainCalls:
                 result: BrainResult | None = None
                 with anyio.move_on_after(self.deadline_s):
                     try:
-                        result = await self.brain.propose(request, TurnSink(self.post, pending.turn))
+                        result = await self.brain.propose(request, TurnSink(post, pending.turn))
                     except Exception as exc:  # the brain's own failures were translated; a last guard
                         result = self._fallback(request, started, f"{type(exc).__name__}: {exc}")
                 if result is None:
                     result = self._fallback(request, started, "brain deadline exceeded")
-                self.post(BrainDone(pending, result, started, time.perf_counter()))
+                post(BrainDone(pending, result, started, time.perf_counter()))
             finally:
                 if self._scope is scope:
                     self._scope = None
 
-    def summarize(self, token: int, ask: SummaryAsk) -> None:
+    def summarize(self, token: int, ask: SummaryAsk, post: Callable[[Message], None]) -> None:
         """Ask the brain for the running summary in the background (never waited for)."""
         if self._summarize is None or self.tg is None:
-            self.post(SummaryDone(token, ask.turn, SummaryResult(text=ask.facts)))
+            post(SummaryDone(token, ask.turn, SummaryResult(text=ask.facts)))
             return
-        self.tg.start_soon(self._write_summary, self._summarize, token, ask)
+        self.tg.start_soon(self._write_summary, self._summarize, token, ask, post)
 
     async def _write_summary(self, summarize: Callable[[SummaryAsk], Awaitable[SummaryResult]], token: int,
-                             ask: SummaryAsk) -> None:
+                             ask: SummaryAsk, post: Callable[[Message], None]) -> None:
         result: SummaryResult | None = None
         with anyio.move_on_after(self.deadline_s):
             try:
                 result = await summarize(ask)
             except Exception as exc:  # the brain's own failures come back as a result; a last guard
                 result = SummaryResult(error=f"{type(exc).__name__}: {exc}")
-        self.post(SummaryDone(token, ask.turn, result or SummaryResult(error="summary deadline exceeded")))
+        post(SummaryDone(token, ask.turn, result or SummaryResult(error="summary deadline exceeded")))

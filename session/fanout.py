@@ -26,13 +26,15 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from schemas.codec import Envelope
 from schemas.enums import Role
 from schemas.errors import CloseCode
-from schemas.frames import Ack
+from schemas.frames import Ack, Welcome
+from session.messages import ActorLimits
+from session.negotiation import Negotiation
 from session.protocols import Connection, Mirror
 
 __all__ = ["Fanout"]
@@ -43,15 +45,14 @@ log = logging.getLogger("samvad.session")
 class Fanout:
     """Connections, fan-out, the replay ring, durability and acks of one session."""
 
-    __slots__ = ("_player_left", "_replay", "_replay_events", "_unacked", "_unacked_ids", "connections", "mirror",
-                 "player", "session_id")
+    __slots__ = ("_replay", "_replay_events", "_unacked", "_unacked_ids", "connections", "mirror", "player",
+                 "session_id")
 
-    def __init__(self, session_id: str, mirror: Mirror, replay_events: int, player_left: Callable[[], None]) -> None:
+    def __init__(self, session_id: str, mirror: Mirror, replay_events: int) -> None:
         self.session_id = session_id
         self.mirror = mirror
         self.connections: dict[int, Connection] = {}  # by conn_id
         self.player: Connection | None = None
-        self._player_left = player_left  # the actor's: the player is gone (its silence timer stops)
         self._replay_events = replay_events
         # Made when first needed: an empty deque is 760 bytes, and an idle session holds several
         # thousand of them between its peers (benchmarks/load.py, d).
@@ -61,13 +62,22 @@ class Fanout:
 
     # ------------------------------------------------------------------ connections
 
-    def add(self, conn: Connection) -> None:
+    def add(self, conn: Connection, negotiation: Negotiation, limits: ActorLimits) -> None:
+        """Take `conn` and send it its `welcome`: the session as it stands, and the limits it works within."""
         if conn.role == Role.PLAYER.value:
             if self.player is not None and self.player.conn_id in self.connections:
                 old = self.connections.pop(self.player.conn_id)
                 old.close_nowait(CloseCode.SUPERSEDED, "a newer player connection took over")
             self.player = conn
         self.connections[conn.conn_id] = conn
+        conn.send_nowait(Envelope(Welcome(
+            session_id=self.session_id, role=Role(conn.role), seq=negotiation.seq, state=negotiation.snapshot(),
+            limits={"replay_events": limits.replay_events, "max_consecutive_timeouts": limits.max_timeouts,
+                    "silence_timeout_ms": round(limits.silence_s * 1000),
+                    "silence_extended_timeout_ms": round(limits.silence_extended_s * 1000)},
+        )))
+        log.info("connection opened", extra={"session_id": self.session_id, "role": conn.role,
+                                             "connections": len(self.connections)})
 
     def remove(self, conn: Connection) -> bool:
         """Forget `conn`; False if it was not connected."""
@@ -75,7 +85,8 @@ class Fanout:
             return False
         if self.player is conn:
             self.player = None
-            self._player_left()
+        log.info("connection closed", extra={"session_id": self.session_id, "role": conn.role,
+                                             "connections": len(self.connections)})
         return True
 
     def close_all(self, code: int, reason: str) -> None:
@@ -83,7 +94,6 @@ class Fanout:
             conn.close_nowait(code, reason)
         self.connections.clear()
         self.player = None
-        self._player_left()
 
     # ------------------------------------------------------------------ sends
 
@@ -97,8 +107,7 @@ class Fanout:
                 # Its queue overflowed: the connection closes itself as a slow consumer.
                 self.connections.pop(conn_id, None)
                 if self.player is conn:
-                    self.player = None
-                    self._player_left()
+                    self.player = None  # its silence timer, when due, finds no player and does nothing
                 log.warning("slow consumer dropped", extra={"session_id": self.session_id, "role": conn.role})
 
     def send(self, conn: Connection | None, event: Any) -> bool:
