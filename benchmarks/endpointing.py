@@ -17,6 +17,11 @@ It also prints each detector package's installed size.
     python -m benchmarks.endpointing                 # everything (about 3 minutes on one core)
     python -m benchmarks.endpointing --noise clean   # one noise level
     python -m benchmarks.endpointing --detector silero
+    python -m benchmarks.endpointing --stt           # also end of turn with the scene recogniser's text
+
+`--stt` replaces the set's timed partial text with what the offline scene recogniser
+(voice/scene_stt.py) makes of the audio so far at each utterance end (300 ms of silence), as a
+server without streaming partials would feed the policy; Silero's detector, clean and 20 dB.
 
 Writes artifacts/endpointing.json and prints the figures.
 """
@@ -139,10 +144,64 @@ def run(detector: Detector, noise: str, cases: list[Case], words: dict[str, Turn
             "audio_s": round(seconds, 1), "end_of_turn": end_of_turn, "barge_in": barge_in}
 
 
+def stt_turns(cases: list[Case], words: dict[str, TurnWords], noise: str) -> dict[str, Any]:
+    """End of turn with the scene recogniser's text at each utterance end (see the module's doc)."""
+    import shutil
+
+    from voice.scene_stt import SceneStt
+    from voice.stt import SceneContext
+    from voice.turn_end import EndOfTurn, TurnEnded, UtteranceEnded
+
+    stt = SceneStt(shutil.which("espeak-ng"), str(ROOT / "var" / "stt"))
+    detector = SileroDetector()
+    heard: dict[tuple[str, float], str] = {}
+    outcomes: dict[str, dict[str, list[tuple[bool, float | None]]]] = {}
+    for case in cases:
+        if case.kind != "turn":
+            continue
+        pcm, truth = render(case, NOISE[noise])
+        frames, _ = frames_of(pcm, detector)
+        for level in Level:
+            policy = EndOfTurn(words[case.pack], level)
+            result: tuple[bool, float | None] = (False, None)
+            for frame in frames:
+                for event in policy.frame(frame):
+                    if isinstance(event, UtteranceEnded):
+                        key = (case.id, event.at_ms)
+                        if key not in heard:
+                            context = SceneContext(case.pack, case.language)
+                            heard[key] = stt.decode(pcm[: int(event.at_ms) * 32], context)[0].text
+                        policy.partial(heard[key])
+                    elif isinstance(event, TurnEnded):
+                        early = event.at_ms < truth.end_ms
+                        result = (early, None if early else event.at_ms - truth.end_ms)
+                if not policy.in_turn and result != (False, None):
+                    break
+            outcomes.setdefault(level.value, {}).setdefault(case.pause, []).append(result)
+    stt.close()
+    figures: dict[str, Any] = {}
+    for level, by_pause in outcomes.items():
+        thinking = [o for p in THINKING for o in by_pause.get(p, [])]
+        delays = [d for p in by_pause for _, d in by_pause[p] if d is not None]
+        figures[level] = {"thinking_pauses": len(thinking),
+                          "thinking_cut": share(sum(e for e, _ in thinking), len(thinking)),
+                          "bare_cut": share(sum(e for e, _ in by_pause.get("bare", [])), len(by_pause.get("bare", []))),
+                          "no_pause_cut": share(sum(e for e, _ in by_pause.get("none", [])),
+                                                len(by_pause.get("none", []))),
+                          "median_delay_ms": pct(delays, 0.5), "p90_delay_ms": pct(delays, 0.9)}
+        print(f"stt/{noise} {level:13} thinking cut {figures[level]['thinking_cut']} of {len(thinking)}, bare cut "
+              f"{figures[level]['bare_cut']}, no-pause cut {figures[level]['no_pause_cut']}, delay median "
+              f"{figures[level]['median_delay_ms']} p90 {figures[level]['p90_delay_ms']} ms")
+    examples = [(k[0], v) for k, v in list(heard.items())[:12]]
+    figures["heard_examples"] = examples
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--detector", action="append", choices=["silero", "webrtc1", "webrtc2", "webrtc3"])
     parser.add_argument("--noise", action="append", choices=list(NOISE))
+    parser.add_argument("--stt", action="store_true", help="also end of turn with the scene recogniser's text")
     parser.add_argument("--out", default=str(ROOT / "artifacts" / "endpointing.json"))
     args = parser.parse_args()
     cases = load_cases()
@@ -166,6 +225,8 @@ def main() -> None:
             for key, b in result["barge_in"].items():
                 print(f"    barge-in {key:20} stopped the vendor {b['stopped_vendor']} of {b['n']}, "
                       f"median {b['median_stop_ms']} ms")
+    if args.stt:
+        report["scene_stt"] = {noise: stt_turns(cases, words, noise) for noise in ("clean", "20dB")}
     print("installed MB:", report["install_mb"])
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n", "utf-8")

@@ -103,6 +103,14 @@ def test_a_learner_who_comes_back_after_pauses_is_waited_for_longer_in_later_tur
     assert policy.wait_ms() == (base + 2 * Timing().resume_step_ms, False) and not policy.in_turn
 
 
+def test_a_slow_speaker_is_given_longer_between_sentences() -> None:
+    frames = timeline((True, 2000), (False, 4000))
+    quick = ended(run(EndOfTurn(JAIPUR, Level.ADVANCED), frames, {1900: "Sorry brother, my mistake, I was wrong"}))
+    slow = ended(run(EndOfTurn(JAIPUR, Level.ADVANCED), frames, {1900: "Sorry brother"}))  # 6 letters a second
+    assert quick is not None and slow is not None
+    assert slow.waited_ms - quick.waited_ms == Timing().slow_ms and not slow.thinking
+
+
 def test_waits_that_break_the_order_are_refused() -> None:
     with pytest.raises(ValueError, match="done <= thinking"):
         Timing(done={level: 3000.0 for level in Level}, thinking={level: 2000.0 for level in Level})

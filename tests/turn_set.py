@@ -3,8 +3,9 @@ fill the pause, finish, or answer the vendor with a backchannel or a real interr
 
 Cases (`Case`, committed in tests/data/turn_set.json; `python -m tests.turn_set` rewrites them and
 tests/test_turn_end.py checks the file is what this code makes):
-- `turn`: one English or Hinglish line of a pack (tests/speech_set.py's labels: the packs' coaching
-  lines, hints, phrases and priced offers), with one pause inside or none. `pause` says which:
+- `turn`: one English or Hinglish line of a pack (`pack_lines`: every pack's coaching lines in
+  English, Jaipur's hints and phrases in Hinglish, and offers with a price in each pack), with one
+  pause inside or none. `pause` says which:
   `filler` (a filler of the pack's, "umm", "matlab", then silence: "I will give umm ... ninety"),
   `mid` (silence after a word no sentence ends on: "Can you give me a discount on ... this"),
   `bare` (silence at a word boundary with no such cue: the set's hardest, reported apart) or `none`.
@@ -30,8 +31,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from schemas.enums import Level
-from schemas.scenario import load_scenario
-from tests.speech_set import ROOT, add_noise, load_labels
+from schemas.scenario import Item, load_scenario
+from tests.speech_set import ROOT, add_noise
 from voice.barge_in import BargeIn, VerdictKind
 from voice.turn_end import EndOfTurn, TurnEnded
 from voice.turn_words import CONTINUATIONS, TurnWords, words
@@ -49,7 +50,44 @@ PAUSES = ("filler", "mid", "bare", "none")
 INTERRUPTIONS = ("Wait, that is too much.", "No no, listen to me.", "Ruko bhaiya, itna nahi.",
                  "Nahi nahi, bahut mehenga hai.", "Stop, I want the other one.", "Excuse me, one question.",
                  "Sorry, what did you say?", "Bhaiya, suno.", "Too expensive!", "Ek minute, bhaiya.")
+OFFERS = ("I will give you {n} {cur}.", "Can you do {n} {cur}?", "That is too much. My best offer is {n} {cur}.",
+          "How about {n} {cur} for the {item}?", "Okay, {n} {cur}, final offer.")
 _RATE_MS = 32  # bytes of PCM16 mono 16 kHz per millisecond
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    text: str
+    language: str  # en or hi-EN
+    pack: str
+
+
+def _fill(text: str, rng: random.Random, items: list[Item]) -> str:
+    item = rng.choice(items)
+    quote = item.opening_quote
+    offer = max(1, quote * rng.randrange(50, 90) // 100)
+    return (text.replace("{local}", item.local).replace("{items}", item.spoken or item.name.lower())
+            .replace("{offer}", str(offer)).replace("{price}", str(quote)))
+
+
+def pack_lines(rng: random.Random) -> list[Line]:
+    """The learner's lines the set is made of, read off the packs (their fields filled in with an
+    item in the scene, its opening quote and an offer under it)."""
+    out: list[Line] = []
+    for pack in ("jaipur-bazaar", "kyoto-antiques", "marrakech-souk"):
+        scenario = load_scenario(pack)
+        items = [i for i in scenario.items if i.in_scene] or list(scenario.items)
+
+        out.extend(Line(_fill(help_.english, rng, items), "en", pack) for _, help_ in sorted(scenario.coaching.items()))
+        if pack == "jaipur-bazaar":
+            out.extend(Line(_fill(hint, rng, items), "hi-EN", pack) for _, hint in sorted(scenario.hints.items()))
+            out.extend(Line(phrase.text, "hi-EN", pack) for phrase in scenario.phrases)
+        for n in range(16):
+            item = rng.choice(items)
+            offer = max(1, item.opening_quote * rng.randrange(40, 90) // 100)
+            out.append(Line(OFFERS[n % len(OFFERS)].format(n=offer, cur=scenario.currency_word,
+                                                           item=item.spoken or item.name.lower()), "en", pack))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +138,7 @@ def _split(text: str, rng: random.Random, mid: bool) -> int | None:
 
 def cases() -> list[Case]:
     rng = random.Random(SEED)
-    lines = [line for line in load_labels() if line.language in ("en", "hi-EN") and line.kind != "free"]
+    lines = pack_lines(rng)
     out: list[Case] = []
 
     def voice() -> tuple[str, int]:

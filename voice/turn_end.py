@@ -17,7 +17,9 @@ Rules (seed 002's thresholds, `SILENCE_UTTERANCE_END_MS` and `SILENCE_THINKING_M
 5. Each time this learner came back after an utterance had ended (a pause that rule 3 did not cut),
    the wait of rule 3 grows by `Timing.resume_step_ms`, up to `resume_max_ms`: a slow speaker is
    waited for longer, this turn and the next ones of the session (`next_turn` keeps it).
-6. With no partial text at all (no streaming recogniser), rules 3 and 5 decide alone.
+6. A slow speaker (under `slow_letters_per_s` letters of partial text a second of speech, over at
+   least a second of it) pauses longer between sentences: rule 3's wait grows by `slow_ms`.
+7. With no partial text at all (no streaming recogniser), rules 3 and 5 decide alone.
 """
 
 from __future__ import annotations
@@ -47,6 +49,10 @@ class Timing:
     min_speech_ms: float = 90.0
     resume_step_ms: float = 150.0
     resume_max_ms: float = 600.0
+    # Rule 6: espeak-ng at 110 words a minute says 3-10 letters a second of speech and leaves up to
+    # 0.7 s between its sentences; at 175, 7-16 letters and under 0.4 s.
+    slow_letters_per_s: float = 8.0
+    slow_ms: float = 350.0
 
     def __post_init__(self) -> None:
         for level in Level:
@@ -90,6 +96,7 @@ class EndOfTurn:
     def _reset(self) -> None:
         self._run_start: float | None = None  # the speech run not yet long enough to count (rule 1)
         self._start: float | None = None  # the turn's first speech
+        self._voiced = 0.0  # ms of speech in the turn (rule 6)
         self._last_speech: float | None = None  # end of the last speech window of the turn
         self._utterance_ended = False
         self._said: tuple[str, ...] = ()
@@ -110,6 +117,9 @@ class EndOfTurn:
         if said and (self.turn_words.ends_on_filler(said) or self.turn_words.ends_mid_sentence(said)):
             return self.timing.thinking[self.level], True
         extra = min(self.resumes * self.timing.resume_step_ms, self.timing.resume_max_ms)
+        if said and self._voiced >= 1000 and (
+                sum(map(len, said)) * 1000 / self._voiced < self.timing.slow_letters_per_s):  # rule 6
+            extra += self.timing.slow_ms
         return min(self.timing.done[self.level] + extra, self.timing.thinking[self.level]), False
 
     def frame(self, vad: VadFrame) -> list[TurnEvent]:
@@ -123,11 +133,13 @@ class EndOfTurn:
                 if vad.end_ms - self._run_start >= self.timing.min_speech_ms:  # rule 1
                     self._start = self._run_start
                     self._last_speech = vad.end_ms
+                    self._voiced = vad.end_ms - self._run_start
                 return []
             if self._utterance_ended:  # rule 5: back after a pause
                 self.resumes += 1
                 self._utterance_ended = False
             self._last_speech = vad.end_ms
+            self._voiced += vad.end_ms - vad.start_ms
             return []
         self._run_start = None
         if self._start is None or self._last_speech is None:
