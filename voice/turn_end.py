@@ -15,8 +15,8 @@ Rules (seed 002's thresholds, `SILENCE_UTTERANCE_END_MS` and `SILENCE_THINKING_M
    where no sentence ends ("I will give you ninety for the") is thinking: the wait is the level's
    thinking wait (`Timing.thinking`), longer than seed 002's 2 s thinking pause.
 5. Each time this learner came back after an utterance had ended (a pause that rule 3 did not cut),
-   the wait of rule 3 grows by `Timing.resume_step_ms`, up to `resume_max_ms`: a slow speaker is
-   waited for longer, this turn and the next ones of the session (`next_turn` keeps it).
+   the wait of rule 3 grows by `Timing.resume_step_ms`, up to `resume_max_ms`: a learner who pauses
+   is waited for longer, this turn and the next ones of the session (`next_turn` keeps it).
 6. A slow speaker (under `slow_letters_per_s` letters of partial text a second of speech, over at
    least a second of it) pauses longer between sentences: rule 3's wait grows by `slow_ms`.
 7. With no partial text at all (no streaming recogniser), rules 3 and 5 decide alone.
