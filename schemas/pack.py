@@ -10,6 +10,7 @@ address that earn respect and the phrases that give offence.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -32,6 +33,7 @@ __all__ = [
     "Returning",
     "RuleParams",
     "SafetyRule",
+    "check_turn_words",
 ]
 
 
@@ -238,3 +240,27 @@ class Returning(_Data):
             return usual
         low, high = self.start_bounds
         return max(low, min(high, usual + self.start_offset.get(last_outcome, 0)))
+
+
+# A filler or backchannel is a few words of letters (an apostrophe inside: "ya'ni", "d'accord"),
+# lower case, as a recogniser's partial text spells them after `voice.turn_words.words`.
+_TURN_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?(?: [a-z]+(?:'[a-z]+)?){0,3}")
+
+
+def check_turn_words(where: str, table: dict[LanguageCode, tuple[str, ...]],
+                     languages: tuple[LanguageCode, ...]) -> None:
+    """`fillers` and `backchannels` (docs/voice.md, End of turn): words for every language the vendor
+    speaks, none for a language he does not, each one to four lower-case words, no repeats."""
+    unknown = sorted(language.value for language in table if language not in languages)
+    if unknown:
+        raise ValueError(f"{where}: {', '.join(unknown)} is not a language the vendor speaks")
+    missing = [language.value for language in languages if not table.get(language)]
+    if missing:
+        raise ValueError(f"{where}: missing {', '.join(missing)} (every language the vendor speaks needs some)")
+    for language, found in table.items():
+        bad = [word for word in found if not _TURN_WORD.fullmatch(word)]
+        if bad:
+            raise ValueError(f"{where}.{language.value}: {bad[0]!r} is not one to four lower-case words")
+        repeated = sorted({word for word in found if found.count(word) > 1})
+        if repeated:
+            raise ValueError(f"{where}.{language.value}: {', '.join(repeated)} given twice")

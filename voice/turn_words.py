@@ -1,0 +1,71 @@
+"""The words that say how a learner's speech goes on: fillers and backchannels from the pack
+(`Scenario.fillers`, `Scenario.backchannels`), and the grammar words after which a sentence
+cannot have ended (issue #34; voice/turn_end.py and voice/barge_in.py read them).
+
+Learners mix languages ("haan, I will give umm ... sau rupaye"), so a pack's words count in every
+language it speaks, and the continuation words of every language do too.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from schemas.scenario import Scenario
+
+__all__ = ["CONTINUATIONS", "TurnWords", "words"]
+
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+
+# Words a sentence does not end on: articles, prepositions, conjunctions, subject pronouns,
+# possessives, auxiliaries, and Hindi's postpositions and conjunctions. A word that often does
+# end one ("this", "you", "me", "it", "hai") is left out: a wrong entry cuts nobody off, it makes
+# a finished learner wait a thinking pause.
+CONTINUATIONS = frozenset("""
+a an the and but or so because if then than to for of from with without in on at by about into
+my your his her our their its i we he she they is are was were will would can could shall should
+must may might do does did have has had am be been very really some any no not give take pay how
+what which who when where
+aur lekin par magar toh ki ke ka ko se mein ya agar jo kyunki main hum aap mera meri mere tera
+""".split())
+
+
+def words(text: str) -> tuple[str, ...]:
+    """A partial transcript as the lists compare it: lower case, letters and digits, punctuation
+    gone ("Haan-ji, 90!" -> haan ji 90)."""
+    return tuple(_WORD.findall(text.lower()))
+
+
+@dataclass(frozen=True, slots=True)
+class TurnWords:
+    """Fillers and backchannels as word tuples, and the continuation words."""
+
+    fillers: frozenset[tuple[str, ...]]
+    backchannels: frozenset[tuple[str, ...]]
+    continuations: frozenset[str] = CONTINUATIONS
+
+    @classmethod
+    def of(cls, scenario: Scenario) -> TurnWords:
+        """Every language of the pack together (learners mix them)."""
+        return cls(frozenset(words(w) for found in scenario.fillers.values() for w in found),
+                   frozenset(words(w) for found in scenario.backchannels.values() for w in found))
+
+    def ends_on_filler(self, said: tuple[str, ...]) -> bool:
+        """Whether the words so far end on a filler ("I will give umm")."""
+        return any(said[-len(f):] == f for f in self.fillers if 0 < len(f) <= len(said))
+
+    def ends_mid_sentence(self, said: tuple[str, ...]) -> bool:
+        """Whether the words so far stop where no sentence ends ("I will give you ninety for the")."""
+        return bool(said) and said[-1] in self.continuations
+
+    def only_backchannels(self, said: tuple[str, ...], *, unfinished: bool = False) -> bool:
+        """Whether the words are nothing but backchannels ("haan haan", "accha ji", "okay"), covered
+        from the left by entries (a shortest cover, so "haan haan ji" is "haan haan" + "ji").
+        `unfinished`: partial text, whose last words may be the start of an entry ("i" of "i see",
+        "arre" of "arre haan")."""
+        entries = self.backchannels
+        starts = {b[:n] for b in entries for n in range(1, len(b))} if unfinished else set()
+        covered = [True] + [False] * len(said)  # covered[i]: said[:i] is a cover
+        for end in range(1, len(said) + 1):
+            covered[end] = any(covered[at] and said[at:end] in entries for at in range(end))
+        return bool(said) and (covered[-1] or any(covered[at] and said[at:] in starts for at in range(len(said))))
