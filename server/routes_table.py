@@ -79,8 +79,8 @@ _REF = "#/components/schemas/{model}"
 def _schema(model: str, components: dict[str, Any]) -> dict[str, Any]:
     """The JSON schema of a request model, its definitions moved to `components` (imported late:
     the table is read by the HTTP modules)."""
-    from server.http_api import CreateSession, DevGenerate
     from schemas.scenario import Scenario
+    from server.http_api import CreateSession, DevGenerate
     from server.knowledge_api import RetrieveRequest
     from server.studio.api import Rollback
 

@@ -133,7 +133,8 @@ async def test_publish_serves_new_sessions_while_a_live_one_keeps_its_version(se
 
 @pytest.mark.anyio
 async def test_the_report_names_the_version_the_session_played(served: Served) -> None:
-    assert (await call(served, "PUT", f"/api/scenarios/{BAZAAR}", dearer_tomatoes(shipped(), 170))).status_code == 200
+    edited = await call(served, "PUT", f"/api/scenarios/{BAZAAR}", dearer_tomatoes(shipped(), 170))
+    assert edited.status_code == 200
     assert (await call(served, "POST", f"/api/scenarios/{BAZAAR}/publish")).status_code == 201
     created = await create(served)
     async with await player(served, created) as c:
@@ -153,7 +154,8 @@ async def test_the_report_names_the_version_the_session_played(served: Served) -
 @pytest.mark.anyio
 async def test_rollback_publishes_a_copy_of_an_older_version_as_the_next(served: Served) -> None:
     for top in (170, 190):
-        assert (await call(served, "PUT", f"/api/scenarios/{BAZAAR}", dearer_tomatoes(shipped(), top))).status_code == 200
+        edited = await call(served, "PUT", f"/api/scenarios/{BAZAAR}", dearer_tomatoes(shipped(), top))
+        assert edited.status_code == 200
         assert (await call(served, "POST", f"/api/scenarios/{BAZAAR}/publish")).status_code == 201
     assert await quote_heard(served, await create(served)) == 190  # version 3
     back = await call(served, "POST", f"/api/scenarios/{BAZAAR}/rollback", {"version": 2})
