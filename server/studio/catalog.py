@@ -36,19 +36,18 @@ class PackCatalog:
     async def current(self, scenario: str) -> Scenario | None:
         """The version a new session of `scenario` plays, registered; None for no such scenario."""
         shipped = scenario in available_scenarios()
+        known = self._current.get(scenario)
         try:
             latest = await self.store.latest(scenario)
+            if latest == 0:
+                return load_scenario(scenario) if shipped else None
+            if known is not None and known.version == latest:
+                return known
+            found = await self.version(scenario, latest)
         except PackStoreError as exc:
-            known = self._current.get(scenario)
-            log.warning("pack store unreachable; new sessions play the version this node knows",
-                        extra={"scenario": scenario, "error": str(exc)})
+            log.warning("pack store unreachable, or its newest version unusable: new sessions play the "
+                        "version this node knows", extra={"scenario": scenario, "error": str(exc)})
             return known or (load_scenario(scenario) if shipped else None)
-        if latest == 0:
-            return load_scenario(scenario) if shipped else None
-        known = self._current.get(scenario)
-        if known is not None and known.version == latest:
-            return known
-        found = await self.version(scenario, latest)
         if found is not None:
             self._current[scenario] = found
         return found
@@ -76,7 +75,11 @@ def register_stored(scenario: str, manifest: str, number: int) -> Scenario:
 
 def checked(scenario: str, manifest: str, number: int) -> Scenario:
     """A stored manifest validated again as version `number` (it was when it was published)."""
-    pack, problems = pack_problems(json.loads(manifest), version=number)
+    try:
+        data = json.loads(manifest)
+    except ValueError as exc:
+        raise PackStoreError(f"stored {scenario} version {number} is not JSON: {exc}") from exc
+    pack, problems = pack_problems(data, version=number)
     if pack is None or pack.scenario != scenario:
         raise PackStoreError(f"stored {scenario} version {number} no longer validates: "
                              f"{'; '.join(map(str, problems)) or 'its scenario id differs'}")
