@@ -51,6 +51,7 @@ __all__ = [
     "available_scenarios",
     "check_scenarios",
     "load_scenario",
+    "newest_known",
     "pack_problems",
     "register_version",
     "scenario_versions",
@@ -305,6 +306,15 @@ def register_version(scenario: Scenario) -> Scenario:
 def scenario_versions() -> dict[tuple[str, int], Scenario]:
     """The registered published versions, by (scenario, version) (a copy)."""
     return dict(_published)
+
+
+def newest_known(name: str) -> Scenario:
+    """The newest version of `name` this process has registered, else the shipped pack (KeyError for
+    neither): for the few readers that are not told a session's version (the number words of the
+    vendor's languages, the scene recogniser's sentences), which every version of a scenario shares
+    in practice."""
+    versions = [v for (n, v) in _published if n == name]
+    return _published[(name, max(versions))] if versions else _shipped(name)
 
 
 def load_scenario(name: str = DEFAULT_SCENARIO, version: int = 1) -> Scenario:

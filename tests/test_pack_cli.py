@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import httpx
+from websockets.sync.client import connect
 
 from tests.servers import server_process
 
@@ -84,6 +85,17 @@ def test_export_and_import_move_a_pack_between_servers(tmp_path: Path) -> None:
         assert again.returncode == 0 and "version 2" in again.stdout, again.stderr
         created = httpx.post(f"{target.base_url}/api/sessions", json={"scenario": "tea-stall"}, timeout=10)
         assert created.status_code == 201
+        # The target process never met version 1: a turn of a version-2 session is answered whole.
+        session = created.json()
+        with connect(f"{target.base_url.replace('http', 'ws')}/ws/sessions/{session['session_id']}"
+                     f"?token={session['player_token']}", open_timeout=10) as ws:
+            assert json.loads(ws.recv(timeout=10))["type"] == "welcome"
+            ws.send(json.dumps({"type": "transcript", "id": "t1", "text": "Namaste bhaiya, how much are tomatoes?"}))
+            while (frame := json.loads(ws.recv(timeout=10)))["type"] != "reply":
+                assert frame["type"] != "error", frame
+        quoted = httpx.get(f"{target.base_url}/api/sessions/{session['session_id']}", timeout=10,
+                           headers={"authorization": f"Bearer {session['player_token']}"}).json()
+        assert quoted["vendor_quote"] == 180
         versions = httpx.get(f"{target.base_url}/api/scenarios/tea-stall/versions",
                              headers={"authorization": f"Bearer {ADMIN}"}, timeout=10).json()
         assert [v["version"] for v in versions["versions"]] == [1, 2]
