@@ -25,12 +25,13 @@ from neo4j.exceptions import ConstraintError, Neo4jError
 from server.graphdb import GraphDriver
 from server.studio.store import PackConflict, PackNotFound, PackStoreError, StoredDraft, StoredVersion
 
-__all__ = ["Neo4jPackStore"]
+__all__ = ["STUDIO_SCHEMA", "Neo4jPackStore"]
 
-SCHEMA: tuple[LiteralString, ...] = (
-    "CREATE CONSTRAINT scenario_version_key IF NOT EXISTS FOR (v:ScenarioVersion) REQUIRE v.key IS UNIQUE",
-    "CREATE CONSTRAINT scenario_draft IF NOT EXISTS FOR (d:ScenarioDraft) REQUIRE d.scenario IS UNIQUE",
-    "CREATE INDEX scenario_version_scenario IF NOT EXISTS FOR (v:ScenarioVersion) ON (v.scenario)",
+# Also run with the mirror's schema at start-up (server/mirror/schema.py): a rebuild looks versions up.
+STUDIO_SCHEMA: tuple[LiteralString, ...] = (
+    "CREATE CONSTRAINT samvad_scenario_version_key IF NOT EXISTS FOR (v:ScenarioVersion) REQUIRE v.key IS UNIQUE",
+    "CREATE CONSTRAINT samvad_scenario_draft IF NOT EXISTS FOR (d:ScenarioDraft) REQUIRE d.scenario IS UNIQUE",
+    "CREATE INDEX samvad_scenario_version_scenario IF NOT EXISTS FOR (v:ScenarioVersion) ON (v.scenario)",
 )
 
 LATEST: LiteralString = """
@@ -126,7 +127,7 @@ class Neo4jPackStore:
         async with driver.session(database=self.graphdb.database,
                                   max_transaction_retry_time=self.timeout_s) as session:
             if not self._schema:
-                for statement in SCHEMA:
+                for statement in STUDIO_SCHEMA:
                     await (await session.run(statement)).consume()
                 self._schema = True
             run = session.execute_write if write else session.execute_read
