@@ -247,3 +247,44 @@ def test_versions_live_under_knowledge_dir(tmp_path: Path) -> None:
 
     anyio.run(main)
     assert sorted(p.name for p in (tmp_path / "studio" / BAZAAR).iterdir()) == ["v0002.json"]
+
+
+# ---------------------------------------------------------------------- the disk store's numbering
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.booleans(), st.lists(st.one_of(st.just(("publish", 0)), st.tuples(st.just("rollback"),
+                                                                          st.integers(min_value=0, max_value=12))),
+                               max_size=12))
+def test_the_disk_store_numbers_every_version_once_and_a_rollback_copies_its_source(
+        shipped_pack: bool, steps: list[tuple[str, int]]) -> None:
+    """Against a plain list as the model: numbers rise by one from above the floor, each version's
+    manifest is what was published or the rollback's source, and a refused step changes nothing."""
+    import tempfile
+
+    from server.studio.store import DiskPackStore, PackNotFound
+
+    floor = 1 if shipped_pack else 0
+
+    async def run(root: str) -> None:
+        store = DiskPackStore(root)
+        model: dict[int, str] = {}
+        for n, (kind, source) in enumerate(steps):
+            if kind == "publish":
+                await store.save_draft("s", f"m{n}", float(n), create=False)
+                stored = await store.publish("s", float(n), floor=floor)
+                expected = f"m{n}"
+            elif source in model:
+                stored = await store.republish("s", source, float(n), floor=floor)
+                expected = model[source]
+            else:
+                with pytest.raises(PackNotFound):
+                    await store.republish("s", source, float(n), floor=floor)
+                continue
+            assert stored.version == max(model, default=floor) + 1 and stored.manifest == expected
+            model[stored.version] = expected
+        assert {v.version: v.manifest for v in await store.versions("s")} == model
+        assert await DiskPackStore(root).latest("s") == max(model, default=0)
+
+    with tempfile.TemporaryDirectory() as root:
+        anyio.run(run, root)
