@@ -67,9 +67,9 @@ class Route:
 
 
 @cache
-def _compiled(scenario: str) -> tuple[tuple[tuple[str, SafetyRule, re.Pattern[str]], ...],
+def _compiled(scenario: str, version: int = 1) -> tuple[tuple[tuple[str, SafetyRule, re.Pattern[str]], ...],
                                       tuple[tuple[str, Objection, re.Pattern[str]], ...]]:
-    policy = load_scenario(scenario).policy
+    policy = load_scenario(scenario, version).policy
     # Self-harm first: a learner in distress who also swears gets care, not a telling-off.
     ordered = sorted(policy.safety.items(), key=lambda entry: entry[0] != "self_harm")
     safety = tuple((name, rule, _pattern(rule.phrases)) for name, rule in ordered)
@@ -77,10 +77,10 @@ def _compiled(scenario: str) -> tuple[tuple[tuple[str, SafetyRule, re.Pattern[st
     return safety, objections
 
 
-def route(scenario: str, transcript: str) -> Route:
+def route(scenario: str, transcript: str, version: int = 1) -> Route:
     """The P0 or P2 rule that the learner's words trigger, or an empty route."""
     try:
-        safety, objections = _compiled(scenario)
+        safety, objections = _compiled(scenario, version)
     except KeyError:
         return Route("")
     text = transcript.lower().replace("'", "").replace("\u2019", "")
@@ -115,7 +115,7 @@ def safety_result(request: BrainRequest, name: str, rule: SafetyRule) -> BrainRe
 
 def _filled(objection: Objection, request: BrainRequest, price: int | None) -> list[str]:
     """The objection's templates that this turn can fill, filled with the item and `price`."""
-    scenario = load_scenario(request.scenario)
+    scenario = load_scenario(request.scenario, request.scenario_version)
     item = scenario.item(request.item) or scenario.item(request.object_grabbed)
     values: dict[str, Any] = {"price": price, "item": spoken_items(item, scenario) if item else None}
     usable = [t for t in objection.templates
@@ -223,7 +223,7 @@ class PolicyBrain:
         return result.model_copy(update={"policy": policy, "sources": sources})
 
     async def propose(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainResult:
-        chosen = route(request.scenario, request.transcript)
+        chosen = route(request.scenario, request.transcript, request.scenario_version)
         if chosen.safety is not None:
             return safety_result(request, chosen.name, chosen.safety)
         if self.library is not None:
@@ -246,7 +246,7 @@ class InstantPolicyBrain(PolicyBrain):
         return self.propose_now
 
     def propose_now(self, request: BrainRequest) -> BrainResult:
-        chosen = route(request.scenario, request.transcript)
+        chosen = route(request.scenario, request.transcript, request.scenario_version)
         if chosen.safety is not None:
             return safety_result(request, chosen.name, chosen.safety)
         _, policy, sources = self._prepare(request, chosen)  # the rule brain reads no notes

@@ -228,10 +228,10 @@ RULE_SECTIONS = (BEHAVIORAL_RULES, STATE_TRANSITION_RULES, OUTPUT_SCHEMA, ANTI_I
 
 
 @lru_cache(maxsize=64)
-def static_prompt(scenario: str) -> str:
+def static_prompt(scenario: str, version: int = 1) -> str:
     """The sections that are the same for every request of a scenario: its persona, then the rules."""
     try:
-        persona = load_scenario(scenario).vendor
+        persona = load_scenario(scenario, version).vendor
     except KeyError:
         persona = GENERIC_PERSONA
     return "\n\n".join((persona_section(persona), *RULE_SECTIONS))
@@ -242,7 +242,7 @@ def static_prompt(scenario: str) -> str:
 
 def _scenario(request: BrainRequest) -> Scenario | None:
     try:
-        return load_scenario(request.scenario)
+        return load_scenario(request.scenario, request.scenario_version)
     except KeyError:
         return None
 
@@ -362,7 +362,8 @@ RETURNING_AFTER_PAUSE = "\n".join([
 
 def build_system_prompt(request: BrainRequest) -> str:
     """The static sections, then the state of this session."""
-    parts = [static_prompt(request.scenario), current_state(request), graph_context(request.graph, request.stage)]
+    parts = [static_prompt(request.scenario, request.scenario_version), current_state(request),
+             graph_context(request.graph, request.stage)]
     if request.wrap_up:
         parts.append(wrap_up(request))
     if request.returning_after_pause:

@@ -155,7 +155,7 @@ class RuleBasedVendor:
 
     def decide(self, req: BrainRequest) -> AIDecision:
         """The whole policy, synchronously: one request in, one proposal out."""
-        scenario = load_scenario(req.scenario)
+        scenario = load_scenario(req.scenario, req.scenario_version)
         item = scenario.item(req.item) or scenario.item(req.object_grabbed)
         said = read_intents(req.transcript, scenario)
         happiness = _clamp(req.happiness_score + _mood_shift(req, said, scenario))

@@ -50,6 +50,7 @@ class BrainRequest(BaseModel):
 
     session_id: str
     scenario: str
+    scenario_version: int = Field(1, ge=1)  # which published version of the pack (docs/studio.md)
     turn: int  # the learner turn being answered, 1-based
     max_turns: int
     transcript: str

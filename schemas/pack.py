@@ -248,19 +248,22 @@ _TURN_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?(?: [a-z]+(?:'[a-z]+)?){0,3}")
 
 
 def check_turn_words(where: str, table: dict[LanguageCode, tuple[str, ...]],
-                     languages: tuple[LanguageCode, ...]) -> None:
+                     languages: tuple[LanguageCode, ...]) -> list[tuple[str, str]]:
     """`fillers` and `backchannels` (docs/voice.md, End of turn): words for every language the vendor
-    speaks, none for a language he does not, each one to four lower-case words, no repeats."""
+    speaks, none for a language he does not, each one to four lower-case words, no repeats. Returns
+    what is wrong, as (field, message) pairs."""
+    problems: list[tuple[str, str]] = []
     unknown = sorted(language.value for language in table if language not in languages)
     if unknown:
-        raise ValueError(f"{where}: {', '.join(unknown)} is not a language the vendor speaks")
+        problems.append((where, f"{', '.join(unknown)} is not a language the vendor speaks"))
     missing = [language.value for language in languages if not table.get(language)]
     if missing:
-        raise ValueError(f"{where}: missing {', '.join(missing)} (every language the vendor speaks needs some)")
+        problems.append((where, f"missing {', '.join(missing)} (every language the vendor speaks needs some)"))
     for language, found in table.items():
         bad = [word for word in found if not _TURN_WORD.fullmatch(word)]
         if bad:
-            raise ValueError(f"{where}.{language.value}: {bad[0]!r} is not one to four lower-case words")
+            problems.append((f"{where}.{language.value}", f"{bad[0]!r} is not one to four lower-case words"))
         repeated = sorted({word for word in found if found.count(word) > 1})
         if repeated:
-            raise ValueError(f"{where}.{language.value}: {', '.join(repeated)} given twice")
+            problems.append((f"{where}.{language.value}", f"{', '.join(repeated)} given twice"))
+    return problems

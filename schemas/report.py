@@ -82,6 +82,7 @@ class EarnedCard(_Part):
 class LearnerReport(_Part):
     session_id: str
     scenario: str
+    scenario_version: int = 1  # the version of the pack the session played (docs/studio.md)
     outcome: Outcome
     item: str | None
     turns: int

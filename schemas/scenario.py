@@ -3,6 +3,11 @@ loaded from the package's folders `schemas/data/<scenario>/manifest.json` (docs/
 
 A pack that does not validate stops the server at start-up (`check_scenarios`) with an error
 that names the file and the field, never at the first learner who opens it.
+
+Versions (docs/studio.md): a shipped pack is version 1 of its scenario. The studio publishes later
+versions (server/studio/), validated by the same `pack_problems`, and registers each one a session
+uses with `register_version`; `load_scenario(name, version)` then serves it to every part that reads
+the pack by name. A version never changes once published, so every cache here keys on both.
 """
 
 from __future__ import annotations
@@ -11,8 +16,10 @@ import json
 import re
 from functools import cache
 from importlib import resources
+from typing import Any, NamedTuple
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 from schemas.enums import LanguageCode, Level
 from schemas.pack import (
@@ -38,12 +45,17 @@ __all__ = [
     "GenericTip",
     "Item",
     "Objection",
+    "Problem",
     "SafetyRule",
     "Scenario",
     "ScenarioError",
     "available_scenarios",
     "check_scenarios",
     "load_scenario",
+    "newest_known",
+    "pack_problems",
+    "register_version",
+    "scenario_versions",
 ]
 
 DEFAULT_SCENARIO = "jaipur-bazaar"
@@ -53,6 +65,23 @@ _FIELD = re.compile(r"{(\w+)}")
 
 class ScenarioError(ValueError):
     """A pack that cannot be used; the message names the file and the field."""
+
+
+class Problem(NamedTuple):
+    """One thing wrong with a pack: the field (`items[2].floor`, `lines.en-IN`) and what is wrong."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+def _refuse(problems: list[Problem]) -> None:
+    """Raise every problem found at once, so that `pack_problems` can list each with its field."""
+    if problems:
+        raise PydanticCustomError("pack", "{summary}", {"summary": "; ".join(map(str, problems)),
+                                                       "problems": tuple(problems)})
 
 
 class Item(BaseModel):
@@ -82,11 +111,14 @@ class Item(BaseModel):
 
     @model_validator(mode="after")
     def _prices(self) -> Item:
+        problems = []
         if not self.wholesale[0] <= self.floor <= self.tourist_quote[1]:
-            raise ValueError(f"{self.name}: the floor {self.floor} must lie between the wholesale "
-                             f"price and the opening quote")
+            problems.append(Problem("floor", f"{self.name}: the floor {self.floor} must lie between the wholesale "
+                                    f"price {self.wholesale[0]} and the opening quote {self.tourist_quote[1]}"))
         if not self.floor <= self.fair[1] <= self.tourist_quote[1]:
-            raise ValueError(f"{self.name}: the fair range must end between the floor and the opening quote")
+            problems.append(Problem("fair", f"{self.name}: the fair range must end between the floor "
+                                    f"{self.floor} and the opening quote {self.tourist_quote[1]}"))
+        _refuse(problems)
         return self
 
 
@@ -101,7 +133,10 @@ class Phrase(BaseModel):
 class Scenario(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    scenario: str
+    scenario: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{1,62}$")
+    version: int = Field(1, ge=1)
+    """Which version of the scenario this is: 1 for a shipped pack; the studio sets it on publishing
+    (an author's manifest need not give it)."""
     title: str
     vendor: Persona
     currency: str
@@ -138,75 +173,83 @@ class Scenario(BaseModel):
 
     @model_validator(mode="after")
     def _complete(self) -> Scenario:
+        problems: list[Problem] = []
         if self.vendor.languages[0] not in self.lines:
-            raise ValueError(f"lines: no lines in the vendor's first language {self.vendor.languages[0].value}")
+            problems.append(Problem("lines", f"no lines in the vendor's first language "
+                                    f"{self.vendor.languages[0].value}"))
         for language, pools in self.lines.items():
             missing = [key for key in LINE_KEYS if not pools.get(key)]
             if missing:
-                raise ValueError(f"lines.{language.value}: missing {', '.join(missing)}")
-            _check_pools(f"lines.{language.value}", pools)
+                problems.append(Problem(f"lines.{language.value}", f"missing {', '.join(missing)}"))
+            problems += _check_pools(f"lines.{language.value}", pools)
         for level, params in self.levels.items():
             for language, pools in params.lines.items():
+                where = f"levels.{level.value}.lines.{language.value}"
                 if language not in self.lines:
-                    raise ValueError(f"levels.{level.value}.lines.{language.value}: the vendor has no lines "
-                                     f"in this language to replace")
-                _check_pools(f"levels.{level.value}.lines.{language.value}", pools)
+                    problems.append(Problem(where, "the vendor has no lines in this language to replace"))
+                problems += _check_pools(where, pools)
         absent_levels = [level.value for level in Level if level not in self.levels]
         if absent_levels:
-            raise ValueError(f"levels: missing {', '.join(absent_levels)}")
+            problems.append(Problem("levels", f"missing {', '.join(absent_levels)}"))
         missing_hints = [key for key in HINT_KEYS if not self.hints.get(key)]
         if missing_hints:
-            raise ValueError(f"hints: missing {', '.join(missing_hints)}")
+            problems.append(Problem("hints", f"missing {', '.join(missing_hints)}"))
         missing_help = [key for key in HINT_KEYS if key not in self.coaching]
         if missing_help:
-            raise ValueError(f"coaching: missing {', '.join(missing_help)}")
+            problems.append(Problem("coaching", f"missing {', '.join(missing_help)}"))
         unknown_help = sorted(set(self.coaching) - set(HINT_KEYS))
         if unknown_help:
-            raise ValueError(f"coaching: unknown situations {', '.join(unknown_help)}")
-        check_turn_words("fillers", self.fillers, self.vendor.languages)
-        check_turn_words("backchannels", self.backchannels, self.vendor.languages)
+            problems.append(Problem("coaching", f"unknown situations {', '.join(unknown_help)}"))
+        for where, table in (("fillers", self.fillers), ("backchannels", self.backchannels)):
+            problems += [Problem(field, message) for field, message in
+                         check_turn_words(where, table, self.vendor.languages)]
         absent = [c for c in SAFETY_CATEGORIES if c not in self.policy.safety]
         if absent:
-            raise ValueError(f"policy.safety: missing {', '.join(absent)} (every pack answers every category)")
+            problems.append(Problem("policy.safety", f"missing {', '.join(absent)} (every pack answers every "
+                                    f"category)"))
+        _refuse(problems)
         return self
 
     def item(self, name: str | None) -> Item | None:
         """Look an item up by its English or local name, case-insensitively."""
         if not name:
             return None
-        return _index(self.scenario).get(name.strip().lower())
+        return _index(self.scenario, self.version).get(name.strip().lower())
 
     def lines_for(self, language: LanguageCode | None, level: Level = Level.INTERMEDIATE) -> dict[str, tuple[str, ...]]:
         """The vendor's lines in `language` (his first language when he has none in it), with the
         pools that `level` replaces."""
-        return _lines(self.scenario, language if language in self.lines else self.vendor.languages[0], level)
+        return _lines(self.scenario, self.version, language if language in self.lines else self.vendor.languages[0],
+                      level)
 
 
-def _check_pools(where: str, pools: dict[str, tuple[str, ...]]) -> None:
+def _check_pools(where: str, pools: dict[str, tuple[str, ...]]) -> list[Problem]:
+    problems: list[Problem] = []
     unknown = sorted(set(pools) - set(LINE_KEYS))
     if unknown:
-        raise ValueError(f"{where}: unknown pools {', '.join(unknown)}")
+        problems.append(Problem(where, f"unknown pools {', '.join(unknown)}"))
     for key, pool in pools.items():
         if not pool:
-            raise ValueError(f"{where}.{key}: a pool needs at least one line")
+            problems.append(Problem(f"{where}.{key}", "a pool needs at least one line"))
         for line in pool:
-            extra = set(_FIELD.findall(line)) - LINE_FIELDS[key]
-            if extra:
-                raise ValueError(f"{where}.{key}: {line!r} uses "
-                                 f"{', '.join(sorted(extra))}, which this pool does not fill")
+            extra = set(_FIELD.findall(line)) - LINE_FIELDS.get(key, frozenset())
+            if extra and key in LINE_FIELDS:
+                problems.append(Problem(f"{where}.{key}", f"{line!r} uses {', '.join(sorted(extra))}, which "
+                                        f"this pool does not fill"))
+    return problems
 
 
 @cache
-def _lines(scenario: str, language: LanguageCode, level: Level) -> dict[str, tuple[str, ...]]:
-    pack = load_scenario(scenario)
+def _lines(scenario: str, version: int, language: LanguageCode, level: Level) -> dict[str, tuple[str, ...]]:
+    pack = load_scenario(scenario, version)
     replaced = pack.levels[level].lines.get(language)
     return {**pack.lines[language], **replaced} if replaced else pack.lines[language]
 
 
 @cache
-def _index(scenario: str) -> dict[str, Item]:
+def _index(scenario: str, version: int) -> dict[str, Item]:
     found: dict[str, Item] = {}
-    for item in load_scenario(scenario).items:
+    for item in load_scenario(scenario, version).items:
         found[item.name.lower()] = item
         found[item.local.lower()] = item
     return found
@@ -219,24 +262,84 @@ def available_scenarios() -> tuple[str, ...]:
     return tuple(sorted(f.name for f in folders if f.is_dir() and f.joinpath(MANIFEST).is_file()))
 
 
-def parse_manifest(text: str, where: str) -> Scenario:
+def _field(loc: tuple[int | str, ...]) -> str:
+    """A pydantic location as an author reads it: `items[2].floor`, `lines.en-IN.hold`."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def pack_problems(data: Any, *, version: int = 1) -> tuple[Scenario | None, tuple[Problem, ...]]:
+    """Validate a manifest's data as `version` of its scenario: the pack, or every problem found,
+    each naming its field. The shipped packs and every studio version go through here."""
+    if not isinstance(data, dict):
+        return None, (Problem("(top level)", "a manifest is a JSON object"),)
+    try:
+        return Scenario.model_validate({**data, "version": version}), ()
+    except ValidationError as exc:
+        problems: list[Problem] = []
+        for error in exc.errors(include_url=False):
+            where = _field(error["loc"])
+            found = (error.get("ctx") or {}).get("problems") if error["type"] == "pack" else None
+            if found:
+                for problem in found:
+                    field = problem.field if where == "(top level)" else f"{where}.{problem.field}"
+                    problems.append(Problem(field, problem.message))
+            else:
+                problems.append(Problem(where, str(error["msg"]).removeprefix("Value error, ")))
+        return None, tuple(problems)
+
+
+def parse_manifest(text: str, where: str, *, version: int = 1) -> Scenario:
     """Validate a manifest's text; a `ScenarioError` names `where` and the field that is wrong."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ScenarioError(f"{where}: not JSON: {exc}") from None
-    try:
-        return Scenario.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc']) or '(top level)'}: {error['msg']}"
-            for error in exc.errors(include_url=False)[:5]
-        )
-        raise ScenarioError(f"{where}: {problems}") from None
+    scenario, problems = pack_problems(data, version=version)
+    if scenario is None:
+        raise ScenarioError(f"{where}: {'; '.join(map(str, problems[:5]))}")
+    return scenario
+
+
+# The versions the studio published that this process has met (server/studio/): a version is
+# immutable, so one registered is never replaced; shipped packs are not here (they are version 1).
+_published: dict[tuple[str, int], Scenario] = {}
+
+
+def register_version(scenario: Scenario) -> Scenario:
+    """Make `scenario` (a published version) what `load_scenario(its name, its version)` returns."""
+    return _published.setdefault((scenario.scenario, scenario.version), scenario)
+
+
+def scenario_versions() -> dict[tuple[str, int], Scenario]:
+    """The registered published versions, by (scenario, version) (a copy)."""
+    return dict(_published)
+
+
+def newest_known(name: str) -> Scenario:
+    """The newest version of `name` this process has registered, else the shipped pack (KeyError for
+    neither): for the few readers that are not told a session's version (the number words of the
+    vendor's languages, the scene recogniser's sentences), which every version of a scenario shares
+    in practice."""
+    versions = [v for (n, v) in _published if n == name]
+    return _published[(name, max(versions))] if versions else _shipped(name)
+
+
+def load_scenario(name: str = DEFAULT_SCENARIO, version: int = 1) -> Scenario:
+    """Version `version` of scenario `name`: a registered published one, else the shipped pack (version
+    1). KeyError when neither is known here."""
+    found = _published.get((name, version))
+    if found is not None:
+        return found
+    if version != 1:
+        raise KeyError(f"{name} version {version}")
+    return _shipped(name)
 
 
 @cache
-def load_scenario(name: str = DEFAULT_SCENARIO) -> Scenario:
+def _shipped(name: str) -> Scenario:
     if name not in available_scenarios():
         raise KeyError(name)
     where = f"schemas/data/{name}/{MANIFEST}"

@@ -2,7 +2,8 @@
 
 Modules, from the outside in:
 
-- `cli`: the `samvad` command (`serve`, `bots`); `gcpolicy` tunes the garbage collector for it.
+- `cli`: the `samvad` command (`serve`, `drain`, `bots`, `pack`; `pack_cli`: the authors' pack commands);
+  `gcpolicy` tunes the garbage collector for it.
 - `config`: `Settings`, read and validated once at start-up.
 - `app`: assembles the Starlette application. Nothing in this package imports it.
 - `services`: `Services`, the parts one running server shares with every route.
@@ -25,6 +26,8 @@ Modules, from the outside in:
 - `mirror/`: the Neo4j mirror, one module per concern (see its `__init__`).
 - `cluster/`: scale-out behind HAProxy, each session owned by one node through a Neo4j lease.
 - `learners/`: learner profiles across sessions, in memory or Neo4j, and their routes (see its `__init__`).
+- `studio/`: scenario packs as versioned data: drafts, versions, rollback, on disk or in Neo4j, and
+  their admin routes (see its `__init__`, docs/studio.md).
 
 `create_app` is imported on first use: `server.app` imports every route module, and importing any
 module of this package (`server.config`, `server.mirror`) runs this file first.

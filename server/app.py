@@ -33,6 +33,8 @@ from server.routes_table import openapi_routes
 from server.services import Services
 from server.signin import signin_routes
 from server.spectate import spectator_routes
+from server.studio.api import studio_routes
+from server.studio.catalog import PackCatalog
 from server.unity_compat import unity_routes
 from server.voice import build_voice
 from server.wiring import build_backends, build_brain, build_cluster, build_knowledge
@@ -76,7 +78,7 @@ def build_services(settings: Settings, *, brain: Brain | None = None, mirror: Mi
     return Services(settings=settings, tokens=Tokens(settings.signing_secret, settings.TOKEN_TTL_SECONDS),
                     brain=policy, mirror=backends.mirror, registry=registry, knowledge=knowledge, learners=learners,
                     voice=build_voice(settings), cluster=build_cluster(settings, backends.mirror, registry),
-                    backends=backends)
+                    backends=backends, packs=PackCatalog(backends.packs))
 
 
 async def shielded(close: Callable[[], Awaitable[object]]) -> None:
@@ -167,8 +169,8 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
 
     app = Starlette(
         routes=[*(extra_routes or []), *routes(), *cluster_routes(), *metrics_routes(), *knowledge_routes(),
-                *report_routes(), *learner_routes(), *unity_routes(), *signin_routes(), *openapi_routes(),
-                *spectator_routes(services)],
+                *studio_routes(), *report_routes(), *learner_routes(), *unity_routes(), *signin_routes(),
+                *openapi_routes(), *spectator_routes(services)],
         middleware=[Middleware(SessionSocketFastPath),
                     Middleware(RequestGuard, audio_clip_bytes=settings.MAX_AUDIO_CLIP_BYTES),
                     Middleware(CORSMiddleware, allow_origins=settings.cors_origins,

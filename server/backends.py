@@ -17,6 +17,7 @@ from anyio.abc import TaskStatus
 from brain.knowledge.store import PlaybookStore
 from server.graphdb import GraphDriver
 from server.learners.store import LearnerStore
+from server.studio.store import PackStore
 from session.mirror import MemoryMirror
 from session.protocols import Mirror, MirrorUnavailable
 from session.registry import SessionLoader
@@ -87,6 +88,7 @@ class Backends:
     mirror: MirrorBackend
     playbooks: PlaybookStore
     learners: LearnerStore
+    packs: PackStore  # the studio's scenario versions (server/studio/)
     graphdb: GraphDriver | None = None  # the one Neo4j driver; the lifespan opens and closes it
 
     @property

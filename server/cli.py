@@ -1,5 +1,6 @@
 """The `samvad` command: `samvad serve` runs the server, `samvad drain` drains the node on this machine (a
-Kubernetes preStop hook, deploy/helm/samvad), `samvad bots` runs the load bots."""
+Kubernetes preStop hook, deploy/helm/samvad), `samvad bots` runs the load bots, `samvad pack` scaffolds,
+validates, exports and imports scenario packs (server/pack_cli.py)."""
 
 from __future__ import annotations
 
@@ -95,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     drain = sub.add_parser("drain", help="drain the node on this machine (POST /admin/drain) and wait for it")
     drain.add_argument("--url", default=None, help="the node (default http://HOST:PORT from the settings)")
     drain.set_defaults(func=_drain)
+    from server.pack_cli import add_pack_commands
+
+    add_pack_commands(sub)
     bots = sub.add_parser("bots", help="play negotiations over the socket and report latency", add_help=False)
     bots.set_defaults(func=None)
     args, rest = parser.parse_known_args(argv)

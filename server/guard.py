@@ -22,16 +22,21 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from brain.knowledge.chunking import MAX_FILE_BYTES
 
-__all__ = ["DEFAULT_BODY_BYTES", "UPLOAD_OVERHEAD_BYTES", "RequestGuard", "body_limit"]
+__all__ = ["DEFAULT_BODY_BYTES", "PACK_BODY_BYTES", "UPLOAD_OVERHEAD_BYTES", "RequestGuard", "body_limit"]
 
 DEFAULT_BODY_BYTES = 16 * 1024  # every JSON route: sessions, /retrieve, sign-in, dev generate
 UPLOAD_OVERHEAD_BYTES = 64 * 1024  # multipart boundaries and headers around a playbook upload
+# A scenario pack's manifest (POST /api/scenarios, PUT /api/scenarios/{id}): the shipped ones are
+# 20-30 KB; eight times the largest leaves an author room and keeps one parse cheap.
+PACK_BODY_BYTES = 256 * 1024
 
 
 def body_limit(path: str, audio_clip_bytes: int) -> int:
     """The largest body `path` accepts: one playbook upload, one Unity clip in base64, else 16 KiB."""
     if path.startswith("/api/scenarios/") and path.endswith("/knowledge"):
         return MAX_FILE_BYTES + UPLOAD_OVERHEAD_BYTES
+    if path == "/api/scenarios" or (path.startswith("/api/scenarios/") and path.count("/") == 3):
+        return PACK_BODY_BYTES
     if path == "/api/test":
         return audio_clip_bytes * 4 // 3 + 64 * 1024
     return DEFAULT_BODY_BYTES

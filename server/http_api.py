@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
 from schemas.enums import LanguageCode, Level, Role
-from schemas.scenario import DEFAULT_SCENARIO, available_scenarios
+from schemas.scenario import DEFAULT_SCENARIO
 from server.auth import TokenError
 from server.cluster.routes import routed_session_id
 from server.services import Services, bearer, error_response
@@ -140,7 +140,9 @@ async def create_session(request: Request) -> Response:
         return error_response(429, "rate_limited", "too many sessions created; slow down")
     if not services.mirror.has_room():
         return error_response(503, "unavailable", "the session store is unreachable and its buffer is full")
-    if body.scenario not in available_scenarios():
+    # The version new sessions play now (server/studio/catalog.py): one cheap check of the store.
+    pack = await services.packs.current(body.scenario)
+    if pack is None:
         return error_response(422, "invalid", f"unknown scenario {body.scenario!r}")
     # A known learner: the vendor remembers them, and their confirmed level is the default.
     profile = await services.learners.profile(learner_id) if learner_id else None
@@ -157,7 +159,8 @@ async def create_session(request: Request) -> Response:
             scenario=body.scenario, learner_id=learner_id,
             input_language=body.input_language, target_language=body.target_language,
             level=body.level or services.learners.default_level(profile),
-            recall=services.learners.recall(profile, body.scenario),
+            recall=services.learners.recall(profile, body.scenario, pack.version),
+            scenario_version=pack.version,
         )
     except CapacityError as exc:
         return error_response(503, "capacity", str(exc))

@@ -1,6 +1,7 @@
 """The knowledge routes: the scenario list, playbook uploads, and retrieval for regression tests.
 
-- `GET /api/scenarios`: every scenario pack, with what it knows (pack files, the active playbook).
+- `GET /api/scenarios`: every scenario pack, with the version new sessions play and what it knows
+  (pack files, the active playbook). The studio's routes are server/studio/api.py.
 - `POST /api/scenarios/{id}/knowledge` (admin): a multipart upload, the file in the field `file`;
   `replace=true` (form field or query parameter) replaces an active playbook instead of 409.
 - `POST /retrieve`: `{"query", "top_k", "scenario"}` answered with seed 004's chunk schema; the
@@ -30,9 +31,10 @@ from starlette.routing import BaseRoute, Route
 from brain.knowledge.chunking import MAX_FILE_BYTES, IngestError
 from brain.knowledge.library import index_ready
 from brain.knowledge.store import PlaybookConflict
-from schemas.scenario import DEFAULT_SCENARIO, available_scenarios, load_scenario
+from schemas.scenario import DEFAULT_SCENARIO, available_scenarios
 from server.auth import TokenError
 from server.services import Services, bearer, error_response
+from server.studio.store import PackStoreError
 from session.protocols import MirrorUnavailable
 
 __all__ = ["knowledge_routes"]
@@ -58,16 +60,24 @@ def _flag(value: str | None) -> bool:
 
 
 async def list_scenarios(request: Request) -> Response:
-    knowledge = _services(request).knowledge
+    services = _services(request)
+    knowledge = services.knowledge
     packs = []
-    for scenario_id in available_scenarios():
-        scenario = load_scenario(scenario_id)
+    try:
+        studio = await services.packs.store.scenarios()
+    except PackStoreError:
+        studio = []  # the store is down: the shipped packs, in the versions this node knows
+    for scenario_id in sorted({*available_scenarios(), *studio}):
+        scenario = await services.packs.current(scenario_id)
+        if scenario is None:
+            continue  # a new scenario with a draft and no published version yet
         await index_ready(knowledge, scenario_id)
         playbook = await anyio.to_thread.run_sync(knowledge.store.active, scenario_id)
         chunks = knowledge.index(scenario_id).chunks
         packs.append({
             "id": scenario_id,
             "title": scenario.title,
+            "version": scenario.version,  # the version new sessions play (docs/studio.md)
             "vendor": scenario.vendor.name,
             "place": scenario.vendor.place,
             "languages": [language.value for language in scenario.vendor.languages],

@@ -36,6 +36,7 @@ ANYONE = "anyone"
 SESSION = "a token of that session (player or spectator) as a bearer"
 ADMIN = "the admin key as a bearer, or a teacher's sign-in cookie (open in development without ADMIN_KEY)"
 LEARNER = "the admin key, or a learner credential of that learner"
+STUDIO = "the admin key as a bearer, or a teacher's sign-in cookie (never open: no ADMIN_KEY answers 403)"
 
 _ERROR: dict[str, Any] = {
     "type": "object", "required": ["error"],
@@ -78,11 +79,13 @@ _REF = "#/components/schemas/{model}"
 def _schema(model: str, components: dict[str, Any]) -> dict[str, Any]:
     """The JSON schema of a request model, its definitions moved to `components` (imported late:
     the table is read by the HTTP modules)."""
+    from schemas.scenario import Scenario
     from server.http_api import CreateSession, DevGenerate
     from server.knowledge_api import RetrieveRequest
+    from server.studio.api import Rollback
 
     models: dict[str, Any] = {"CreateSession": CreateSession, "DevGenerate": DevGenerate,
-                              "RetrieveRequest": RetrieveRequest}
+                              "RetrieveRequest": RetrieveRequest, "Scenario": Scenario, "Rollback": Rollback}
     schema: dict[str, Any] = models[model].model_json_schema(ref_template=_REF)
     components.update(schema.pop("$defs", {}))
     return schema
@@ -154,6 +157,36 @@ OPERATIONS: tuple[Operation, ...] = (
                404: "no such scenario", 409: "a playbook is active", 411: "no Content-Length",
                422: "an unusable file"}, multipart=True, query=("replace",),
               development="403 403 403 403 403 403 403", production="401 401 401 401 401 400 401"),
+    Operation("POST", "/api/scenarios", "a new scenario's draft (docs/studio.md)", STUDIO,
+              {201: "the draft is stored", 401: "not the admin", 403: "no ADMIN_KEY is set",
+               409: "the scenario exists (`scenario_exists`)", 422: "a manifest that does not validate "
+               "(`invalid_pack`, every field in `problems`)", 503: "the pack store is unreachable"},
+              request="Scenario",
+              development="403 403 403 403 403 403 403", production="401 401 401 401 401 422 401"),
+    Operation("GET", "/api/scenarios/{scenario}", "a scenario's current manifest and its draft", STUDIO,
+              {200: "the manifest (`?version=N`: version N's) and the draft", 401: "not the admin",
+               403: "no ADMIN_KEY is set", 404: "no such scenario or version", 422: "a bad version",
+               503: "the pack store is unreachable"}, query=("version",),
+              development="403 403 403 403 403 403 403", production="401 401 401 401 401 200 401"),
+    Operation("PUT", "/api/scenarios/{scenario}", "replace a scenario's draft", STUDIO,
+              {200: "the draft is stored", 401: "not the admin", 403: "no ADMIN_KEY is set",
+               404: "no such scenario", 422: "a manifest that does not validate (`invalid_pack`)",
+               503: "the pack store is unreachable"}, request="Scenario",
+              development="403 403 403 403 403 403 403", production="401 401 401 401 401 422 401"),
+    Operation("POST", "/api/scenarios/{scenario}/publish", "publish the draft as the next version", STUDIO,
+              {201: "published: new sessions play it", 401: "not the admin", 403: "no ADMIN_KEY is set",
+               404: "no such scenario", 409: "no draft (`no_draft`), or another publish took the number",
+               422: "the draft no longer validates (`invalid_pack`)", 503: "the pack store is unreachable"},
+              development="403 403 403 403 403 403 403", production="401 401 401 401 401 409 401"),
+    Operation("GET", "/api/scenarios/{scenario}/versions", "a scenario's versions", STUDIO,
+              {200: "every version, oldest first", 401: "not the admin", 403: "no ADMIN_KEY is set",
+               404: "no such scenario", 503: "the pack store is unreachable"},
+              development="403 403 403 403 403 403 403", production="401 401 401 401 401 200 401"),
+    Operation("POST", "/api/scenarios/{scenario}/rollback", "publish a copy of an older version as the next",
+              STUDIO, {201: "published", 401: "not the admin", 403: "no ADMIN_KEY is set",
+                       404: "no such scenario or version", 409: "another publish took the number",
+                       422: "not `{\"version\": N}`", 503: "the pack store is unreachable"}, request="Rollback",
+              development="403 403 403 403 403 403 403", production="401 401 401 401 401 404 401"),
     Operation("POST", "/retrieve", "cultural-knowledge retrieval", "the admin key, or a session token of a "
               "session of that scenario", {200: "the chunks", 400: "an invalid query", 401: "no credential",
               403: "a session of another scenario", 404: "no such scenario", 429: "rate-limited",
@@ -227,7 +260,7 @@ def openapi(operations: tuple[Operation, ...] = OPERATIONS) -> dict[str, Any]:
             for name in _path_names(path)]
         parameters += [{"name": name, "in": "query", "required": False, "schema": {"type": "string"}}
                        for name in op.query]
-        statuses = {**COMMON, **(BODY_COMMON if op.method in ("POST", "DELETE") else {}), **op.responses}
+        statuses = {**COMMON, **(BODY_COMMON if op.method in ("POST", "PUT", "DELETE") else {}), **op.responses}
         if "{" in path:  # a parameter the router cannot match (a control character): its plain 404
             statuses.setdefault(404, "no such route")
         responses: dict[str, Any] = {}

@@ -23,6 +23,7 @@ from server.cluster.node import ClusterNode
 from server.config import Environment, Settings
 from server.connection import TokenBucket, WsConnection
 from server.learners.service import Learners
+from server.studio.catalog import PackCatalog
 from server.voice import Voice
 from session.registry import SessionRegistry
 
@@ -62,6 +63,7 @@ class Services:
     learners: Learners  # profiles across sessions (server/learners/)
     voice: Voice  # speech in and out (server/voice.py, docs/voice.md)
     backends: Backends  # what server/wiring.py built: the stores and the one Neo4j driver
+    packs: PackCatalog  # which version of each scenario a new session plays (server/studio/)
     cluster: ClusterNode | None = None  # the leases of this node, when CLUSTER_NODE_ID is set (server/cluster/)
     started_at: float = field(default_factory=time.time)
     connections: int = 0

@@ -43,6 +43,7 @@ from starlette.routing import BaseRoute, Route
 
 from schemas.enums import LanguageCode
 from schemas.frames import SceneFrame, TranscriptFrame
+from schemas.scenario import DEFAULT_SCENARIO
 from server.services import Services, bearer, error_response
 from server.voice import scene_context
 from session.actor import SessionBusy, SessionStopped
@@ -223,9 +224,11 @@ async def _session_for(services: Services, client: str, address: str, input_lang
         return "rate_limited"
     generation = known[1] + 1 if known is not None else 0
     digest = hashlib.sha256(client.encode("utf-8")).hexdigest()[:16]
+    pack = await services.packs.current(DEFAULT_SCENARIO)  # the version new sessions play (docs/studio.md)
     try:
         actor = services.registry.create(session_id=f"unity-{digest}-{generation}-{_nonce()[:6]}",
-                                         input_language=input_language, target_language=target_language)
+                                         input_language=input_language, target_language=target_language,
+                                         scenario_version=pack.version if pack is not None else 1)
     except CapacityError as exc:
         log.warning("no session for a Unity client: %s", exc)
         return None

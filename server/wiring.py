@@ -12,6 +12,7 @@ from server.backends import Backends, InMemoryMirror, MirrorBackend
 from server.config import BrainChoice, MirrorChoice, Settings
 from server.graphdb import GraphDriver
 from server.learners.store import MemoryLearnerStore
+from server.studio.store import DiskPackStore
 from session.registry import SessionRegistry
 
 if TYPE_CHECKING:
@@ -37,9 +38,10 @@ def build_backends(settings: Settings) -> Backends:
     closed by the application's lifespan, server/app.py) for the mirror, playbooks, learners and leases."""
     if settings.mirror_kind is not MirrorChoice.NEO4J:
         return Backends(mirror=InMemoryMirror(), playbooks=DiskPlaybookStore(settings.KNOWLEDGE_DIR),
-                        learners=MemoryLearnerStore())
+                        learners=MemoryLearnerStore(), packs=DiskPackStore(settings.KNOWLEDGE_DIR))
     from server.learners.graph import Neo4jLearnerStore
     from server.playbooks import Neo4jPlaybookStore
+    from server.studio.graph import Neo4jPackStore
 
     graphdb = GraphDriver.from_settings(settings)
     mirror: MirrorBackend
@@ -57,7 +59,7 @@ def build_backends(settings: Settings) -> Backends:
         mirror = Neo4jMirror.from_settings(settings, graphdb)
     return Backends(mirror=mirror, playbooks=Neo4jPlaybookStore.from_settings(settings, graphdb),
                     learners=Neo4jLearnerStore(graphdb=graphdb, timeout_s=settings.NEO4J_TIMEOUT_MS / 1000),
-                    graphdb=graphdb)
+                    packs=Neo4jPackStore(graphdb, timeout_s=settings.NEO4J_TIMEOUT_MS / 1000), graphdb=graphdb)
 
 
 def build_knowledge(settings: Settings, store: PlaybookStore) -> KnowledgeLibrary:

@@ -59,6 +59,7 @@ class SessionStarted(NamedTuple):
     stage: Stage
     happiness: int
     recall: LearnerRecall | None = None  # what the vendor remembers of a known learner
+    scenario_version: int = 1  # the version of the scenario's pack it plays, for its whole life (docs/studio.md)
 
     @property
     def kind(self) -> str:

@@ -47,6 +47,7 @@ class SessionCore:
     session_id: str
     scenario_name: str
     created_at: float
+    scenario_version: int = 1  # the pack's version this session plays, from start to end (docs/studio.md)
     limits: Limits = field(default_factory=Limits, compare=False)  # the server's, not the session's
     learner_id: str | None = None
     input_language: LanguageCode = LanguageCode.EN_IN
@@ -82,18 +83,19 @@ class SessionCore:
 
     @property
     def scenario(self) -> Scenario:
-        return load_scenario(self.scenario_name)
+        return load_scenario(self.scenario_name, self.scenario_version)
 
     @property
     def level_params(self) -> LevelParams:
-        return _level(self.scenario_name, self.level)
+        return _level(self.scenario_name, self.scenario_version, self.level)
 
     @property
     def rule_limits(self) -> Limits:
         """The engine's limits for this learner: the session's, with the level's gentler lowball."""
         limits = self._rule_limits
         if limits is None:
-            limits = self._rule_limits = _rule_limits(self.limits, self.scenario_name, self.level)
+            limits = self._rule_limits = _rule_limits(self.limits, self.scenario_name, self.scenario_version,
+                                                      self.level)
         return limits
 
     @property
@@ -169,13 +171,13 @@ class SessionCore:
 
 
 @cache
-def _level(scenario: str, level: Level) -> LevelParams:
-    return load_scenario(scenario).levels[level]
+def _level(scenario: str, version: int, level: Level) -> LevelParams:
+    return load_scenario(scenario, version).levels[level]
 
 
 @cache
-def _rule_limits(limits: Limits, scenario: str, level: Level) -> Limits:
-    cost = load_scenario(scenario).levels[level].lowball_cost
+def _rule_limits(limits: Limits, scenario: str, version: int, level: Level) -> Limits:
+    cost = load_scenario(scenario, version).levels[level].lowball_cost
     if cost is None or cost >= limits.lowball_min_drop:
         return limits
     return replace(limits, lowball_min_drop=cost)

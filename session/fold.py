@@ -64,6 +64,7 @@ def apply(state: SessionCore, change: Change) -> None:
 
 def _session(state: SessionCore, change: SessionStarted) -> None:
     state.scenario_name = change.scenario
+    state.scenario_version = change.scenario_version
     state.learner_id = change.learner_id
     state.input_language, state.target_language = change.input_language, change.target_language
     state.level = change.level

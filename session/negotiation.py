@@ -54,11 +54,11 @@ C = TypeVar("C", bound=Change)
 
 
 @cache
-def _item_words(scenario: str) -> tuple[dict[str, str], tuple[tuple[str, str], ...]]:
+def _item_words(scenario: str, version: int) -> tuple[dict[str, str], tuple[tuple[str, str], ...]]:
     """Each item's names and plurals: single words for a set lookup, phrases for a scan."""
     singles: dict[str, str] = {}
     phrases: list[tuple[str, str]] = []
-    for item in load_scenario(scenario).items:
+    for item in load_scenario(scenario, version).items:
         for name in (item.name.lower(), item.local.lower()):
             for form in (name, name + "s", name + "es"):
                 if " " in form:
@@ -87,7 +87,7 @@ class Negotiation(SessionCore):
     def started(cls, change: SessionStarted, limits: Limits | None = None) -> Negotiation:
         """A session as its first change says it began: how the live session and its fold start."""
         state = cls(session_id=change.session_id, scenario_name=change.scenario, created_at=change.at,
-                    limits=limits or Limits())
+                    scenario_version=change.scenario_version, limits=limits or Limits())
         apply(state, change)
         return state
 
@@ -133,7 +133,7 @@ class Negotiation(SessionCore):
     def _mentioned_item(self, text: str) -> str | None:
         # Whole words only: "daam" (price) must not read as "aam" (mango), nor "akela" as "kela".
         words = _WORD.findall(text.lower())
-        singles, phrases = _item_words(self.scenario_name)
+        singles, phrases = _item_words(self.scenario_name, self.scenario_version)
         for word in words:
             if word in singles:
                 return singles[word]
@@ -191,6 +191,7 @@ class Negotiation(SessionCore):
         return BrainRequest(
             session_id=self.session_id,
             scenario=self.scenario_name,
+            scenario_version=self.scenario_version,
             turn=pending.turn,
             max_turns=self.limits.max_turns,
             transcript=pending.text,

@@ -186,6 +186,7 @@ class SessionRegistry:
         session_id: str | None = None,
         level: Level = Level.INTERMEDIATE,
         recall: LearnerRecall | None = None,
+        scenario_version: int = 1,
     ) -> SessionActor:
         """A new live session. `recall` is what the vendor remembers of a known learner: the brain is
         told it, and the vendor's mood starts where it says (docs/memory.md)."""
@@ -196,7 +197,8 @@ class SessionRegistry:
         started = SessionStarted(
             session_id=sid, version=1, at=self.clock(), scenario=scenario, learner_id=learner_id,
             input_language=input_language, target_language=target_language, level=level, stage=Stage.GREETING,
-            happiness=happiness, recall=recall)
+            happiness=happiness, recall=recall,
+            scenario_version=scenario_version)
         negotiation = Negotiation.started(started, self.limits)
         actor = self._new_actor(negotiation)
         self._start(actor)

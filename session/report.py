@@ -240,7 +240,8 @@ def learner_report(negotiation: Negotiation, tips: TipSource | None) -> LearnerR
     scenario = negotiation.scenario
     price, etiquette, parts = report_figures(negotiation)
     return LearnerReport(
-        session_id=negotiation.session_id, scenario=negotiation.scenario_name, outcome=negotiation.outcome,
+        session_id=negotiation.session_id, scenario=negotiation.scenario_name,
+        scenario_version=negotiation.scenario_version, outcome=negotiation.outcome,
         item=negotiation.item, turns=negotiation.turn, price=price, curve=_curve(negotiation.history),
         stages=_stages(negotiation), etiquette=etiquette, score=total_score(parts),
         score_parts=parts, suggestions=_suggestions(negotiation, scenario, price, etiquette),

@@ -15,7 +15,7 @@ from functools import cache, lru_cache
 from schemas.enums import LanguageCode, Level
 from schemas.learner import LearnerRecall
 from schemas.lines import say
-from schemas.scenario import Scenario, load_scenario
+from schemas.scenario import Scenario, newest_known
 from session.numbers import NumberLexicon, NumberMention, find_numbers, number_lexicon
 from session.rules import Override, Position, Proposal, Verdict
 from session.spoken import PLAUSIBLE, Finder, PriceRule, ReplyGate, Spoken, spoken
@@ -48,7 +48,7 @@ def speech_numbers(scenario: str) -> tuple[Finder, Finder]:
 
 
 def _lexicon(scenario: str) -> NumberLexicon:
-    return number_lexicon(load_scenario(scenario).vendor.languages)
+    return number_lexicon(newest_known(scenario).vendor.languages)
 
 
 def price_rule(scenario: Scenario, item: str | None, position: Position, proposal: Proposal, verdict: Verdict, *,

@@ -36,13 +36,13 @@ def test_three_packs_ship_and_validate() -> None:
 
 
 @pytest.mark.parametrize(("break_it", "field"), [
-    (lambda m: m["items"][0].pop("floor"), "items.0.floor"),
+    (lambda m: m["items"][0].pop("floor"), "items[0].floor"),
     (lambda m: m["lines"]["en-IN"].pop("deal"), "lines.en-IN: missing deal"),
     (lambda m: m["lines"]["en-IN"]["hold"].append("Only {offer} today."), "lines.en-IN.hold"),
     (lambda m: m["policy"]["safety"].pop("self_harm"), "policy.safety: missing self_harm"),
     (lambda m: m["rules"].update(insult_cost=2), "rules.insult_cost"),
     (lambda m: m["rules"]["offer_bands"].update(insult_below=0.95), "the bands must rise"),
-    (lambda m: m["vendor"].update(languages=["xx-YY"]), "vendor.languages.0"),
+    (lambda m: m["vendor"].update(languages=["xx-YY"]), "vendor.languages[0]"),
     (lambda m: m["hints"].pop("accept"), "hints: missing accept"),
     (lambda m: m.pop("fillers"), "fillers: Field required"),
     (lambda m: m["fillers"].pop("hi-EN"), "fillers: missing hi-EN"),

@@ -31,7 +31,7 @@ from typing import Any
 
 import anyio
 
-from schemas.scenario import DEFAULT_SCENARIO, load_scenario
+from schemas.scenario import DEFAULT_SCENARIO, newest_known
 from voice.arpa import build_arpa
 from voice.confidence import CALIBRATION, Calibration, Evidence, agreement
 from voice.errors import SpeechServiceError
@@ -60,13 +60,13 @@ _PRONOUNCED: dict[str, tuple[str, ...]] = {}
 
 @lru_cache(maxsize=16)
 def _pack_digest(name: str) -> str:
-    return hashlib.sha256(load_scenario(name).model_dump_json().encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(newest_known(name).model_dump_json().encode("utf-8")).hexdigest()[:16]
 
 
 @lru_cache(maxsize=32)
 def _pack_sentences(name: str, local: bool, digest: str) -> list[tuple[list[str], float]]:
     """A pack's sentences (the same for every decoder: computed once per process and pack)."""
-    return scene_sentences(load_scenario(name), SceneContext(name, "local" if local else None))
+    return scene_sentences(newest_known(name), SceneContext(name, "local" if local else None))
 
 
 def _model_path() -> str:
@@ -177,7 +177,7 @@ class SceneStt:
         if name is None:
             digest = hashlib.sha256(f"{MODEL_VERSION}|{_pack_digest(scenario)}|{key}".encode()).hexdigest()[:20]
             name = f"moment-{digest}"
-            self._model(name, scene_sentences(load_scenario(scenario), context), name)
+            self._model(name, scene_sentences(newest_known(scenario), context), name)
             self._moments[key] = name
             while len(self._moments) > MOMENTS:
                 _, old = self._moments.popitem(last=False)

@@ -133,7 +133,8 @@ def fold(profile: LearnerProfile | None, figures: SessionFigures) -> LearnerProf
     })
 
 
-def recall(profile: LearnerProfile | None, scenario: str, usual_happiness: int) -> LearnerRecall | None:
+def recall(profile: LearnerProfile | None, scenario: str, usual_happiness: int,
+           version: int = 1) -> LearnerRecall | None:
     """What the vendor of `scenario` remembers of the learner: None if they never played at his
     stall. The starting mood follows the last outcome there, within the pack's bounds."""
     if profile is None:
@@ -141,7 +142,7 @@ def recall(profile: LearnerProfile | None, scenario: str, usual_happiness: int) 
     record = profile.scenarios.get(scenario)
     if record is None:
         return None
-    start = load_scenario(scenario).returning.start_happiness(usual_happiness, record.last_outcome)
+    start = load_scenario(scenario, version).returning.start_happiness(usual_happiness, record.last_outcome)
     return LearnerRecall(
         sessions=record.played, last_outcome=record.last_outcome, last_item=record.last_item,
         last_paid=record.last_paid, last_first_quote=record.last_first_quote,

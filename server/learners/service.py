@@ -152,8 +152,8 @@ class Learners:
             return None
 
     @staticmethod
-    def recall(profile: LearnerProfile | None, scenario: str) -> LearnerRecall | None:
-        return recall(profile, scenario, START_HAPPINESS)
+    def recall(profile: LearnerProfile | None, scenario: str, version: int = 1) -> LearnerRecall | None:
+        return recall(profile, scenario, START_HAPPINESS, version)
 
     @staticmethod
     def default_level(profile: LearnerProfile | None) -> Level:

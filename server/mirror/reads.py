@@ -18,6 +18,7 @@ from schemas.brain import GraphContext, StageVisit
 from schemas.enums import Stage
 from server.mirror.rebuild import rebuild
 from server.mirror.writer import MirrorWriter
+from server.studio.catalog import register_stored
 from session.context import stability_hint
 from session.negotiation import Negotiation
 from session.protocols import MirrorUnavailable
@@ -41,7 +42,9 @@ UNWIND $session_ids AS session_id
 MATCH (s:Session {session_id: session_id})
 RETURN s {.*} AS session,
        COLLECT { MATCH (s)-[:HAS_TURN]->(t:Turn) RETURN t {.*} ORDER BY t.ordinal } AS turns,
-       COLLECT { MATCH (s)-[:STAGE_CHANGED]->(x:StageTransition) RETURN x {.*} ORDER BY x.at_turn } AS transitions
+       COLLECT { MATCH (s)-[:STAGE_CHANGED]->(x:StageTransition) RETURN x {.*} ORDER BY x.at_turn } AS transitions,
+       COLLECT { MATCH (p:ScenarioVersion {key: s.scenario + ':' + toString(coalesce(s.scenario_version, 1))})
+                 RETURN p.manifest } AS pack
 """
 
 # --------------------------------------------------------------------------- graph context
@@ -192,6 +195,9 @@ class MirrorReads(MirrorWriter):
         record = await self._fetch(session_id)
         if record is None:
             return None
+        session = record["session"]
+        if record.get("pack"):  # a studio version (server/studio/graph.py): the session plays it again
+            register_stored(session["scenario"], record["pack"][0], int(session.get("scenario_version") or 1))
         negotiation, version, fold = rebuild(record, limits)
         self._folds[session_id] = fold
         self._submitted[session_id] = max(self._submitted.get(session_id, 0), version)

@@ -49,11 +49,12 @@ def rebuild(record: dict[str, Any], limits: Limits) -> tuple[Negotiation, int, S
                                       suggestion_english=t.get("suggestion_english") or "",
                                       heard=t.get("heard_chars") if t.get("interrupted") else None))
     turn = int(s.get("turn_count", 0))
+    scenario_version = int(s.get("scenario_version") or 1)  # sessions stored before versions played version 1
     pending = None
     stopped = s.get("outcome") is not None  # a session stopped mid-turn has nothing pending
     if history and history[-1].role == "user" and history[-1].turn == turn + 1 and not stopped:
         last = history[-1]
-        lexicon = number_lexicon(load_scenario(str(s["scenario"])).vendor.languages)
+        lexicon = number_lexicon(load_scenario(str(s["scenario"]), scenario_version).vendor.languages)
         said = tuple(round(m.value) for m in find_numbers(last.text, lexicon))  # as begin_turn reads it
         pending = PendingTurn(last.turn, last.text, last.client_id, last.item, last.offer, last.assessment, last.at,
                               said=said)
@@ -71,6 +72,7 @@ def rebuild(record: dict[str, Any], limits: Limits) -> tuple[Negotiation, int, S
     outcome = s.get("outcome")
     negotiation = Negotiation(
         session_id=s["session_id"], scenario_name=s["scenario"], created_at=float(s["created_at"]), limits=limits,
+        scenario_version=scenario_version,
         learner_id=s.get("learner_id"),
         input_language=LanguageCode(s.get("input_language") or LanguageCode.EN_IN.value),
         target_language=LanguageCode(s.get("target_language") or LanguageCode.EN_IN.value),

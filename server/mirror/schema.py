@@ -2,7 +2,7 @@
 
 The graph (seed 000's schema, plus what recovery needs):
 
-    (:Session {session_id, scenario, learner_id, input_language, target_language, happiness_score,
+    (:Session {session_id, scenario, scenario_version, learner_id, input_language, target_language, happiness_score,
                negotiation_state, turn_count, last_seq, version, item, object_grabbed, quotes,
                first_quotes, vendor_quote, first_quote, last_offer, outcome, insults, accepted_ids,
                ledger_turns, ledger_llm_calls, ledger_retries, ledger_corrective_asks,
@@ -18,6 +18,8 @@ The graph (seed 000's schema, plus what recovery needs):
     (:Turn)-[:ABOUT_ITEM]->(:Item)<-[:INVOLVES_ITEM]-(:Session)
     (:Session)-[:STAGE_CHANGED]->(:StageTransition)
     (:Learner {learner_id, ...})-[:PLAYED]->(:Session)   learners across sessions (server/learners/)
+    (:ScenarioVersion {key, scenario, version, manifest, ...}), (:ScenarioDraft {scenario, ...})
+                                                        the studio's packs (server/studio/graph.py)
 
 `create_schema` runs `SCHEMA` (every statement IF NOT EXISTS) before the first batch is written. The
 other statements here are for operators and tests: they list the schema, drop one of its objects, or
@@ -33,6 +35,7 @@ import anyio
 from neo4j import AsyncDriver, Query
 
 from server.learners.cypher import LEARNER_SCHEMA
+from server.studio.graph import STUDIO_SCHEMA
 
 SCHEMA: tuple[LiteralString, ...] = (
     "CREATE CONSTRAINT samvad_session_id IF NOT EXISTS FOR (s:Session) REQUIRE s.session_id IS UNIQUE",
@@ -44,6 +47,7 @@ SCHEMA: tuple[LiteralString, ...] = (
     "CREATE INDEX samvad_session_created IF NOT EXISTS FOR (s:Session) ON (s.created_at)",
     "CREATE INDEX samvad_turn_assessment IF NOT EXISTS FOR (t:Turn) ON (t.assessment)",
     *LEARNER_SCHEMA,  # the Learner's constraint and the Session's learner index (server/learners/cypher.py)
+    *STUDIO_SCHEMA,  # the studio's scenario versions, which a rebuilt session reads (server/studio/graph.py)
 )
 
 

@@ -43,7 +43,8 @@ class SessionFold:
         assert n is not None
         item = n.item
         return {
-            "scenario": n.scenario_name, "learner_id": n.learner_id, "input_language": n.input_language.value,
+            "scenario": n.scenario_name, "scenario_version": n.scenario_version,
+            "learner_id": n.learner_id, "input_language": n.input_language.value,
             "target_language": n.target_language.value, "created_at": n.created_at, "updated_at": n.updated_at,
             "negotiation_state": n.stage.value, "happiness_score": n.happiness, "turn_count": n.turn,
             "last_seq": n.seq, "item": item, "object_grabbed": n.object_grabbed,
