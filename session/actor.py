@@ -171,7 +171,7 @@ class SessionActor:
         that under load is every other session's ready work, on the way from a learner's words to
         the model's request (issue #14).
         """
-        held = self._frames_queued + len(self.held) + (self.machine.thinking is not None)
+        held = self._frames_queued + self.held.count + (self.machine.thinking is not None)
         if held >= self.limits.inbox_frames:
             return False
         self._frames_queued += 1
@@ -245,7 +245,7 @@ class SessionActor:
 
     @property
     def busy(self) -> bool:
-        return self.machine.thinking is not None or bool(self.held) or self._frames_queued > 0
+        return self.machine.thinking is not None or self.held.count > 0 or self._frames_queued > 0
 
     def statistics(self) -> dict[str, Any]:
         return {
@@ -376,7 +376,7 @@ class SessionActor:
         self.fanout.flush_acks(message.version)
 
     def _on_silence_due(self, message: SilenceDue) -> None:
-        if self.fanout.player is None or self.held:
+        if self.fanout.player is None or self.held.count:
             return  # gone, or moved on since the timer was armed
         self._step(message, self.clock(), None)
 
@@ -406,7 +406,7 @@ class SessionActor:
         if refused is not None:
             self._error(conn, refused[0], refused[1], frame.id)
             return
-        if row.after_end is AfterEnd.REFUSE and self.negotiation.is_terminal:
+        if row.after_end is AfterEnd.REFUSE and self.machine.negotiation.is_terminal:
             self._error(conn, ErrorCode.SESSION_ENDED, "the negotiation is over", frame.id)
             return
         if row.needs_room and frame.id is not None and not self.mirror.has_room():
@@ -428,7 +428,7 @@ class SessionActor:
         """Answer a re-sent id; True when the frame must not be applied again."""
         if frame_id in self.held:
             return True  # held behind the turn in flight; its ack comes when it is applied
-        if not self.negotiation.seen(frame_id):
+        if not self.machine.negotiation.seen(frame_id):
             return False
         self.fanout.duplicate(conn, frame_id)
         return True
@@ -464,10 +464,10 @@ class SessionActor:
         """Apply the frames held behind the turn just answered, in order, until one starts a turn
         (with none held, the vendor listens)."""
         held = self.held
-        if not held:
+        if not held.count:
             self.listen()
             return
-        while held and self.machine.thinking is None:
+        while held.count and self.machine.thinking is None:
             self._apply_queued(held.next())
 
     def summarize(self, token: int, ask: SummaryAsk) -> None:

@@ -104,14 +104,15 @@ class Held:
     """The frames held behind the turn in flight (step 5), in order, and their ids (a re-sent one is
     a duplicate). Its queue is made with the first frame held: an idle session holds none."""
 
-    __slots__ = ("_frames", "_ids")
+    __slots__ = ("_frames", "_ids", "count")
 
     def __init__(self) -> None:
         self._frames: deque[tuple[Any, str | None]] | None = None
         self._ids: set[str] | None = None
+        self.count = 0  # how many are held (an attribute: read on every frame a session takes)
 
     def __len__(self) -> int:
-        return len(self._frames) if self._frames is not None else 0
+        return self.count
 
     def __contains__(self, frame_id: str) -> bool:
         return self._ids is not None and frame_id in self._ids
@@ -120,6 +121,7 @@ class Held:
         if self._frames is None or self._ids is None:
             self._frames, self._ids = deque(), set()
         self._frames.append((message, frame_id))
+        self.count += 1
         if frame_id is not None:
             self._ids.add(frame_id)
 
@@ -127,6 +129,7 @@ class Held:
         """The oldest frame held (the caller checks there is one)."""
         assert self._frames is not None and self._ids is not None
         message, frame_id = self._frames.popleft()
+        self.count -= 1
         if frame_id is not None:
             self._ids.discard(frame_id)
         if not self._frames:

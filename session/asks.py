@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from pydantic import BaseModel
 
@@ -24,6 +24,7 @@ from schemas.frames import Reply, TurnTimings
 from schemas.summary import SummaryAsk
 from session.calls import BrainCalls
 from session.fanout import Fanout
+from session.machine_state import MachineState
 from session.messages import BrainDone, Frame
 from session.negotiation import Negotiation
 from session.outputs import (
@@ -56,7 +57,7 @@ class Shell(Protocol):
     calls: BrainCalls
 
     @property
-    def negotiation(self) -> Negotiation: ...
+    def machine(self) -> MachineState: ...
 
     def changed(self) -> None:
         """Tell the registry's listeners the session changed."""
@@ -90,24 +91,27 @@ def run_step(shell: Shell, step: Step, origin: Frame | None, since: float) -> No
             submit(change)
     conn = origin.conn if origin is not None else None
     fanout = shell.fanout
+    sent = False
     for output in step.outputs:
         run = RUN.get(type(output))
-        if run is None:
-            assert isinstance(output, BaseModel)  # not an ask: an event
-            fanout.broadcast(Envelope(output))
+        if run is None:  # not an ask: an event
+            fanout.broadcast(Envelope(cast(BaseModel, output)))
+            sent = True
         else:
             run(shell, output, conn, since)
-    if changes:
-        shell.changed()
+    if changes and sent:
+        shell.changed()  # once the session's news is out (a turn begun changes nothing anyone sees yet)
 
 
 def timed(step: Step, done: BrainDone, validate_start: float, since: float, brain: str) -> Step:
     """The step of an answered turn, its reply with the turn's `timings` (`since`: when the turn's
     frame arrived; `brain`: the brain's name)."""
-    logged = next((o for o in step.outputs if type(o) is TurnLog), None)
-    if logged is None:
+    outputs = step.outputs
+    for logged in outputs:
+        if type(logged) is TurnLog:
+            break
+    else:
         return step  # a stale answer: nothing was decided
-    assert isinstance(logged, TurnLog)
     reply = logged.reply
     finished = time.perf_counter()
     ledger = logged.result.ledger
@@ -119,12 +123,11 @@ def timed(step: Step, done: BrainDone, validate_start: float, since: float, brai
         "validation_ms": round((finished - validate_start) * 1000, 3),
         "total_ms": round((finished - since) * 1000, 3),
     })})
-    outputs = step.outputs
     for i, output in enumerate(outputs):
         if output is reply:
             outputs[i] = with_timings
-        elif isinstance(output, (TurnLog, Resolve)) and output.reply is reply:
-            outputs[i] = output._replace(reply=with_timings)
+        elif type(output) is TurnLog or type(output) is Resolve:
+            outputs[i] = output._replace(reply=with_timings)  # the turn's log, and whoever waits for its reply
     return step
 
 
@@ -157,7 +160,7 @@ def _answer(shell: Shell, ask: Answer, conn: Connection | None, since: float) ->
 
 
 def _acknowledge(shell: Shell, ask: Acknowledge, conn: Connection | None, since: float) -> None:
-    shell.fanout.ack_when_durable(shell.negotiation.version, conn, ask.frame_id, False)
+    shell.fanout.ack_when_durable(shell.machine.negotiation.version, conn, ask.frame_id, False)
 
 
 def _think(shell: Shell, ask: Think, conn: Connection | None, since: float) -> None:
@@ -197,7 +200,7 @@ def _run_waiting(shell: Shell, ask: RunWaiting, conn: Connection | None, since: 
 
 
 def _log(shell: Shell, ask: TurnLog, conn: Connection | None, since: float) -> None:
-    log_turn(shell.negotiation, ask.reply, ask.outcome, ask.result)
+    log_turn(shell.machine.negotiation, ask.reply, ask.outcome, ask.result)
 
 
 # How the actor does each of a step's asks (session/outputs.py), by its exact type; any other
