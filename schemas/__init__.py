@@ -1,6 +1,7 @@
 """Data contracts shared by every layer. This package imports nothing else of the project's.
 
 - `frames`: the wire frames clients send (strictly typed) and the events the server sends back.
+- `state`: the session's state as clients see it (`SessionState`, the summary), carried in those events.
 - `codec`: decoding and encoding those frames as JSON text or msgpack binary.
 - `asyncapi`: those frames as a JSON Schema and an AsyncAPI 3.0 document (docs/asyncapi.json,
   docs/protocol.schema.json; `python -m schemas.asyncapi --write` remakes them).

@@ -15,9 +15,16 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from schemas.errors import ErrorCode
-from schemas.frames import CLIENT_FRAME_TYPES, SEQUENCED_TYPES, TranscriptFrame, event_dict
+from schemas.frames import CLIENT_FRAME_TYPES, SEQUENCED_TYPES, ReplyAudio, TranscriptFrame
 
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024
+
+
+def event_dict(event: BaseModel) -> dict[str, Any]:
+    """The wire form of a server event, aliases applied; audio stays bytes (base64 in JSON, its serializer)."""
+    if isinstance(event, ReplyAudio):
+        return event.model_dump(mode="python", by_alias=True)
+    return event.model_dump(mode="json", by_alias=True)
 
 
 class WireFormat(str, Enum):

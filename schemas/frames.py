@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -23,10 +23,11 @@ from pydantic import (
 from pydantic_core import core_schema
 
 from schemas.brain import Ledger, Policy
-from schemas.enums import LanguageCode, Level, Mood, OfferAssessment, Outcome, Role, Stage
+from schemas.enums import LanguageCode, Mood, OfferAssessment, Outcome, Role, Stage
 from schemas.errors import ErrorCode
 from schemas.knowledge import TipCard
 from schemas.report import SessionReport
+from schemas.state import SessionState, Summary
 
 FrameId = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[\x21-\x7e]+$")]
 ItemName = Annotated[str, StringConstraints(max_length=64)]
@@ -112,15 +113,17 @@ class SilenceFrame(_ClientFrame):
     id: FrameId
 
 
-AudioEvent = Literal["start", "chunk", "end", "clip"]
+AudioEvent = Literal["start", "chunk", "end", "clip", "open", "close"]
 AudioFormat = Literal["pcm16", "wav", "ogg", "webm", "auto"]
 
 
 class AudioFrame(_ClientFrame):
     """The learner's speech (docs/voice.md). A streamed utterance is `start` (with `format`
     `pcm16`: mono 16 kHz little-endian), `chunk`s of `data` and `end`, all with the utterance's
-    `id`; a whole recorded clip is one `clip` (WAV, Ogg/Opus or WebM). `data` is bytes in msgpack
-    and base64 in JSON. The `id` becomes the transcript's: acknowledged, and idempotent, as one."""
+    `id`; a whole recorded clip is one `clip` (WAV, Ogg/Opus or WebM). The `id` becomes the
+    transcript's: acknowledged, and idempotent, as one. An open microphone is `open`, `chunk`s and
+    `close` with the stream's `id`: the server finds each turn, `id.1`, `id.2`... `data` is bytes in
+    msgpack and base64 in JSON."""
 
     type: Literal["audio"]
     id: FrameId
@@ -151,102 +154,6 @@ CLIENT_FRAME_TYPES: dict[str, type[_ClientFrame]] = {
     "ping": PingFrame,
     "audio": AudioFrame,
 }
-
-
-# --------------------------------------------------------------------------- shared pieces
-
-
-class Point(_Frame):
-    turn: int
-    value: int
-
-
-class StageChange(_Frame):
-    turn: int
-    from_stage: Stage
-    to_stage: Stage
-
-
-class TranscriptLine(_Frame):
-    """One line of the conversation: `role` is `learner` or `vendor`."""
-
-    turn: int
-    role: Literal["learner", "vendor"]
-    text: str
-
-
-# The fields of a turn's `Ledger` that `LedgerTotals` sums (a vendor_turn change carries them).
-LEDGER_SUMMED = frozenset({"llm_calls", "retries", "corrective_asks", "prompt_tokens", "completion_tokens",
-                           "brain_ms", "summary_calls"})
-
-
-class LedgerTotals(_Frame):
-    """What the brain cost a whole session: every answered turn's ledger, summed."""
-
-    turns: int = 0
-    llm_calls: int = 0
-    retries: int = 0
-    corrective_asks: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    brain_ms: float = 0.0
-    summary_calls: int = 0  # running-summary calls (docs/memory.md), included in the counts above
-
-    def add(self, ledger: Ledger) -> LedgerTotals:
-        """These totals with one more answered turn (floats rounded the same way wherever summed)."""
-        return LedgerTotals(
-            turns=self.turns + 1, llm_calls=self.llm_calls + ledger.llm_calls,
-            retries=self.retries + ledger.retries, corrective_asks=self.corrective_asks + ledger.corrective_asks,
-            prompt_tokens=self.prompt_tokens + ledger.prompt_tokens,
-            completion_tokens=self.completion_tokens + ledger.completion_tokens,
-            brain_ms=round(self.brain_ms + ledger.brain_ms, 3), summary_calls=self.summary_calls + ledger.summary_calls,
-        )
-
-
-class Summary(_Frame):
-    outcome: Outcome
-    turns: int
-    item: str | None
-    first_quote: int | None
-    final_price: int | None
-    discount_pct: float | None
-    final_happiness: int
-    insults: int
-    stages: tuple[Stage, ...]
-    ledger: LedgerTotals = LedgerTotals()
-
-
-class SessionState(_Frame):
-    """The snapshot of a session that `welcome`, `snapshot` and `GET /api/sessions/{id}` carry."""
-
-    session_id: str
-    scenario: str
-    learner_id: str | None
-    input_language: LanguageCode
-    target_language: LanguageCode
-    stage: Stage
-    happiness_score: int
-    vendor_mood: Mood
-    turn: int
-    max_turns: int
-    item: str | None
-    object_grabbed: str | None
-    vendor_quote: int | None
-    first_quote: int | None
-    last_offer: int | None
-    is_terminal: bool
-    outcome: Outcome | None
-    seq: int
-    created_at: float
-    updated_at: float
-    happiness_history: tuple[Point, ...] = ()
-    quotes: tuple[Point, ...] = ()
-    offers: tuple[Point, ...] = ()
-    stage_changes: tuple[StageChange, ...] = ()
-    summary: Summary | None = None
-    ledger: LedgerTotals = LedgerTotals()  # the brain's cost so far, summed over answered turns
-    transcript: tuple[TranscriptLine, ...] = ()  # the last TRANSCRIPT_LINES lines, oldest first
-    level: Level = Level.INTERMEDIATE
 
 
 # --------------------------------------------------------------------------- server events
@@ -458,6 +365,16 @@ class Speech(_Event):
     fallback: bool = False
 
 
+class SpeechPartial(_Event):
+    """What the recogniser has heard so far of open-microphone turn `id`, at a pause in it."""
+
+    type: Literal["speech.partial"] = "speech.partial"
+    seq: int
+    id: str
+    text: str
+    confidence: float | None
+
+
 class ReplyAudio(_Event):
     """A piece of the vendor's spoken reply to `turn`: PCM16 mono at `sample_rate`, sentence by
     sentence (`sentence` from 0, `chunk` from 0 within it; `text` is the sentence, on chunk 0).
@@ -487,14 +404,9 @@ class ReplyAudio(_Event):
 
 ServerEvent = (
     Welcome | Ack | Pong | Error | Reply | ReplyDelta | ReplyWithdrawn | MoodChanged | StageChanged
-    | SessionEnded | Snapshot | Tips | SessionReport | Repeat | Hint | Undone | Heard | Speech | ReplyAudio
+    | SessionEnded | Snapshot | Tips | SessionReport | Repeat | Hint | Undone | Heard | Speech | SpeechPartial
+    | ReplyAudio
 )
 SEQUENCED_TYPES = frozenset({"reply", "mood", "stage", "session.ended", "snapshot", "tips", "session.report",
-                             "repeat", "hint", "undo", "heard", "speech"})
+                             "repeat", "hint", "undo", "heard", "speech", "speech.partial"})
 
-
-def event_dict(event: BaseModel) -> dict[str, Any]:
-    """The wire form of a server event, aliases applied; audio stays bytes (base64 in JSON, its serializer)."""
-    if isinstance(event, ReplyAudio):
-        return event.model_dump(mode="python", by_alias=True)
-    return event.model_dump(mode="json", by_alias=True)

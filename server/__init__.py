@@ -15,6 +15,7 @@ Modules, from the outside in:
   `knowledge_api`: scenarios, playbook uploads and retrieval; `playbooks`: uploaded playbooks in Neo4j.
 - `metrics`: Prometheus metrics at `GET /metrics`; `serving`: uvicorn's server with a slower tick.
 - `voice`: speech on the session socket (`audio` in, `speech` and `reply.audio` out).
+- `microphone`: the socket side of an open microphone: its model loaded aside, its turns to decode.
 - `unity_compat`: the shipped Unity build's HTTP contract, `POST /api/test`.
 - `ws`: the WebSocket endpoint; `connection`: a socket as the actor sees it, and its rate limit.
   The leaner uvicorn WebSocket protocol lives with every other third-party private in `privates/`.

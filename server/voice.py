@@ -33,6 +33,7 @@ from schemas.errors import ErrorCode
 from schemas.frames import AudioFrame, Heard, PlaybackFrame, Reply, ReplyAudio, ReplyDelta, TranscriptFrame, Welcome
 from server.config import Settings, SttChoice, TtsChoice
 from server.connection import WsConnection
+from server.microphone import MicJob, Microphone
 from session.messages import Recognised
 from voice.align import Aligner
 from voice.audio import BYTES_PER_SECOND_IN, decode_clip, duration_ms, levels
@@ -43,6 +44,7 @@ from voice.stt import SceneContext, SpeechToText, Transcription
 from voice.tts import EspeakTts, TextToSpeech
 
 if TYPE_CHECKING:
+    from session.actor import SessionActor
     from session.negotiation import Negotiation
 
 log = logging.getLogger("samvad.voice")
@@ -168,6 +170,8 @@ class _Job:
     clip: str | None  # the clip's format, or None for streamed PCM16
     language: LanguageCode | None
     ended: float  # perf_counter when the learner stopped speaking
+    mic: Microphone | None = None  # an open microphone's turn, and its job
+    heard: MicJob | None = None
 
 
 def wants_speech(websocket: WebSocket) -> bool:
@@ -194,13 +198,14 @@ class ConnectionVoice:
     and the transcriber asks the actor what it needs to know of an utterance (`SessionActor.hearing`).
     """
 
-    __slots__ = ("_jobs", "_jobs_in", "_services", "_tg", "_visemes", "conn", "speaker", "utterance",
+    __slots__ = ("_jobs", "_jobs_in", "_services", "_tg", "_visemes", "conn", "mic", "speaker", "utterance",
                  "vendor_language", "voice")
 
     def __init__(self, conn: WsConnection, voice: Voice, *, speak: bool, visemes: bool | None) -> None:
         self.conn = conn
         self.voice = voice
         self.utterance: _Utterance | None = None
+        self.mic: Microphone | None = None  # an open microphone (server/microphone.py)
         self.speaker: Speaker | None = None
         self.vendor_language: str | None = None  # as of the last reply the actor sent
         self._visemes = visemes
@@ -277,6 +282,22 @@ class ConnectionVoice:
                     self.speaker.stop()  # the learner spoke over the vendor
                 self._queue(frame.id, data, frame.format or "auto", frame.language)
                 return
+            if frame.event == "open":
+                self._open_mic(frame, settings)
+                return
+            mic = self.mic
+            if mic is not None and frame.id == mic.stream_id:
+                if frame.event == "chunk":
+                    mic.feed(data)
+                elif frame.event == "close":
+                    mic.close()
+                    self.mic = None
+                else:
+                    raise AudioRejected("audio_not_started", f"{frame.id!r} is an open microphone: send `chunk`s "
+                                        "and `close`")
+                return
+            if frame.event == "close":
+                raise AudioRejected("audio_not_started", f"no microphone {frame.id!r} is open; send `open` first")
             if frame.event == "start":
                 if frame.format not in (None, "pcm16"):
                     raise AudioRejected("audio_unsupported", "a streamed utterance is pcm16 (mono, 16 kHz); "
@@ -304,7 +325,37 @@ class ConnectionVoice:
         except AudioRejected as exc:
             self.error(ErrorCode(exc.code), exc.message, frame.id)
 
-    def _queue(self, frame_id: str, audio: bytes, clip: str | None, language: LanguageCode | None) -> None:
+    def _open_mic(self, frame: AudioFrame, settings: Settings) -> None:
+        if frame.format not in (None, "pcm16"):
+            raise AudioRejected("audio_unsupported", "an open microphone streams pcm16 (mono, 16 kHz)")
+        if self.mic is not None:
+            self.mic.close()
+        actor, tg = self.conn.actor, self._tg
+        if actor is None or tg is None:
+            return
+        def queue(job: MicJob, language: LanguageCode | None) -> None:
+            self._queue(job.id, job.pcm, None, language, mic=mic, heard=job)
+
+        mic = self.mic = Microphone(frame.id, frame.language, max_turn_ms=settings.MAX_UTTERANCE_SECONDS * 1000,
+                                    queue=queue)
+        tg.start_soon(self._start_mic, mic, actor)
+
+    async def _start_mic(self, mic: Microphone, actor: SessionActor) -> None:
+        hearing = await actor.hearing(mic.stream_id)
+        if hearing is None:
+            return
+        try:
+            await mic.start(hearing)
+        except Exception as exc:  # the model would not load: say so, and take no more of this stream
+            log.warning("open microphone failed to start: %s", exc, extra={"session_id": self.conn.session_id})
+            mic.close()
+            if self.mic is mic:
+                self.mic = None
+            self.error(ErrorCode.SPEECH_UNAVAILABLE, "the open microphone could not start; use start/chunk/end",
+                       mic.stream_id)
+
+    def _queue(self, frame_id: str, audio: bytes, clip: str | None, language: LanguageCode | None,
+               mic: Microphone | None = None, heard: MicJob | None = None) -> None:
         jobs_in = self._jobs_in
         if jobs_in is None:
             if self._tg is None:
@@ -313,8 +364,10 @@ class ConnectionVoice:
             self._jobs_in = jobs_in
             self._tg.start_soon(self._transcriber, self._jobs, self._services)
         try:
-            jobs_in.send_nowait(_Job(frame_id, audio, clip, language, time.perf_counter()))
+            jobs_in.send_nowait(_Job(frame_id, audio, clip, language, time.perf_counter(), mic, heard))
         except anyio.WouldBlock:
+            if heard is not None and heard.partial:
+                return  # a partial is only a preview: the turn's own job is what counts
             self.error(ErrorCode.RATE_LIMITED, "utterances are waiting to be transcribed; send it again "
                        "shortly", frame_id)
 
@@ -338,7 +391,10 @@ class ConnectionVoice:
         if hearing is None:
             return  # the session stopped
         language = job.language or hearing.language
+        partial = job.heard is not None and job.heard.partial
         if hearing.duplicate:
+            if partial:
+                return
             # A re-sent utterance: the actor acknowledges it as a duplicate, without a second STT call.
             actor.submit(self.conn, TranscriptFrame(type="transcript", id=job.id, text=""))
             return
@@ -349,15 +405,23 @@ class ConnectionVoice:
             if duration_ms(pcm) > settings.MAX_UTTERANCE_SECONDS * 1000:
                 raise AudioRejected("audio_too_long", f"the clip is over {settings.MAX_UTTERANCE_SECONDS:g} s")
         fallback = False
+        ready = job.mic.ready(job.heard) if job.mic is not None and job.heard is not None and not partial else None
         try:
             code = language.value if language else None
-            heard = await stt.transcribe(pcm, code, SceneContext(hearing.scenario, code, hearing.item, hearing.quote))
+            heard = ready or await stt.transcribe(pcm, code, SceneContext(hearing.scenario, code, hearing.item,
+                                                                          hearing.quote))
         except SpeechServiceError as exc:
             log.warning("speech recognition failed; asking the learner again: %s", exc,
                         extra={"session_id": self.conn.session_id})
             heard, fallback = Transcription("", 0.0, stt.name), True
         text = heard.text[: settings.MAX_TRANSCRIPT_CHARS]
         confidence = heard.confidence if text else 0.0  # nothing recognised: the vendor asks again
+        if partial:
+            assert job.mic is not None and job.heard is not None
+            job.mic.partial_heard(job.heard, heard)
+            actor.recognised(Recognised(job.id, text, confidence, language, duration_ms(pcm), (), heard.backend,
+                                        fallback, partial=True))
+            return
         # What was heard goes into the session's own sequence (a `speech` event, replayed on resume),
         # just before the turn its transcript makes.
         actor.recognised(Recognised(job.id, text, confidence, language, duration_ms(pcm), tuple(levels(pcm)),
@@ -369,6 +433,9 @@ class ConnectionVoice:
     def release(self) -> None:
         # Called after the connection's task group has ended: both ends of each stream are let go,
         # including those of a task that never started.
+        if self.mic is not None:
+            self.mic.closed = True
+            self.mic = None
         speaker, self.speaker = self.speaker, None  # its callbacks hold this voice: no cycle left behind
         if speaker is not None:
             speaker.discard()

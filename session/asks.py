@@ -14,9 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Protocol, cast
-
-from pydantic import BaseModel
+from typing import Any, Protocol
 
 from schemas.brain import BrainRequest, BrainResult
 from schemas.codec import Envelope
@@ -93,21 +91,20 @@ def run_step(shell: Shell, step: Step, origin: Frame | None, since: float) -> No
     fanout = shell.fanout
     sent = False
     for output in step.outputs:
-        run = RUN.get(type(output))
-        if run is None:  # not an ask: an event
-            fanout.broadcast(Envelope(cast(BaseModel, output)))
-            sent = True
+        if isinstance(output, tuple):  # an ask (a named tuple); an event is a model
+            RUN[type(output)](shell, output, conn, since)
         else:
-            run(shell, output, conn, since)
+            fanout.broadcast(Envelope(output))
+            sent = True
     if changes and sent:
         shell.changed()  # once the session's news is out (a turn begun changes nothing anyone sees yet)
 
 
 def timed(step: Step, done: BrainDone, validate_start: float, since: float, brain: str) -> Step:
-    """The step of an answered turn, its reply with the turn's `timings` (`since`: when the turn's
-    frame arrived; `brain`: the brain's name)."""
-    outputs = step.outputs
-    for logged in outputs:
+    """The step of an answered turn, its reply given the turn's `timings` (`since`: when the turn's
+    frame arrived; `brain`: the brain's name). The reply is this step's own and not yet sent, so its
+    timings are written into it in place, where the turn's log and its waiters see them too."""
+    for logged in step.outputs:
         if type(logged) is TurnLog:
             break
     else:
@@ -115,19 +112,14 @@ def timed(step: Step, done: BrainDone, validate_start: float, since: float, brai
     reply = logged.reply
     finished = time.perf_counter()
     ledger = logged.result.ledger
-    with_timings = reply.model_copy(update={"timings": TurnTimings(**{
+    reply.__dict__["timings"] = TurnTimings(**{
         **ledger.__dict__,  # the brain's own accounting, field for field
         "brain": brain,
         "queue_ms": round(max(0.0, (done.started - since) * 1000), 3),
         "brain_ms": round(ledger.brain_ms or (done.finished - done.started) * 1000, 3),
         "validation_ms": round((finished - validate_start) * 1000, 3),
         "total_ms": round((finished - since) * 1000, 3),
-    })})
-    for i, output in enumerate(outputs):
-        if output is reply:
-            outputs[i] = with_timings
-        elif type(output) is TurnLog or type(output) is Resolve:
-            outputs[i] = output._replace(reply=with_timings)  # the turn's log, and whoever waits for its reply
+    })
     return step
 
 

@@ -14,7 +14,10 @@ from functools import cache
 
 from schemas.brain import GraphContext, StageVisit
 from schemas.enums import LanguageCode, Level, Outcome, Stage
-from schemas.frames import (
+from schemas.learner import LearnerRecall
+from schemas.pack import LevelParams
+from schemas.scenario import Scenario, load_scenario
+from schemas.state import (
     LedgerTotals,
     Point,
     SessionState,
@@ -22,9 +25,6 @@ from schemas.frames import (
     Summary,
     TranscriptLine,
 )
-from schemas.learner import LearnerRecall
-from schemas.pack import LevelParams
-from schemas.scenario import Scenario, load_scenario
 from session.changes import (
     Change,
 )
@@ -77,13 +77,18 @@ class SessionCore:
     # The changes made since the actor last took them (`take_changes`), for the mirror, in order.
     outbox: list[Change] = field(default_factory=list, compare=False, repr=False)
     _rule_limits: Limits | None = field(default=None, init=False, repr=False, compare=False)  # `rule_limits`, once
+    _scenario: Scenario | None = field(default=None, init=False, repr=False, compare=False)  # `scenario`, once
 
     def __post_init__(self) -> None:
         self.updated_at = self.updated_at or self.created_at
 
     @property
     def scenario(self) -> Scenario:
-        return load_scenario(self.scenario_name, self.scenario_version)
+        """The pack at this session's version (fixed from its start), looked up once."""
+        scenario = self._scenario
+        if scenario is None:
+            scenario = self._scenario = load_scenario(self.scenario_name, self.scenario_version)
+        return scenario
 
     @property
     def level_params(self) -> LevelParams:

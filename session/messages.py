@@ -138,7 +138,8 @@ class SilenceDue:
 @dataclass(slots=True)
 class Recognised:
     """What the recogniser heard in the learner's utterance `id` (a connection's transcriber posts it,
-    then submits the transcript with the same id): it goes out as a sequenced `speech` event."""
+    then submits the transcript with the same id): it goes out as a sequenced `speech` event, or as
+    `speech.partial` when it is an open microphone's turn so far (`partial`)."""
 
     id: str
     text: str
@@ -148,6 +149,7 @@ class Recognised:
     levels: tuple[float, ...]
     stt: str
     fallback: bool = False
+    partial: bool = False
 
 
 @dataclass(slots=True)

@@ -4,15 +4,16 @@ A connection's transcriber (server/voice.py) decodes an utterance outside the ac
 what it heard (`Recognised`), then submits the utterance's transcript with the same id. The
 machine gives the `speech` event the next seq (a `SpeechHeard` change), so it goes into the
 replay ring and a resuming client gets it like any other event, in its place before the turn
-it starts. An utterance the session already took (a re-sent one) is not heard twice.
+it starts. An utterance the session already took (a re-sent one) is not heard twice. An open
+microphone's turn so far, decoded at a pause in it, is a `speech.partial` in the same sequence.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from schemas.enums import LanguageCode
-from schemas.frames import Speech
+from schemas.enums import LanguageCode, Level
+from schemas.frames import Speech, SpeechPartial
 from session.changes import SpeechHeard
 from session.machine_state import MachineState
 from session.messages import Recognised
@@ -33,11 +34,14 @@ class Hearing(NamedTuple):
     scenario: str
     item: str | None
     quote: int | None
+    level: Level  # an open microphone waits longer for a beginner (voice/turn_end.py)
+    scenario_version: int  # whose fillers and backchannels it listens for
 
 
 def hearing(negotiation: Negotiation, utterance_id: str) -> Hearing:
     return Hearing(negotiation.seen(utterance_id), negotiation.input_language, negotiation.scenario_name,
-                   negotiation.object_grabbed or negotiation.item, negotiation.quote)
+                   negotiation.object_grabbed or negotiation.item, negotiation.quote, negotiation.level,
+                   negotiation.scenario_version)
 
 
 def on_recognised(m: MachineState, heard: Recognised, now: float, out: list[Output]) -> None:
@@ -45,6 +49,10 @@ def on_recognised(m: MachineState, heard: Recognised, now: float, out: list[Outp
     if negotiation.seen(heard.id):
         return  # re-sent: its transcript is answered as a duplicate
     negotiation.commit(SpeechHeard(*negotiation.stamp(now), id=heard.id, seq=negotiation.seq + 1))
+    if heard.partial:
+        out.append(SpeechPartial(session_id=negotiation.session_id, seq=negotiation.seq, id=heard.id, text=heard.text,
+                                 confidence=heard.confidence))
+        return
     out.append(Speech(session_id=negotiation.session_id, seq=negotiation.seq, id=heard.id, text=heard.text,
                       confidence=heard.confidence, language=heard.language, duration_ms=heard.duration_ms,
                       levels=heard.levels, stt=heard.stt, fallback=heard.fallback))

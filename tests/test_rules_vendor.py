@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 from brain import RuleBasedVendor
 from clients.bots.personas import PERSONAS, SCENE_ITEMS, LearnerView, Persona
 from schemas.brain import BrainRequest, BrainResult
+from schemas.codec import event_dict
 from schemas.decision import AIDecision
 from schemas.enums import OfferAssessment, Stage
-from schemas.frames import Reply, event_dict
+from schemas.frames import Reply
 from schemas.scenario import load_scenario
 from session.negotiation import Negotiation
 from session.rules import TRANSITIONS, mood_for

@@ -15,8 +15,9 @@ from clients.bots.personas import (
     SCENE_ITEMS,
     LearnerView,
 )
+from schemas.codec import event_dict
 from schemas.enums import Mood, Stage
-from schemas.frames import Reply, event_dict
+from schemas.frames import Reply
 from schemas.lines import say, spoken_items
 from schemas.policy import round_price
 from schemas.scenario import available_scenarios, load_scenario

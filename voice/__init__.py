@@ -17,7 +17,8 @@
 - `vad`: voice activity over the open microphone (Silero VAD); `turn_end`: when the learner has
   finished a turn (pauses, fillers, the level); `barge_in`: whether speech over the vendor stops him
   (backchannels do not); `turn_words`: the fillers, backchannels and continuation words they read
-  (docs/voice.md, End of turn and barge-in, issue #34).
+  (docs/voice.md, End of turn and barge-in, issue #34); `open_mic`: the open microphone's stream cut
+  into turns, with the audio of each and its pauses to decode early.
 - `errors`: the package's exceptions.
 
 It imports `schemas` and the brain's transport settings (`brain.transport`), nothing above them.

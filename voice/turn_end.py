@@ -107,6 +107,11 @@ class EndOfTurn:
         """Whether the learner has started a turn that has not ended."""
         return self._start is not None and not self._over
 
+    @property
+    def turn_start_ms(self) -> float | None:
+        """Where the turn's first speech began (or the run that may begin it), or None."""
+        return self._start if self._start is not None else self._run_start
+
     def partial(self, text: str) -> None:
         """The recogniser's latest text of this turn (it replaces the earlier one)."""
         self._said = words(text)
@@ -153,6 +158,13 @@ class EndOfTurn:
             self._utterance_ended = True
             return [UtteranceEnded(vad.end_ms, self._last_speech)]
         return []
+
+    def cut(self, at_ms: float) -> TurnEnded | None:
+        """The microphone closed at `at_ms`: the turn in progress, if one is, ends there."""
+        if self._start is None or self._last_speech is None or self._over:
+            return None
+        self._over = True
+        return TurnEnded(at_ms, self._start, self._last_speech, at_ms - self._last_speech, False)
 
     def next_turn(self) -> None:
         """Listen for the next turn; what rule 5 learnt of this learner stays."""

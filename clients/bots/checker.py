@@ -39,7 +39,7 @@ from schemas.enums import Stage
 from session.rules import DEFAULT_MAX_MOOD_DELTA, TRANSITIONS, mood_for
 
 SEQUENCED = frozenset({"reply", "mood", "stage", "session.ended", "tips", "session.report", "repeat", "hint",
-                       "undo", "heard", "speech"})
+                       "undo", "heard", "speech", "speech.partial"})
 UNSEQUENCED = frozenset({"welcome", "ack", "pong", "error", "reply.delta", "reply.withdrawn"})
 
 

@@ -5,7 +5,7 @@
 
 import { Backoff, setCurrency, wsUrl } from "./common.js";
 import { render, renderStream, setStatus, showFatal } from "./watch-render.js";
-import { showSpeech } from "./watch-speech.js";
+import { showPartial, showSpeech } from "./watch-speech.js";
 import { onHeard, onReplyAudio, voiceWanted } from "./watch-voice.js";
 import { apply, conversation, model, rebuild, streamDelta, streamWithdrawn, view } from "./watch-state.js";
 
@@ -163,6 +163,7 @@ function sequenced(event) {
   apply(event);
   if (event.type === "heard") onHeard(event);
   if (event.type === "speech") showSpeech(event);
+  if (event.type === "speech.partial") showPartial(event);
   view.lastSeq = event.seq;
   view.applied += 1;
   render();

@@ -2,7 +2,8 @@
 // level meter (one bar per 50 ms of the utterance, from the event's `levels`), the words the
 // recogniser heard, its confidence and the backend. An unclear one (confidence under 0.7, the
 // server's default threshold) is marked, as is a recognition that failed (`fallback`). Newest first,
-// the last 8 kept. `speech` is in the sequenced stream, so a resume replays it.
+// the last 8 kept. `speech` is in the sequenced stream, so a resume replays it. An open microphone's
+// turn in progress shows its `speech.partial` text ("hearing…") until its `speech` ends the turn.
 
 import { h } from "./common.js";
 
@@ -43,14 +44,28 @@ function card(s) {
       unclear ? h("span", { class: "tag unclear", text: s.fallback ? "recognition failed" : "unclear: asked again" }) : null));
 }
 
-export function showSpeech(message) {
-  spoken.unshift({ id: message.id, text: message.text, confidence: message.confidence ?? null,
-                   levels: message.levels || [], duration_ms: message.duration_ms || 0,
-                   stt: message.stt || "?", fallback: Boolean(message.fallback) });
-  spoken.length = Math.min(spoken.length, KEEP);
+function render() {
   const panel = document.getElementById("voice-panel");
   const box = document.getElementById("speech");
   if (!panel || !box) return;
   panel.hidden = false;
-  box.replaceChildren(...spoken.map(card));
+  const partial = hearing === null ? [] : [h("div", { class: "speech partial", dataset: { id: hearing.id } },
+    h("p", { class: "speech-text", text: `hearing… “${hearing.text}”` }))];
+  box.replaceChildren(...partial, ...spoken.map(card));
+}
+
+let hearing = null; // the open microphone's turn in progress: { id, text }
+
+export function showPartial(message) {
+  hearing = { id: message.id, text: message.text };
+  render();
+}
+
+export function showSpeech(message) {
+  if (hearing !== null && hearing.id === message.id) hearing = null; // the turn's end: its final words
+  spoken.unshift({ id: message.id, text: message.text, confidence: message.confidence ?? null,
+                   levels: message.levels || [], duration_ms: message.duration_ms || 0,
+                   stt: message.stt || "?", fallback: Boolean(message.fallback) });
+  spoken.length = Math.min(spoken.length, KEEP);
+  render();
 }

@@ -12,9 +12,9 @@ from typing import Any
 
 from schemas.brain import StageVisit
 from schemas.enums import LanguageCode, Level, OfferAssessment, Outcome, Stage
-from schemas.frames import LedgerTotals
 from schemas.learner import LearnerRecall
 from schemas.scenario import load_scenario
+from schemas.state import LedgerTotals
 from server.mirror.memory import memory_from_graph
 from server.mirror.state import SessionFold, json_dict
 from session.coaching import Checkpoint, Coaching

@@ -109,6 +109,14 @@ namespace Samvad.Client
         [JsonProperty("end")] public bool End { get; set; }
     }
 
+    /// <summary>What the recogniser has heard so far of open-microphone turn `Id`, at a pause in it.</summary>
+    public sealed class SpeechPartialEvent : SequencedEvent
+    {
+        [JsonProperty("id")] public string Id { get; set; }
+        [JsonProperty("text")] public string Text { get; set; }
+        [JsonProperty("confidence")] public double? Confidence { get; set; }
+    }
+
     /// <summary>What the recogniser heard of the utterance `Id` (docs/voice.md), before its turn.</summary>
     public sealed class SpeechEvent : SequencedEvent
     {

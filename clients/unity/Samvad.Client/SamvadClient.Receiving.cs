@@ -63,6 +63,7 @@ namespace Samvad.Client
                     case "undo": OnSequenced(conn, frame.ToObject<UndoEvent>(), after); break;
                     case "heard": OnSequenced(conn, frame.ToObject<HeardEvent>(), after); break;
                     case "speech": OnSequenced(conn, frame.ToObject<SpeechEvent>(), after); break;
+                    case "speech.partial": OnSequenced(conn, frame.ToObject<SpeechPartialEvent>(), after); break;
                     default:
                         LogLine("ignoring server frame of unknown type " + type);
                         break;
@@ -299,6 +300,10 @@ namespace Samvad.Client
                 case "speech":
                     var speech = (SpeechEvent)ev;
                     after.Add(() => { var h = SpeechHeard; if (h != null) h(speech); });
+                    break;
+                case "speech.partial":
+                    var partialSpeech = (SpeechPartialEvent)ev;
+                    after.Add(() => { var h = SpeechPartial; if (h != null) h(partialSpeech); });
                     break;
             }
             if (answered != null && !(ev is ReplyEvent))

@@ -97,6 +97,8 @@ namespace Samvad.Client
         public event Action<ReplyWithdrawnEvent> ReplyWithdrawn;
         /// <summary>What the recogniser heard of one of the learner's utterances (any connection).</summary>
         public event Action<SpeechEvent> SpeechHeard;
+        /// <summary>An open microphone's turn so far, at a pause in it (`speech.partial`).</summary>
+        public event Action<SpeechPartialEvent> SpeechPartial;
         /// <summary>A piece of the vendor's voice (only with <see cref="SamvadClientOptions.Voice"/>);
         /// <see cref="VendorVoice"/> plays them.</summary>
         public event Action<ReplyAudioEvent> ReplyAudio;

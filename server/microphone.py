@@ -1,0 +1,108 @@
+"""The socket side of an open microphone (issue #34; docs/voice.md, Open microphone).
+
+A connection's voice (server/voice.py) makes a `Microphone` when the client sends `audio` with
+`event: open`. The voice-activity model takes some 150 ms to load, so it loads in a worker thread
+(`start`), and the audio that arrives meanwhile waits, bounded, in `_early`. Then every `chunk`
+goes through `OpenMic` (voice/open_mic.py), and its events become transcription jobs:
+
+- at a pause inside a turn (`Heard`), a partial job: the turn so far is decoded, sent as a
+  sequenced `speech.partial`, and its text tells the end-of-turn policy whether the learner stopped
+  on a filler or mid-sentence;
+- at the end of the turn (`Finished`), the final job, whose transcript becomes the turn. When no
+  speech came after the last partial, its text is the final one and no second decode is needed:
+  the transcript is ready when the turn ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import anyio
+
+from schemas.enums import LanguageCode
+from schemas.scenario import load_scenario
+from session.speech import Hearing
+from voice.errors import AudioRejected
+from voice.open_mic import BYTES_PER_MS, Finished, Heard, OpenMic
+from voice.stt import Transcription
+from voice.turn_end import EndOfTurn
+from voice.turn_words import TurnWords
+from voice.vad import Detector, default_detector
+
+__all__ = ["MicJob", "Microphone"]
+
+
+@dataclass(frozen=True, slots=True)
+class MicJob:
+    """What the transcriber is asked of an open microphone: turn `id`'s audio, partial or final."""
+
+    id: str
+    pcm: bytes
+    partial: bool
+    speech_end_ms: float
+
+
+class Microphone:
+    """One open microphone of a connection: stream `stream_id`, in the learner's `language`."""
+
+    def __init__(self, stream_id: str, language: LanguageCode | None, *, max_turn_ms: float,
+                 queue: Callable[[MicJob, LanguageCode | None], None]) -> None:
+        self.stream_id = stream_id
+        self.language = language
+        self.max_turn_ms = max_turn_ms
+        self._queue = queue
+        self.mic: OpenMic | None = None  # once its model has loaded
+        self._early = bytearray()  # audio that came before it had
+        self.closed = False
+        self.heard: tuple[str, float, Transcription] | None = None  # the last partial: id, speech end, text
+
+    async def start(self, hearing: Hearing, make: Callable[[], Detector] = default_detector) -> None:
+        """Load the model (in a worker thread) and take the audio that waited for it."""
+        detector = await anyio.to_thread.run_sync(make)
+        words = TurnWords.of(load_scenario(hearing.scenario, hearing.scenario_version))
+        self.mic = OpenMic(self.stream_id, detector, EndOfTurn(words, hearing.level), max_turn_ms=self.max_turn_ms)
+        early, self._early = bytes(self._early), bytearray()
+        if early and not self.closed:
+            self.feed(early)
+
+    def feed(self, pcm: bytes) -> None:
+        """The next chunk of the stream (`AudioRejected` for one that is not PCM16, or too long a turn)."""
+        if self.closed:
+            return
+        mic = self.mic
+        if mic is None:
+            if len(pcm) % 2:
+                raise AudioRejected("audio_unsupported", "PCM16 audio comes in whole 2-byte samples")
+            if len(self._early) + len(pcm) > self.max_turn_ms * BYTES_PER_MS:
+                raise AudioRejected("audio_too_long", "the microphone is still starting; its audio was dropped")
+            self._early += pcm
+            return
+        for event in mic.feed(pcm):
+            if isinstance(event, Heard):
+                self._queue(MicJob(event.utterance_id, event.pcm, True, event.speech_end_ms), self.language)
+            elif isinstance(event, Finished):
+                self._queue(MicJob(event.utterance_id, event.pcm, False, event.speech_end_ms), self.language)
+
+    def partial_heard(self, job: MicJob, heard: Transcription) -> None:
+        """A partial job's text: kept for the final job, and read by the end-of-turn policy."""
+        self.heard = (job.id, job.speech_end_ms, heard)
+        mic = self.mic
+        if mic is not None and mic.utterance_id == job.id:
+            mic.partial(heard.text)
+
+    def ready(self, job: MicJob) -> Transcription | None:
+        """The final job's text when the last partial heard all of its speech already."""
+        heard = self.heard
+        if heard is None or heard[0] != job.id or heard[1] < job.speech_end_ms:
+            return None
+        return heard[2]
+
+    def close(self) -> None:
+        """The client closed it: a turn in progress is heard to its end; nothing more is taken."""
+        if self.mic is not None and not self.closed:
+            finished = self.mic.close()
+            if finished is not None:
+                self._queue(MicJob(finished.utterance_id, finished.pcm, False, finished.speech_end_ms), self.language)
+        self.closed = True
+        self._early = bytearray()

@@ -1,0 +1,141 @@
+"""An open microphone: the learner's continuous audio, cut into turns on the server (issue #34).
+
+A hands-free client streams PCM16 without saying where an utterance ends (`audio` frames `open`,
+`chunk`s, `close`). `OpenMic` runs the voice-activity detector over the stream (voice/vad.py) and
+the end-of-turn policy over its decisions (voice/turn_end.py), and keeps the audio of the turn in
+progress, from a little before its first speech. It says, as the audio arrives:
+
+- `Heard`: an utterance of the turn ended (300 ms of silence), but not the turn. The caller
+  decodes the turn so far, sends it as `speech.partial`, and gives the text back (`partial`), which
+  tells the policy whether the learner stopped on a filler or mid-sentence;
+- `Finished`: the turn ended. Its utterance id is the stream's id and the turn's number
+  (`mic.3`), which becomes the transcript's: acknowledged and idempotent like any other.
+
+Pure apart from the detector: no clock, no I/O; positions are milliseconds of the stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from voice.errors import AudioRejected
+from voice.turn_end import EndOfTurn, TurnEnded, UtteranceEnded
+from voice.vad import Detector, VadStream
+
+__all__ = ["BYTES_PER_MS", "PRE_ROLL_MS", "Finished", "Heard", "MicEvent", "OpenMic"]
+
+BYTES_PER_MS = 32  # PCM16 mono at 16 kHz
+PRE_ROLL_MS = 250.0  # audio kept from before the first speech window: the detector starts a word late
+
+
+@dataclass(frozen=True, slots=True)
+class Heard:
+    """An utterance of turn `utterance_id` ended at `at_ms`; `pcm` is the turn's audio so far, whose
+    speech ended at `speech_end_ms`."""
+
+    utterance_id: str
+    pcm: bytes
+    at_ms: float
+    speech_end_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """Turn `utterance_id` is over at `at_ms`: its audio, when its speech ended, and the wait that
+    ended it (`waited_ms`, a thinking wait when `thinking`)."""
+
+    utterance_id: str
+    pcm: bytes
+    at_ms: float
+    speech_end_ms: float
+    waited_ms: float
+    thinking: bool
+
+
+MicEvent = Heard | Finished
+
+
+class OpenMic:
+    """One learner's open microphone, stream `stream_id`."""
+
+    def __init__(self, stream_id: str, detector: Detector, end_of_turn: EndOfTurn, *, max_turn_ms: float) -> None:
+        self.stream_id = stream_id
+        self.vad = VadStream(detector)
+        self.end_of_turn = end_of_turn
+        self.max_turn_ms = max_turn_ms
+        self.turns = 0  # turns finished
+        self._audio = bytearray()  # the stream from `_base_ms` on
+        self._base_ms = 0.0
+
+    @property
+    def utterance_id(self) -> str:
+        """The id the turn in progress (or the next one) will have."""
+        return f"{self.stream_id}.{self.turns + 1}"
+
+    @property
+    def in_turn(self) -> bool:
+        return self.end_of_turn.in_turn
+
+    def partial(self, text: str) -> None:
+        """The recogniser's text of the turn so far."""
+        self.end_of_turn.partial(text)
+
+    def feed(self, pcm: bytes) -> list[MicEvent]:
+        """Take the next chunk of the stream; the events it completes. A turn longer than
+        `max_turn_ms` is dropped (`AudioRejected("audio_too_long")`) and listening starts afresh."""
+        frames = self.vad.feed(pcm)  # refuses an odd chunk before anything is kept
+        self._audio += pcm
+        events: list[MicEvent] = []
+        for frame in frames:
+            for event in self.end_of_turn.frame(frame):
+                if isinstance(event, UtteranceEnded):
+                    events.append(Heard(self.utterance_id, self._turn_audio(event.at_ms), event.at_ms,
+                                        event.speech_end_ms))
+                elif isinstance(event, TurnEnded):
+                    events.append(Finished(self.utterance_id, self._turn_audio(event.at_ms), event.at_ms,
+                                           event.speech_end_ms, event.waited_ms, event.thinking))
+                    self.turns += 1
+                    self.end_of_turn.next_turn()
+                    self._keep_from(event.at_ms)
+        if not self.in_turn:
+            start = self.end_of_turn.turn_start_ms  # a run of speech that may yet start a turn
+            self._keep_from((self.vad.position_ms if start is None else start) - PRE_ROLL_MS)
+        elif self._turn_ms() > self.max_turn_ms:
+            self.end_of_turn.next_turn()
+            self._keep_from(self.vad.position_ms)
+            raise AudioRejected("audio_too_long", f"the turn went on for over {self.max_turn_ms / 1000:g} s "
+                                "without a pause; it was dropped")
+        return events
+
+    def close(self) -> Finished | None:
+        """The client closed the microphone: the turn in progress, if any, ends now."""
+        ended = self.end_of_turn.cut(self.vad.position_ms)
+        if ended is None:
+            return None
+        finished = Finished(self.utterance_id, self._turn_audio(ended.at_ms), ended.at_ms, ended.speech_end_ms,
+                            ended.waited_ms, ended.thinking)
+        self.turns += 1
+        self.end_of_turn.next_turn()
+        self._keep_from(ended.at_ms)
+        return finished
+
+    def _turn_start_ms(self) -> float:
+        start = self.end_of_turn.turn_start_ms
+        return self._base_ms if start is None else max(self._base_ms, start - PRE_ROLL_MS)
+
+    def _turn_ms(self) -> float:
+        return self._base_ms + len(self._audio) / BYTES_PER_MS - self._turn_start_ms()
+
+    def _turn_audio(self, until_ms: float) -> bytes:
+        """The turn's audio up to stream position `until_ms` (the decision that ended it), whatever the chunks."""
+        at = int((self._turn_start_ms() - self._base_ms) * BYTES_PER_MS)
+        end = int((until_ms - self._base_ms) * BYTES_PER_MS)
+        return bytes(self._audio[at - at % 2:end - end % 2])
+
+    def _keep_from(self, ms: float) -> None:
+        """Forget the audio before stream position `ms`."""
+        drop = int((ms - self._base_ms) * BYTES_PER_MS)
+        drop -= drop % 2
+        if drop > 0:
+            del self._audio[:drop]
+            self._base_ms += drop / BYTES_PER_MS
