@@ -33,7 +33,6 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from schemas.brain import BrainRequest
 from schemas.codec import Envelope
 from schemas.errors import CloseCode, ErrorCode
 from schemas.frames import Error, Reply, ResumeFrame, TranscriptFrame
@@ -67,7 +66,6 @@ from session.messages import (
 )
 from session.negotiation import Negotiation
 from session.protocols import Brain, Connection, Mirror, TipSource
-from session.records import PendingTurn
 from session.speech import Hearing, hearing
 from session.timers import SilenceTimers
 
@@ -89,9 +87,9 @@ class SessionActor:
     Slotted, and its parts hold no reference back to it: an idle session is small, and an evicted
     one is freed without the collector."""
 
-    __slots__ = ("_frames_queued", "_inbox", "_scheduled", "_silence_due", "_silence_queued", "_thinking_since",
-                 "_turn_waiters", "_wake", "brain", "calls", "clock", "fanout", "held", "last_activity", "limits",
-                 "machine", "mirror", "on_change", "running", "session_id", "timers")
+    __slots__ = ("_frames_queued", "_inbox", "_scheduled", "_silence_due", "_silence_queued", "_wake", "brain",
+                 "calls", "clock", "fanout", "held", "last_activity", "limits", "machine", "mirror", "on_change",
+                 "running", "session_id", "thinking_since", "timers", "turn_waiters")
 
     def __init__(
         self,
@@ -122,8 +120,8 @@ class SessionActor:
         self._inbox: Mailbox[Message] = Mailbox()
         self._frames_queued = 0
         self.held = Held()  # frames held behind the turn in flight, in order
-        self._thinking_since = 0.0  # perf_counter when the turn in flight's transcript arrived
-        self._turn_waiters: dict[str, list[Callable[[Reply | None], None]]] = {}  # by frame id (`wait_turn`)
+        self.thinking_since = 0.0  # perf_counter when the turn in flight's transcript arrived
+        self.turn_waiters: dict[str, list[Callable[[Reply | None], None]]] = {}  # by frame id (`wait_turn`)
         self._silence_due: float | None = None  # the silence timer (session/timers.py's two slots)
         self._silence_queued: float | None = None
         # Driven by a registry (`attach`): no task of its own while idle. `_wake` asks the
@@ -175,17 +173,17 @@ class SessionActor:
         if held >= self.limits.inbox_frames:
             return False
         self._frames_queued += 1
-        self._post(Frame(conn, frame, self.clock(), time.perf_counter(), dict(extra)))
+        self.post(Frame(conn, frame, self.clock(), time.perf_counter(), dict(extra)))
         return True
 
     def recognised(self, heard: Recognised) -> None:
         """What the recogniser heard in an utterance (a connection's transcriber): a `speech` event,
         in the session's sequence. Post it before the utterance's transcript (`submit`)."""
-        self._post(heard)
+        self.post(heard)
 
     def speaking(self) -> None:
         """The learner's audio is arriving (each `audio` frame): the silence timer waits for them."""
-        self._post(Speaking())
+        self.post(Speaking())
 
     async def hearing(self, utterance_id: str) -> Hearing | None:
         """What a transcriber needs to know of the session before decoding `utterance_id`, answered by
@@ -199,7 +197,7 @@ class SessionActor:
             answers.append(value)
             done.set()
 
-        self._post(Consult(utterance_id, answer))
+        self.post(Consult(utterance_id, answer))
         with anyio.move_on_after(self.limits.brain_deadline_s):
             await done.wait()
         return answers[0] if answers else None
@@ -215,7 +213,7 @@ class SessionActor:
 
     def wait_turn(self, client_id: str, callback: Callable[[Reply | None], None]) -> None:
         """Call `callback` with the reply to frame `client_id` (None if the actor stops first)."""
-        self._turn_waiters.setdefault(client_id, []).append(callback)
+        self.turn_waiters.setdefault(client_id, []).append(callback)
 
     async def reply_to(self, frame: TranscriptFrame, *, within: float, **extra: str) -> Reply:
         """Submit `frame` for a caller with no socket (the library interface, `POST /api/test`) and
@@ -230,11 +228,11 @@ class SessionActor:
 
         self.wait_turn(frame.id, resolved)  # before submitting: an instant brain answers within it
         if not self.submit(None, frame, **extra):
-            callbacks = self._turn_waiters.get(frame.id, [])
+            callbacks = self.turn_waiters.get(frame.id, [])
             if resolved in callbacks:
                 callbacks.remove(resolved)
             if not callbacks:
-                self._turn_waiters.pop(frame.id, None)
+                self.turn_waiters.pop(frame.id, None)
             raise SessionBusy("the session is busy; retry shortly")
         with anyio.fail_after(within):
             await done.wait()
@@ -313,10 +311,10 @@ class SessionActor:
         self.machine.stop_thinking()
         if stopped:
             self.close()
-        for waiters in self._turn_waiters.values():
+        for waiters in self.turn_waiters.values():
             for callback in waiters:
                 callback(None)
-        self._turn_waiters.clear()
+        self.turn_waiters.clear()
 
     def close(self) -> None:
         """Release the inbox for good; the actor cannot run again."""
@@ -332,7 +330,7 @@ class SessionActor:
             self._scheduled = True
             wake(self)
 
-    def _post(self, message: Message) -> None:
+    def post(self, message: Message) -> None:
         """Post from anywhere: a brain call, a summary, a connection's reader (`submit`). With
         nothing queued before it and a dispatcher driving the actor, the message is applied at
         once, as the dispatcher would have done one loop pass later (issue #14: each delta of a
@@ -380,10 +378,10 @@ class SessionActor:
             return  # gone, or moved on since the timer was armed
         self._step(message, self.clock(), None)
 
-    def _on_brain_done(self, done: BrainDone) -> None:
+    def answered(self, done: BrainDone) -> None:
         started = time.perf_counter()
         step = self.machine.handle(done, self.clock())
-        run_step(self, timed(step, done, started, self._thinking_since, self.brain.name), None, started)
+        run_step(self, timed(step, done, started, self.thinking_since, self.brain.name), None, started)
 
     def _on_input(self, message: Input) -> None:
         """A brain's streamed words or numbers, a summary, a recognised utterance: straight to the machine."""
@@ -454,12 +452,6 @@ class SessionActor:
             return
         self.timers.arm(self, self.limits.silence_extended_s if extended else self.limits.silence_s)
 
-    def think(self, pending: PendingTurn, request: BrainRequest, since: float) -> None:
-        self._thinking_since = since
-        done = self.calls.think(pending, request, self._post)
-        if done is not None:  # a brain that answers at once: no task, no round trip through the inbox
-            self._on_brain_done(done)
-
     def run_held(self) -> None:
         """Apply the frames held behind the turn just answered, in order, until one starts a turn
         (with none held, the vendor listens)."""
@@ -471,11 +463,7 @@ class SessionActor:
             self._apply_queued(held.next())
 
     def summarize(self, token: int, ask: SummaryAsk) -> None:
-        self.calls.summarize(token, ask, self._post)
-
-    def resolve(self, client_id: str, reply: Reply) -> None:
-        for callback in self._turn_waiters.pop(client_id, ()):
-            callback(reply)
+        self.calls.summarize(token, ask, self.post)
 
     def silence_due(self) -> None:
         """The timers' call when the deadline passed (session/timers.py)."""
@@ -489,7 +477,7 @@ MESSAGE_HANDLERS: dict[type[Any], Callable[[SessionActor, Any], None]] = {
     Disconnect: SessionActor._on_disconnect,
     Durable: SessionActor._on_durable,
     SilenceDue: SessionActor._on_silence_due,
-    BrainDone: SessionActor._on_brain_done,
+    BrainDone: SessionActor.answered,
     Delta: SessionActor._on_input,
     Decided: SessionActor._on_input,
     Withdraw: SessionActor._on_input,

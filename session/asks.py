@@ -16,15 +16,13 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from schemas.brain import BrainRequest, BrainResult
 from schemas.codec import Envelope
 from schemas.frames import Reply, TurnTimings
 from schemas.summary import SummaryAsk
 from session.calls import BrainCalls
 from session.fanout import Fanout
 from session.machine_state import MachineState
-from session.messages import BrainDone, Frame
-from session.negotiation import Negotiation
+from session.messages import BrainDone, Frame, Message
 from session.outputs import (
     Abandon,
     Acknowledge,
@@ -40,7 +38,6 @@ from session.outputs import (
     TurnLog,
 )
 from session.protocols import Connection, Mirror
-from session.records import PendingTurn, TurnOutcome
 
 __all__ = ["RUN", "Shell", "log_turn", "run_step", "timed"]
 
@@ -53,6 +50,8 @@ class Shell(Protocol):
     mirror: Mirror
     fanout: Fanout
     calls: BrainCalls
+    thinking_since: float  # perf_counter when the turn in flight's frame arrived
+    turn_waiters: dict[str, list[Callable[[Reply | None], None]]]  # by frame id
 
     @property
     def machine(self) -> MachineState: ...
@@ -60,8 +59,11 @@ class Shell(Protocol):
     def changed(self) -> None:
         """Tell the registry's listeners the session changed."""
 
-    def think(self, pending: PendingTurn, request: BrainRequest, since: float) -> None:
-        """Call the brain about `pending` (its frame arrived at `since`)."""
+    def post(self, message: Message) -> None:
+        """Post into the actor's inbox (or apply at once)."""
+
+    def answered(self, done: BrainDone) -> None:
+        """The brain's answer to the turn in flight."""
 
     def listen(self, extended: bool, if_running: bool) -> None:
         """(Re)start the silence timer, where one may run."""
@@ -75,8 +77,6 @@ class Shell(Protocol):
     def run_held(self) -> None:
         """Apply the frames held behind the turn just answered (with none, listen)."""
 
-    def resolve(self, client_id: str, reply: Reply) -> None:
-        """Tell whoever waits for frame `client_id`'s reply."""
 
 
 def run_step(shell: Shell, step: Step, origin: Frame | None, since: float) -> None:
@@ -123,10 +123,12 @@ def timed(step: Step, done: BrainDone, validate_start: float, since: float, brai
     return step
 
 
-def log_turn(negotiation: Negotiation, reply: Reply, outcome: TurnOutcome, result: BrainResult) -> None:
+def log_turn(shell: Shell, ask: TurnLog, conn: Connection | None, since: float) -> None:
     """Log an answered turn: what the engine overrode or rewrote, a fallback, and the end's summary."""
+    reply, outcome, result = ask
     if not (outcome.overrides or outcome.rewrites or result.fallback) and not log.isEnabledFor(logging.INFO):
         return  # nothing to log: do not build the record's fields either
+    negotiation = shell.machine.negotiation
     extra = {
         "session_id": negotiation.session_id, "turn": reply.turn, "stage": reply.negotiation_state.value,
         # The frozen model's own field dict, shared rather than dumped: its values are plain
@@ -156,7 +158,10 @@ def _acknowledge(shell: Shell, ask: Acknowledge, conn: Connection | None, since:
 
 
 def _think(shell: Shell, ask: Think, conn: Connection | None, since: float) -> None:
-    shell.think(ask.pending, ask.request, since)
+    shell.thinking_since = since
+    done = shell.calls.think(ask.pending, ask.request, shell.post)
+    if done is not None:  # a brain that answers at once: no task, no round trip through the inbox
+        shell.answered(done)
 
 
 def _abandon(shell: Shell, ask: Abandon, conn: Connection | None, since: float) -> None:
@@ -172,7 +177,8 @@ def _hush(shell: Shell, ask: Hush, conn: Connection | None, since: float) -> Non
 
 
 def _resolve(shell: Shell, ask: Resolve, conn: Connection | None, since: float) -> None:
-    shell.resolve(ask.client_id, ask.reply)
+    for callback in shell.turn_waiters.pop(ask.client_id, ()):
+        callback(ask.reply)
 
 
 def _summarize(shell: Shell, ask: Summarize, conn: Connection | None, since: float) -> None:
@@ -191,10 +197,6 @@ def _run_waiting(shell: Shell, ask: RunWaiting, conn: Connection | None, since: 
     shell.run_held()
 
 
-def _log(shell: Shell, ask: TurnLog, conn: Connection | None, since: float) -> None:
-    log_turn(shell.machine.negotiation, ask.reply, ask.outcome, ask.result)
-
-
 # How the actor does each of a step's asks (session/outputs.py), by its exact type; any other
 # output is an event, for every connection.
 RUN: dict[type[Any], Callable[[Shell, Any, Connection | None, float], None]] = {
@@ -208,5 +210,5 @@ RUN: dict[type[Any], Callable[[Shell, Any, Connection | None, float], None]] = {
     Summarize: _summarize,
     Replay: _replay,
     RunWaiting: _run_waiting,
-    TurnLog: _log,
+    TurnLog: log_turn,
 }

@@ -41,7 +41,7 @@ async def test_reply_to_answers_a_caller_without_a_socket_or_says_why_not() -> N
             await until(lambda: actor.busy)
             with pytest.raises(SessionBusy):
                 await actor.reply_to(transcript("r2"), within=5)
-        assert first[0].in_reply_to == "r1" and not actor._turn_waiters  # the refused caller left no waiter
+        assert first[0].in_reply_to == "r1" and not actor.turn_waiters  # the refused caller left no waiter
         stopped: list[BaseException] = []
 
         async def ask_then_stop() -> None:
