@@ -89,15 +89,13 @@ def run_step(shell: Shell, step: Step, origin: Frame | None, since: float) -> No
             submit(change)
     conn = origin.conn if origin is not None else None
     fanout = shell.fanout
-    sent = False
     for output in step.outputs:
         if isinstance(output, tuple):  # an ask (a named tuple); an event is a model
             RUN[type(output)](shell, output, conn, since)
         else:
             fanout.broadcast(Envelope(output))
-            sent = True
-    if changes and sent:
-        shell.changed()  # once the session's news is out (a turn begun changes nothing anyone sees yet)
+    if changes:
+        shell.changed()  # the lobby and the learners' store read the session: a scene changes its item
 
 
 def timed(step: Step, done: BrainDone, validate_start: float, since: float, brain: str) -> Step:
