@@ -120,8 +120,10 @@ class Tokens:
         if not isinstance(payload, dict) or not payload.keys() <= _OWN_CLAIMS:
             return None
         exp, iat = payload.get("exp"), payload.get("iat", 0)
+        # The subject and role are strings as `_sign` writes them: anything else (a number past 64 bits,
+        # which orjson reads as a float where PyJWT's json keeps the integer) goes to PyJWT.
         if (type(exp) is not int or type(iat) is not int or payload.get("iss") != ISSUER
-                or payload.get(subject) is None or payload.get("role") is None):
+                or type(payload.get(subject)) is not str or type(payload.get("role")) is not str):
             return None
         now = time.time() if now is None else now
         if exp <= now - LEEWAY_SECONDS or iat > now + LEEWAY_SECONDS:
