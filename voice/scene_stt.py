@@ -40,7 +40,7 @@ from voice.numerals import spoken_number
 from voice.scene_corpus import context_key, scene_sentences, vocabulary
 from voice.stt import SceneContext, Transcription
 
-MODEL_VERSION = "1"  # bump when the corpus or the model's making changes: cached files are keyed by it
+MODEL_VERSION = "2"  # bump when the corpus or the model's making changes: cached files are keyed by it
 # The decoder's settings: no second, flat pass (it costs 40 % more CPU for nothing on this set).
 DECODER_OPTIONS: dict[str, Any] = {"fwdflat": False}
 # Digital silence (espeak-ng's pauses, a client's zero padding) has no spectrum: its features are
