@@ -40,7 +40,7 @@ from voice.numerals import spoken_number
 from voice.scene_corpus import context_key, scene_sentences, vocabulary
 from voice.stt import SceneContext, Transcription
 
-MODEL_VERSION = "2"  # bump when the corpus or the model's making changes: cached files are keyed by it
+MODEL_VERSION = "3"  # bump when the corpus or the model's making changes: cached files are keyed by it
 # The decoder's settings: the second, flat pass over the first pass's word lattice, for the scene
 # passes only (`_load`): with the offers' frames in the model it took the English word error rate
 # on every 4th English clip of the labelled set from 18.2 % to 16.7 %, for 25 % more CPU.
@@ -109,9 +109,11 @@ class SceneStt:
     # ------------------------------------------------------------------ the dictionary
 
     def _entries(self, words: Iterable[str]) -> dict[str, tuple[str, ...]]:
-        """Pronunciations for `words`: the CMU dictionary's first, else espeak-ng's."""
+        """Pronunciations for `words`: the CMU dictionary's first, else espeak-ng's. Where both
+        have the word and differ, espeak-ng's is a second pronunciation (`word(2)`), as it is how
+        a word is read aloud from its spelling by an engine that knows none of the pack's words."""
         wanted = set(words) - self._known
-        found = {w: _PRONOUNCED[w] for w in wanted if w in _PRONOUNCED}
+        found = {k: _PRONOUNCED[k] for w in wanted for k in (w, f"{w}(2)") if k in _PRONOUNCED}
         wanted -= set(found)
         if not wanted:
             return found
@@ -120,9 +122,13 @@ class SceneStt:
                 word, _, phones = line.partition(" ")
                 if word in wanted and word not in found:
                     found[word] = tuple(phones.split())
-        missing = sorted(wanted - set(found))
-        if missing and self._espeak:
-            found.update(espeak_pronunciations(self._espeak, missing))
+        if self._espeak:
+            spoken = espeak_pronunciations(self._espeak, sorted(wanted))
+            for word, read in spoken.items():
+                if word not in found:
+                    found[word] = read
+                elif read != found[word]:
+                    found[f"{word}(2)"] = read
         _PRONOUNCED.update(found)
         return found
 
@@ -172,7 +178,8 @@ class SceneStt:
             self._model(scene, sentences, scene)
             bag = sorted(vocabulary(sentences) & self._known)
             self._model(free, [([w], 1.0) for w in bag], free)
-            _write(words, dictionary_text({w: self._lexicon[w] for w in bag}))
+            _write(words, dictionary_text({k: self._lexicon[k] for w in bag for k in (w, f"{w}(2)")
+                                           if k in self._lexicon}))
         self._packs[(scenario, local)] = (scene, free)
         return scene, free
 
