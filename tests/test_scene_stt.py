@@ -151,7 +151,7 @@ def test_wrong_transcripts_rarely_pass_the_clarify_threshold(english: dict[str, 
 
 def test_recognition_costs_well_under_real_time(english: dict[str, float | int | None]) -> None:
     cpu = english["cpu_ms_per_s"]
-    assert cpu is not None and cpu < 400, english  # measured: about 80 ms per second of speech
+    assert cpu is not None and cpu < 400, english  # measured: 110-140 ms per second of speech
 
 
 def test_english_lines_are_mostly_heard(english: dict[str, float | int | None]) -> None:
@@ -160,11 +160,15 @@ def test_english_lines_are_mostly_heard(english: dict[str, float | int | None]) 
     assert wer < 0.3 and prices > 0.7, english  # today's general model: WER 0.6-0.7 on this set
 
 
-@pytest.mark.xfail(strict=True, reason="issue #41's targets are not met yet (docs/voice.md has the figures)")
-def test_english_lines_meet_the_issues_targets(english: dict[str, float | int | None]) -> None:
-    wer, prices = english["wer"], english["price_accuracy"]
-    assert wer is not None and prices is not None
-    assert wer <= 0.15 and prices >= 0.95, english
+def test_english_lines_meet_the_issues_word_error_rate(english: dict[str, float | int | None]) -> None:
+    wer = english["wer"]
+    assert wer is not None and wer <= 0.15, english  # issue #41's target
+
+
+@pytest.mark.xfail(strict=True, reason="issue #41's price target is not met yet (docs/voice.md has the figures)")
+def test_spoken_prices_meet_the_issues_target(english: dict[str, float | int | None]) -> None:
+    prices = english["price_accuracy"]
+    assert prices is not None and prices >= 0.95, english
 
 
 # ---------------------------------------------------------------------------- end to end
