@@ -120,6 +120,20 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     stt.close()
 
 
+def test_a_pack_word_espeak_reads_otherwise_has_both_pronunciations(scene: object) -> None:
+    """CMU's pronunciation first, espeak-ng's reading as `word(2)` where it differs; the pack's
+    dictionary in the cache keeps both, so a restart reads back the same decoder."""
+    from voice.g2p import read_dictionary
+
+    scene.prepare(["marrakech-souk"])  # type: ignore[attr-defined]
+    entries: dict[str, tuple[str, ...]] = {}
+    for path in scene.cache.glob("scene-*.dict"):  # type: ignore[attr-defined]
+        entries.update(read_dictionary(path.read_text("utf-8")))
+    assert entries["dirhams"] == ("D", "ER", "AH", "M", "Z")  # CMU's
+    assert entries["dirhams(2)"] == ("D", "ER", "R", "AE", "M", "Z")  # espeak-ng's, mapped
+    assert "brother(2)" not in entries  # the same both ways: one pronunciation
+
+
 def sample(language: str, every: int) -> list[tuple[Line, Variant]]:
     pairs = [(line, v) for line in load_labels() if (line.language == "en") == (language == "en")
              for v in variants(line)]
