@@ -120,6 +120,20 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     stt.close()
 
 
+def test_a_pack_word_espeak_reads_otherwise_has_both_pronunciations(scene: object) -> None:
+    """CMU's pronunciation first, espeak-ng's reading as `word(2)` where it differs; the pack's
+    dictionary in the cache keeps both, so a restart reads back the same decoder."""
+    from voice.g2p import read_dictionary
+
+    scene.prepare(["marrakech-souk"])  # type: ignore[attr-defined]
+    entries: dict[str, tuple[str, ...]] = {}
+    for path in scene.cache.glob("scene-*.dict"):  # type: ignore[attr-defined]
+        entries.update(read_dictionary(path.read_text("utf-8")))
+    assert entries["dirhams"] == ("D", "ER", "AH", "M", "Z")  # CMU's
+    assert entries["dirhams(2)"] == ("D", "ER", "R", "AE", "M", "Z")  # espeak-ng's, mapped
+    assert "brother(2)" not in entries  # the same both ways: one pronunciation
+
+
 def sample(language: str, every: int) -> list[tuple[Line, Variant]]:
     pairs = [(line, v) for line in load_labels() if (line.language == "en") == (language == "en")
              for v in variants(line)]
@@ -151,7 +165,7 @@ def test_wrong_transcripts_rarely_pass_the_clarify_threshold(english: dict[str, 
 
 def test_recognition_costs_well_under_real_time(english: dict[str, float | int | None]) -> None:
     cpu = english["cpu_ms_per_s"]
-    assert cpu is not None and cpu < 400, english  # measured: about 80 ms per second of speech
+    assert cpu is not None and cpu < 400, english  # measured: 110-140 ms per second of speech
 
 
 def test_english_lines_are_mostly_heard(english: dict[str, float | int | None]) -> None:
@@ -160,11 +174,15 @@ def test_english_lines_are_mostly_heard(english: dict[str, float | int | None]) 
     assert wer < 0.3 and prices > 0.7, english  # today's general model: WER 0.6-0.7 on this set
 
 
-@pytest.mark.xfail(strict=True, reason="issue #41's targets are not met yet (docs/voice.md has the figures)")
-def test_english_lines_meet_the_issues_targets(english: dict[str, float | int | None]) -> None:
-    wer, prices = english["wer"], english["price_accuracy"]
-    assert wer is not None and prices is not None
-    assert wer <= 0.15 and prices >= 0.95, english
+def test_english_lines_meet_the_issues_word_error_rate(english: dict[str, float | int | None]) -> None:
+    wer = english["wer"]
+    assert wer is not None and wer <= 0.15, english  # issue #41's target
+
+
+@pytest.mark.xfail(strict=True, reason="issue #41's price target is not met yet (docs/voice.md has the figures)")
+def test_spoken_prices_meet_the_issues_target(english: dict[str, float | int | None]) -> None:
+    prices = english["price_accuracy"]
+    assert prices is not None and prices >= 0.95, english
 
 
 # ---------------------------------------------------------------------------- end to end

@@ -62,16 +62,13 @@ def ipa_to_cmu(ipa: str) -> tuple[str, ...]:
 
 
 def read_dictionary(text: str) -> dict[str, tuple[str, ...]]:
-    """The first pronunciation of each word of a CMU-format dictionary (`word PH ON ES`)."""
+    """The pronunciations of a CMU-format dictionary (`word PH ON ES`; an alternative keeps its
+    `word(2)` name), the first of each name."""
     found: dict[str, tuple[str, ...]] = {}
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) < 2:
-            continue
-        word = parts[0]
-        if word.endswith(")") and "(" in word:
-            continue  # an alternative pronunciation: the first one serves
-        found.setdefault(word, tuple(parts[1:]))
+        if len(parts) >= 2:
+            found.setdefault(parts[0], tuple(parts[1:]))
     return found
 
 

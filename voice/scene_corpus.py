@@ -30,9 +30,18 @@ W_VENDOR = 0.3
 W_FILLER = 1.0
 W_PRICE = 0.5  # per price phrase; there are many
 MOMENT = 4.0  # how much more the item in hand and the quote's neighbourhood weigh
+# How an offer is said in English: the issue's "<number> rupees", "I will give you <n>", "<n> final",
+# and the other common ways of putting a price to a seller. Frames with {items} are said per item.
 OFFER_FRAMES = ("{n}", "{n} {cur}", "i will give you {n}", "i will give you {n} {cur}", "{n} {cur} okay",
                 "how about {n}", "how about {n} {cur}", "give it for {n}", "{n} {cur} deal", "make it {n}",
-                "{n} {cur} for the {items}", "i can pay {n} {cur}", "{n} only", "okay {n} {cur}")
+                "{n} {cur} for the {items}", "i can pay {n} {cur}", "{n} only", "okay {n} {cur}",
+                "{n} final", "{n} {cur} final", "{n} {cur} final offer", "my best offer is {n}",
+                "my best offer is {n} {cur}", "can you do {n}", "can you do {n} {cur}", "i can pay {n} {cur} no more",
+                "{n} {cur} no more", "okay {n} {cur} deal", "that is too expensive i will give you {n} {cur}",
+                "how about {n} {cur} for the {items}", "i will give you {n} {cur} for the {items}",
+                "i will pay {n}", "{n} is my last price", "let us say {n} {cur}")
+_GENERIC = tuple(f for f in OFFER_FRAMES if "{items}" not in f)
+_PER_ITEM = tuple(f for f in OFFER_FRAMES if "{items}" in f)
 
 
 def context_key(context: SceneContext) -> tuple[str, bool, str, int | None]:
@@ -133,14 +142,28 @@ def scene_sentences(scenario: Scenario, context: SceneContext | None = None) -> 
 
 def _offers(scenario: Scenario, items: tuple[Item, ...], weight: float,
             prices: list[int] | None = None) -> list[tuple[str, float]]:
+    """Offers over each item's band (or `prices`): `weight` per item and price, shared by the frames.
+    A price is said as American speakers say it and, at half the weight, with British and Indian
+    English's "and" after the hundreds (as espeak-ng's en-gb voice says it)."""
+    share = weight / len(OFFER_FRAMES)
+    per_price: dict[int, float] = {}
     out: list[tuple[str, float]] = []
     for item in items:
         name = item.spoken or item.name.lower()
         for n in prices if prices is not None else item_prices(item):
-            said = spoken_number(n)
-            share = weight / len(OFFER_FRAMES)
-            out += [(frame.format(n=said, cur=scenario.currency_word, items=name), share) for frame in OFFER_FRAMES]
+            per_price[n] = per_price.get(n, 0.0) + share
+            for said, w in _said(n):
+                out += [(frame.format(n=said, cur=scenario.currency_word, items=name), share * w)
+                        for frame in _PER_ITEM]
+    for n, mass in sorted(per_price.items()):  # the frames without the item: once per price, summed
+        for said, w in _said(n):
+            out += [(frame.format(n=said, cur=scenario.currency_word), mass * w) for frame in _GENERIC]
     return out
+
+
+def _said(n: int) -> list[tuple[str, float]]:
+    plain, joined = spoken_number(n), spoken_number(n, joined=True)
+    return [(plain, 1.0)] if plain == joined else [(plain, 1.0), (joined, 0.5)]
 
 
 def vocabulary(sentences: list[tuple[list[str], float]]) -> set[str]:
