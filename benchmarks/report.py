@@ -329,10 +329,6 @@ def pauses_run(scale: Scale) -> dict[str, Any]:
     ns = argparse.Namespace(sessions=scale.pause_sessions, duration=scale.pause_duration,
                             logs=str(ARTIFACTS / "report-logs"))
     result = one_run(ns, "pauses", {"GC_FULL_EVERY_SECONDS": str(scale.pause_full_every)})
-    log = (ARTIFACTS / "report-logs" / "server-pauses.log").read_text(errors="replace")
-    full = [json.loads(line) for line in log.splitlines() if '"full garbage collection"' in line]
-    result["planned_full_passes"] = [{k: f.get(k) for k in ("ms", "collected", "frozen", "walked")}
-                                     for f in full]
     result["full_every_s"] = scale.pause_full_every
     result["max_pause_ms"] = max(g["max_ms"] for g in result["gc"].values())
     return result
