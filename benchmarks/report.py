@@ -78,8 +78,8 @@ NONE = "\u2013"  # an en dash: no figure
 # Each dependency `samvad serve` imports, in the order measured: the RSS a fresh interpreter
 # gains when it imports it (and whatever it pulls in that is not in yet).
 DEPENDENCIES = ("orjson", "msgpack", "anyio", "pydantic", "starlette", "uvicorn", "websockets",
-                "uvloop", "httptools", "jwt", "httpx", "aiohttp", "openai", "tiktoken", "neo4j",
-                "psutil", "numpy", "schemas", "session", "brain", "voice", "server.app")
+                "uvloop", "httptools", "jwt", "httpx", "aiohttp", "openai", "tiktoken", "numpy", "bm25s",
+                "neo4j", "psutil", "schemas", "session", "brain", "voice", "server.app")
 
 
 @dataclass(frozen=True)
@@ -330,7 +330,7 @@ def pauses_run(scale: Scale) -> dict[str, Any]:
                             logs=str(ARTIFACTS / "report-logs"))
     result = one_run(ns, "pauses", {"GC_FULL_EVERY_SECONDS": str(scale.pause_full_every)})
     result["full_every_s"] = scale.pause_full_every
-    result["max_pause_ms"] = max(g["max_ms"] for g in result["gc"].values())
+    result["max_pause_ms"] = max(g["max_ms"] for key, g in result["gc"].items() if key != "start-up")
     return result
 
 
@@ -417,7 +417,7 @@ def figures(runs: Runs) -> list[dict[str, Any]]:
                       life[0][1]["base_rss_mib"] if life else None, "MiB", "reported, per dependency", None,
                       [k for k, _ in life]))
     pauses = ok_runs(runs, "pauses")
-    out.append(figure("pauses.max_ms", "Longest collector pause, planned full passes included",
+    out.append(figure("pauses.max_ms", "Longest collector pause while serving, planned full passes included",
                       pauses[0][1]["max_pause_ms"] if pauses else None, "ms", "<= 50", lambda v: v <= 50,
                       [k for k, _ in pauses]))
     voice = ok_runs(runs, "voice")
