@@ -73,6 +73,7 @@ BASELINE = "3ba1848"
 # non-streamed turn against the fake model's 0.32 ms, 2026-11-26).
 NON_STREAMED_RATIO_BEFORE = 10.75
 REPORT_MARK = "performance-report"
+DEFAULT_ONLY = "rule,life,llm,memory,pauses,voice"
 NONE = "\u2013"  # an en dash: no figure
 
 # Each dependency `samvad serve` imports, in the order measured: the RSS a fresh interpreter
@@ -153,10 +154,12 @@ def remove_baseline(build: Build) -> None:
 
 
 class Runs:
-    """Every run of this report: what it was, when, and its raw figures."""
+    """Every run of this report: what it was, when, and its raw figures. After each run the report
+    is written again, so that a sitting cut short still leaves the runs it finished."""
 
-    def __init__(self) -> None:
+    def __init__(self, after: Callable[[], object]) -> None:
         self.runs: dict[str, dict[str, Any]] = {}
+        self.after = after
 
     def record(self, run_id: str, what: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         print(f"== {run_id}: {what}", flush=True)
@@ -168,6 +171,7 @@ class Runs:
             print(f"   failed: {result['failed']}", flush=True)
         self.runs[run_id] = {"what": what, "started": round(started, 1),
                              "seconds": round(time.time() - started, 1), "result": result}
+        self.after()
         return result
 
 
@@ -435,11 +439,17 @@ def markdown(report: dict[str, Any]) -> str:
     lines = [f"Report of `{head['command']}`, {head['date']}: commit {head['commit']} against "
              f"{head['baseline']}, {head['cpus']} CPUs (shared), Python {head['python']}"
              + (" — **quick: scaled-down runs, a smoke test, not the issue's verdicts**" if head["quick"] else "")
+             + ("" if head["finished"] else " — **still running, or cut short: the runs so far**")
              + ".", "", "| figure | value | target | verdict | runs |", "| --- | --- | --- | --- | --- |"]
     for f in report["figures"]:
         value = NONE if f["value"] is None else f"{f['value']:g} {f['unit']}".strip()
         runs = ", ".join(f["runs"]) or NONE
         lines.append(f"| {f['label']} | {value} | {f['target'] or NONE} | {f['verdict']} | {runs} |")
+    imports = report["runs"].get("memory-imports", {}).get("result", {})
+    if "total" in imports:
+        parts = ", ".join(f"{name} {mib:g}" for name, mib in imports.items() if name != "total" and mib >= 0.5)
+        lines += ["", f"RSS by import, MiB (each after those before it; a fresh interpreter): {parts}; "
+                      f"{imports['total']:g} in all."]
     lines += ["", "| run | what | seconds |", "| --- | --- | --- |"]
     for run_id, run in report["runs"].items():
         failed = f" (failed: {run['result']['failed']})" if "failed" in run["result"] else ""
@@ -460,11 +470,31 @@ def quote_in(path: Path, table: str) -> None:
 # ---------------------------------------------------------------------------- main
 
 
+def write(args: argparse.Namespace, current: Build, scale: Scale, runs: Runs, *, finished: bool) -> str:
+    """The JSON and the Markdown table of the runs so far (and the documents' quotes with --docs)."""
+    command = "python -m benchmarks.report" + (" --quick" if args.quick else "") + \
+        (f" --only {args.only}" if args.only != DEFAULT_ONLY else "")
+    report = {"sitting": {"command": command, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                          "commit": current.commit, "baseline": args.baseline, "quick": args.quick,
+                          "finished": finished, "cpus": os.cpu_count(), "python": sys.version.split()[0],
+                          "scale": scale.__dict__},
+              "figures": figures(runs), "runs": runs.runs}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    table = markdown(report)
+    args.markdown.write_text(table)
+    if args.docs:
+        for doc in (ROOT / "docs" / "performance.md", ROOT / "README.md"):
+            quote_in(doc, table)
+    return table
+
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.report", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="every run scaled down: a smoke test")
-    parser.add_argument("--only", default="rule,life,llm,memory,pauses,voice")
+    parser.add_argument("--only", default=DEFAULT_ONLY)
     parser.add_argument("--baseline", default=BASELINE)
     parser.add_argument("--baseline-dir", type=Path, default=None,
                         help="the baseline's worktree (default: <tmp>/samvad-baseline-<commit>, reused)")
@@ -479,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     scale = QUICK if args.quick else FULL
     ARTIFACTS.mkdir(exist_ok=True)
     current = current_build()
-    runs = Runs()
+    runs = Runs(lambda: write(args, current, scale, runs, finished=False))
     baseline: Build | None = None
     try:
         if "rule" in only:
@@ -521,19 +551,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if baseline is not None and args.remove_baseline:
             remove_baseline(baseline)
-    command = "python -m benchmarks.report" + (" --quick" if args.quick else "") + \
-        (f" --only {args.only}" if only != set(parser.get_default("only").split(",")) else "")
-    report = {"sitting": {"command": command, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                          "commit": current.commit, "baseline": args.baseline, "quick": args.quick,
-                          "cpus": os.cpu_count(), "python": sys.version.split()[0], "scale": scale.__dict__},
-              "figures": figures(runs), "runs": runs.runs}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
-    table = markdown(report)
-    args.markdown.write_text(table)
-    if args.docs:
-        for doc in (ROOT / "docs" / "performance.md", ROOT / "README.md"):
-            quote_in(doc, table)
+    table = write(args, current, scale, runs, finished=True)
     print("\n" + table)
     print(f"written to {args.out} and {args.markdown}")
     return 0
