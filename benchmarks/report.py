@@ -77,10 +77,11 @@ DEFAULT_ONLY = "rule,life,llm,memory,pauses,voice"
 NONE = "\u2013"  # an en dash: no figure
 
 # Each dependency `samvad serve` imports, in the order measured: the RSS a fresh interpreter
-# gains when it imports it (and whatever it pulls in that is not in yet).
-DEPENDENCIES = ("orjson", "msgpack", "anyio", "pydantic", "starlette", "uvicorn", "websockets",
-                "uvloop", "httptools", "jwt", "httpx", "aiohttp", "openai", "tiktoken", "numpy", "bm25s",
-                "neo4j", "psutil", "schemas", "session", "brain", "voice", "server.app")
+# gains when it imports it (and whatever it pulls in that is not in yet). What `server.app`
+# imports first; then what the LLM brain imports when it is built (not with USE_MOCKS).
+DEPENDENCIES = ("orjson", "msgpack", "anyio", "pydantic", "starlette", "uvicorn", "websockets", "uvloop",
+                "httptools", "jwt", "numpy", "bm25s", "neo4j", "psutil", "schemas", "session", "brain", "voice",
+                "server.app", "httpx2", "aiohttp", "openai", "tiktoken")
 
 
 @dataclass(frozen=True)
@@ -321,6 +322,24 @@ def import_rss() -> dict[str, Any]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
+def serve_rss(args: argparse.Namespace) -> dict[str, Any]:
+    """RSS of `samvad serve` just started (2 s after /health), as the benchmarks run it (the rule
+    brain, no mirror) and production-shaped (the LLM brain, the Neo4j mirror when --neo4j-uri)."""
+    shapes = {"mocks": {"USE_MOCKS": "true"},
+              "llm": {"USE_MOCKS": "false", "BRAIN": "openai", "OPENAI_API_KEY": "x",
+                      "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",  # never called: nothing plays
+                      **({"MIRROR": "neo4j", "NEO4J_URI": args.neo4j_uri} if args.neo4j_uri else {"MIRROR": "none"})}}
+    out: dict[str, Any] = {"neo4j": bool(args.neo4j_uri)}
+    for name, extra in shapes.items():
+        server, _ = start(current_build(), f"rss-{name}", {"LOG_LEVEL": "WARNING", **extra})
+        try:
+            time.sleep(2.0)
+            out[f"{name}_mib"] = round(server.rss_kib() / 1024, 1)
+        finally:
+            server.stop()
+    return out
+
+
 def memory_run(scale: Scale) -> dict[str, Any]:
     ns = argparse.Namespace(log_level="WARNING", uvicorn_ws=None, uvicorn_loop=None,
                             logs=str(ARTIFACTS / "report-logs"))
@@ -417,9 +436,14 @@ def figures(runs: Runs) -> list[dict[str, Any]]:
     out.append(figure("memory.ended_kib", "An ended session kept for its report",
                       life[0][1]["kib_per_ended_session"] if life else None, "KiB", "<= 8",
                       lambda v: v <= 8, [k for k, _ in life]))
-    out.append(figure("memory.base_rss_mib", "Base RSS of `samvad serve`, just started",
-                      life[0][1]["base_rss_mib"] if life else None, "MiB", "reported, per dependency", None,
-                      [k for k, _ in life]))
+    base = ok_runs(runs, "memory-base")
+    out.append(figure("memory.base_rss_mib", "Base RSS of `samvad serve` just started, rule brain, no mirror",
+                      base[0][1]["mocks_mib"] if base else None, "MiB", "reported, per dependency", None,
+                      [k for k, _ in base]))
+    out.append(figure("memory.base_rss_llm_mib", "Base RSS of `samvad serve` just started, LLM brain"
+                      + (" and Neo4j mirror" if base and base[0][1]["neo4j"] else ""),
+                      base[0][1]["llm_mib"] if base else None, "MiB", "reported, per dependency", None,
+                      [k for k, _ in base]))
     pauses = ok_runs(runs, "pauses")
     out.append(figure("pauses.max_ms", "Longest collector pause while serving, planned full passes included",
                       pauses[0][1]["max_pause_ms"] if pauses else None, "ms", "<= 50", lambda v: v <= 50,
@@ -440,6 +464,8 @@ def markdown(report: dict[str, Any]) -> str:
              f"{head['baseline']}, {head['cpus']} CPUs (shared), Python {head['python']}"
              + (" — **quick: scaled-down runs, a smoke test, not the issue's verdicts**" if head["quick"] else "")
              + ("" if head["finished"] else " — **still running, or cut short: the runs so far**")
+             + (f"; with the runs of `{head['merged_from']['command']}` ({head['merged_from']['date']}), "
+                "marked with theirs" if head.get("merged_from") else "")
              + ".", "", "| figure | value | target | verdict | runs |", "| --- | --- | --- | --- | --- |"]
     for f in report["figures"]:
         value = NONE if f["value"] is None else f"{f['value']:g} {f['unit']}".strip()
@@ -473,10 +499,11 @@ def quote_in(path: Path, table: str) -> None:
 def write(args: argparse.Namespace, current: Build, scale: Scale, runs: Runs, *, finished: bool) -> str:
     """The JSON and the Markdown table of the runs so far (and the documents' quotes with --docs)."""
     command = "python -m benchmarks.report" + (" --quick" if args.quick else "") + \
-        (f" --only {args.only}" if args.only != DEFAULT_ONLY else "")
+        (f" --only {args.only}" if args.only != DEFAULT_ONLY else "") + (" --merge" if args.merge else "")
     report = {"sitting": {"command": command, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                           "commit": current.commit, "baseline": args.baseline, "quick": args.quick,
-                          "finished": finished, "cpus": os.cpu_count(), "python": sys.version.split()[0],
+                          "finished": finished, "merged_from": args.merged_from,
+                          "cpus": os.cpu_count(), "python": sys.version.split()[0],
                           "scale": scale.__dict__},
               "figures": figures(runs), "runs": runs.runs}
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -501,6 +528,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--remove-baseline", action="store_true", help="remove the baseline's worktree after")
     parser.add_argument("--neo4j-uri", default="", help="the capacity runs' Neo4j (default: none)")
     parser.add_argument("--docs", action="store_true", help="also quote the table in docs/performance.md and README.md")
+    parser.add_argument("--merge", type=Path, default=None,
+                        help="start from the runs of an earlier report (its JSON); runs made now replace theirs")
     parser.add_argument("--out", type=Path, default=ARTIFACTS / "performance-report.json")
     parser.add_argument("--markdown", type=Path, default=ARTIFACTS / "performance-report.md")
     args = parser.parse_args(argv)
@@ -510,6 +539,14 @@ def main(argv: list[str] | None = None) -> int:
     ARTIFACTS.mkdir(exist_ok=True)
     current = current_build()
     runs = Runs(lambda: write(args, current, scale, runs, finished=False))
+    merged: dict[str, Any] = {}
+    if args.merge is not None:
+        merged = json.loads(args.merge.read_text())
+        for run_id, run in merged["runs"].items():  # each keeps the sitting it came from
+            runs.runs[run_id] = {**run, "what": run["what"] if "from" in run else
+                                 f"{run['what']} [from {merged['sitting']['command']}, {merged['sitting']['date']}]",
+                                 "from": run.get("from", merged["sitting"]["date"])}
+    args.merged_from = merged.get("sitting")
     baseline: Build | None = None
     try:
         if "rule" in only:
@@ -541,6 +578,9 @@ def main(argv: list[str] | None = None) -> int:
             runs.record("memory-idle", f"benchmarks/load.py scenario d, {scale.idle_sessions} sessions each "
                         "with an idle player socket", lambda: memory_run(scale))
             runs.record("memory-imports", "RSS each dependency adds, imported in a fresh interpreter", import_rss)
+            runs.record("memory-base", "RSS of `samvad serve` just started: the rule brain without a mirror, and "
+                        f"the LLM brain {'with the Neo4j mirror' if args.neo4j_uri else 'without a mirror'}",
+                        partial(serve_rss, args))
         if "pauses" in only:
             runs.record("pauses", f"gc_pauses: {scale.pause_sessions} sessions ~1 turn/s, "
                         f"{scale.pause_duration:g} s, planned full pass every {scale.pause_full_every:g} s",
