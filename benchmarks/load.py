@@ -68,10 +68,10 @@ def env_for(extra: dict[str, str] | None = None) -> dict[str, str]:
 class Proc:
     """A child process that is always stopped, and whose CPU time can be read."""
 
-    def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], log: Path, cwd: Path = ROOT) -> None:
         log.parent.mkdir(parents=True, exist_ok=True)
         self.log = log.open("wb")
-        self.popen = subprocess.Popen(args, cwd=ROOT, env=env, stdout=self.log,
+        self.popen = subprocess.Popen(args, cwd=cwd, env=env, stdout=self.log,
                                       stderr=subprocess.STDOUT)
         self.ps = psutil.Process(self.popen.pid)
 

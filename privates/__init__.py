@@ -11,6 +11,10 @@ The privates, what they reach into, who uses them, and what happens when they ar
   `conn.parser`, `request`, `response`, `handshake_complete`, `close_sent`, `read_paused` and
   `close_timer` of uvicorn's sans-I/O protocol. server/cli.py (`UVICORN_WS`). Gone: `protocol_class`
   hands uvicorn its own protocol.
+- `LeanHttpToolsProtocol` (uvicorn): the `parser` of uvicorn's httptools protocol, dropped once
+  the protocol has handed its socket to a WebSocket protocol. server/cli.py (`UVICORN_HTTP`).
+  Gone: `http_protocol_class` hands uvicorn its own protocol, and each upgraded connection waits
+  for the collector's full pass.
 - `CalmServer` (uvicorn): `Server.main_loop` replaced, `on_tick` called with uvicorn's 100 ms tick
   count. server/serving.py (`samvad serve`). Its main loop wakes once a second instead of ten times.
 - `raw_receive` (starlette): `WebSocket._receive`. For server/ws.py's reader, which still reads
@@ -46,6 +50,7 @@ from typing import Any
 import uvicorn
 from starlette.types import Receive
 from starlette.websockets import WebSocket
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol  # httptools: uvicorn[standard]
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 __all__ = [
@@ -53,10 +58,12 @@ __all__ = [
     "WRITTEN_FOR",
     "CalmServer",
     "CorkedTransport",
+    "LeanHttpToolsProtocol",
     "LeanWebSocketsSansIOProtocol",
     "ReceiveQueue",
     "WritableFlag",
     "aiohttp_response",
+    "http_protocol_class",
     "plain_content",
     "protocol_class",
     "raw_receive",
@@ -78,6 +85,7 @@ WRITTEN_FOR: dict[str, str] = {
 # Each private, and the distributions whose internals it reaches into.
 PRIVATES: dict[str, tuple[str, ...]] = {
     "LeanWebSocketsSansIOProtocol": ("uvicorn", "websockets"),
+    "LeanHttpToolsProtocol": ("uvicorn",),
     "CalmServer": ("uvicorn",),
     "raw_receive": ("starlette",),
     "aiohttp_response": ("openai", "httpx2"),
@@ -346,6 +354,39 @@ def protocol_class(name: str) -> Any:
     """What to hand uvicorn as `ws=` for the setting UVICORN_WS=`name`."""
     if name in ("auto", "websockets-sansio") and _looks_compatible():
         return LeanWebSocketsSansIOProtocol
+    return name
+
+
+# ---------------------------------------------------------------------------- uvicorn's HTTP protocol
+# httptools' parser calls its protocol back through bound methods it holds: protocol -> parser ->
+# method -> protocol, a cycle. uvicorn breaks it in `connection_lost`, which the HTTP protocol of a
+# connection upgraded to a WebSocket never gets: the transport now belongs to the WebSocket
+# protocol. So every WebSocket connection left its HTTP protocol, with the transport and its
+# socket object, to the cyclic collector, and server/gcpolicy.py froze them (they live through
+# two young passes) until its planned full pass: with scenario b's load, about 17 objects per
+# session, nearly all the cyclic garbage the full pass found. Nothing reads the parser after the
+# upgrade (the transport hands its data to the new protocol), so the subclass drops it there.
+
+HTTPTOOLS_METHODS = ("data_received", "handle_websocket_upgrade", "connection_lost")
+
+
+def _http_looks_compatible() -> bool:
+    """Whether uvicorn's httptools protocol still has the methods the subclass overrides or calls."""
+    return all(callable(getattr(HttpToolsProtocol, name, None)) for name in HTTPTOOLS_METHODS)
+
+
+class LeanHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, which lets go of its parser once a WebSocket has the socket."""
+
+    def handle_websocket_upgrade(self) -> None:
+        super().handle_websocket_upgrade()
+        self.parser = None  # type: ignore[assignment]  # as uvicorn's own connection_lost does
+
+
+def http_protocol_class(name: str) -> Any:
+    """What to hand uvicorn as `http=` for the setting UVICORN_HTTP=`name`."""
+    if name in ("auto", "httptools") and _http_looks_compatible():
+        return LeanHttpToolsProtocol
     return name
 
 

@@ -95,10 +95,14 @@ async def refresh_knowledge(services: Services, every_s: float = 30.0) -> None:
 
 
 async def full_collections(every_s: float) -> None:
-    """The planned full garbage collection of `server.gcpolicy`, every `every_s` seconds."""
+    """The planned full garbage collection of `server.gcpolicy`, due every `every_s` seconds; while
+    it would stop the world for too long it is put off and offered again (`FULL_RETRY_S`)."""
     while True:
         await anyio.sleep(every_s)
-        gcpolicy.full_collection()
+        waited = 0.0
+        while gcpolicy.full_collection(waited) is None:
+            await anyio.sleep(gcpolicy.FULL_RETRY_S)
+            waited += gcpolicy.FULL_RETRY_S
 
 
 def open_in_development(settings: Settings) -> list[str]:

@@ -9,7 +9,7 @@ import sys
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from privates import protocol_class
+    from privates import http_protocol_class, protocol_class
     from schemas.scenario import ScenarioError
     from server import gcpolicy
     from server.app import create_app
@@ -44,7 +44,7 @@ def _serve(args: argparse.Namespace) -> int:
         proxy_headers=False,  # the client's address is server/clientaddr.py's to decide (TRUSTED_PROXIES)
         ws=protocol_class(settings.UVICORN_WS),
         loop=settings.UVICORN_LOOP,
-        http=settings.UVICORN_HTTP,
+        http=http_protocol_class(settings.UVICORN_HTTP),
         ws_max_size=settings.MAX_FRAME_BYTES * 16,  # above this the transport closes with 1009
         ws_per_message_deflate=settings.WS_PER_MESSAGE_DEFLATE,
         ws_ping_interval=20.0,

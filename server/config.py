@@ -180,8 +180,9 @@ class Settings(BaseSettings):
     # Off by default: frames are small JSON, and each socket's zlib state costs ~45 KiB of memory
     # plus CPU on every frame (measured with tracemalloc on 500 idle sessions).
     WS_PER_MESSAGE_DEFLATE: bool = False
-    # `samvad serve` freezes what survives two young collections (server/gcpolicy.py); every
-    # this many seconds one full pass reclaims frozen cycles. 0 leaves CPython's defaults alone.
+    # `samvad serve` freezes its start-up objects and keeps young collections small
+    # (server/gcpolicy.py); every this many seconds a full pass over what it built since is due,
+    # and runs once it would pause for at most 40 ms. 0 leaves CPython's defaults alone.
     GC_FULL_EVERY_SECONDS: float = Field(600.0, ge=0)
     # --- scale-out (docs/deployment.md): several nodes behind HAProxy, sessions owned by Neo4j leases
     CLUSTER_NODE_ID: str = Field("", max_length=64, pattern=r"^[\w.\-]*$")  # empty: one node, no leases

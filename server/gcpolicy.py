@@ -1,4 +1,4 @@
-"""How `samvad serve` runs CPython's cyclic garbage collector: short pauses, one planned long one.
+"""How `samvad serve` runs CPython's cyclic garbage collector: short pauses, a full pass only when short.
 
 Reference counting frees almost everything a turn allocates; the cyclic collector is only there
 for cycles. Its cost is what it scans, and a busy server holds hundreds of thousands of live
@@ -17,34 +17,43 @@ The policy:
   coroutines, futures and timers of tasks that are waiting (a streamed reply resting between
   reads, the model's HTTP read timeout rearmed on every packet, deadlines). A pass walks all of
   them, so its length follows the allocations between passes, not the threshold;
-* whatever survives a gen1 pass is frozen as well. An object that has lived through two passes
-  is, in this server, session state that lives for minutes, so no pass grows with the number of
-  sessions. A pass costs in proportion to the young objects it walks, so small and frequent
-  beats large and rare. Measured by benchmarks/gc_pauses.py (1,000 bot sessions at one
-  turn per second each, 30 s per setting): young threshold 10,000 gave gen1 pauses of p50 24 ms,
-  max 32 ms and turn latency p99 18.4 ms; 3,000 gave 8 / 11 ms and p99 8.0 ms; 1,500 gave 3.4 /
-  4.8 ms and p99 4.6 ms; 700 gave 1.1 / 1.6 ms and p99 3.8 ms, with the least collector time
-  (0.49 s per 30 s, against 0.89 s at 10,000 and 2.42 s for CPython's defaults unfrozen, whose
-  full passes took up to 0.37 s and p99 248 ms). With the LLM brain streaming
+* a young pass walks the young generations only. An object that has lived through two passes is,
+  in this server, session state that lives for minutes, and it moves to the oldest generation, so
+  no young pass grows with the number of sessions. A pass costs in proportion to the young objects
+  it walks, so small and frequent beats large and rare. Measured by benchmarks/gc_pauses.py (1,000
+  bot sessions at one turn per second each, 30 s per setting): young threshold 10,000 gave gen1
+  pauses of p50 24 ms, max 32 ms and turn latency p99 18.4 ms; 3,000 gave 8 / 11 ms and p99 8.0
+  ms; 1,500 gave 3.4 / 4.8 ms and p99 4.6 ms; 700 gave 1.1 / 1.6 ms and p99 3.8 ms, with the least
+  collector time (0.49 s per 30 s, against 0.89 s at 10,000 and 2.42 s for CPython's defaults
+  unfrozen, whose full passes took up to 0.37 s and p99 248 ms). With the LLM brain streaming
   (benchmarks.capacity, 1,000 learners) 700 still let gen1 passes hold 11-15k young objects and
   run up to 7-9 ms, p99 7 ms; 100 gives gen0 passes of p99 0.3 ms and gen1 passes of p99 0.8 ms,
   max 1.9 ms, for the same collector time (0.57 s against 0.68 s in a step of 30 s). On the bot
-  load above, 100 against 700 took 0.94 s against 0.93 s of young passes per 30 s, gen1 p99
-  0.16 against 1.87 ms;
-* a cycle that dies after being frozen is not collected by those passes. Such garbage is rare
-  (about 25 objects a second at 1,160 turns/s, measured with the threshold at 700), and
-  `full_collection`, run every `GC_FULL_EVERY_SECONDS` by the app, unfreezes, collects everything
-  and freezes again. That pass is the one long pause, planned and logged: it walks every live
-  object, so it grows with the sessions held in memory (0.27 s at 300,000 objects, 0.44 s at
-  530,000: 1,000 busy sessions after 20 and 40 s). Evicted sessions do not wait for it: their
-  state holds no cycles and is freed by reference counting (after 966 sessions were evicted, the
-  next full pass found 18 objects to collect).
+  load above, 100 against 700 took 0.94 s against 0.93 s of young passes per 30 s, gen1 p99 0.16
+  against 1.87 ms;
+* whatever survives a gen1 pass moves to the oldest generation and stays there: CPython's own
+  full passes are off (`NEVER`), so no automatic pass walks the sessions' state. (Until issue #33
+  the survivors were frozen too, and the planned pass unfroze and walked everything, the
+  start-up objects included: 0.27 s at 300,000 objects, 0.44 s at 530,000.)
+* the planned pass (`full_collection`, offered every `GC_FULL_EVERY_SECONDS` by the app) frees
+  the cycles that died in the oldest generation. It walks the oldest generation, which is what
+  the server built while serving, but never the start-up objects (frozen once, about 78,000,
+  86 ms to walk on the 2-core machine): nothing built before serving is expected to die. Its
+  pause is in proportion to what it walks, so it runs only when it is expected to stop the world
+  for at most `FULL_PAUSE_BUDGET_MS`, and is offered again every `FULL_RETRY_S` until then; after
+  `FULL_MAX_DEFER_S` it runs whatever it costs. The expectation is the heap that has grown since
+  start-up (`sys.getallocatedblocks`, counted in well under a millisecond) times the milliseconds
+  per block the last pass took. Waiting costs little: the server's cyclic garbage is rare (each
+  session's sockets and state are freed by reference counting; privates/ breaks the cycles
+  uvicorn and websockets leave), so a deferred pass leaves next to nothing unreclaimed. Each pass,
+  and each deferral, is logged with its figures.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
+import sys
 import time
 from typing import Any
 
@@ -52,32 +61,36 @@ log = logging.getLogger("samvad.gc")
 
 YOUNG_THRESHOLD = 100
 GEN1_EVERY = 2
-FULL_EVERY = 10  # CPython's default: with survivors frozen, gen2 holds next to nothing
+NEVER = 2**31 - 1  # gen1 passes before CPython's own full pass: never, in practice (years)
+FULL_PAUSE_BUDGET_MS = 40.0  # issue #33: no pause over 50 ms
+FULL_RETRY_S = 30.0
+FULL_MAX_DEFER_S = 6 * 3600.0
+# Before the first pass has been timed: milliseconds per block allocated since start-up, the
+# slowest of three forced planned passes with 1,000 bot sessions on the shared 2-core machine
+# (`benchmarks/gc_pauses.py --young 100 --full-every 15 --force-full`: 298 ms at 439,000 blocks,
+# 526 ms at 844,000, 429 ms at 1,028,000; docs/performance.md, issue #33). About 57,000 blocks
+# fit in the budget.
+INITIAL_MS_PER_BLOCK = 7.0e-4
 
 _installed = False
-
-
-def _freeze_survivors(phase: str, info: dict[str, Any]) -> None:
-    if phase == "stop" and info["generation"] >= 1:
-        gc.freeze()
+_startup_blocks = 0
+_ms_per_block = INITIAL_MS_PER_BLOCK
 
 
 def install() -> None:
     """Apply the policy to this process (the server's; tests leave the collector alone)."""
-    global _installed
+    global _installed, _startup_blocks, _ms_per_block
     gc.collect()
     gc.freeze()
-    gc.set_threshold(YOUNG_THRESHOLD, GEN1_EVERY, FULL_EVERY)
-    if _freeze_survivors not in gc.callbacks:
-        gc.callbacks.append(_freeze_survivors)
+    gc.set_threshold(YOUNG_THRESHOLD, GEN1_EVERY, NEVER)
+    _startup_blocks = sys.getallocatedblocks()
+    _ms_per_block = INITIAL_MS_PER_BLOCK
     _installed = True
 
 
 def uninstall() -> None:
-    """Undo `install`: default thresholds, nothing frozen, no callback."""
+    """Undo `install`: default thresholds, nothing frozen."""
     global _installed
-    if _freeze_survivors in gc.callbacks:
-        gc.callbacks.remove(_freeze_survivors)
     gc.set_threshold(700, 10, 10)
     gc.unfreeze()
     _installed = False
@@ -87,13 +100,31 @@ def installed() -> bool:
     return _installed
 
 
-def full_collection() -> dict[str, float]:
-    """Collect everything, frozen objects included, then freeze the survivors again."""
+def expected_pause_ms() -> float:
+    """What a full pass would stop the world for now, going by the last one."""
+    return max(0, sys.getallocatedblocks() - _startup_blocks) * _ms_per_block
+
+
+def full_pass_due(expected_ms: float, waited_s: float) -> bool:
+    """Whether the planned pass runs now: short enough, or put off for long enough."""
+    return expected_ms <= FULL_PAUSE_BUDGET_MS or waited_s >= FULL_MAX_DEFER_S
+
+
+def full_collection(waited_s: float = 0.0) -> dict[str, Any] | None:
+    """Collect everything built since start-up, if it is due; None when it is put off."""
+    global _ms_per_block
+    blocks = max(1, sys.getallocatedblocks() - _startup_blocks)
+    expected = blocks * _ms_per_block
+    if not full_pass_due(expected, waited_s):
+        log.info("full garbage collection deferred", extra={"expected_ms": round(expected, 1),
+                                                            "blocks": blocks, "waited_s": waited_s})
+        return None
     started = time.perf_counter()
-    gc.unfreeze()
     collected = gc.collect()
-    gc.freeze()
-    figures = {"ms": round((time.perf_counter() - started) * 1000, 1), "collected": collected,
-               "frozen": gc.get_freeze_count()}
+    ms = (time.perf_counter() - started) * 1000
+    if blocks >= 10_000:  # a pass over a nearly empty heap times the fixed costs, not the walk
+        _ms_per_block = ms / blocks
+    figures = {"ms": round(ms, 1), "collected": collected, "blocks": blocks,
+               "expected_ms": round(expected, 1), "waited_s": waited_s}
     log.info("full garbage collection", extra=figures)
     return figures
