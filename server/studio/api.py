@@ -8,9 +8,10 @@
 - `GET /api/scenarios/{id}/versions`: every version, oldest first.
 - `POST /api/scenarios/{id}/rollback` `{"version": N}`: a copy of version N published as the next.
 
-Who: the admin key, never open (a server without ADMIN_KEY answers 403 `admin_key_unset`, as for
-playbook uploads): a pack changes what every learner of the scenario is told. Every manifest is
-checked by `schemas.scenario.pack_problems`, the code that checks the shipped packs; a refusal is
+Who: the admin key or a teacher's credential (server/classes/api.py), never open (a server
+without ADMIN_KEY answers 403 `admin_key_unset`, as for playbook uploads): a pack changes what
+every learner of the scenario is told. Every manifest is checked by `schemas.scenario.pack_problems`,
+the code that checks the shipped packs; a refusal is
 422 `invalid_pack` with every problem and its field, and changes nothing. Bodies: a manifest up to
 `PACK_BODY_BYTES` (server/guard.py), the others 16 KiB.
 """
@@ -49,8 +50,8 @@ def _refused(request: Request) -> JSONResponse | None:
     services = _services(request)
     if not services.settings.ADMIN_KEY:
         return error_response(403, "admin_key_unset", "set ADMIN_KEY on the server to edit scenario packs")
-    if not services.is_admin(request):
-        return error_response(401, "unauthorized", "editing scenario packs needs the admin key")
+    if not services.is_admin(request) and services.teacher_of(request) is None:
+        return error_response(401, "unauthorized", "editing scenario packs needs the admin key or a teacher's")
     return None
 
 
