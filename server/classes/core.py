@@ -77,7 +77,7 @@ class AssignmentIn(_In):
     title: str = Field("", max_length=120)
     scenario: str = Field(min_length=1, max_length=64)
     version: int | None = Field(None, ge=1)
-    level: Level = Level.BEGINNER
+    level: Level = Level.INTERMEDIATE  # a session's default level too
     due_at: float = Field(gt=0)  # Unix seconds
     criteria: Criteria = Criteria()
 
