@@ -45,11 +45,12 @@ async def teacher(http: httpx.AsyncClient, name: str) -> dict[str, str]:
     return {"authorization": f"Bearer {token}"}
 
 
-async def recorded(http: httpx.AsyncClient, learner: str, sessions: int) -> list[dict[str, Any]]:
+async def recorded(http: httpx.AsyncClient, learner: str, sessions: int,
+                   auth: dict[str, str] = AUTH) -> list[dict[str, Any]]:
     """The learner's progress once `sessions` sessions are recorded (the learner store writes in the background)."""
     with anyio.fail_after(10):
         while True:
-            answer = await http.get(f"/api/learners/{learner}", headers=AUTH)
+            answer = await http.get(f"/api/learners/{learner}", headers=auth)
             if answer.status_code == 200 and len(answer.json()["progress"]) >= sessions:
                 points: list[dict[str, Any]] = answer.json()["progress"]
                 return points
