@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from hypothesis import given
@@ -24,7 +25,8 @@ from server.classes.core import (
     failed_criteria,
     fair_gap_pct,
 )
-from tests.servers import Served, running_server
+from tests.servers import Served, create, running_server
+from tests.test_learners_api import DEAL, play
 
 ADMIN = "classes-admin-key-" + "c" * 24
 AUTH = {"authorization": f"Bearer {ADMIN}"}
@@ -199,3 +201,22 @@ async def test_a_teacher_signs_in_with_their_token_and_the_cookie_opens_their_cl
         assert (await http.put("/api/scenarios/jaipur-bazaar", content=b"{}")).status_code == 422  # the studio
         assert (await http.post("/api/signout")).status_code == 204
         assert (await http.get("/api/classes")).status_code == 401
+
+
+@pytest.mark.anyio
+async def test_a_teacher_reads_the_learners_of_their_classes_and_no_other(served: Served) -> None:
+    await play(served, await create(served, learner_id="ana"), DEAL)
+    async with httpx.AsyncClient(base_url=served.base_url) as http:
+        meera, ravi = await teacher_token(http, "meera"), await teacher_token(http, "ravi")
+        cid = (await http.post("/api/classes", json={"name": "7B"}, headers=meera)).json()["class_id"]
+        await http.post(f"/api/classes/{cid}/learners", json={"learner_ids": ["ana"]}, headers=meera)
+        with anyio.fail_after(5):  # the profile is recorded in the background
+            while True:
+                if (await http.get("/api/learners/ana", headers=AUTH)).status_code == 200:
+                    break
+                await anyio.sleep(0.05)
+        mine = await http.get("/api/learners/ana", headers=meera)
+        assert mine.status_code == 200 and mine.json()["profile"]["sessions"] == 1
+        assert (await http.get("/api/learners/ana", headers=ravi)).status_code == 403
+        assert (await http.get("/api/learners/zed", headers=meera)).status_code == 403
+        assert (await http.delete("/api/learners/ana", headers=meera)).status_code == 401  # erasure: the admin's
