@@ -200,3 +200,4 @@ async def test_a_teacher_authors_tries_and_publishes_a_new_culture_that_another_
         one = (await http.get(f"/api/scenarios/{scenario}?version=1", headers=AUTH)).json()["manifest"]
     assert one["title"] == "The night market" and json.dumps(one) != ""  # version 1 is as it was published
     assert page.js_errors == []
+
