@@ -24,7 +24,7 @@ from tests.neo4j_support import ServerProcess
 from tests.test_learners_api import DEAL
 from tests.test_studio import shipped
 
-pytestmark = [pytest.mark.browser, pytest.mark.neo4j, pytest.mark.anyio]
+pytestmark = [pytest.mark.browser, pytest.mark.neo4j, pytest.mark.anyio, pytest.mark.slow]
 
 ADMIN = "studio-browser-admin-" + "b" * 24
 AUTH = {"authorization": f"Bearer {ADMIN}"}

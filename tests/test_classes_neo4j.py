@@ -93,6 +93,7 @@ async def test_the_class_page_shows_completion_scores_and_slips_as_worked_out_by
     assert {"slip": "insult", "count": 1} in figures["common_slips"]
 
 
+@pytest.mark.slow
 async def test_bots_playing_as_a_class_count_toward_its_assignment(served: Served) -> None:
     prefix = f"bots-{uuid.uuid4().hex[:8]}-"
     async with httpx.AsyncClient(base_url=served.base_url, timeout=10) as http:

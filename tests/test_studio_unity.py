@@ -20,7 +20,7 @@ from tests.test_unity_client import harness
 
 __all__ = ["harness", "two_nodes"]  # fixtures: the harness built once by build.sh, two nodes on one Neo4j
 
-pytestmark = [pytest.mark.neo4j, pytest.mark.anyio]
+pytestmark = [pytest.mark.neo4j, pytest.mark.anyio, pytest.mark.slow]
 
 
 @pytest.mark.unity
