@@ -13,6 +13,7 @@
 // sends the HttpOnly cookie and holds no key. Server text reaches the page as text nodes only.
 
 import { h, wsUrl } from "./common.js";
+import { explain } from "./flags.js";
 
 const $ = (id) => document.getElementById(id);
 const view = { loaded: false, scenario: null, isNew: false, readOnly: false, problems: [], preview: null,
@@ -328,8 +329,8 @@ function onFrame(frame) {
       h("span", { class: "sub" }, ` · ${frame.negotiation_state} · mood ${frame.vendor_mood}`
         + (frame.counter_price !== null ? ` · quote ${frame.counter_price}` : "")
         + (frame.offer_assessment && frame.offer_assessment !== "none" ? ` · offer ${frame.offer_assessment}` : "")),
-      flags.length ? h("span", { class: "flags", dataset: { flags: flags.join(" ") } }, ` flags: ${flags.join(", ")}`)
-        : null);
+      flags.length ? h("ul", { class: "flags", dataset: { flags: flags.join(" ") } },
+        ...flags.map((flag) => h("li", { title: flag }, explain(flag)))) : null);
   } else if (frame.type === "tips") {
     for (const card of frame.cards || []) logLine("tip", h("b", {}, `Tip: ${card.title}. `), card.body);
   } else if (frame.type === "hint") {
