@@ -29,6 +29,8 @@ Modules, from the outside in:
 - `learners/`: learner profiles across sessions, in memory or Neo4j, and their routes (see its `__init__`).
 - `studio/`: scenario packs as versioned data: drafts, versions, rollback, on disk or in Neo4j, and
   their admin routes (see its `__init__`, docs/studio.md).
+- `classes/`: teachers' classes and assignments, what counts toward them, in memory or Neo4j, and
+  their routes (see its `__init__`, docs/studio.md).
 
 `create_app` is imported on first use: `server.app` imports every route module, and importing any
 module of this package (`server.config`, `server.mirror`) runs this file first.

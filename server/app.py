@@ -19,6 +19,7 @@ from schemas.scenario import available_scenarios, check_scenarios
 from server import gcpolicy
 from server.auth import Tokens
 from server.backends import MirrorBackend
+from server.classes.api import class_routes
 from server.cluster.routes import cluster_routes
 from server.config import Settings, load_settings
 from server.guard import RequestGuard
@@ -174,7 +175,7 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
     app = Starlette(
         routes=[*(extra_routes or []), *routes(), *cluster_routes(), *metrics_routes(), *knowledge_routes(),
                 *studio_routes(), *report_routes(), *learner_routes(), *unity_routes(), *signin_routes(),
-                *openapi_routes(), *spectator_routes(services)],
+                *class_routes(), *openapi_routes(), *spectator_routes(services)],
         middleware=[Middleware(SessionSocketFastPath),
                     Middleware(RequestGuard, audio_clip_bytes=settings.MAX_AUDIO_CLIP_BYTES),
                     Middleware(CORSMiddleware, allow_origins=settings.cors_origins,

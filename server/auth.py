@@ -32,6 +32,7 @@ LEEWAY_SECONDS = 5
 LEARNER_ROLE = "learner"  # a learner token's role: not a `Role`, so session checks refuse it
 REPORT_ROLE = "report"  # opens GET /api/sessions/{sid}/report of its session and nothing else
 ADMIN_ROLE = "admin"  # the teachers' sign-in cookie: what the admin key opens, while that key stays
+TEACHER_ROLE = "teacher"  # a teacher's own credential: the studio and their own classes (server/classes/)
 ASSERTION_AUDIENCE = "samvad"  # the `aud` a school's login server writes into its learner assertions
 MAX_ASSERTION_SECONDS = 24 * 3600  # an assertion living longer than this is refused: it is a login, not a key
 
@@ -42,7 +43,7 @@ def _b64(data: bytes) -> bytes:
 
 # PyJWT's header for HS256, keys sorted as it writes them.
 _HEADER = _b64(orjson.dumps({"alg": "HS256", "typ": "JWT"}))
-_OWN_CLAIMS = frozenset({"iss", "sid", "lid", "adm", "role", "iat", "exp"})  # what `_sign` is given
+_OWN_CLAIMS = frozenset({"iss", "sid", "lid", "adm", "tid", "role", "iat", "exp"})  # what `_sign` is given
 
 
 class TokenError(Exception):
@@ -166,6 +167,17 @@ class Tokens:
         except TokenError:
             return False
         return hmac.compare_digest(digest.encode(), _key_digest(admin_key).encode())
+
+    def issue_teacher(self, teacher_id: str, ttl: int, *, now: float | None = None) -> str:
+        """A teacher's credential (issued by the admin, POST /api/teachers/{id}/token): the studio and
+        that teacher's own classes, nothing of another teacher's and nothing only the admin may do."""
+        issued = int(now if now is not None else time.time())
+        return self._sign({"iss": ISSUER, "tid": teacher_id, "role": TEACHER_ROLE, "iat": issued,
+                           "exp": issued + ttl})
+
+    def verify_teacher(self, token: str | None) -> str:
+        """The teacher id of a valid teacher token."""
+        return self._subject(token, "tid", TEACHER_ROLE)
 
     def _subject(self, token: str | None, subject: str, role: str) -> str:
         if not token:

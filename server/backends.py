@@ -8,13 +8,14 @@ nothing to run, nothing to wait for, and no graph to read (`MirrorUnavailable`, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
 from anyio.abc import TaskStatus
 
 from brain.knowledge.store import PlaybookStore
+from server.classes.store import ClassStore, MemoryClassStore
 from server.graphdb import GraphDriver
 from server.learners.store import LearnerStore
 from server.studio.store import PackStore
@@ -90,6 +91,7 @@ class Backends:
     learners: LearnerStore
     packs: PackStore  # the studio's scenario versions (server/studio/)
     graphdb: GraphDriver | None = None  # the one Neo4j driver; the lifespan opens and closes it
+    classes: ClassStore = field(default_factory=MemoryClassStore)  # teachers' classes (server/classes/)
 
     @property
     def loader(self) -> SessionLoader | None:

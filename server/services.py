@@ -28,6 +28,7 @@ from server.voice import Voice
 from session.registry import SessionRegistry
 
 ADMIN_COOKIE = "samvad_admin"  # the teachers' sign-in (POST /api/signin): HttpOnly, SameSite=Strict
+TEACHER_COOKIE = "samvad_teacher"  # a teacher's own sign-in (a teacher token), the same way
 
 
 class Buckets:
@@ -96,6 +97,20 @@ class Services:
             return True
         cookie = conn.cookies.get(ADMIN_COOKIE)
         return cookie is not None and same_origin(conn) and self.tokens.verify_admin(cookie, key)
+
+    def teacher_of(self, conn: HTTPConnection) -> str | None:
+        """The teacher a request comes from: a teacher token as a bearer, or a teacher's sign-in cookie
+        sent from this server's own pages; None for anyone else (the admin included)."""
+        presented = bearer(conn)
+        if presented is None:
+            cookie = conn.cookies.get(TEACHER_COOKIE)
+            if cookie is None or not same_origin(conn):
+                return None
+            presented = cookie
+        try:
+            return self.tokens.verify_teacher(presented)
+        except TokenError:
+            return None
 
     def learner_of(self, credential: str | None) -> str:
         """The learner a learner credential proves: Samvad's learner token or a login server's assertion."""

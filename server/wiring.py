@@ -39,6 +39,7 @@ def build_backends(settings: Settings) -> Backends:
     if settings.mirror_kind is not MirrorChoice.NEO4J:
         return Backends(mirror=InMemoryMirror(), playbooks=DiskPlaybookStore(settings.KNOWLEDGE_DIR),
                         learners=MemoryLearnerStore(), packs=DiskPackStore(settings.KNOWLEDGE_DIR))
+    from server.classes.graph import Neo4jClassStore
     from server.learners.graph import Neo4jLearnerStore
     from server.playbooks import Neo4jPlaybookStore
     from server.studio.graph import Neo4jPackStore
@@ -59,7 +60,8 @@ def build_backends(settings: Settings) -> Backends:
         mirror = Neo4jMirror.from_settings(settings, graphdb)
     return Backends(mirror=mirror, playbooks=Neo4jPlaybookStore.from_settings(settings, graphdb),
                     learners=Neo4jLearnerStore(graphdb=graphdb, timeout_s=settings.NEO4J_TIMEOUT_MS / 1000),
-                    packs=Neo4jPackStore(graphdb, timeout_s=settings.NEO4J_TIMEOUT_MS / 1000), graphdb=graphdb)
+                    packs=Neo4jPackStore(graphdb, timeout_s=settings.NEO4J_TIMEOUT_MS / 1000), graphdb=graphdb,
+                    classes=Neo4jClassStore(graphdb, timeout_s=settings.NEO4J_TIMEOUT_MS / 1000))
 
 
 def build_knowledge(settings: Settings, store: PlaybookStore) -> KnowledgeLibrary:

@@ -74,9 +74,14 @@ async def world(mode: str) -> AsyncIterator[tuple[Served, dict[str, str | None],
                 await anyio.sleep(0.05)
         report = profile.json()["progress"][0]["report_url"].split("token=")[1]
         kyoto = (await http.post("/api/sessions", json={"scenario": "kyoto-antiques"})).json()
+        # A class of another teacher's, with Asha in it: the matrix's teacher may not read it.
+        klass = (await http.post("/api/classes", json={"name": "7B", "teacher_id": "other-teacher"},
+                                 headers=backend)).json()
+        cid = klass["class_id"]
+        teacher = (await http.post("/api/teachers/matrix-teacher/token", headers=backend)).json()["teacher_token"]
         credentials = {"none": None, "player": asha["player_token"], "spectator": asha["spectator_token"],
                        "learner": asha["learner_token"], "report": report, "admin": admin,
-                       "wrong": kyoto["player_token"]}
+                       "wrong": kyoto["player_token"], "teacher": teacher}
         sid = asha["session_id"]
         calls: dict[tuple[str, str], Any] = {
             ("GET", "/health"): "/health",
@@ -100,6 +105,7 @@ async def world(mode: str) -> AsyncIterator[tuple[Served, dict[str, str | None],
             ("PUT", "/api/scenarios/{scenario}"): ("/api/scenarios/jaipur-bazaar", {}),
             ("POST", "/api/scenarios/{scenario}/publish"): ("/api/scenarios/jaipur-bazaar/publish", None),
             ("GET", "/api/scenarios/{scenario}/versions"): "/api/scenarios/jaipur-bazaar/versions",
+            ("POST", "/api/scenarios/{scenario}/try"): ("/api/scenarios/jaipur-bazaar/try", None),
             ("POST", "/api/scenarios/{scenario}/rollback"): ("/api/scenarios/jaipur-bazaar/rollback", {"version": 99}),
             ("POST", "/retrieve"): ("/retrieve", {"query": "how to bargain", "scenario": "jaipur-bazaar"}),
             ("GET", "/api/learners"): "/api/learners",
@@ -110,6 +116,15 @@ async def world(mode: str) -> AsyncIterator[tuple[Served, dict[str, str | None],
             ("POST", "/api/signin"): ("/api/signin", None),
             ("GET", "/api/signin"): "/api/signin",
             ("POST", "/api/signout"): ("/api/signout", None),
+            ("POST", "/api/teachers/{teacher_id}/token"): ("/api/teachers/t1/token", None),
+            ("POST", "/api/classes"): ("/api/classes", {"name": "7C", "teacher_id": "matrix-teacher"}),
+            ("GET", "/api/classes"): "/api/classes",
+            ("GET", "/api/classes/{class_id}"): f"/api/classes/{cid}",
+            ("POST", "/api/classes/{class_id}/learners"): (f"/api/classes/{cid}/learners", {"learner_ids": ["asha"]}),
+            ("POST", "/api/classes/{class_id}/assignments"): (f"/api/classes/{cid}/assignments", {
+                "scenario": "jaipur-bazaar", "level": "beginner", "due_at": 4102444800.0,
+                "criteria": {"within_fair_pct": 15, "no_insult": True, "max_hints": 2}}),
+            ("GET", "/api/classes/{class_id}/progress"): f"/api/classes/{cid}/progress",
             ("GET", "/view/"): "/view/",
             ("GET", "/view/lobby.html"): "/view/lobby.html",
             ("GET", "/view/{path:path}"): "/view/watch.html",

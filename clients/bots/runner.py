@@ -68,6 +68,7 @@ class RunConfig:
     # Vouches for the bots' learner ids as a trusted backend does (Authorization: Bearer); a
     # development server without ADMIN_KEY needs none. Never written to the results.
     admin_key: str = field(default="", repr=False)
+    learner_prefix: str = "bot-"  # bot n plays as learner `<prefix>n` (a class's learners, for one)
 
 
 @dataclass
@@ -224,7 +225,7 @@ class Bot:
         item = items[spin % len(items)]
         persona = ALL_PERSONAS[self.persona_name](item, config.scenario)
         created = await create_session(config.url, limit_s=config.reply_timeout_s,
-                                       learner_id=f"bot-{self.index}", scenario=config.scenario,
+                                       learner_id=f"{config.learner_prefix}{self.index}", scenario=config.scenario,
                                        credential=config.admin_key)
         self.stats.sessions_started += 1
         sid = created["session_id"]

@@ -3,7 +3,8 @@
 - `GET /api/learners`: every learner with their latest session and trend (the teacher's list);
   the admin key.
 - `GET /api/learners/{learner_id}`: the profile and the progress series, one point per session,
-  each with a link to its report; the admin key, or a learner token of that learner.
+  each with a link to its report; the admin key, a learner token of that learner, or the token of a
+  teacher with the learner in one of their classes (server/classes/).
 - `DELETE /api/learners/{learner_id}`: erase the learner and their sessions; the admin key.
 
 - `POST /api/learners/{learner_id}/token`: a learner token for that learner (the admin key: a
@@ -26,6 +27,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from server.auth import TokenError
+from server.classes.store import ClassStoreError
 from server.learners.service import Learners
 from server.learners.store import LearnerStoreUnavailable
 from server.services import Services, bearer, error_response
@@ -69,6 +71,14 @@ async def get_learner(request: Request) -> JSONResponse:
     services, learners = _learners(request)
     learner_id = request.path_params["learner_id"]
     refused = _refused(services, request, learner_id)
+    teacher = services.teacher_of(request) if refused is not None else None
+    if teacher is not None:  # a teacher reads the learners of their own classes, no other
+        try:
+            classes = await services.backends.classes.classes(teacher)
+        except ClassStoreError as exc:
+            return error_response(503, "unavailable", str(exc))
+        refused = None if any(learner_id in c.learner_ids for c in classes) else error_response(
+            403, "forbidden", "this learner is in none of your classes")
     if refused is not None:
         return refused
     try:

@@ -7,10 +7,13 @@
 - `POST /api/scenarios/{id}/publish`: the draft becomes the next version; new sessions play it.
 - `GET /api/scenarios/{id}/versions`: every version, oldest first.
 - `POST /api/scenarios/{id}/rollback` `{"version": N}`: a copy of version N published as the next.
+- `POST /api/scenarios/{id}/try`: the draft made playable on this node as a preview scenario
+  (`try-<digest>`) for the studio's try-it panel; nothing published changes.
 
-Who: the admin key, never open (a server without ADMIN_KEY answers 403 `admin_key_unset`, as for
-playbook uploads): a pack changes what every learner of the scenario is told. Every manifest is
-checked by `schemas.scenario.pack_problems`, the code that checks the shipped packs; a refusal is
+Who: the admin key or a teacher's credential (server/classes/api.py), never open (a server
+without ADMIN_KEY answers 403 `admin_key_unset`, as for playbook uploads): a pack changes what
+every learner of the scenario is told. Every manifest is checked by `schemas.scenario.pack_problems`,
+the code that checks the shipped packs; a refusal is
 422 `invalid_pack` with every problem and its field, and changes nothing. Bodies: a manifest up to
 `PACK_BODY_BYTES` (server/guard.py), the others 16 KiB.
 """
@@ -49,8 +52,8 @@ def _refused(request: Request) -> JSONResponse | None:
     services = _services(request)
     if not services.settings.ADMIN_KEY:
         return error_response(403, "admin_key_unset", "set ADMIN_KEY on the server to edit scenario packs")
-    if not services.is_admin(request):
-        return error_response(401, "unauthorized", "editing scenario packs needs the admin key")
+    if not services.is_admin(request) and services.teacher_of(request) is None:
+        return error_response(401, "unauthorized", "editing scenario packs needs the admin key or a teacher's")
     return None
 
 
@@ -199,6 +202,27 @@ async def publish_pack(request: Request) -> Response:
     return JSONResponse({"scenario": scenario, **_described(stored)}, status_code=201)
 
 
+async def try_pack(request: Request) -> Response:
+    """The draft made playable on this node as a preview scenario: the try-it panel's sessions."""
+    refused = _refused(request)
+    if refused is not None:
+        return refused
+    services = _services(request)
+    scenario = request.path_params["scenario"]
+    try:
+        if not await _known(services, scenario):
+            return error_response(404, "unknown_scenario", f"no scenario {scenario!r}")
+        draft = await services.packs.store.draft(scenario)
+    except (PackConflict, PackNotFound, PackStoreError) as exc:
+        return _store_errors(exc)
+    if draft is None:
+        return error_response(409, "no_draft", f"{scenario!r} has no draft to try")
+    pack, problems = pack_problems(json.loads(draft.manifest))
+    if pack is None:
+        return invalid(problems)
+    return JSONResponse({"scenario": scenario, "preview": services.packs.preview(pack)}, status_code=201)
+
+
 async def list_versions(request: Request) -> Response:
     refused = _refused(request)
     if refused is not None:
@@ -251,5 +275,6 @@ def studio_routes() -> list[BaseRoute]:
         Route("/api/scenarios/{scenario}", edit_pack, methods=["PUT"]),
         Route("/api/scenarios/{scenario}/publish", publish_pack, methods=["POST"]),
         Route("/api/scenarios/{scenario}/versions", list_versions, methods=["GET"]),
+        Route("/api/scenarios/{scenario}/try", try_pack, methods=["POST"]),
         Route("/api/scenarios/{scenario}/rollback", rollback_pack, methods=["POST"]),
     ]

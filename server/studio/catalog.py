@@ -12,8 +12,10 @@ shipped pack): a store outage must not stop learners from practising.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+from collections import OrderedDict
 
 from schemas.scenario import Scenario, available_scenarios, load_scenario, pack_problems, register_version
 from server.studio.store import PackStore, PackStoreError
@@ -28,13 +30,35 @@ def shipped_manifest(scenario: str) -> str:
     return json.dumps(load_scenario(scenario).model_dump(mode="json", exclude={"version"}), ensure_ascii=False)
 
 
+PREVIEWS = 64  # drafts being tried on this node: the studio's try-it panels, the oldest forgotten first
+
+
 class PackCatalog:
     def __init__(self, store: PackStore) -> None:
         self.store = store
         self._current: dict[str, Scenario] = {}  # the newest version seen, by scenario
+        self._previews: OrderedDict[str, Scenario] = OrderedDict()  # try-it copies of drafts, by their id
+
+    def preview(self, pack: Scenario) -> str:
+        """A draft, validated, made playable on this node as its own scenario `try-<digest>` (version 1),
+        so that the studio's try-it panel plays it without publishing it. The id names the manifest, so
+        a changed draft is a new preview, and nothing a learner plays changes."""
+        digest = hashlib.sha256(pack.model_dump_json().encode()).hexdigest()[:16]
+        name = f"try-{digest}"
+        if name not in self._previews:
+            try:
+                copy = load_scenario(name, 1)
+            except KeyError:
+                copy = register_version(pack.model_copy(update={"scenario": name, "version": 1}))
+            self._previews[name] = copy
+            while len(self._previews) > PREVIEWS:
+                self._previews.popitem(last=False)
+        return name
 
     async def current(self, scenario: str) -> Scenario | None:
         """The version a new session of `scenario` plays, registered; None for no such scenario."""
+        if scenario in self._previews:
+            return self._previews[scenario]
         shipped = scenario in available_scenarios()
         known = self._current.get(scenario)
         try:
