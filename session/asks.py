@@ -110,8 +110,7 @@ def timed(step: Step, done: BrainDone, validate_start: float, since: float, brai
     reply = logged.reply
     finished = time.perf_counter()
     ledger = logged.result.ledger
-    # Built without validation: every value is a number this function just computed, or the ledger's.
-    reply.__dict__["timings"] = TurnTimings.model_construct(**{
+    reply.__dict__["timings"] = TurnTimings(**{
         **ledger.__dict__,  # the brain's own accounting, field for field
         "brain": brain,
         "queue_ms": round(max(0.0, (done.started - since) * 1000), 3),

@@ -142,8 +142,7 @@ class Fanout:
     def ack(self, conn: Connection | None, frame_id: str, duplicate: bool) -> None:
         if conn is not None and conn.conn_id not in self.connections and conn.role == Role.PLAYER.value:
             conn = self.player  # the player reconnected since sending it: ack on the new socket
-        # Built without validation: the id passed the frame's own, and the rest is ours.
-        self.send(conn, Ack.model_construct(session_id=self.session_id, id=frame_id, duplicate=duplicate))
+        self.send(conn, Ack(session_id=self.session_id, id=frame_id, duplicate=duplicate))
 
     def ack_when_durable(self, version: int, conn: Connection | None, frame_id: str, duplicate: bool) -> None:
         if self.mirror.durable_version(self.session_id) >= version:
