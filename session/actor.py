@@ -87,7 +87,7 @@ class SessionActor:
     Slotted, and its parts hold no reference back to it: an idle session is small, and an evicted
     one is freed without the collector."""
 
-    __slots__ = ("_frames_queued", "_inbox", "_scheduled", "_silence_due", "_silence_queued", "_wake", "brain",
+    __slots__ = ("_frames_queued", "_inbox", "_news", "_scheduled", "_silence_due", "_silence_queued", "_wake", "brain",
                  "calls", "clock", "fanout", "held", "last_activity", "limits", "machine", "mirror", "on_change",
                  "running", "session_id", "thinking_since", "timers", "turn_waiters")
 
@@ -128,6 +128,7 @@ class SessionActor:
         # registry's dispatcher to `drain()` this actor; `_scheduled` says it has been asked.
         self._wake: Callable[[SessionActor], None] | None = None
         self._scheduled = False
+        self._news = False  # changed since the listeners last heard (`changed`)
         self.running = False
 
     @property
@@ -270,6 +271,8 @@ class SessionActor:
         self._scheduled = False
         # A turn recorded but never answered (rebuilt after a restart, or the loop was stopped).
         run_step(self, self.machine.resume_pending(), None, time.perf_counter())
+        if self._news:
+            self._tell()
         if len(self._inbox):  # posted while detached
             self._scheduled = True
             wake(self)
@@ -302,6 +305,8 @@ class SessionActor:
             # A bug in one message must not take the session down with it.
             log.exception("session actor failed on %s", type(message).__name__,
                           extra={"session_id": self.session_id})
+        if self._news:
+            self._tell()
         return True
 
     def _release(self, stopped: bool) -> None:
@@ -346,6 +351,12 @@ class SessionActor:
         self.drain()
 
     def changed(self) -> None:
+        """The session changed: its listeners hear of it once the message at hand is applied (an
+        inline turn is two steps, the learner's and the vendor's, and one piece of news)."""
+        self._news = True
+
+    def _tell(self) -> None:
+        self._news = False
         if self.on_change is not None:
             self.on_change(self)
 
