@@ -454,22 +454,9 @@ class SessionActor:
         """Stop the silence timer (a turn in flight, the player gone, the session over)."""
         self._silence_due = None
 
-    def listen(self, extended: bool = False, if_running: bool = False) -> None:
-        """(Re)start the silence timer, if a player is there and the vendor waits for the learner
-        (`if_running`: only if it runs now)."""
-        if self.timers is None or self.fanout.player is None or not self.machine.waits_for_learner:
-            return
-        if if_running and self._silence_due is None:
-            return
-        self.timers.arm(self, self.limits.silence_extended_s if extended else self.limits.silence_s)
-
     def run_held(self) -> None:
-        """Apply the frames held behind the turn just answered, in order, until one starts a turn
-        (with none held, the vendor listens)."""
+        """Apply the frames held behind the turn just answered, in order, until one starts a turn."""
         held = self.held
-        if not held.count:
-            self.listen()
-            return
         while held.count and self.machine.thinking is None:
             self._apply_queued(held.next())
 

@@ -19,10 +19,11 @@ from typing import Any, Protocol
 from schemas.codec import Envelope
 from schemas.frames import Reply, TurnTimings
 from schemas.summary import SummaryAsk
+from session.admission import Held
 from session.calls import BrainCalls
 from session.fanout import Fanout
 from session.machine_state import MachineState
-from session.messages import BrainDone, Frame, Message
+from session.messages import ActorLimits, BrainDone, Frame, Message
 from session.outputs import (
     Abandon,
     Acknowledge,
@@ -38,10 +39,12 @@ from session.outputs import (
     TurnLog,
 )
 from session.protocols import Connection, Mirror
+from session.timers import SilenceTimers
 
 __all__ = ["RUN", "Shell", "log_turn", "run_step", "timed"]
 
 log = logging.getLogger("samvad.session")
+LISTEN = Listen()
 
 
 class Shell(Protocol):
@@ -52,6 +55,11 @@ class Shell(Protocol):
     calls: BrainCalls
     thinking_since: float  # perf_counter when the turn in flight's frame arrived
     turn_waiters: dict[str, list[Callable[[Reply | None], None]]]  # by frame id
+    held: Held  # the frames held behind the turn in flight
+    timers: SilenceTimers | None  # the registry's heap of silence deadlines (None: no timers)
+    limits: ActorLimits
+    _silence_due: float | None  # the silence timer's deadline, as the timers read it (None: stopped)
+    _silence_queued: float | None  # and its entry's in their heap (session/timers.py)
 
     @property
     def machine(self) -> MachineState: ...
@@ -65,17 +73,14 @@ class Shell(Protocol):
     def answered(self, done: BrainDone) -> None:
         """The brain's answer to the turn in flight."""
 
-    def listen(self, extended: bool, if_running: bool) -> None:
-        """(Re)start the silence timer, where one may run."""
-
-    def hush(self) -> None:
-        """Stop the silence timer."""
-
     def summarize(self, token: int, ask: SummaryAsk) -> None:
         """Ask the brain for the running summary in the background."""
 
+    def silence_due(self) -> None:
+        """The silence timer's deadline passed (what the timers call)."""
+
     def run_held(self) -> None:
-        """Apply the frames held behind the turn just answered (with none, listen)."""
+        """Apply the frames held behind the turn just answered, in order, until one starts a turn."""
 
 
 
@@ -166,12 +171,20 @@ def _abandon(shell: Shell, ask: Abandon, conn: Connection | None, since: float) 
     shell.calls.abandon()
 
 
-def _listen(shell: Shell, ask: Listen, conn: Connection | None, since: float) -> None:
-    shell.listen(ask.extended, ask.if_running)
+def _listen(shell: Shell, ask: Listen, conn: Connection | None = None, since: float = 0.0) -> None:
+    """(Re)start the silence timer, if a player is there and the vendor waits for the learner
+    (`if_running`: only if it runs now)."""
+    timers = shell.timers
+    if timers is None or shell.fanout.player is None or not shell.machine.waits_for_learner:
+        return
+    if ask.if_running and shell._silence_due is None:
+        return
+    limits = shell.limits
+    timers.arm(shell, limits.silence_extended_s if ask.extended else limits.silence_s)
 
 
 def _hush(shell: Shell, ask: Hush, conn: Connection | None, since: float) -> None:
-    shell.hush()
+    shell._silence_due = None
 
 
 def _resolve(shell: Shell, ask: Resolve, conn: Connection | None, since: float) -> None:
@@ -192,7 +205,10 @@ def _replay(shell: Shell, ask: Replay, conn: Connection | None, since: float) ->
 
 
 def _run_waiting(shell: Shell, ask: RunWaiting, conn: Connection | None, since: float) -> None:
-    shell.run_held()
+    if shell.held.count:
+        shell.run_held()
+    else:
+        _listen(shell, LISTEN)  # nothing held: the vendor waits for the learner
 
 
 # How the actor does each of a step's asks (session/outputs.py), by its exact type; any other
