@@ -38,7 +38,7 @@ from schemas.errors import CloseCode, ErrorCode
 from schemas.frames import Error, Reply, ResumeFrame, TranscriptFrame
 from schemas.summary import SummaryAsk
 from session.admission import AfterEnd, Held, admission
-from session.asks import run_step, timed
+from session.asks import run_step
 from session.calls import FALLBACK_LINE, BrainCalls
 from session.fanout import Fanout
 from session.machine import Input, SessionMachine
@@ -390,9 +390,9 @@ class SessionActor:
         self._step(message, self.clock(), None)
 
     def answered(self, done: BrainDone) -> None:
+        """The brain's answer to the turn in flight (its step's `Answered` times the reply from now)."""
         started = time.perf_counter()
-        step = self.machine.handle(done, self.clock())
-        run_step(self, timed(step, done, started, self.thinking_since, self.brain.name), None, started)
+        run_step(self, self.machine.handle(done, self.clock()), None, started)
 
     def _on_input(self, message: Input) -> None:
         """A brain's streamed words or numbers, a summary, a recognised utterance: straight to the machine."""

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from schemas.brain import BrainResult
 from schemas.codec import Envelope
 from schemas.frames import Reply, TurnTimings
 from schemas.summary import SummaryAsk
@@ -24,10 +25,12 @@ from session.calls import BrainCalls
 from session.fanout import Fanout
 from session.machine_state import MachineState
 from session.messages import ActorLimits, BrainDone, Frame, Message
+from session.negotiation import Negotiation
 from session.outputs import (
     Abandon,
     Acknowledge,
     Answer,
+    Answered,
     Hush,
     Listen,
     Replay,
@@ -36,12 +39,12 @@ from session.outputs import (
     Step,
     Summarize,
     Think,
-    TurnLog,
 )
-from session.protocols import Connection, Mirror
+from session.protocols import Brain, Connection, Mirror
+from session.records import TurnOutcome
 from session.timers import SilenceTimers
 
-__all__ = ["RUN", "Shell", "log_turn", "run_step", "timed"]
+__all__ = ["RUN", "Shell", "answered", "log_turn", "run_step"]
 
 log = logging.getLogger("samvad.session")
 LISTEN = Listen()
@@ -53,6 +56,7 @@ class Shell(Protocol):
     mirror: Mirror
     fanout: Fanout
     calls: BrainCalls
+    brain: Brain
     thinking_since: float  # perf_counter when the turn in flight's frame arrived
     turn_waiters: dict[str, list[Callable[[Reply | None], None]]]  # by frame id
     held: Held  # the frames held behind the turn in flight
@@ -103,35 +107,30 @@ def run_step(shell: Shell, step: Step, origin: Frame | None, since: float) -> No
         shell.changed()  # the lobby and the learners' store read the session: a scene changes its item
 
 
-def timed(step: Step, done: BrainDone, validate_start: float, since: float, brain: str) -> Step:
-    """The step of an answered turn, its reply given the turn's `timings` (`since`: when the turn's
-    frame arrived; `brain`: the brain's name). The reply is this step's own and not yet sent, so its
-    timings are written into it in place, where the turn's log and its waiters see them too."""
-    for logged in step.outputs:
-        if type(logged) is TurnLog:
-            break
-    else:
-        return step  # a stale answer: nothing was decided
-    reply = logged.reply
+def answered(shell: Shell, ask: Answered, conn: Connection | None, since: float) -> None:
+    """A turn answered, before its events go out (`since`: when the actor took the brain's answer).
+    The reply is the step's own and not yet sent, so its timings are written into it in place."""
+    reply, outcome, result, done, client_id = ask
     finished = time.perf_counter()
-    ledger = logged.result.ledger
+    ledger = result.ledger
+    started = shell.thinking_since  # when the turn's frame arrived
     reply.__dict__["timings"] = TurnTimings(**{
         **ledger.__dict__,  # the brain's own accounting, field for field
-        "brain": brain,
-        "queue_ms": round(max(0.0, (done.started - since) * 1000), 3),
+        "brain": shell.brain.name,
+        "queue_ms": round(max(0.0, (done.started - started) * 1000), 3),
         "brain_ms": round(ledger.brain_ms or (done.finished - done.started) * 1000, 3),
-        "validation_ms": round((finished - validate_start) * 1000, 3),
-        "total_ms": round((finished - since) * 1000, 3),
+        "validation_ms": round((finished - since) * 1000, 3),
+        "total_ms": round((finished - started) * 1000, 3),
     })
-    return step
+    if client_id is not None:
+        for callback in shell.turn_waiters.pop(client_id, ()):
+            callback(reply)
+    if outcome.overrides or outcome.rewrites or result.fallback or log.isEnabledFor(logging.INFO):
+        log_turn(shell.machine.negotiation, reply, outcome, result)
 
 
-def log_turn(shell: Shell, ask: TurnLog, conn: Connection | None, since: float) -> None:
+def log_turn(negotiation: Negotiation, reply: Reply, outcome: TurnOutcome, result: BrainResult) -> None:
     """Log an answered turn: what the engine overrode or rewrote, a fallback, and the end's summary."""
-    reply, outcome, result = ask
-    if not (outcome.overrides or outcome.rewrites or result.fallback) and not log.isEnabledFor(logging.INFO):
-        return  # nothing to log: do not build the record's fields either
-    negotiation = shell.machine.negotiation
     extra = {
         "session_id": negotiation.session_id, "turn": reply.turn, "stage": reply.negotiation_state.value,
         # The frozen model's own field dict, shared rather than dumped: its values are plain
@@ -161,6 +160,7 @@ def _acknowledge(shell: Shell, ask: Acknowledge, conn: Connection | None, since:
 
 
 def _think(shell: Shell, ask: Think, conn: Connection | None, since: float) -> None:
+    shell._silence_due = None  # the vendor is thinking, not waiting for the learner
     shell.thinking_since = since
     done = shell.calls.think(ask.pending, ask.request, shell.post)
     if done is not None:  # a brain that answers at once: no task, no round trip through the inbox
@@ -224,5 +224,5 @@ RUN: dict[type[Any], Callable[[Shell, Any, Connection | None, float], None]] = {
     Summarize: _summarize,
     Replay: _replay,
     RunWaiting: _run_waiting,
-    TurnLog: log_turn,
+    Answered: answered,
 }

@@ -16,11 +16,12 @@ from schemas.brain import BrainRequest, BrainResult
 from schemas.frames import Reply, ServerEvent
 from schemas.summary import SummaryAsk
 from session.changes import Change
+from session.messages import BrainDone
 from session.records import PendingTurn, TurnOutcome
 
 __all__ = [
-    "Abandon", "Acknowledge", "Answer", "Hush", "Listen", "Output", "Replay", "Resolve", "RunWaiting",
-    "Step", "Summarize", "Think", "TurnLog",
+    "Abandon", "Acknowledge", "Answer", "Answered", "Hush", "Listen", "Output", "Replay", "Resolve", "RunWaiting",
+    "Step", "Summarize", "Think",
 ]
 
 
@@ -37,8 +38,8 @@ class Acknowledge(NamedTuple):
 
 
 class Think(NamedTuple):
-    """Ask the brain about the turn `pending`; its answer comes back as `BrainDone` (and, streaming,
-    as `Delta`, `Decided` and `Withdraw`)."""
+    """Ask the brain about the turn `pending` (the vendor is thinking: the silence timer stops); its
+    answer comes back as `BrainDone` (and, streaming, as `Delta`, `Decided` and `Withdraw`)."""
 
     pending: PendingTurn
     request: BrainRequest
@@ -84,16 +85,20 @@ class RunWaiting(NamedTuple):
     """Apply the frames held behind the turn that just ended, in order (admission runs again for each)."""
 
 
-class TurnLog(NamedTuple):
-    """Log an answered turn: its overrides, rewrites, fallback and, at the end, the summary."""
+class Answered(NamedTuple):
+    """A turn answered (first among its step's outputs): the actor gives `reply` its timings before it
+    goes out (they are measurements: the brain's call is `done`), logs the turn, and tells whoever
+    waits for the reply to frame `client_id`."""
 
     reply: Reply
     outcome: TurnOutcome
     result: BrainResult
+    done: BrainDone
+    client_id: str | None
 
 
 Output = (ServerEvent | Answer | Acknowledge | Think | Abandon | Listen | Hush | Resolve | Summarize | Replay
-          | RunWaiting | TurnLog)
+          | RunWaiting | Answered)
 
 
 class Step(NamedTuple):

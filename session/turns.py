@@ -18,11 +18,11 @@ machine (session/machine.py) and its outputs for the actor (session/outputs.py):
 4. `on_brain_done`: an answer for a turn no longer in flight is dropped.
    `Negotiation.complete_turn` validates the proposal against the rules and judges its words:
    through the turn's gate, whose last held words go out as the final delta, or afresh (what
-   streamed is then withdrawn). Its events follow, with the turn's tips and, at the end, the
-   report; whoever waits for the frame's reply is told, the running summary is refreshed if due,
-   and the frames held behind the turn are applied (`RunWaiting`), or the vendor listens again.
-
-The reply's `timings` are measurements, not decisions: the actor adds them (`SessionActor._timed`).
+   streamed is then withdrawn). `Answered` comes first: the actor gives the reply its `timings`
+   (measurements, not decisions), logs the turn and tells whoever waits for the frame's reply.
+   Its events follow, with the turn's tips and, at the end, the report; the running summary is
+   refreshed if due, and the frames held behind the turn are applied (`RunWaiting`), or the vendor
+   listens again.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from schemas.frames import Reply, ReplyDelta, ReplyWithdrawn, TranscriptFrame
 from session.machine_state import MachineState
 from session.memory import remember, with_summary_cost
 from session.messages import BrainDone, Decided, Delta, Frame, Withdraw
-from session.outputs import Acknowledge, Hush, Listen, Output, Resolve, RunWaiting, Think, TurnLog
+from session.outputs import Acknowledge, Answered, Listen, Output, Resolve, RunWaiting, Think
 from session.report import report_event
 from session.spoken import ReplyGate
 from session.tips import tips_event
@@ -43,7 +43,6 @@ from session.wording import reply_gate
 
 __all__ = ["on_brain_done", "on_decided", "on_delta", "on_transcript", "on_withdraw"]
 
-HUSH = Hush()
 LISTEN = Listen()
 MID_SENTENCE = Listen(extended=True, if_running=True)
 RUN_WAITING = RunWaiting()
@@ -66,7 +65,6 @@ def on_transcript(m: MachineState, message: Frame, now: float, out: list[Output]
         assert frame.id is not None
         _without_a_turn(frame, clarify_reply(negotiation, frame.id, text, now, frame.confidence), out)
         return
-    out.append(HUSH)  # the vendor is thinking, not waiting
     pending = negotiation.begin_turn(text, frame.id, now)
     if frame.id is not None:
         out.append(Acknowledge(frame.id))
@@ -148,23 +146,21 @@ def on_brain_done(m: MachineState, done: BrainDone, now: float, out: list[Output
     gate = m.gate if m.streamed else None
     outcome = negotiation.complete_turn(pending, result, now, withdrawn_stream=m.withdrawn, gate=gate,
                                         tips=m.tips is not None, report=True)
+    reply = outcome.events[0]
+    assert isinstance(reply, Reply)
+    out.append(Answered(reply, outcome, result, done, pending.client_id))  # timed, logged, its waiters told
     if m.streamed:
         if outcome.gated:
             assert gate is not None
             _say_released(m, pending.turn, outcome.tail, gate, out)  # the last words, before the reply
         else:
             _withdraw(m, pending.turn, "fallback" if result.fallback else "the final reply differs", out)
-    reply = outcome.events[0]
-    assert isinstance(reply, Reply)
     out += outcome.events
     if m.tips is not None and outcome.tips_seq is not None:
         out.append(tips_event(m.tips, negotiation, pending, outcome.tips_seq))
     if outcome.report_seq is not None:
         out.append(report_event(negotiation, m.tips, outcome.report_seq))
     m.stop_thinking()
-    out.append(TurnLog(reply, outcome, result))
-    if pending.client_id is not None:
-        out.append(Resolve(pending.client_id, reply))
     remember(m, now, out)  # the running summary, if due: in the background, never waited for
     out.append(RUN_WAITING)  # the frames held behind this turn, or the vendor listens again
 
