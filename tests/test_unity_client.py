@@ -310,7 +310,9 @@ def test_the_unity_client_streams_an_open_microphone_and_the_server_finds_the_tu
     from tests.turn_set import piece
     from voice.audio import wav_bytes
 
-    silence = lambda ms: b"\0" * (ms * 32)  # noqa: E731  (PCM16 mono 16 kHz: 32 bytes a millisecond)
+    def silence(ms: int) -> bytes:
+        return b"\0" * (ms * 32)  # PCM16 mono 16 kHz: 32 bytes a millisecond
+
     stream = (silence(400) + piece("How much are the tomatoes?", "en-us", 150) + silence(500)
               + piece("I will give you forty rupees.", "en-us", 150) + silence(2000))
     line = tmp_path / "open-mic.wav"
