@@ -93,3 +93,49 @@ async def test_the_watch_page_moves_rameshs_mouth_with_his_voice(browser: Any) -
         assert page.js_errors == []
         ARTIFACTS.mkdir(exist_ok=True)
         await page.screenshot(path=str(ARTIFACTS / "mouth-panel.png"), full_page=True)
+
+
+async def test_an_open_microphone_turn_shows_its_partial_and_then_the_end_of_turn_marker(
+        browser: Any, openai_fake: FakeOpenAI) -> None:
+    """Issue #34: open-microphone audio streamed to the player socket; the watch page shows the turn's
+    partial ("hearing…") and, when the turn's `speech` comes, a card marked as the turn's end."""
+    from tests.ci import need_tools
+    from tests.turn_set import piece
+    from tests.voice_support import speech_settings
+    from voice.open_mic import BYTES_PER_MS
+
+    need_tools("espeak-ng", install="apt-get install espeak-ng (scripts/test.sh does)")
+    stream = (b"\0" * (400 * BYTES_PER_MS) + piece("How much are the tomatoes?", "en-us", 150)
+              + b"\0" * (500 * BYTES_PER_MS) + piece("I will give you forty rupees.", "en-us", 150))
+    async with running_server(**speech_settings(openai_fake, TTS="none")) as served:
+        created = await create(served)
+        host = served.base_url.removeprefix("http://")
+        page = await open_watch(browser, host, created["session_id"], created["spectator_token"])
+        await page.wait_for_function("window.samvadView && samvadView.connected", timeout=WAIT_MS)
+        async with client(served.ws_url(created["session_id"], created["player_token"])) as c:
+            await c.until("welcome")
+            await c.send({"type": "audio", "id": "mic", "event": "open", "format": "pcm16"})
+            for at in range(0, len(stream), 6400):
+                await c.send({"type": "audio", "id": "mic", "event": "chunk",
+                              "data": base64.b64encode(stream[at:at + 6400]).decode()})
+            await c.until("speech.partial", id="mic.1", wait=20)
+            # The learner is still mid-turn (no long silence yet): the page shows what was heard so far.
+            await page.wait_for_selector("#speech .speech.partial[data-id='mic.1']", timeout=WAIT_MS)
+            hearing = await page.text_content("#speech .speech.partial .speech-text")
+            assert hearing is not None and hearing.startswith("hearing…")
+            assert await page.query_selector("#speech .turn-end") is None
+            silence = b"\0" * (2000 * BYTES_PER_MS)
+            for at in range(0, len(silence), 6400):
+                await c.send({"type": "audio", "id": "mic", "event": "chunk",
+                              "data": base64.b64encode(silence[at:at + 6400]).decode()})
+            await c.until("reply", in_reply_to="mic.1")
+            await c.send({"type": "audio", "id": "mic", "event": "close"})
+        await page.wait_for_selector("#speech .speech[data-id='mic.1'] .turn-end", timeout=WAIT_MS)
+        marker = await page.evaluate("""(() => { const n = document.querySelector('#speech .turn-end');
+            return { text: n.textContent, ...n.dataset,
+                     partialShown: !!document.querySelector('#speech .speech.partial') }; })()""")
+        assert marker["text"].startswith("⏹ turn ended") and int(marker["partials"]) >= 1
+        assert int(marker["waitMs"]) >= 0 and not marker["partialShown"]
+        assert page.js_errors == []
+        ARTIFACTS.mkdir(exist_ok=True)
+        await page.screenshot(path=str(ARTIFACTS / "voice-turn-end.png"), full_page=True)

@@ -303,6 +303,33 @@ def test_the_unity_client_speaks_listens_and_barges_in(harness: Path, voice_serv
     assert summary["clip_reply_turn"] == summary["reply_turn"] + 1
 
 
+def test_the_unity_client_streams_an_open_microphone_and_the_server_finds_the_turn(
+        harness: Path, voice_server_url: str, tmp_path: Path) -> None:
+    """Issue #34: OpenMicrophone streams a line with a pause inside it and silence after it, never
+    saying when the learner stopped; partials come at the pause, then the turn's speech and reply."""
+    from tests.turn_set import piece
+    from voice.audio import wav_bytes
+
+    def silence(ms: int) -> bytes:
+        return b"\0" * (ms * 32)  # PCM16 mono 16 kHz: 32 bytes a millisecond
+
+    stream = (silence(400) + piece("How much are the tomatoes?", "en-us", 150) + silence(500)
+              + piece("I will give you forty rupees.", "en-us", 150) + silence(2000))
+    line = tmp_path / "open-mic.wav"
+    line.write_bytes(wav_bytes(stream, 16_000))
+    run = subprocess.run(["mono", str(harness), "--url", voice_server_url, "--open-mic", str(line),
+                          "--timeout", "40"], capture_output=True, text=True, timeout=60, check=False)
+    summary = json.loads(run.stdout.strip().splitlines()[-1])
+    assert summary["ok"], summary["failures"]
+    mic = summary["open_mic_id"]
+    assert summary["turn_id"] == summary["reply_in_reply_to"] == f"{mic}.1"
+    assert summary["partials"] >= 1 and summary["stt"] == "pocketsphinx" and summary["speech_text"]
+    assert summary["reply_text"] and summary["reply_turn"] >= 1
+    # All of it went up the socket in 100 ms chunks: the line's length, less a last part-chunk.
+    assert summary["open_mic_seconds"] == pytest.approx(len(stream) / 32_000)
+    assert summary["open_mic_chunks"] == len(stream) // 3200
+
+
 # ------------------------------------------------------- the MonoBehaviours in a scene (Unity stand-in)
 
 SCENE_LINE = "Namaste bhaiya, ye tamatar kitne ka hai?"

@@ -3,7 +3,10 @@
 // recogniser heard, its confidence and the backend. An unclear one (confidence under 0.7, the
 // server's default threshold) is marked, as is a recognition that failed (`fallback`). Newest first,
 // the last 8 kept. `speech` is in the sequenced stream, so a resume replays it. An open microphone's
-// turn in progress shows its `speech.partial` text ("hearing…") until its `speech` ends the turn.
+// turn in progress shows its `speech.partial` text ("hearing…") until its `speech` ends the turn;
+// that turn's card then carries an end-of-turn marker: how many partials came and how long after the
+// last one the server ended the turn (measured here, on arrival: the `speech` event does not say the
+// wait that ended it).
 
 import { h } from "./common.js";
 
@@ -41,7 +44,10 @@ function card(s) {
     h("p", { class: "speech-meta" },
       h("span", { class: "confidence", text: confidence }),
       ` · ${(s.duration_ms / 1000).toFixed(1)} s · ${s.stt}`,
-      unclear ? h("span", { class: "tag unclear", text: s.fallback ? "recognition failed" : "unclear: asked again" }) : null));
+      unclear ? h("span", { class: "tag unclear", text: s.fallback ? "recognition failed" : "unclear: asked again" }) : null),
+    s.ended === null ? null : h("p", { class: "turn-end", dataset: { partials: s.ended.partials, waitMs: s.ended.waitMs },
+      text: `⏹ turn ended · ${s.ended.partials} partial${s.ended.partials === 1 ? "" : "s"} · `
+            + `${(s.ended.waitMs / 1000).toFixed(1)} s after the last`}));
 }
 
 function render() {
@@ -54,16 +60,21 @@ function render() {
   box.replaceChildren(...partial, ...spoken.map(card));
 }
 
-let hearing = null; // the open microphone's turn in progress: { id, text }
+let hearing = null; // the open microphone's turn in progress: { id, text, partials, at }
 
 export function showPartial(message) {
-  hearing = { id: message.id, text: message.text };
+  const partials = hearing !== null && hearing.id === message.id ? hearing.partials + 1 : 1;
+  hearing = { id: message.id, text: message.text, partials, at: performance.now() };
   render();
 }
 
 export function showSpeech(message) {
-  if (hearing !== null && hearing.id === message.id) hearing = null; // the turn's end: its final words
-  spoken.unshift({ id: message.id, text: message.text, confidence: message.confidence ?? null,
+  let ended = null;
+  if (hearing !== null && hearing.id === message.id) { // the turn's end: its final words
+    ended = { partials: hearing.partials, waitMs: Math.round(performance.now() - hearing.at) };
+    hearing = null;
+  }
+  spoken.unshift({ ended, id: message.id, text: message.text, confidence: message.confidence ?? null,
                    levels: message.levels || [], duration_ms: message.duration_ms || 0,
                    stt: message.stt || "?", fallback: Boolean(message.fallback) });
   spoken.length = Math.min(spoken.length, KEEP);

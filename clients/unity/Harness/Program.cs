@@ -21,6 +21,7 @@
 //   Run.Negotiation.cs    the negotiation with its two forced drops, and what it must add up to
 //   Run.Tour.cs           the tour of one scenario pack: its lines, a barge-in, then the coaching
 //   Run.Coaching.cs       the tour's coaching steps: playback, hints, undo, silence, stop and report
+//   Run.OpenMic.cs        --open-mic FILE.wav: an open microphone; the server finds the turn
 //   Run.Voice.cs          --voice FILE.wav: the microphone and playback helpers, with a barge-in
 //   Run.Scene.cs          --scene: SamvadSession in a scene (grab, a turn, labels, events, close)
 //   Run.SceneVoice.cs     --scene --voice FILE.wav: SamvadVoice (microphone, speaker, barge-in)
@@ -44,6 +45,7 @@ namespace Samvad.Harness
             string scenario = null;
             string level = null;
             string voiceWav = null;
+            string openMicWav = null;
             bool scene = false;
             var lines = new System.Collections.Generic.List<string>();
             for (int i = 0; i < args.Length; i++)
@@ -67,6 +69,9 @@ namespace Samvad.Harness
                         break;
                     case "--level":
                         level = args[++i];
+                        break;
+                    case "--open-mic":
+                        openMicWav = args[++i];
                         break;
                     case "--voice":
                         voiceWav = args[++i];
@@ -98,7 +103,8 @@ namespace Samvad.Harness
             }
             else
             {
-                RunTask(run, voiceWav != null ? run.VoiceAsync(voiceWav)
+                RunTask(run, openMicWav != null ? run.OpenMicAsync(openMicWav)
+                    : voiceWav != null ? run.VoiceAsync(voiceWav)
                     : scenario == null ? run.ExecuteAsync() : run.TourAsync(scenario, lines, level),
                     timeoutSeconds, verbose);
             }
