@@ -242,6 +242,18 @@ class SessionActor:
             raise SessionStopped("the session stopped before answering")
         return reply
 
+    def compact(self) -> bool:
+        """Let an ended session nobody has open keep only what its report and a late reconnect need.
+
+        The replay ring goes (the largest part of an ended session, issue #33): a reconnect then
+        gets its welcome, and a `resume` a snapshot, as after a restart. False when the session is
+        live, open or busy, and nothing changed.
+        """
+        if not self.negotiation.is_terminal or self.fanout.connections or self.busy:
+            return False
+        self.fanout.forget_replay()
+        return True
+
     @property
     def busy(self) -> bool:
         return self.machine.thinking is not None or self.held.count > 0 or self._frames_queued > 0

@@ -137,6 +137,10 @@ class Fanout:
     def replay_len(self) -> int:
         return len(self._replay or ())
 
+    def forget_replay(self) -> None:
+        """Drop the kept events (an ended session nobody has open): a later `resume` gets a snapshot."""
+        self._replay = None
+
     # ------------------------------------------------------------------ durability and acks
 
     def ack(self, conn: Connection | None, frame_id: str, duplicate: bool) -> None:

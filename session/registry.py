@@ -2,7 +2,9 @@
 
 An ended session stays in memory for `idle_seconds` after its last activity, for its report and
 a late reconnect. Ended sessions do not hold the server's room for new ones: at `max_sessions`,
-creating a session first drops the ended one idle longest that nobody is connected to.
+creating a session first drops the ended one idle longest that nobody is connected to. An ended
+session nobody has had open for `ended_grace_seconds` drops its replay ring at the next sweep
+(the largest part of it, issue #33): a late reconnect gets a snapshot on `resume`, not a replay.
 
 The registry owns a task group, and one dispatcher task in it applies every session's messages:
 an actor with something in its inbox asks to be drained, and the dispatcher drains the actors
@@ -62,6 +64,7 @@ class SessionRegistry:
         idle_seconds: float = 1800.0,
         live_idle_seconds: float | None = None,
         sweep_seconds: float = 30.0,
+        ended_grace_seconds: float = 60.0,
         max_sessions: int = 10_000,
         loader: SessionLoader | None = None,
         clock: Callable[[], float] = time.time,
@@ -78,6 +81,8 @@ class SessionRegistry:
         # none when the limits turn silence off.
         self.timers = SilenceTimers() if actor_limits.silence_s > 0 else None
         self.sweep_seconds = sweep_seconds
+        # An ended session nobody has had open this long drops its replay ring (SessionActor.compact).
+        self.ended_grace_seconds = ended_grace_seconds
         self.max_sessions = max_sessions
         self.loader = loader
         self.clock = clock
@@ -269,8 +274,11 @@ class SessionRegistry:
         now = self.clock()
         evicted = 0
         for actor in list(self._actors.values()):
-            idle = self.idle_seconds if actor.negotiation.is_terminal else self.live_idle_seconds
+            ended = actor.negotiation.is_terminal
+            idle = self.idle_seconds if ended else self.live_idle_seconds
             if actor.connections or actor.busy or now - actor.last_activity < idle:
+                if ended and now - actor.last_activity >= self.ended_grace_seconds:
+                    actor.compact()
                 continue
             self._evict(actor, "session idle")
             evicted += 1

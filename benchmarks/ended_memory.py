@@ -1,0 +1,83 @@
+"""Python memory per ended session kept for its report (issue #33), in process, with tracemalloc.
+
+Plays SESSIONS sessions of TURNS rule-brain turns each, ends them with `stop`, disconnects, and
+measures the allocations they hold: once just after they end, and once after the registry's sweep
+has compacted them (an ended session nobody has had open for `ended_grace_seconds`).
+
+    .venv/bin/python benchmarks/ended_memory.py [--sessions 500] [--turns 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import tracemalloc
+from pathlib import Path
+
+import anyio
+import anyio.lowlevel
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # tests.fakes, for its in-memory connection
+
+from brain.policy import with_policy  # noqa: E402
+from brain.rules_vendor import RuleBasedVendor  # noqa: E402
+from schemas.frames import CommandFrame, TranscriptFrame  # noqa: E402
+from session.mirror import MemoryMirror  # noqa: E402
+from session.registry import SessionRegistry  # noqa: E402
+from tests.fakes import FakeConnection  # noqa: E402
+
+LINES = ("tamatar kitne ka?", "bahut mehenga hai, 80 dedo", "100 final?", "90 mein do na", "theek hai")
+
+
+def held() -> int:
+    gc.collect()
+    return tracemalloc.get_traced_memory()[0]
+
+
+async def main(sessions: int, turns: int) -> None:
+    now = [1000.0]
+    registry = SessionRegistry(with_policy(RuleBasedVendor()), MemoryMirror(), max_sessions=sessions + 10,
+                               idle_seconds=1800, ended_grace_seconds=60, clock=lambda: now[0])
+    async with anyio.create_task_group() as tg:
+        await tg.start(registry.run)
+        tracemalloc.start()
+        before = held()
+        for _ in range(sessions):
+            actor = registry.create()
+            player = FakeConnection()
+            actor.connect(player)
+            for t in range(turns):
+                actor.submit(player, TranscriptFrame(type="transcript", id=f"t{t}", text=LINES[t % len(LINES)],
+                                                     final=True))
+                while actor.busy:
+                    await anyio.lowlevel.checkpoint()
+            actor.submit(player, CommandFrame(type="command", id="stop", name="stop"))
+            while not actor.negotiation.is_terminal or actor.busy:
+                await anyio.lowlevel.checkpoint()
+            actor.disconnect(player)
+            while actor.connections:
+                await anyio.lowlevel.checkpoint()
+            del actor, player
+        for _ in range(20):
+            await anyio.lowlevel.checkpoint()
+        ended = held()
+        replay = sum(a.fanout.replay_len for a in registry.actors()) / sessions
+        now[0] += 61
+        registry.evict_idle()
+        compacted = held()
+        assert len(registry) == sessions
+        tracemalloc.stop()
+        tg.cancel_scope.cancel()
+    print(f"{sessions} sessions of {turns} turns, ended and closed ({replay:.1f} events kept each for replay)")
+    print(f"just ended:       {(ended - before) / sessions / 1024:.1f} KiB per session")
+    print(f"after compaction: {(compacted - before) / sessions / 1024:.1f} KiB per session")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=500)
+    parser.add_argument("--turns", type=int, default=5)
+    args = parser.parse_args()
+    anyio.run(main, args.sessions, args.turns)
