@@ -107,6 +107,23 @@ namespace Samvad.Client
         }
     }
 
+    /// <summary>PCM16 little-endian from Unity's microphone samples (-1..1 floats, clamped).</summary>
+    internal static class Pcm16
+    {
+        public static byte[] FromSamples(float[] samples, int offset, int count)
+        {
+            var bytes = new byte[count * 2];
+            for (int i = 0; i < count; i++)
+            {
+                float s = Math.Max(-1f, Math.Min(1f, samples[offset + i]));
+                short v = (short)Math.Round(s * 32767f);
+                bytes[2 * i] = (byte)(v & 0xff);
+                bytes[2 * i + 1] = (byte)((v >> 8) & 0xff);
+            }
+            return bytes;
+        }
+    }
+
     /// <summary>One utterance being spoken: write microphone samples as they come, then End.
     /// Samples are sent in chunks of at least 100 ms (the socket's frame rate limit is 20/s).</summary>
     public sealed class MicrophoneStream
@@ -144,14 +161,7 @@ namespace Samvad.Client
         /// <summary>Unity's microphone samples (-1..1 floats), already mono 16 kHz.</summary>
         public void Write(float[] samples, int offset, int count)
         {
-            var bytes = new byte[count * 2];
-            for (int i = 0; i < count; i++)
-            {
-                float s = Math.Max(-1f, Math.Min(1f, samples[offset + i]));
-                short v = (short)Math.Round(s * 32767f);
-                bytes[2 * i] = (byte)(v & 0xff);
-                bytes[2 * i + 1] = (byte)((v >> 8) & 0xff);
-            }
+            var bytes = Pcm16.FromSamples(samples, offset, count);
             Write(bytes, 0, bytes.Length);
         }
 
