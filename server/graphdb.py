@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, LiteralString, Self, TypeVar
 
-from neo4j import AsyncDriver, AsyncGraphDatabase, NotificationMinimumSeverity
+from neo4j import AsyncDriver, AsyncGraphDatabase, AsyncManagedTransaction, NotificationMinimumSeverity
 
 if TYPE_CHECKING:
     from server.config import Settings
@@ -69,6 +69,7 @@ class GraphDriver:
         self._io: IoThread | None = None
         self._driver: AsyncDriver | None = None  # lives on self._io's loop
         self._lock = threading.Lock()
+        self._schemas: set[tuple[str, ...]] = set()  # the schemas `transact_here` has run
 
     @classmethod
     def from_settings(cls, settings: Settings) -> GraphDriver:
@@ -105,6 +106,21 @@ class GraphDriver:
                 max_transaction_retry_time=0,  # each user retries its own way (see the module docstring)
             )
         return self._driver
+
+    async def transact_here(self, work: Callable[[AsyncManagedTransaction], Awaitable[_T]], *, write: bool,
+                            schema: Sequence[LiteralString], timeout_s: float) -> _T:
+        """`work(tx)` in a managed transaction (the driver's retries, up to `timeout_s`), with the
+        statements of `schema` run first, once per driver: the stores that keep their nodes on this
+        driver (playbooks, studio packs, classes) share it. Call only where the driver lives."""
+        driver = await self.driver_here()
+        async with driver.session(database=self.database, max_transaction_retry_time=timeout_s) as session:
+            key = tuple(schema)
+            if key not in self._schemas:
+                for statement in schema:
+                    await (await session.run(statement)).consume()
+                self._schemas.add(key)
+            run = session.execute_write if write else session.execute_read
+            return await run(work)
 
     async def open(self) -> None:
         """Start the I/O thread and the driver (connections are made when first needed)."""

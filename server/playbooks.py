@@ -102,7 +102,6 @@ class Neo4jPlaybookStore:
         self.timeout_s = timeout_s
         self.graphdb = graphdb or GraphDriver(uri, auth=(user, password) if password else None, timeout_s=timeout_s,
                                               owned=True)
-        self._schema = False
 
     @classmethod
     def from_settings(cls, settings: Settings, graphdb: GraphDriver | None = None) -> Neo4jPlaybookStore:
@@ -119,15 +118,7 @@ class Neo4jPlaybookStore:
         return self.graphdb.call_blocking(self._run_here(work, write))
 
     async def _run_here(self, work: Callable[[AsyncManagedTransaction], Awaitable[Any]], write: bool) -> Any:
-        driver = await self.graphdb.driver_here()
-        async with driver.session(database=self.graphdb.database,
-                                  max_transaction_retry_time=self.timeout_s) as session:
-            if not self._schema:
-                for statement in SCHEMA:
-                    await (await session.run(statement)).consume()
-                self._schema = True
-            run = session.execute_write if write else session.execute_read
-            return await run(work)
+        return await self.graphdb.transact_here(work, write=write, schema=SCHEMA, timeout_s=self.timeout_s)
 
     def active(self, scenario: str) -> Playbook | None:
         return self._run(lambda tx: _active(tx, scenario))  # type: ignore[no-any-return]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -55,6 +56,21 @@ def _refused(request: Request) -> JSONResponse | None:
     if not services.is_admin(request) and services.teacher_of(request) is None:
         return error_response(401, "unauthorized", "editing scenario packs needs the admin key or a teacher's")
     return None
+
+
+def _about_scenario(handler: Callable[[Request, Services, str], Awaitable[Response]]
+                    ) -> Callable[[Request], Awaitable[Response]]:
+    """A route about the scenario in its path: refused unless the admin's or a teacher's (`_refused`),
+    else `handler(request, services, scenario)`."""
+    async def route(request: Request) -> Response:
+        refused = _refused(request)
+        if refused is not None:
+            return refused
+        return await handler(request, _services(request), request.path_params["scenario"])
+
+    route.__name__ = handler.__name__
+    route.__doc__ = handler.__doc__
+    return route
 
 
 def invalid(problems: tuple[Problem, ...] | list[Problem]) -> JSONResponse:
@@ -125,12 +141,8 @@ async def create_pack(request: Request) -> Response:
     return JSONResponse({"scenario": scenario, "draft": True}, status_code=201)
 
 
-async def edit_pack(request: Request) -> Response:
-    refused = _refused(request)
-    if refused is not None:
-        return refused
-    services = _services(request)
-    scenario = request.path_params["scenario"]
+@_about_scenario
+async def edit_pack(request: Request, services: Services, scenario: str) -> Response:
     try:
         if not await _known(services, scenario):
             return error_response(404, "unknown_scenario", f"no scenario {scenario!r}: POST /api/scenarios "
@@ -145,12 +157,8 @@ async def edit_pack(request: Request) -> Response:
     return JSONResponse({"scenario": scenario, "draft": True})
 
 
-async def read_pack(request: Request) -> Response:
-    refused = _refused(request)
-    if refused is not None:
-        return refused
-    services = _services(request)
-    scenario = request.path_params["scenario"]
+@_about_scenario
+async def read_pack(request: Request, services: Services, scenario: str) -> Response:
     asked = request.query_params.get("version")
     if asked is not None and not (asked.isascii() and asked.isdigit() and 0 < int(asked) < 1_000_000):
         return error_response(422, "invalid", "version must be a positive whole number")
@@ -178,12 +186,8 @@ async def _manifest_of(services: Services, scenario: str, number: int) -> str | 
     return None if stored is None else stored.manifest
 
 
-async def publish_pack(request: Request) -> Response:
-    refused = _refused(request)
-    if refused is not None:
-        return refused
-    services = _services(request)
-    scenario = request.path_params["scenario"]
+@_about_scenario
+async def publish_pack(request: Request, services: Services, scenario: str) -> Response:
     try:
         if not await _known(services, scenario):
             return error_response(404, "unknown_scenario", f"no scenario {scenario!r}")
@@ -202,13 +206,9 @@ async def publish_pack(request: Request) -> Response:
     return JSONResponse({"scenario": scenario, **_described(stored)}, status_code=201)
 
 
-async def try_pack(request: Request) -> Response:
+@_about_scenario
+async def try_pack(request: Request, services: Services, scenario: str) -> Response:
     """The draft made playable on this node as a preview scenario: the try-it panel's sessions."""
-    refused = _refused(request)
-    if refused is not None:
-        return refused
-    services = _services(request)
-    scenario = request.path_params["scenario"]
     try:
         if not await _known(services, scenario):
             return error_response(404, "unknown_scenario", f"no scenario {scenario!r}")
@@ -223,12 +223,8 @@ async def try_pack(request: Request) -> Response:
     return JSONResponse({"scenario": scenario, "preview": services.packs.preview(pack)}, status_code=201)
 
 
-async def list_versions(request: Request) -> Response:
-    refused = _refused(request)
-    if refused is not None:
-        return refused
-    services = _services(request)
-    scenario = request.path_params["scenario"]
+@_about_scenario
+async def list_versions(request: Request, services: Services, scenario: str) -> Response:
     try:
         if not await _known(services, scenario):
             return error_response(404, "unknown_scenario", f"no scenario {scenario!r}")
@@ -243,12 +239,8 @@ async def list_versions(request: Request) -> Response:
                          "draft": has_draft, "versions": versions})
 
 
-async def rollback_pack(request: Request) -> Response:
-    refused = _refused(request)
-    if refused is not None:
-        return refused
-    services = _services(request)
-    scenario = request.path_params["scenario"]
+@_about_scenario
+async def rollback_pack(request: Request, services: Services, scenario: str) -> Response:
     try:
         asked = Rollback.model_validate_json(await request.body() or b"{}")
     except ValidationError as exc:

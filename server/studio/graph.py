@@ -108,7 +108,6 @@ class Neo4jPackStore:
     def __init__(self, graphdb: GraphDriver, *, timeout_s: float = 2.0) -> None:
         self.graphdb = graphdb
         self.timeout_s = timeout_s
-        self._schema = False
 
     async def _run(self, work: Callable[[AsyncManagedTransaction], Awaitable[Any]], *, write: bool = False) -> Any:
         try:
@@ -123,15 +122,7 @@ class Neo4jPackStore:
             raise
 
     async def _run_here(self, work: Callable[[AsyncManagedTransaction], Awaitable[Any]], write: bool) -> Any:
-        driver = await self.graphdb.driver_here()
-        async with driver.session(database=self.graphdb.database,
-                                  max_transaction_retry_time=self.timeout_s) as session:
-            if not self._schema:
-                for statement in STUDIO_SCHEMA:
-                    await (await session.run(statement)).consume()
-                self._schema = True
-            run = session.execute_write if write else session.execute_read
-            return await run(work)
+        return await self.graphdb.transact_here(work, write=write, schema=STUDIO_SCHEMA, timeout_s=self.timeout_s)
 
     async def latest(self, scenario: str) -> int:
         record = await self._run(lambda tx: _single(tx, LATEST, scenario=scenario))
