@@ -1,7 +1,7 @@
 """Admission as data: what every client frame must pass before its handler runs, one row per frame type.
 
 Every frame goes through the same steps, in this order, and each row says which apply to its type
-(`SessionActor._admit`, session/actor.py):
+(`SessionActor._apply_queued`, session/actor.py):
 
 1. **Idempotent by id.** A re-sent id is acknowledged again (`duplicate: true`), after the
    original's ack if that is not durable yet, and not applied again. A frame queued behind the

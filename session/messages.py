@@ -27,10 +27,10 @@ Who posts what:
 - `Stop`: close every connection and, unless `keep_running`, stop the actor. The loop handles it
   itself, before dispatch, because it decides whether the loop goes on.
 
-A new kind of message (a timer for silence, say) is a dataclass here, added to `Message`, and a
-handler in a part of the actor whose table the actor's `MESSAGE_HANDLERS` takes in
-(`session/actor.py`, `session/README.md`). A new client frame (a hint, a repeat) is added to
-`ClientFrame` instead, and its handler goes into `FRAME_HANDLERS`.
+A new kind of message (a timer for silence, say) is a dataclass here, added to `Message`, with its
+entry in the actor's `MESSAGE_HANDLERS` (`session/actor.py`); most go straight to the machine,
+whose decision for it is an entry in `HANDLERS` (`session/machine.py`). A new client frame is added
+to `ClientFrame` instead, with its decision in the machine's `FRAMES` (session/README.md).
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ from session.records import PendingTurn
 
 @dataclass(frozen=True, slots=True)
 class ActorLimits:
-    """The bounds every part of an actor works within (here, so that the parts need not import
-    `session.actor`, which imports them)."""
+    """The bounds a session works within: the actor's (its inbox, replay ring, brain deadline) and its
+    machine's (the clarify threshold, the silence timer's lengths and count, the welcome back)."""
 
     replay_events: int = 512  # events kept for `resume`
     inbox_frames: int = 32  # client frames queued per session before `rate_limited`
@@ -65,13 +65,6 @@ class ActorLimits:
 ClientFrame = TranscriptFrame | SceneFrame | ResumeFrame | CommandFrame | PlaybackFrame | SilenceFrame
 """The client frames that reach the actor (the codec answers `ping` and refuses the rest itself)."""
 CLIENT_FRAMES = (TranscriptFrame, SceneFrame, ResumeFrame, CommandFrame, PlaybackFrame, SilenceFrame)
-
-Handler = Callable[[Any, Any], None]
-"""How the actor applies one message, or one client frame: `handler(actor, message)`.
-
-The dispatch tables map a type to one (`{Delta: SessionActor._on_delta}`). The arguments are `Any`
-because a table holds handlers for every type at once; each handler's own signature says what it takes."""
-
 
 @dataclass(slots=True)
 class Connect:
