@@ -42,6 +42,7 @@ from schemas.pack import (
 
 __all__ = [
     "DEFAULT_SCENARIO",
+    "SCENARIO_ID",
     "GenericTip",
     "Item",
     "Objection",
@@ -59,6 +60,7 @@ __all__ = [
 ]
 
 DEFAULT_SCENARIO = "jaipur-bazaar"
+SCENARIO_ID = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")  # a pack's id (`Scenario.scenario`), and its folder's name
 MANIFEST = "manifest.json"
 _FIELD = re.compile(r"{(\w+)}")
 
@@ -133,7 +135,7 @@ class Phrase(BaseModel):
 class Scenario(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    scenario: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{1,62}$")
+    scenario: str = Field(pattern=SCENARIO_ID.pattern)
     version: int = Field(1, ge=1)
     """Which version of the scenario this is: 1 for a shipped pack; the studio sets it on publishing
     (an author's manifest need not give it)."""

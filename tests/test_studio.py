@@ -288,3 +288,18 @@ def test_the_disk_store_numbers_every_version_once_and_a_rollback_copies_its_sou
 
     with tempfile.TemporaryDirectory() as root:
         anyio.run(run, root)
+
+
+@pytest.mark.anyio
+async def test_a_scenario_that_no_pack_could_be_is_unknown_not_a_server_error(served: Served) -> None:
+    """Schemathesis found it: a NUL or a lone surrogate in `scenario` reached the disk store's folder
+    name (a 500); `..` would have reached outside it. No pack id has them: the scenario is unknown."""
+    for name in ("\udcf8a\x00b", "../../etc", "jaipur-bazaar\n", "Jaipur-Bazaar"):
+        body = json.dumps({"scenario": name}).encode()  # a lone surrogate as JSON writes it: \udcf8
+        created = await call(served, "POST", "/api/sessions", raw=body,
+                             headers={**AUTH, "content-type": "application/json"})
+        assert created.status_code == 422, (name, created.text)
+        assert created.json()["error"]["code"] == "invalid"
+    for path in ("..%2F..%2Fetc", "a%00b", "Jaipur-Bazaar"):
+        versions = await call(served, "GET", f"/api/scenarios/{path}/versions")
+        assert versions.status_code == 404, (path, versions.text)  # unknown (or, with a slash, no route)

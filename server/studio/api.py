@@ -30,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from schemas.scenario import Problem, available_scenarios, pack_problems
+from schemas.scenario import SCENARIO_ID, Problem, available_scenarios, pack_problems
 from server.services import Services, error_response
 from server.studio.catalog import shipped_manifest
 from server.studio.store import PackConflict, PackNotFound, PackStoreError, StoredVersion
@@ -101,6 +101,8 @@ def _shipped(scenario: str) -> bool:
 
 
 async def _known(services: Services, scenario: str) -> bool:
+    if not SCENARIO_ID.fullmatch(scenario):
+        return False
     return _shipped(scenario) or await services.packs.store.latest(scenario) > 0 or (
         await services.packs.store.draft(scenario)) is not None
 

@@ -17,7 +17,7 @@ import json
 import logging
 from collections import OrderedDict
 
-from schemas.scenario import Scenario, available_scenarios, load_scenario, pack_problems, register_version
+from schemas.scenario import SCENARIO_ID, Scenario, available_scenarios, load_scenario, pack_problems, register_version
 from server.studio.store import PackStore, PackStoreError
 
 __all__ = ["PackCatalog", "checked", "register_stored", "shipped_manifest"]
@@ -57,6 +57,8 @@ class PackCatalog:
 
     async def current(self, scenario: str) -> Scenario | None:
         """The version a new session of `scenario` plays, registered; None for no such scenario."""
+        if not SCENARIO_ID.fullmatch(scenario):
+            return None  # no pack has such an id, and it names no file or node to look for
         if scenario in self._previews:
             return self._previews[scenario]
         shipped = scenario in available_scenarios()

@@ -93,6 +93,11 @@ class PackStore(Protocol):
 _VERSION_FILE = "v{:04d}.json"
 
 
+def _names_a_folder(scenario: str) -> bool:
+    """Whether `scenario` can be a folder under the store's root: printable, no separator, not `.`/`..`."""
+    return scenario not in ("", ".", "..") and scenario.isprintable() and not any(c in scenario for c in "/\\")
+
+
 class DiskPackStore:
     """Packs in files under `root/studio/`. Blocking file work runs in a worker thread."""
 
@@ -102,13 +107,15 @@ class DiskPackStore:
         self._latest: dict[str, int] = {}  # written through: this process is the folder's only writer
 
     def _folder(self, scenario: str) -> Path:
+        if not _names_a_folder(scenario):
+            raise PackNotFound(f"{scenario[:64]!r} names no folder")  # never one outside `root`, nor one the OS refuses
         return self.root / scenario
 
     async def latest(self, scenario: str) -> int:
+        if not _names_a_folder(scenario):
+            return 0  # nothing is stored under a name no folder has
         known = self._latest.get(scenario)
         if known is None:
-
-
             known = self._latest[scenario] = await anyio.to_thread.run_sync(self._scan_latest, scenario)
         return known
 
@@ -124,6 +131,8 @@ class DiskPackStore:
         return max(numbers, default=0)
 
     async def version(self, scenario: str, number: int) -> StoredVersion | None:
+        if not _names_a_folder(scenario):
+            return None
         return await anyio.to_thread.run_sync(self._read_version, scenario, number)
 
     def _read_version(self, scenario: str, number: int) -> StoredVersion | None:
@@ -138,6 +147,9 @@ class DiskPackStore:
                              published_at=float(data["published_at"]), from_version=data.get("from_version"))
 
     async def versions(self, scenario: str) -> list[StoredVersion]:
+        if not _names_a_folder(scenario):
+            return []
+
         def read() -> list[StoredVersion]:
             found = (self._read_version(scenario, n) for n in range(1, self._scan_latest(scenario) + 1))
             return [v for v in found if v is not None]
@@ -145,6 +157,8 @@ class DiskPackStore:
         return await anyio.to_thread.run_sync(read)
 
     async def draft(self, scenario: str) -> StoredDraft | None:
+        if not _names_a_folder(scenario):
+            return None
         return await anyio.to_thread.run_sync(self._read_draft, scenario)
 
     def _read_draft(self, scenario: str) -> StoredDraft | None:
