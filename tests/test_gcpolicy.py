@@ -33,7 +33,9 @@ def test_start_up_stays_frozen_and_only_the_planned_pass_frees_an_old_cycle() ->
         a.other, b.other = b, a  # a cycle: only the collector can free it
         dead = weakref.ref(a)
         gc.collect(1)  # it survives a gen1 pass into the oldest generation, not frozen
-        assert gc.get_freeze_count() == frozen and gc.is_tracked(a)
+        # frozen objects other threads let go of leave the count, so it may fall but never grow
+        assert gc.get_freeze_count() <= frozen
+        assert any(o is a for o in gc.get_objects(generation=2))
         del a, b
         gc.collect(1)  # young passes do not walk the oldest generation
         assert dead() is not None
@@ -41,7 +43,7 @@ def test_start_up_stays_frozen_and_only_the_planned_pass_frees_an_old_cycle() ->
         del startup
         figures = gcpolicy.full_collection()  # small: due at once
         assert figures is not None and dead() is None and figures["collected"] >= 2
-        assert gc.get_freeze_count() == frozen and gone() is not None  # the start-up objects are not walked
+        assert gc.get_freeze_count() <= frozen and gone() is not None  # the start-up objects are not walked
     finally:
         gcpolicy.uninstall()
         gc.set_threshold(*saved)
