@@ -25,6 +25,7 @@ from pydantic_core import core_schema
 from schemas.brain import Ledger, Policy
 from schemas.enums import LanguageCode, Mood, OfferAssessment, Outcome, Role, Stage
 from schemas.errors import ErrorCode
+from schemas.fluency import Fluency
 from schemas.knowledge import TipCard
 from schemas.report import SessionReport
 from schemas.state import SessionState, Summary
@@ -351,7 +352,8 @@ class Heard(_Event):
 class Speech(_Event):
     """What the recogniser heard in the learner's `audio` utterance `id`, in the sequence before that
     utterance's turn: `confidence` (0-1, or null when the engine gives none), `levels` (the loudness
-    every 50 ms, 0-1, for a meter), `fallback`: recognition failed (the turn is an unclear one)."""
+    every 50 ms, 0-1, for a meter), `fallback`: recognition failed (the turn is an unclear one),
+    `fluency`: words per minute, pause ratio, mean length of run and fillers (docs/learning.md)."""
 
     type: Literal["speech"] = "speech"
     seq: int
@@ -363,6 +365,7 @@ class Speech(_Event):
     levels: tuple[float, ...] = ()
     stt: str
     fallback: bool = False
+    fluency: Fluency | None = None  # from the words' times; null when the recogniser gives none
 
 
 class SpeechPartial(_Event):

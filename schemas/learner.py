@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.enums import LanguageCode, Level, Outcome
+from schemas.fluency import Fluency
 
 __all__ = [
     "CONTESTED_FIELDS",
@@ -65,6 +66,7 @@ class SessionFigures(_Frozen):
     slips: tuple[Slip, ...] = ()
     created_at: float = 0.0
     ended_at: float = 0.0
+    fluency: Fluency | None = None  # the spoken turns' figures (the report's); None when nothing was spoken
 
     @property
     def turns_to_deal(self) -> int | None:
@@ -157,6 +159,11 @@ class ProgressPoint(_Frozen):
     discount_pct: float | None = None
     score: int
     hints: int  # hints asked for, every level together
+    # Fluency (the report's, docs/learning.md), when the learner spoke: the trend of how they speak.
+    words_per_minute: float | None = None
+    pause_ratio: float | None = None
+    mean_length_of_run: float | None = None
+    fillers: int | None = None
 
 
 class LearnerRow(_Frozen):

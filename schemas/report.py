@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from schemas.enums import Level, Outcome, Stage
+from schemas.fluency import Fluency
 
 __all__ = ["CurvePoint", "EarnedCard", "Etiquette", "LearnerReport", "Price", "SessionReport", "StageSpan"]
 
@@ -98,6 +99,7 @@ class LearnerReport(_Part):
     coaching: CoachingCounts = CoachingCounts(hints=(0, 0, 0), hints_offered=0, repeats=0, undos=0, timeouts=0,
                                               unclear=0)
     clamps: tuple[Clamp, ...] = ()
+    fluency: Fluency | None = None  # the spoken turns' figures together; null when nothing was spoken
 
 
 class SessionReport(BaseModel):

@@ -102,6 +102,12 @@ def report_page(report: LearnerReport, vendor: str, currency: str) -> str:
                 f"{c.hints[2]} whole lines · offered unasked: {c.hints_offered}</li>"
                 f"<li>Repeats: {c.repeats} · undos: {c.undos} · silences: {c.timeouts} · "
                 f"unclear turns: {c.unclear}</li>")
+    f = report.fluency
+    if f is not None:
+        coaching += (f"<li class=\"fluency\" data-wpm=\"{f.words_per_minute}\">Speaking, over {f.turns} spoken "
+                     f"turn{'s' if f.turns != 1 else ''}: {f.words_per_minute:g} words a minute · "
+                     f"{round(100 * f.pause_ratio)} % of the time in pauses · {f.mean_length_of_run:g} words "
+                     f"between pauses · {f.fillers} filler{'s' if f.fillers != 1 else ''}</li>")
     clamps = "".join(f"<li>Turn {k.turn}: {escape(k.explanation)} <small>({escape(k.flag)})</small></li>"
                      for k in report.clamps) or "<li>The vendor kept to the rules on his own.</li>"
     return f"""<!doctype html>

@@ -38,6 +38,7 @@ from session.messages import Recognised
 from voice.align import Aligner
 from voice.audio import BYTES_PER_SECOND_IN, decode_clip, duration_ms, levels
 from voice.errors import AudioRejected, SpeechServiceError
+from voice.fluency import measure, pack_fillers
 from voice.lipsync import LipSync, lipsync_factory
 from voice.speaker import Speaker
 from voice.stt import SceneContext, SpeechToText, Transcription
@@ -424,8 +425,9 @@ class ConnectionVoice:
             return
         # What was heard goes into the session's own sequence (a `speech` event, replayed on resume),
         # just before the turn its transcript makes.
+        fluency = measure(heard.words, pack_fillers(hearing.scenario, hearing.scenario_version)) if text else None
         actor.recognised(Recognised(job.id, text, confidence, language, duration_ms(pcm), tuple(levels(pcm)),
-                                    heard.backend, fallback))
+                                    heard.backend, fallback, fluency=fluency))
         frame = TranscriptFrame(type="transcript", id=job.id, text=text, confidence=confidence, language=language)
         if not actor.submit(self.conn, frame):
             self.error(ErrorCode.RATE_LIMITED, "the session is busy; retry shortly", job.id)

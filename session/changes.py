@@ -19,6 +19,7 @@ from typing import NamedTuple, TypeVar
 
 from schemas.brain import Ledger
 from schemas.enums import LanguageCode, Level, OfferAssessment, Outcome, Stage
+from schemas.fluency import Fluency
 from schemas.learner import LearnerRecall
 from session.coaching import Checkpoint
 from session.offers import OfferReading
@@ -304,13 +305,15 @@ class SummaryWritten(NamedTuple):
 
 class SpeechHeard(NamedTuple):
     """The recogniser heard the learner's utterance `id`: its `speech` event took `seq`. The turn
-    its transcript makes is a change of its own, with the same id (so the id is not remembered here)."""
+    its transcript makes is a change of its own, with the same id (so the id is not remembered here).
+    `fluency`: the utterance's figures (voice/fluency.py), added to the session's."""
 
     session_id: str
     version: int
     at: float
     id: str
     seq: int
+    fluency: Fluency | None = None
 
     @property
     def kind(self) -> str:

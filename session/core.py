@@ -14,6 +14,7 @@ from functools import cache
 
 from schemas.brain import GraphContext, StageVisit
 from schemas.enums import LanguageCode, Level, Outcome, Stage
+from schemas.fluency import Fluency
 from schemas.learner import LearnerRecall
 from schemas.pack import LevelParams
 from schemas.scenario import Scenario, load_scenario
@@ -73,6 +74,7 @@ class SessionCore:
     coaching: Coaching = field(default_factory=Coaching)  # hints, undos, silences (session/coaching.py)
     memory: Memory = field(default_factory=Memory)  # the running summary (session/summary.py)
     recall: LearnerRecall | None = None  # what the vendor remembers of the learner (docs/memory.md)
+    fluency: Fluency | None = None  # the spoken turns' figures, summed (voice/fluency.py); None: none spoken
     version: int = 0  # the last change applied (session/changes.py)
     # The changes made since the actor last took them (`take_changes`), for the mirror, in order.
     outbox: list[Change] = field(default_factory=list, compare=False, repr=False)

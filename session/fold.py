@@ -151,6 +151,8 @@ def _repeat(state: SessionCore, change: Repeated) -> None:
 
 def _speech(state: SessionCore, change: SpeechHeard) -> None:
     state.seq = change.seq
+    if change.fluency is not None:
+        state.fluency = change.fluency if state.fluency is None else state.fluency.plus(change.fluency)
 
 
 def _undo(state: SessionCore, change: TurnUndone) -> None:

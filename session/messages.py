@@ -41,6 +41,7 @@ from typing import Any
 
 from schemas.brain import BrainResult
 from schemas.enums import LanguageCode
+from schemas.fluency import Fluency
 from schemas.frames import CommandFrame, PlaybackFrame, ResumeFrame, SceneFrame, SilenceFrame, TranscriptFrame
 from schemas.summary import SummaryResult
 from session.protocols import Connection
@@ -143,6 +144,7 @@ class Recognised:
     stt: str
     fallback: bool = False
     partial: bool = False
+    fluency: Fluency | None = None  # from the words' times, where the recogniser gives them
 
 
 @dataclass(slots=True)

@@ -251,6 +251,7 @@ def learner_report(negotiation: Negotiation, tips: TipSource | None) -> LearnerR
                                 timeouts=negotiation.coaching.timeouts, unclear=negotiation.coaching.unclear),
         clamps=tuple(Clamp(turn=r.turn, flag=flag, explanation=explain(flag))
                      for r in negotiation.history if r.role == "vendor" for flag in r.flags),
+        fluency=negotiation.fluency,
     )
 
 

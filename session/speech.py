@@ -48,11 +48,12 @@ def on_recognised(m: MachineState, heard: Recognised, now: float, out: list[Outp
     negotiation = m.negotiation
     if negotiation.seen(heard.id):
         return  # re-sent: its transcript is answered as a duplicate
-    negotiation.commit(SpeechHeard(*negotiation.stamp(now), id=heard.id, seq=negotiation.seq + 1))
+    fluency = None if heard.partial else heard.fluency
+    negotiation.commit(SpeechHeard(*negotiation.stamp(now), id=heard.id, seq=negotiation.seq + 1, fluency=fluency))
     if heard.partial:
         out.append(SpeechPartial(session_id=negotiation.session_id, seq=negotiation.seq, id=heard.id, text=heard.text,
                                  confidence=heard.confidence))
         return
     out.append(Speech(session_id=negotiation.session_id, seq=negotiation.seq, id=heard.id, text=heard.text,
                       confidence=heard.confidence, language=heard.language, duration_ms=heard.duration_ms,
-                      levels=heard.levels, stt=heard.stt, fallback=heard.fallback))
+                      levels=heard.levels, stt=heard.stt, fallback=heard.fallback, fluency=fluency))

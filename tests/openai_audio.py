@@ -50,7 +50,9 @@ async def fake_transcriptions(fake: Any, request: Request, behaviour: Any) -> An
         upload = form.get("file")
         audio = await upload.read() if upload is not None and not isinstance(upload, str) else b""
         fields = {k: form.get(k) for k in ("model", "language", "response_format")}
-    record = {"path": "transcriptions", **fields, "bytes": len(audio), "received_at": arrived}
+        granularities = form.getlist("timestamp_granularities[]")
+    record = {"path": "transcriptions", **fields, "timestamp_granularities": granularities, "bytes": len(audio),
+              "received_at": arrived}
     fake.audio_requests.append(record)
     if behaviour.kind == "status":
         return _audio_error(behaviour)
@@ -66,8 +68,19 @@ async def fake_transcriptions(fake: Any, request: Request, behaviour: Any) -> An
         answer["segments"] = [{"id": 0, "seek": 0, "start": 0.0, "end": answer["duration"], "text": text,
                                "tokens": [1], "temperature": 0.0, "avg_logprob": logprob,
                                "compression_ratio": 1.0, "no_speech_prob": 0.0}]
+    if "word" in granularities and fields["response_format"] == "verbose_json":
+        answer["words"] = spread_words(text, answer["duration"])
     record["answered_at"] = time.time()
     return JSONResponse(answer)
+
+
+def spread_words(text: str, duration_s: float) -> list[dict[str, Any]]:
+    """Word timings as Whisper gives them, for a fake that does not listen: the words share the
+    audio evenly, each taking four fifths of its share (the rest a gap)."""
+    said = text.split()
+    share = duration_s / len(said) if said else 0.0
+    return [{"word": w, "start": round(i * share, 3), "end": round(i * share + 0.8 * share, 3)}
+            for i, w in enumerate(said)]
 
 
 async def fake_speech(fake: Any, request: Request, behaviour: Any) -> Any:

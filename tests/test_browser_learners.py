@@ -16,7 +16,7 @@ from tests.test_learners_api import DEAL, WALK, api, play, profile_after
 
 pytestmark = [pytest.mark.browser, pytest.mark.anyio, pytest.mark.usefixtures("collect_servers")]
 
-CHARTS = ("chart-discount", "chart-turns", "chart-score", "chart-hints")
+CHARTS = ("chart-discount", "chart-turns", "chart-score", "chart-hints", "chart-fluency")
 
 
 async def rows(page: Any, table: str) -> list[dict[str, Any]]:
@@ -70,10 +70,14 @@ async def test_the_learners_page_lists_learners_and_charts_one_learners_progress
             assert await page.locator(f"#{chart} .uplot canvas").count() >= 1, chart
         points = {chart: await page.get_attribute(f"#{chart}", "data-points") for chart in CHARTS}
         # Three sessions: a walk-away, then two deals; every session has a score and a hint count.
-        assert points == {"chart-discount": "2", "chart-turns": "2", "chart-score": "3", "chart-hints": "3"}
+        # Typed, not spoken: no fluency point (tests/test_fluency.py has a spoken session's figures).
+        assert points == {"chart-discount": "2", "chart-turns": "2", "chart-score": "3", "chart-hints": "3",
+                          "chart-fluency": "0"}
         shown = await rows(page, "progress")
         assert [r["sessionId"] for r in shown] == [p["session_id"] for p in expected] == [a["session_id"] for a in asha]
         assert [r["outcome"] for r in shown] == ["walked_away", "deal", "deal"]
+        fluency = await page.evaluate("[...document.querySelectorAll('#progress td.fluency')].map((td) => td.title)")
+        assert fluency == ["typed, not spoken"] * 3
         for row, point in zip(shown, expected, strict=True):
             # The server's link with a report token of that session (issued afresh for each answer).
             assert row["href"].split("&token=")[0] == point["report_url"].split("&token=")[0]

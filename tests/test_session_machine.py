@@ -21,6 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from brain.rules_vendor import RuleBasedVendor
 from schemas.enums import LanguageCode, Level, Stage
+from schemas.fluency import Fluency
 from schemas.frames import (
     CommandFrame,
     PlaybackFrame,
@@ -102,18 +103,27 @@ class SessionMachine(RuleBasedStateMachine):
         self._submit(TranscriptFrame(type="transcript", id=self._id(again), text=text, final=final or again is None,
                                      confidence=confidence))
 
-    @rule(text=st.sampled_from(LINES), again=st.none() | st.integers(0, 50), confidence=st.floats(0.0, 1.0))
-    def speak(self, text: str, again: int | None, confidence: float) -> None:
+    @rule(text=st.sampled_from(LINES), again=st.none() | st.integers(0, 50), confidence=st.floats(0.0, 1.0),
+          fluency=st.none() | st.builds(Fluency, words=st.integers(0, 30), fillers=st.integers(0, 4),
+                                        speaking_ms=st.integers(0, 9_000), pause_ms=st.integers(0, 3_000),
+                                        runs=st.integers(1, 6)))
+    def speak(self, text: str, again: int | None, confidence: float, fluency: Fluency | None) -> None:
         """An utterance, as a connection's transcriber hands it over: what was heard, then its transcript."""
         frame_id = self._id(again)
         fresh = not self.actor.negotiation.seen(frame_id)
         before = len(self.player.sent)
-        self.actor.recognised(Recognised(frame_id, text, confidence, LanguageCode.EN_IN, 1_800, (0.1, 0.6), "test"))
+        spoken_before = self.actor.negotiation.fluency
+        self.actor.recognised(Recognised(frame_id, text, confidence, LanguageCode.EN_IN, 1_800, (0.1, 0.6), "test",
+                                         fluency=fluency))
         self._submit(TranscriptFrame(type="transcript", id=frame_id, text=text, confidence=confidence))
         heard = [e for e in self.player.sent[before:] if e["type"] == "speech"]
         if fresh:  # in the sequence, before anything its turn made
             assert [e["id"] for e in heard] == [frame_id]
             assert self.player.sent[before] is heard[0] and isinstance(heard[0]["seq"], int)
+            assert heard[0]["fluency"] == (fluency.model_dump() if fluency is not None else None)
+            # the session's fluency is its spoken turns' summed (an undo does not take speech back)
+            summed = fluency if spoken_before is None else spoken_before.plus(fluency) if fluency else spoken_before
+            assert self.actor.negotiation.fluency == summed
         else:
             assert heard == []  # a re-sent utterance is not heard twice
 

@@ -169,6 +169,14 @@ async def test_a_spoken_utterance_is_a_turn_with_its_transcript_and_the_reply_is
             heard = await c.until("speech", id="u1")
             assert heard["text"] == openai_fake.stt_text and heard["confidence"] == 0.95
             assert heard["stt"] == "openai" and heard["duration_ms"] == 1000 and len(heard["levels"]) == 20
+            # Word times asked for (verbose_json with word granularity); the fake spreads the words over
+            # the second evenly, each followed by a fifth of its share in silence: no pause, one run.
+            [asked] = [r for r in openai_fake.audio_requests if r["path"] == "transcriptions"]
+            assert asked["timestamp_granularities"] == ["word", "segment"]
+            said = len(openai_fake.stt_text.split())
+            fluency = heard["fluency"]
+            assert fluency["words"] + fluency["fillers"] == said and (fluency["runs"], fluency["pause_ms"]) == (1, 0)
+            assert abs(fluency["speaking_ms"] - 1000 * (1 - 0.2 / said)) <= 2
             await c.until("ack", id="u1")
             reply = await c.until("reply", in_reply_to="u1")
             assert reply["learner_text"] == openai_fake.stt_text and reply["mark"] is None

@@ -20,7 +20,7 @@ import openai
 from brain.transport import DEFAULT_BACKOFF, sdk_client
 from voice.audio import wav_bytes
 from voice.errors import SpeechServiceError
-from voice.stt import SceneContext, Transcription
+from voice.stt import SceneContext, Transcription, WordTime
 
 log = logging.getLogger("samvad.voice")
 T = TypeVar("T")
@@ -93,14 +93,17 @@ class OpenAISpeech:
         async def once() -> Transcription:
             result = await self.client.audio.transcriptions.create(
                 file=("speech.wav", wav, "audio/wav"), model=self.stt_model,
-                response_format="verbose_json", language=lang if lang else openai.omit)
+                response_format="verbose_json", timestamp_granularities=["word", "segment"],
+                language=lang if lang else openai.omit)
             segments = getattr(result, "segments", None) or []
             confidence: float | None = None
             if segments:
                 # Whisper's own numbers: the mean token probability, less the chance of no speech.
                 probs = [math.exp(min(0.0, s.avg_logprob)) * (1.0 - s.no_speech_prob) for s in segments]
                 confidence = round(sum(probs) / len(probs), 3)
-            return Transcription(result.text.strip(), confidence, "openai")
+            timed = tuple(WordTime(w.word, round(w.start * 1000), round(w.end * 1000))
+                          for w in result.words or ())
+            return Transcription(result.text.strip(), confidence, "openai", timed)
 
         try:
             with anyio.fail_after(self.timeout_s):

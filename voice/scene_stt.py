@@ -38,7 +38,7 @@ from voice.errors import SpeechServiceError
 from voice.g2p import dictionary_text, espeak_pronunciations, read_dictionary
 from voice.numerals import spoken_number
 from voice.scene_corpus import context_key, scene_sentences, vocabulary
-from voice.stt import SceneContext, Transcription
+from voice.stt import FRAME_MS, SceneContext, Transcription, WordTime
 
 MODEL_VERSION = "3"  # bump when the corpus or the model's making changes: cached files are keyed by it
 # The decoder's settings: the second, flat pass over the first pass's word lattice, for the scene
@@ -209,8 +209,9 @@ class SceneStt:
 
     # ------------------------------------------------------------------ decoding
 
-    def _pass(self, search: str, pcm: bytes) -> list[tuple[str, float]]:
-        """One decode of (conditioned) audio with `search`: the words and their posteriors."""
+    def _pass(self, search: str, pcm: bytes) -> list[tuple[str, float, int, int]]:
+        """One decode of (conditioned) audio with `search`: the words, their posteriors and their
+        first and last frames."""
         decoder = self._decoder
         decoder.activate_search(search)
         decoder.start_utt()
@@ -219,7 +220,7 @@ class SceneStt:
         if decoder.hyp() is None:
             return []
         # Fillers (<s>, <sil>, [NOISE], [SPEECH], +breath+) are not words.
-        return [(seg.word.split("(")[0], float(seg.prob)) for seg in decoder.seg()
+        return [(seg.word.split("(")[0], float(seg.prob), seg.start_frame, seg.end_frame) for seg in decoder.seg()
                 if seg.word[:1] not in "<[+"]
 
     def decode(self, pcm: bytes, context: SceneContext | None) -> tuple[Transcription, Evidence]:
@@ -230,11 +231,14 @@ class SceneStt:
             scene, free = self._moment(context)
             words = self._pass(scene, pcm)
             loose = self._pass(free, pcm) if words else []
-        said = [w for w, _ in words]
-        probs = [min(1.0, max(0.0, p)) for _, p in words]
+        said = [w for w, *_ in words]
+        probs = [min(1.0, max(0.0, p)) for _, p, *_ in words]
         evidence = Evidence(sum(probs) / len(probs) if probs else 0.0, min(probs, default=0.0),
-                            agreement(said, [w for w, _ in loose]), len(said))
-        return Transcription(" ".join(said), self.calibration.confidence(evidence), self.name), evidence
+                            agreement(said, [w for w, *_ in loose]), len(said))
+        edge = int(EDGE_S * 1000)  # the times are the learner's audio's, not the conditioned audio's
+        timed = tuple(WordTime(w, max(0, a * FRAME_MS - edge), max(0, (b + 1) * FRAME_MS - edge))
+                      for w, _, a, b in words)
+        return Transcription(" ".join(said), self.calibration.confidence(evidence), self.name, timed), evidence
 
     async def transcribe(self, pcm: bytes, language: str | None,
                          scene: SceneContext | None = None) -> Transcription:

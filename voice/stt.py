@@ -1,7 +1,8 @@
 """Speech to text: the `SpeechToText` interface and the embedded engine (pocketsphinx).
 
 A backend gets PCM16 mono 16 kHz and returns a `Transcription`: the text, a confidence in 0-1
-(None when the engine gives none, which the session takes as clear) and the backend's name.
+(None when the engine gives none, which the session takes as clear), the backend's name and, where
+the engine times them, the words with their times (pocketsphinx and the OpenAI-compatible one do).
 The OpenAI-compatible backend is in `voice.openai_speech`.
 """
 
@@ -17,6 +18,16 @@ import anyio
 from voice.errors import SpeechServiceError
 
 _FILLERS = ("<s>", "</s>", "<sil>", "[NOISE]", "<unk>")
+FRAME_MS = 10  # pocketsphinx's frames: 100 a second
+
+
+@dataclass(frozen=True, slots=True)
+class WordTime:
+    """One recognised word and where it lies in the utterance (ms from the audio's start)."""
+
+    word: str
+    start_ms: int
+    end_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +35,7 @@ class Transcription:
     text: str
     confidence: float | None
     backend: str
+    words: tuple[WordTime, ...] = ()  # with their times, where the engine gives them (fluency: voice/fluency.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,13 +93,15 @@ class PocketsphinxStt:
             decoder.process_raw(pcm, full_utt=True)
             decoder.end_utt()
             hyp = decoder.hyp()
-            words = [(seg.word, seg.prob) for seg in decoder.seg()] if hyp is not None else []
-        kept = [(w.split("(")[0], p) for w, p in words if w not in _FILLERS and not w.startswith("+")]
-        text = " ".join(w for w, _ in kept)
+            segs = [(s.word, s.prob, s.start_frame, s.end_frame) for s in decoder.seg()] if hyp is not None else []
+        kept = [(w.split("(")[0], p, a, b) for w, p, a, b in segs if w not in _FILLERS and not w.startswith("+")]
+        text = " ".join(w for w, *_ in kept)
         if not kept:
             return Transcription("", 0.0, self.name)
-        conf = sum(p for _, p in kept) / len(kept)
-        return Transcription(text, round(min(1.0, max(0.0, conf)), 3) if math.isfinite(conf) else 0.0, self.name)
+        conf = sum(p for _, p, *_ in kept) / len(kept)
+        timed = tuple(WordTime(w, a * FRAME_MS, (b + 1) * FRAME_MS) for w, _, a, b in kept)
+        return Transcription(text, round(min(1.0, max(0.0, conf)), 3) if math.isfinite(conf) else 0.0, self.name,
+                             timed)
 
     async def transcribe(self, pcm: bytes, language: str | None,
                          scene: SceneContext | None = None) -> Transcription:

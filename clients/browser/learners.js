@@ -107,7 +107,10 @@ const SERIES = {
   "chart-turns": { key: "turns_to_deal", color: "#4f46e5" },
   "chart-score": { key: "score", color: "#b45309" },
   "chart-hints": { key: "hints", color: "#0284c7" },
+  "chart-fluency": { key: "words_per_minute", color: "#9333ea" }, // spoken sessions only: gaps between
 };
+
+const Y_FLOOR = { score: 100, discount_pct: 100, words_per_minute: 150 };
 
 function drawCharts() {
   for (const plot of Object.values(view.charts)) plot.destroy();
@@ -124,7 +127,7 @@ function drawCharts() {
       legend: { show: false },
       cursor: { drag: { x: false, y: false } },
       scales: { x: { time: false, range: [0.5, Math.max(2, xs.length) + 0.5] },
-        y: { range: (_u, _min, max) => [0, Math.max(key === "score" || key === "discount_pct" ? 100 : 5, max || 0)] } },
+        y: { range: (_u, _min, max) => [0, Math.max(Y_FLOOR[key] ?? 5, max || 0)] } },
       axes: [
         { incrs: [1, 2, 5, 10], values: (_u, splits) => splits.map((v) => (Number.isInteger(v) ? `#${v}` : "")),
           font: "13px system-ui, sans-serif", size: 30 },
@@ -134,6 +137,12 @@ function drawCharts() {
         points: { show: true, size: 9, fill: "#ffffff", width: 2.5 } }],
     }, [xs, ys], node);
   }
+}
+
+function fluencyTitle(point) {
+  if (point.words_per_minute === null || point.words_per_minute === undefined) return "typed, not spoken";
+  return `${point.words_per_minute} words a minute, ${Math.round(100 * point.pause_ratio)}% in pauses, `
+    + `${point.mean_length_of_run} words between pauses, ${point.fillers} fillers`;
 }
 
 function progressRow(point, index) {
@@ -147,6 +156,8 @@ function progressRow(point, index) {
     h("td", { class: "num" }, point.discount_pct === null ? "–" : `${point.discount_pct}%`),
     h("td", { class: "num" }, String(point.score)),
     h("td", { class: "num" }, String(point.hints)),
+    h("td", { class: "num fluency", title: fluencyTitle(point) },
+      point.words_per_minute === null || point.words_per_minute === undefined ? "–" : `${point.words_per_minute}`),
     h("td", {}, h("a", { class: "watch-link report-link", href: point.report_url, target: "_blank", rel: "noopener" },
       "Report →")));
 }

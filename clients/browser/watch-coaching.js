@@ -122,6 +122,12 @@ export function reportCoaching(report) {
         dataset: { field },
       }, h("dt", {}, label), h("dd", {}, String(value(counts))))))
       : null,
+    report.fluency
+      ? h("p", { class: "report-fluency", dataset: { wpm: report.fluency.words_per_minute } },
+        `Speaking (${report.fluency.turns} spoken turns): ${report.fluency.words_per_minute} words a minute · `
+        + `${Math.round(100 * report.fluency.pause_ratio)}% in pauses · `
+        + `${report.fluency.mean_length_of_run} words between pauses · ${report.fluency.fillers} fillers`)
+      : null,
     h("h3", {}, "Where the rules stepped in"),
     clamps.length
       ? h("ul", { class: "clamps" }, clamps.map((c) => h("li", { dataset: { flag: c.flag, turn: c.turn } },

@@ -71,7 +71,9 @@ _POINT: LiteralString = """{
   discount_pct: CASE WHEN s.outcome = 'deal' AND s.first_quote > 0 AND s.vendor_quote IS NOT NULL
                      THEN round(100.0 * (1.0 - toFloat(s.vendor_quote) / s.first_quote), 1) END,
   score: p.score,
-  hints: coalesce(s.coaching_hints_0, 0) + coalesce(s.coaching_hints_1, 0) + coalesce(s.coaching_hints_2, 0)
+  hints: coalesce(s.coaching_hints_0, 0) + coalesce(s.coaching_hints_1, 0) + coalesce(s.coaching_hints_2, 0),
+  words_per_minute: s.fluency_words_per_minute, pause_ratio: s.fluency_pause_ratio,
+  mean_length_of_run: s.fluency_mean_length_of_run, fillers: s.fluency_fillers
 }"""
 
 # Seeks the Learner by its unique constraint, then follows PLAYED: no label scan (tests/test_learners_neo4j.py

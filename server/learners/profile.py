@@ -157,6 +157,8 @@ def progress_point(f: SessionFigures) -> ProgressPoint:
         session_id=f.session_id, scenario=f.scenario, at=f.created_at, level=f.level, outcome=f.outcome,
         item=f.item, turns=f.turns, turns_to_deal=f.turns_to_deal, discount_pct=f.discount_pct, score=f.score,
         hints=sum(f.hints),
+        **({"words_per_minute": f.fluency.words_per_minute, "pause_ratio": f.fluency.pause_ratio,
+            "mean_length_of_run": f.fluency.mean_length_of_run, "fillers": f.fluency.fillers} if f.fluency else {}),
     )
 
 

@@ -69,6 +69,7 @@ def session_figures(negotiation: Negotiation) -> SessionFigures:
         discount_pct=price.discount_pct, score=total_score(parts),
         hints=negotiation.coaching.hints,
         slips=tuple(slips), created_at=negotiation.created_at, ended_at=negotiation.updated_at,
+        fluency=negotiation.fluency,
     )
 
 

@@ -16,7 +16,7 @@ from schemas.learner import LearnerRecall
 from schemas.scenario import load_scenario
 from schemas.state import LedgerTotals
 from server.mirror.memory import memory_from_graph
-from server.mirror.state import SessionFold, json_dict
+from server.mirror.state import SessionFold, fluency_from_props, json_dict
 from session.coaching import Checkpoint, Coaching
 from session.negotiation import Negotiation
 from session.numbers import find_numbers, number_lexicon
@@ -88,6 +88,7 @@ def rebuild(record: dict[str, Any], limits: Limits) -> tuple[Negotiation, int, S
         level=Level(s.get("level") or Level.INTERMEDIATE.value),
         coaching=Coaching.from_counters(coaching, checkpoints), memory=memory_from_graph(s, turn),
         recall=LearnerRecall.model_validate_json(s["recall"]) if s.get("recall") else None, version=version,
+        fluency=fluency_from_props(s),
     )
     # The mirror folds the session's next changes into a copy of its own (`SessionFold.state`),
     # with the graph's keys: each standing turn's line and StageTransition, and where new lines go.

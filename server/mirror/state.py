@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemas.fluency import Fluency
 from session.changes import Change
 from session.core import SNIPPET_CHARS
 from session.negotiation import Negotiation
@@ -55,6 +56,7 @@ class SessionFold:
             "accepted_ids": list(n.accepted_ids), "closing_replies": self.closings,
             "level": n.level.value, "undone_turns": self.shift, "undo_depth": len(n.coaching.checkpoints),
             "recall": n.recall.model_dump_json() if n.recall is not None else None,
+            **fluency_props(n.fluency),
             **{f"ledger_{name}": value for name, value in n.ledger.model_dump().items()},
             **{f"coaching_{name}": value for name, value in n.coaching.counters().items()},
         }
@@ -65,6 +67,23 @@ class SessionFold:
         FOLLOWED_BY links each line to the one before it."""
         self.last_ordinal += 1
         return self.last_ordinal
+
+
+_FLUENCY_SUMS = ("turns", "words", "fillers", "speaking_ms", "pause_ms", "runs")
+_FLUENCY_RATIOS = ("words_per_minute", "pause_ratio", "mean_length_of_run")
+
+
+def fluency_props(fluency: Fluency | None) -> dict[str, Any]:
+    """A session's fluency as Session properties (`fluency_*`): the sums it is rebuilt from, and the
+    figures the learner's progress reads (server/learners/cypher.py), all null before it spoke."""
+    figures = fluency.model_dump() if fluency is not None else {}
+    return {f"fluency_{name}": figures.get(name) for name in (*_FLUENCY_SUMS, *_FLUENCY_RATIOS)}
+
+
+def fluency_from_props(stored: dict[str, Any]) -> Fluency | None:
+    if stored.get("fluency_turns") is None:
+        return None
+    return Fluency.model_validate({name: stored[f"fluency_{name}"] for name in _FLUENCY_SUMS})
 
 
 def json_dict(raw: object) -> dict[str, int]:
