@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.enums import LanguageCode, Level, Outcome
 from schemas.fluency import Fluency
+from schemas.report import Band, LevelEstimate
 
 __all__ = [
     "CONTESTED_FIELDS",
@@ -67,6 +68,7 @@ class SessionFigures(_Frozen):
     created_at: float = 0.0
     ended_at: float = 0.0
     fluency: Fluency | None = None  # the spoken turns' figures (the report's); None when nothing was spoken
+    estimate: LevelEstimate | None = None  # the report's estimate of the learner's level
 
     @property
     def turns_to_deal(self) -> int | None:
@@ -164,6 +166,9 @@ class ProgressPoint(_Frozen):
     pause_ratio: float | None = None
     mean_length_of_run: float | None = None
     fillers: int | None = None
+    # The session's estimate of the learner's level (the report's), and how sure it was.
+    estimated_band: Band | None = None
+    estimate_confidence: float | None = None
 
 
 class LearnerRow(_Frozen):

@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict
 from schemas.enums import Level, Outcome, Stage
 from schemas.fluency import Fluency
 
-__all__ = ["CurvePoint", "EarnedCard", "Etiquette", "LearnerReport", "Price", "SessionReport", "StageSpan"]
+__all__ = ["Band", "CurvePoint", "EarnedCard", "Etiquette", "LearnerReport", "LevelEstimate", "LevelEvidence", "Price",
+           "SessionReport", "StageSpan"]
 
 
 class _Part(BaseModel):
@@ -80,6 +81,30 @@ class EarnedCard(_Part):
     source_chunk_ids: tuple[str, ...]
 
 
+Band = Literal["A1", "A2", "B1", "B2", "C1"]
+
+
+class LevelEvidence(_Part):
+    """What an estimate of the learner's level rests on (docs/learning.md); None where unmeasured."""
+
+    learner_turns: int
+    mean_words: float  # words per learner line
+    target_share: float | None  # share of the learner's pack words that are the target language's
+    hints_per_turn: float  # weighted: situation 0.5, frame 1, whole line 2, offered unasked 0.5
+    repairs_per_turn: float  # unclear lines, repeats asked for, turns taken back
+    words_per_minute: float | None  # spoken sessions only
+
+
+class LevelEstimate(_Part):
+    """The learner's level for the negotiation's can-dos, estimated from one session: a CEFR-like
+    band, the level it stands for, the evidence, and how sure it is (0-1)."""
+
+    band: Band
+    level: Level
+    confidence: float
+    evidence: LevelEvidence
+
+
 class LearnerReport(_Part):
     session_id: str
     scenario: str
@@ -100,6 +125,7 @@ class LearnerReport(_Part):
                                               unclear=0)
     clamps: tuple[Clamp, ...] = ()
     fluency: Fluency | None = None  # the spoken turns' figures together; null when nothing was spoken
+    estimate: LevelEstimate | None = None  # null when the learner said nothing
 
 
 class SessionReport(BaseModel):

@@ -102,6 +102,15 @@ def report_page(report: LearnerReport, vendor: str, currency: str) -> str:
                 f"{c.hints[2]} whole lines · offered unasked: {c.hints_offered}</li>"
                 f"<li>Repeats: {c.repeats} · undos: {c.undos} · silences: {c.timeouts} · "
                 f"unclear turns: {c.unclear}</li>")
+    est = report.estimate
+    if est is not None:
+        ev = est.evidence
+        share = f", {round(100 * ev.target_share)} % of known words in the language learned" \
+            if ev.target_share is not None else ""
+        coaching += (f"<li class=\"estimate\" data-band=\"{est.band}\">Estimated level this session: {est.band} "
+                     f"({escape(est.level.value)}), {round(100 * est.confidence)} % sure, from {ev.learner_turns} "
+                     f"lines of {ev.mean_words:g} words{share}, {ev.hints_per_turn:g} hints and "
+                     f"{ev.repairs_per_turn:g} repairs a line</li>")
     f = report.fluency
     if f is not None:
         coaching += (f"<li class=\"fluency\" data-wpm=\"{f.words_per_minute}\">Speaking, over {f.turns} spoken "

@@ -41,6 +41,7 @@ from schemas.report import (
     StageSpan,
 )
 from schemas.scenario import Scenario
+from session.level_estimate import estimate
 from session.negotiation import Negotiation
 from session.protocols import TipSource
 from session.records import TurnRecord
@@ -251,7 +252,7 @@ def learner_report(negotiation: Negotiation, tips: TipSource | None) -> LearnerR
                                 timeouts=negotiation.coaching.timeouts, unclear=negotiation.coaching.unclear),
         clamps=tuple(Clamp(turn=r.turn, flag=flag, explanation=explain(flag))
                      for r in negotiation.history if r.role == "vendor" for flag in r.flags),
-        fluency=negotiation.fluency,
+        fluency=negotiation.fluency, estimate=estimate(negotiation),
     )
 
 

@@ -150,7 +150,9 @@ function progressRow(point, index) {
     h("td", { class: "num" }, String(index + 1)),
     h("td", {}, when(point.at)),
     h("td", {}, point.scenario, point.item ? h("span", { class: "small" }, point.item) : null),
-    h("td", {}, point.level),
+    h("td", { title: point.estimated_band ? `estimated ${point.estimated_band}, `
+      + `${Math.round(100 * point.estimate_confidence)}% sure` : "" },
+    point.level, point.estimated_band ? h("span", { class: "small estimate" }, `est. ${point.estimated_band}`) : null),
     h("td", {}, outcomeChip(point.outcome)),
     h("td", { class: "num" }, point.turns_to_deal === null ? "–" : String(point.turns_to_deal)),
     h("td", { class: "num" }, point.discount_pct === null ? "–" : `${point.discount_pct}%`),

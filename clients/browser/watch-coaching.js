@@ -122,6 +122,11 @@ export function reportCoaching(report) {
         dataset: { field },
       }, h("dt", {}, label), h("dd", {}, String(value(counts))))))
       : null,
+    report.estimate
+      ? h("p", { class: "report-estimate", dataset: { band: report.estimate.band } },
+        `Estimated level: ${report.estimate.band} (${report.estimate.level}), `
+        + `${Math.round(100 * report.estimate.confidence)}% sure`)
+      : null,
     report.fluency
       ? h("p", { class: "report-fluency", dataset: { wpm: report.fluency.words_per_minute } },
         `Speaking (${report.fluency.turns} spoken turns): ${report.fluency.words_per_minute} words a minute · `

@@ -56,7 +56,8 @@ SET l.profile = $profile, l.level = $level, l.input_language = $input_language,
 WITH l
 MATCH (s:Session {session_id: $session_id})
 MERGE (l)-[p:PLAYED]->(s)
-SET p.score = $score, p.level = $session_level, p.slips = $slips, p.ended_at = $ended_at
+SET p.score = $score, p.level = $session_level, p.slips = $slips, p.ended_at = $ended_at,
+    p.estimated_band = $estimated_band, p.estimate_confidence = $estimate_confidence
 RETURN s.session_id AS session_id
 """
 
@@ -73,7 +74,8 @@ _POINT: LiteralString = """{
   score: p.score,
   hints: coalesce(s.coaching_hints_0, 0) + coalesce(s.coaching_hints_1, 0) + coalesce(s.coaching_hints_2, 0),
   words_per_minute: s.fluency_words_per_minute, pause_ratio: s.fluency_pause_ratio,
-  mean_length_of_run: s.fluency_mean_length_of_run, fillers: s.fluency_fillers
+  mean_length_of_run: s.fluency_mean_length_of_run, fillers: s.fluency_fillers,
+  estimated_band: p.estimated_band, estimate_confidence: p.estimate_confidence
 }"""
 
 # Seeks the Learner by its unique constraint, then follows PLAYED: no label scan (tests/test_learners_neo4j.py

@@ -128,6 +128,8 @@ class Neo4jLearnerStore:
             "pending": json.dumps({name: p.model_dump() for name, p in profile.pending.items()}, sort_keys=True),
             "updated_at": profile.last_at, "session_id": f.session_id, "score": f.score,
             "session_level": f.level.value, "slips": list(f.slips), "ended_at": f.ended_at,
+            "estimated_band": f.estimate.band if f.estimate else None,
+            "estimate_confidence": f.estimate.confidence if f.estimate else None,
         })
         if not linked:
             raise SessionNotStored(f"session {f.session_id} is not in the graph yet")

@@ -10,6 +10,9 @@ Neo4j are the same. The rules (docs/memory.md):
   profile's value when `CONFIRM_AFTER` (2) sessions in a row have said it. A session that says the
   profile's value again drops what was pending; one that says a third value starts the count again.
   The first session sets all three.
+- The level estimated from a session's evidence (session/level_estimate.py) is evidence too: a
+  confident estimate (`CONFIDENT`) of another level waits in `pending` under `estimated_level` and
+  moves the confirmed level when two sessions in a row said it (`_estimated`).
 - Recurring slips: a slip is recurring when at least `RECUR_AT` (2) of the latest `RECENT` (5)
   sessions had it.
 - Best discount: per (scenario, item), the highest discount of a deal, the earliest on a tie.
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from schemas.enums import Outcome
+from schemas.enums import Level, Outcome
 from schemas.learner import (
     CONTESTED_FIELDS,
     BestDiscount,
@@ -42,6 +45,8 @@ from schemas.scenario import load_scenario
 __all__ = ["CONFIRM_AFTER", "fold", "progress_point", "recall", "trend"]
 
 CONFIRM_AFTER = 2  # consecutive sessions that must say a new level or language before it stands
+ESTIMATED = "estimated_level"  # `pending`'s key for a level the sessions' estimates say
+CONFIDENT = 0.6  # an estimate this sure is evidence (session/level_estimate.py: six lines that agree)
 RECENT = 5  # sessions looked at for recurring slips
 RECUR_AT = 2  # a slip in this many of them recurs
 TREND_WINDOW = 3  # sessions on each side of the trend's comparison
@@ -68,6 +73,27 @@ def _contested(profile: LearnerProfile, figures: SessionFigures) -> dict[str, ob
             pending[name] = PendingValue(value=said.value, sessions=count, since_session=since)
     changes["pending"] = pending
     return changes
+
+
+def _estimated(level: Level, pending: dict[str, PendingValue], f: SessionFigures) -> Level | None:
+    """The level the sessions' estimates confirm, if this one completes it (seed 003's rule again):
+    a confident estimate of another level is held in `pending`, and moves the level when
+    `CONFIRM_AFTER` sessions in a row said it. One of the level itself drops what was held; an
+    estimate not sure enough is no evidence, so it neither counts nor breaks the run."""
+    said = f.estimate
+    if said is None or said.confidence < CONFIDENT:
+        return None
+    if said.level == level:
+        pending.pop(ESTIMATED, None)
+        return None
+    held = pending.get(ESTIMATED)
+    count = held.sessions + 1 if held is not None and held.value == said.level.value else 1
+    if count >= CONFIRM_AFTER:
+        pending.pop(ESTIMATED, None)
+        return said.level
+    since = held.since_session if count > 1 and held is not None else f.session_id
+    pending[ESTIMATED] = PendingValue(value=said.level.value, sessions=count, since_session=since)
+    return None
 
 
 def _scenario_record(before: ScenarioRecord | None, f: SessionFigures) -> ScenarioRecord:
@@ -117,8 +143,17 @@ def fold(profile: LearnerProfile | None, figures: SessionFigures) -> LearnerProf
         languages = (*languages, figures.target_language)
     scenarios = dict(profile.scenarios)
     scenarios[figures.scenario] = _scenario_record(scenarios.get(figures.scenario), figures)
+    contested = _contested(profile, figures)
+    level = contested.get("level", profile.level)
+    assert isinstance(level, Level)
+    pending = contested["pending"]
+    assert isinstance(pending, dict)
+    estimated = _estimated(level, pending, figures)
+    if estimated is not None:
+        contested["level"] = estimated
+        pending.pop("level", None)  # the evidence settled it
     return profile.model_copy(update={
-        **_contested(profile, figures),
+        **contested,
         "languages": languages,
         "sessions": profile.sessions + 1,
         "session_ids": (*profile.session_ids, figures.session_id),
@@ -159,6 +194,7 @@ def progress_point(f: SessionFigures) -> ProgressPoint:
         hints=sum(f.hints),
         **({"words_per_minute": f.fluency.words_per_minute, "pause_ratio": f.fluency.pause_ratio,
             "mean_length_of_run": f.fluency.mean_length_of_run, "fillers": f.fluency.fillers} if f.fluency else {}),
+        **({"estimated_band": f.estimate.band, "estimate_confidence": f.estimate.confidence} if f.estimate else {}),
     )
 
 

@@ -29,6 +29,7 @@ from server.learners.profile import recall
 from server.learners.store import LearnerStore, LearnerStoreUnavailable
 from session.actor import SessionActor
 from session.core import START_HAPPINESS
+from session.level_estimate import estimate
 from session.negotiation import Negotiation
 from session.registry import SessionRegistry
 from session.report import report_figures, total_score
@@ -69,7 +70,7 @@ def session_figures(negotiation: Negotiation) -> SessionFigures:
         discount_pct=price.discount_pct, score=total_score(parts),
         hints=negotiation.coaching.hints,
         slips=tuple(slips), created_at=negotiation.created_at, ended_at=negotiation.updated_at,
-        fluency=negotiation.fluency,
+        fluency=negotiation.fluency, estimate=estimate(negotiation),
     )
 
 
