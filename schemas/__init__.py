@@ -9,7 +9,8 @@
 - `brain`, `decision`: what a brain is told and what it proposes for one turn.
 - `summary`: what a brain that writes running summaries is given, and what it returns.
 - `learner`: a learner across sessions: the profile, what a vendor remembers, progress figures.
-- `flags`: the flags a `reply` may carry, in plain words; `report`: the learner report of a session.
+- `flags`: the flags a `reply` may carry, in plain words; `report`: the learner report of a session,
+  with its level estimate; `fluency`: how a learner speaks, per spoken turn and summed per session.
 - `knowledge`: playbook chunks, what retrieval returns, and grounded tip cards.
 - `pack`: a scenario pack's manifest beyond items and prices (vendor, culture, lines, words);
   `lines`: how a vendor line is picked and filled; `numbers`: how each language says numbers.

@@ -22,7 +22,8 @@ The pure core (synchronous: no await, no sockets, no clock reads):
 - `coaching`: the learner's hints, repeats, undos, silences and unclear turns; undo's checkpoints.
 - `hints`: the `hint` command's content from the state and the scenario pack.
 - `ending`: ending a session outside a turn (stopped, timed out).
-- `unclear`, `tips`, `report`: clarify replies, tip cards, the learner report.
+- `unclear`, `tips`, `report`: clarify replies, tip cards, the learner report; `level_estimate`: the
+  learner's level estimated from one session (docs/learning.md).
 
 The session machine (pure: `handle(input, now)` returns the outputs and the changes):
 

@@ -19,6 +19,7 @@
   (backchannels do not); `turn_words`: the fillers, backchannels and continuation words they read
   (docs/voice.md, End of turn and barge-in, issue #34); `open_mic`: the open microphone's stream cut
   into turns, with the audio of each and its pauses to decode early.
+- `fluency`: words a minute, pauses, runs and fillers from the recogniser's word times (docs/learning.md).
 - `errors`: the package's exceptions.
 
 It imports `schemas` and the brain's transport settings (`brain.transport`), nothing above them.
