@@ -101,11 +101,17 @@ def main(argv: list[str] | None = None) -> int:
     add_pack_commands(sub)
     bots = sub.add_parser("bots", help="play negotiations over the socket and report latency", add_help=False)
     bots.set_defaults(func=None)
+    sub.add_parser("eval", help="simulated learners play every pack: does the coaching help? (docs/learning.md)",
+                   add_help=False).set_defaults(func=None)
     args, rest = parser.parse_known_args(argv)
     if args.command == "bots":
         from clients.bots.cli import main as bots_main
 
         return int(bots_main(rest))
+    if args.command == "eval":
+        from clients.bots.evaluation import main as eval_main
+
+        return int(eval_main(rest))
     if rest:
         parser.error(f"unrecognised arguments: {' '.join(rest)}")
     return int(args.func(args))

@@ -1,0 +1,494 @@
+"""`samvad eval`: simulated learners play every pack, and the figures say whether the coaching helps
+(issue #36; docs/learning.md, The evaluation).
+
+Two servers run side by side (`samvad serve`, each its own process, rule vendor, embedded
+recogniser, learners in memory): one brings a learner's review items back (`REVIEWS_INVITE=true`),
+one does not. The same learners (`clients/bots/learners.py`, the same seeds) play the same number
+of sessions on each, so what differs between the two halves is the server's re-elicitation alone.
+Learners are spread over the packs and the three levels; a share of them (`--speakers`) say the
+first line of each session aloud (espeak-ng, at their pace, with their pause), through the socket's
+audio frames and the server's recogniser.
+
+Figures, per condition (JSON in artifacts/eval.json, a Markdown table on stdout):
+
+- hint uptake: of the lines a hint revealed, the share the learner's next line used (most of its
+  words);
+- items recalled in a later session: review items (the learners API) judged recalled in a session
+  after the one that made them;
+- deals and discounts per level, from `session.ended`;
+- false clarify rate: clarify replies to lines the learner said clearly (typed, or spoken clearly);
+- tip grounding rate: grounded cards whose words are in the pack's knowledge files, of all grounded
+  cards; and the share of cards that were generic;
+- fluency trend: the spoken lines' words a minute, by session number and level.
+
+    samvad eval --learners 200            # both conditions, 3 sessions each
+    samvad eval --learners 30 --sessions 2 --speakers 0.5
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from clients.bots.learners import Line, SimulatedLearner, situation_for
+from clients.bots.transport import BotError, Wire, create_session, http_request, open_socket, ws_base
+from schemas.enums import Level
+from schemas.scenario import available_scenarios, load_scenario
+
+__all__ = ["EvalConfig", "SessionLog", "main", "run"]
+
+ADMIN_KEY = "eval-admin-key-0123456789-abcdefghij"
+LEVELS = (Level.BEGINNER, Level.INTERMEDIATE, Level.ADVANCED)
+MAX_LINES = 16
+WAIT_S = 20.0
+KNOWLEDGE = Path(__file__).resolve().parents[2] / "schemas" / "data"
+_WORDS = re.compile(r"[0-9a-z\u0900-\u097f]+")
+
+
+@dataclass(frozen=True, slots=True)
+class EvalConfig:
+    learners: int = 200
+    sessions: int = 3
+    speakers: float = 0.25  # share of learners who speak their first line of each session
+    seed: int = 0
+    concurrency: int = 24
+    out: Path = Path("artifacts/eval.json")
+
+
+@dataclass(slots=True)
+class SessionLog:
+    """What one session showed, from the learner's side of the socket."""
+
+    learner_id: str
+    pack: str
+    level: str
+    number: int  # 1 for the learner's first session
+    outcome: str | None = None
+    discount_pct: float | None = None
+    revealed: int = 0  # lines a hint revealed
+    taken_up: int = 0  # of them, the next line used
+    clear_lines: int = 0
+    false_clarify: int = 0
+    mumbled: int = 0
+    clarify_after_mumble: int = 0
+    cards: int = 0
+    generic_cards: int = 0
+    grounded_cards: int = 0
+    grounded_in_text: int = 0
+    spoken_wpm: list[float] = field(default_factory=list)
+    recalled_lines: int = 0  # lines the learner said from memory
+    invited: int = 0  # replies that invited a remembered line
+
+
+# ---------------------------------------------------------------------------- a session
+
+
+class Session:
+    """One session of one simulated learner over a socket."""
+
+    def __init__(self, base: str, learner: SimulatedLearner, speaker: bool, log: SessionLog) -> None:
+        self.base, self.learner, self.speaker, self.log = base, learner, speaker, log
+        self.wire = Wire(False)
+        self.ids = 0
+        self.ws: Any = None
+        self.ended: dict[str, Any] | None = None
+        self.report: dict[str, Any] | None = None
+        self.invite: str | None = None
+
+    def _id(self, prefix: str) -> str:
+        self.ids += 1
+        return f"{prefix}{self.ids}"
+
+    async def play(self) -> None:
+        learner = self.learner
+        item = learner.start_session()
+        # The first session says the learner's level; later ones play at the profile's confirmed one,
+        # which the sessions' estimates may move (docs/learning.md).
+        level = {"level": learner.level.value} if learner.sessions == 1 else {}
+        created = await create_session(self.base, credential=ADMIN_KEY, learner_id=learner.learner_id,
+                                       scenario=learner.pack.scenario, **level)
+        url = f"{ws_base(self.base)}{created['ws_url']}?token={created['player_token']}"
+        self.ws = await open_socket(url, self.wire.subprotocol)
+        try:
+            await self.wait(lambda f: f["type"] == "welcome")
+            await self.send({"type": "scene", "id": self._id("s"), "object_grabbed": item.name})
+            stage, quote, first_quote, offers = "GREETING", None, None, 0
+            for n in range(MAX_LINES):
+                situation = situation_for(stage, quote, offers > 0)
+                offer = price = None
+                if quote is not None and first_quote is not None:
+                    if learner.gives_up(offers):
+                        situation = "goodbye"
+                    elif learner.ready_to_accept(first_quote, quote, offers):
+                        situation, price = "accept", quote
+                    else:
+                        offer = learner.offer(first_quote, offers, quote)
+                revealed = await self.hints() if learner.wants_hint() else None
+                line = learner.line(situation, item, offer=offer, price=price, invited=self.invite,
+                                    revealed=revealed)
+                self.log.recalled_lines += line.recalled
+                reply = await self.say(line, spoken=self.speaker and n == 0)
+                if revealed is not None:
+                    self.log.taken_up += _uses(line.text, revealed)
+                if reply.get("mark") is None:
+                    offers += situation in ("open", "counter")
+                stage = reply["negotiation_state"]
+                quote = reply.get("counter_price")
+                if first_quote is None and quote is not None:
+                    first_quote = quote
+                if reply.get("is_terminal") or self.ended is not None:
+                    break
+                if situation == "goodbye" and stage == "WALKAWAY":
+                    await self.say(Line("Bye.", 0.95, "goodbye"), spoken=False)
+                    if self.ended is not None:
+                        break
+            if self.ended is None:
+                await self.send({"type": "command", "id": self._id("c"), "name": "stop"})
+            await self.wait(lambda f: f["type"] == "session.report")
+        finally:
+            await self.ws.close()
+        summary = (self.ended or {}).get("summary") or {}
+        self.log.outcome = (self.ended or {}).get("outcome")
+        self.log.discount_pct = summary.get("discount_pct")
+
+    async def hints(self) -> str | None:
+        """Asks for hints up to the revealed line; the learner may learn it and say it."""
+        text: str | None = None
+        for _ in range(3):
+            await self.send({"type": "command", "id": self._id("h"), "name": "hint"})
+            hint = await self.wait(lambda f: f["type"] == "hint")
+            if hint["kind"] == "reveal":
+                text = hint["text"]
+                self.log.revealed += 1
+                break
+        if text is None:
+            return None
+        return text if self.learner.heard_hint(hint["situation"], text) else None
+
+    async def say(self, line: Line, *, spoken: bool) -> dict[str, Any]:
+        if spoken:
+            frame_id = self._id("a")
+            await self.speak(frame_id, line.text)
+            speech = await self.wait(lambda f: f["type"] == "speech" and f["id"] == frame_id)
+            if speech.get("fluency"):
+                self.log.spoken_wpm.append(speech["fluency"]["words_per_minute"])
+            reply = await self.wait(lambda f: f["type"] == "reply" and f.get("in_reply_to") == frame_id)
+            self.log.clear_lines += 1
+            if reply.get("mark") != "clarify":
+                return reply
+            self.log.false_clarify += 1  # said clearly, at the learner's pace
+        elif self.learner.mumbles():
+            self.log.mumbled += 1
+            reply = await self.transcript(line.text, 0.35)
+            self.log.clarify_after_mumble += reply.get("mark") == "clarify"
+            if reply.get("mark") != "clarify":
+                return reply
+        reply = await self.transcript(line.text, line.confidence)
+        self.log.clear_lines += 1
+        self.log.false_clarify += reply.get("mark") == "clarify"
+        return reply
+
+    async def transcript(self, text: str, confidence: float) -> dict[str, Any]:
+        frame_id = self._id("t")
+        await self.send({"type": "transcript", "id": frame_id, "text": text, "confidence": confidence})
+        return await self.wait(lambda f: f["type"] == "reply" and f.get("in_reply_to") == frame_id)
+
+    async def speak(self, frame_id: str, text: str) -> None:
+        pcm = await asyncio.to_thread(render, text, self.learner.words_per_minute, self.learner.pause_ms)
+        await self.send({"type": "audio", "id": frame_id, "event": "start", "format": "pcm16"})
+        import base64
+
+        for i in range(0, len(pcm), 32_000):
+            await self.send({"type": "audio", "id": frame_id, "event": "chunk",
+                             "data": base64.b64encode(pcm[i:i + 32_000]).decode()})
+        await self.send({"type": "audio", "id": frame_id, "event": "end"})
+
+    async def send(self, frame: dict[str, Any]) -> None:
+        await self.wire.send(self.ws, frame)
+
+    async def wait(self, match: Any) -> dict[str, Any]:
+        async with asyncio.timeout(WAIT_S):
+            while True:
+                frame = self.wire.decode(await self.ws.recv())
+                self.seen(frame)
+                if frame["type"] == "error":
+                    raise BotError(f"error_{frame.get('code')}", str(frame.get("message")))
+                if match(frame):
+                    return frame
+
+    def seen(self, frame: dict[str, Any]) -> None:
+        kind = frame["type"]
+        if kind == "session.ended":
+            self.ended = frame
+        elif kind == "session.report":
+            self.report = frame
+        elif kind == "tips":
+            for card in frame["cards"]:
+                self.log.cards += 1
+                if not card["grounded"]:
+                    self.log.generic_cards += 1
+                    continue
+                self.log.grounded_cards += 1
+                self.log.grounded_in_text += _in_knowledge(self.learner.pack.scenario, card["body"])
+        elif kind == "reply":
+            self.invite = invited_situation(frame)
+            self.log.invited += self.invite is not None
+
+
+def invited_situation(reply: dict[str, Any]) -> str | None:
+    """The situation whose remembered line the vendor's reply invites (the server's practice target),
+    or None."""
+    practice = reply.get("practice")
+    if isinstance(practice, dict) and isinstance(practice.get("situation"), str):
+        return str(practice["situation"])
+    return None
+
+
+def _uses(said: str, revealed: str) -> bool:
+    """Whether a line uses a revealed one: most (60 %) of its words, numbers aside."""
+    wanted = {w for w in _WORDS.findall(revealed.lower()) if not w.isdigit()}
+    got = set(_WORDS.findall(said.lower()))
+    return bool(wanted) and len(wanted & got) >= 0.6 * len(wanted)
+
+
+_KNOWN: dict[str, str] = {}
+
+
+def _in_knowledge(pack: str, body: str) -> bool:
+    """Whether a grounded card's words are the pack's knowledge's own (letters and digits compared)."""
+    if pack not in _KNOWN:
+        texts = [p.read_text("utf-8") for p in sorted((KNOWLEDGE / pack / "knowledge").glob("*")) if p.is_file()]
+        _KNOWN[pack] = " ".join(" ".join(_WORDS.findall(t.lower())) for t in texts)
+    words = " ".join(_WORDS.findall(body.lower()))
+    return bool(words) and words in _KNOWN[pack]
+
+
+def render(text: str, wpm: float, pause_ms: int) -> bytes:
+    """The line as espeak-ng says it at `wpm`, with a pause of `pause_ms` at its first comma (or its
+    middle), PCM16 mono 16 kHz."""
+    from voice.audio import decode_clip
+
+    cut = text.find(",")
+    words = text.split()
+    first, second = (text[:cut + 1], text[cut + 1:]) if cut > 0 else (
+        " ".join(words[:len(words) // 2]), " ".join(words[len(words) // 2:]))
+
+    def say(part: str) -> bytes:
+        if not part.strip():
+            return b""
+        wav = subprocess.run(["espeak-ng", "-v", "en-us", "-s", str(round(wpm)), "--stdout", "--stdin"],
+                             input=part.encode("utf-8"), capture_output=True, check=True, timeout=30).stdout
+        return decode_clip(wav)
+
+    quiet = b"\0" * 32 * 300
+    return quiet + say(first) + b"\0" * 32 * pause_ms + say(second) + quiet
+
+
+# ---------------------------------------------------------------------------- a condition
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def server(invite: bool, log: Path) -> Any:
+    """`samvad serve` on loopback, rule vendor, embedded recogniser, learners in memory."""
+    import httpx
+
+    port = free_port()
+    env = {**os.environ, "ADMIN_KEY": ADMIN_KEY, "BRAIN": "rules", "MIRROR": "none", "USE_MOCKS": "false",
+           "STT": "pocketsphinx", "TTS": "none", "SILENCE_TIMEOUT_MS": "0", "SESSION_CREATE_PER_SECOND": "1000",
+           "RATE_LIMIT_PER_SECOND": "1000", "RATE_LIMIT_BURST": "2000", "LOG_LEVEL": "WARNING",
+           "REVIEWS_INVITE": "true" if invite else "false", "SAMVAD_SECRET": "eval-" + "s" * 40}
+    log.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve", "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=log.open("w"))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"samvad exited with {proc.returncode} (see {log})")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"samvad did not become healthy (see {log})")
+            time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def learners(config: EvalConfig) -> list[tuple[SimulatedLearner, bool]]:
+    """The cohort: every pack and level in turn, a share of speakers; the same for both conditions."""
+    packs = available_scenarios()
+    cohort = []
+    for n in range(config.learners):
+        pack = load_scenario(packs[n % len(packs)])
+        level = LEVELS[(n // len(packs)) % len(LEVELS)]
+        speaker = (n * 7919 % 1000) / 1000 < config.speakers
+        cohort.append((SimulatedLearner(f"sim-{n:04d}", level, pack, config.seed), speaker))
+    return cohort
+
+
+async def profile_after(base: str, learner_id: str, sessions: int) -> dict[str, Any]:
+    async with asyncio.timeout(WAIT_S):
+        while True:
+            status, content = await http_request(base, "GET", f"/api/learners/{learner_id}",
+                                                 headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+            if status == 200:
+                got: dict[str, Any] = orjson.loads(content)
+                if got["profile"]["sessions"] >= sessions:
+                    return got
+            await asyncio.sleep(0.05)
+
+
+async def condition(config: EvalConfig, base: str) -> tuple[list[SessionLog], list[dict[str, Any]], list[str]]:
+    """Every learner's sessions, in turn per learner, `concurrency` learners at a time; the logs, each
+    learner's last answer of the learners API, and the errors."""
+    logs: list[SessionLog] = []
+    answers: list[dict[str, Any]] = []
+    errors: list[str] = []
+    gate = asyncio.Semaphore(config.concurrency)
+
+    async def one(learner: SimulatedLearner, speaker: bool) -> None:
+        async with gate:
+            for number in range(1, config.sessions + 1):
+                log = SessionLog(learner.learner_id, learner.pack.scenario, learner.level.value, number)
+                try:
+                    await Session(base, learner, speaker, log).play()
+                    logs.append(log)
+                    answers_now = await profile_after(base, learner.learner_id, number)
+                except (BotError, TimeoutError, OSError) as exc:
+                    errors.append(f"{learner.learner_id} session {number}: {exc!r}")
+                    return
+            answers.append(answers_now)
+
+    async with asyncio.TaskGroup() as tg:
+        for learner, speaker in learners(config):
+            tg.create_task(one(learner, speaker))
+    return logs, answers, errors
+
+
+# ---------------------------------------------------------------------------- figures
+
+
+def _share(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None
+
+
+def recall_figures(answers: list[dict[str, Any]]) -> dict[str, Any]:
+    """Items judged recalled in a session after the one that made them (the learners API's `items`)."""
+    items = [item for answer in answers for item in answer.get("items") or ()]
+    later = [i for i in items if i.get("reviews")]
+    recalled = [i for i in later if any(r.get("recalled") for r in i["reviews"])]
+    return {"items": len(items), "reviewed_later": len(later), "recalled_later": len(recalled),
+            "recall_rate": _share(len(recalled), len(items))}
+
+
+def figures(logs: list[SessionLog], answers: list[dict[str, Any]], sessions: int) -> dict[str, Any]:
+    by_level: dict[str, Any] = {}
+    for level in LEVELS:
+        mine = [g for g in logs if g.level == level.value]
+        deals = [g for g in mine if g.outcome == "deal"]
+        discounts = [g.discount_pct for g in deals if g.discount_pct is not None]
+        wpm = {n: [w for g in mine if g.number == n for w in g.spoken_wpm] for n in range(1, sessions + 1)}
+        by_level[level.value] = {
+            "sessions": len(mine), "deals": len(deals), "deal_rate": _share(len(deals), len(mine)),
+            "mean_discount_pct": round(statistics.fmean(discounts), 1) if discounts else None,
+            "words_per_minute_by_session": {str(n): round(statistics.median(v), 1) if v else None
+                                            for n, v in wpm.items()},
+        }
+    total = {name: sum(getattr(g, name) for g in logs) for name in (
+        "revealed", "taken_up", "clear_lines", "false_clarify", "mumbled", "clarify_after_mumble", "cards",
+        "generic_cards", "grounded_cards", "grounded_in_text", "recalled_lines", "invited")}
+    return {
+        "sessions": len(logs),
+        "hint_uptake": _share(total["taken_up"], total["revealed"]),
+        "false_clarify_rate": _share(total["false_clarify"], total["clear_lines"]),
+        "mumbles_clarified": _share(total["clarify_after_mumble"], total["mumbled"]),
+        "tip_grounding_rate": _share(total["grounded_in_text"], total["grounded_cards"]),
+        "generic_card_share": _share(total["generic_cards"], total["cards"]),
+        "recall": recall_figures(answers),
+        "lines_from_memory": total["recalled_lines"], "invitations": total["invited"],
+        "levels": by_level, "counts": total,
+    }
+
+
+def table(result: dict[str, Any]) -> str:
+    on, off = result["conditions"]["invite"], result["conditions"]["no_invite"]
+    rows = [("sessions", on["sessions"], off["sessions"]),
+            ("items recalled in a later session", on["recall"]["recall_rate"], off["recall"]["recall_rate"]),
+            ("lines said from memory", on["lines_from_memory"], off["lines_from_memory"]),
+            ("hint uptake", on["hint_uptake"], off["hint_uptake"]),
+            ("false clarify rate", on["false_clarify_rate"], off["false_clarify_rate"]),
+            ("tip grounding rate", on["tip_grounding_rate"], off["tip_grounding_rate"])]
+    for level in LEVELS:
+        a, b = on["levels"][level.value], off["levels"][level.value]
+        rows.append((f"{level.value}: deal rate, mean discount %", f"{a['deal_rate']}, {a['mean_discount_pct']}",
+                     f"{b['deal_rate']}, {b['mean_discount_pct']}"))
+        rows.append((f"{level.value}: words a minute by session", json.dumps(a["words_per_minute_by_session"]),
+                     json.dumps(b["words_per_minute_by_session"])))
+    lines = ["| figure | re-elicited | not re-elicited |", "| --- | --- | --- |"]
+    lines += [f"| {name} | {a} | {b} |" for name, a, b in rows]
+    return "\n".join(lines)
+
+
+async def run(config: EvalConfig) -> dict[str, Any]:
+    started = time.monotonic()
+    artifacts = config.out.parent
+    result: dict[str, Any] = {"config": {"learners": config.learners, "sessions": config.sessions,
+                                         "speakers": config.speakers, "seed": config.seed}, "conditions": {}}
+    with server(True, artifacts / "eval.invite.log") as on, server(False, artifacts / "eval.no_invite.log") as off:
+        runs = await asyncio.gather(condition(config, on), condition(config, off))
+    for name, (logs, answers, errors) in zip(("invite", "no_invite"), runs, strict=True):
+        result["conditions"][name] = {**figures(logs, answers, config.sessions), "errors": errors[:20],
+                                      "error_count": len(errors)}
+    result["seconds"] = round(time.monotonic() - started, 1)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="samvad eval", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--learners", type=int, default=200)
+    parser.add_argument("--sessions", type=int, default=3)
+    parser.add_argument("--speakers", type=float, default=0.25)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--concurrency", type=int, default=24)
+    parser.add_argument("--out", type=Path, default=Path("artifacts/eval.json"))
+    args = parser.parse_args(argv)
+    config = EvalConfig(args.learners, args.sessions, args.speakers, args.seed, args.concurrency, args.out)
+    result = asyncio.run(run(config))
+    config.out.parent.mkdir(parents=True, exist_ok=True)
+    config.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", "utf-8")
+    print(table(result))
+    print(f"\n{result['seconds']} s; errors: {result['conditions']['invite']['error_count']} / "
+          f"{result['conditions']['no_invite']['error_count']}; written {config.out}")
+    failed = result["conditions"]["invite"]["error_count"] + result["conditions"]["no_invite"]["error_count"]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""Simulated learners for `samvad eval` (issue #36): bots shaped by level that learn, forget and speak.
+
+A `SimulatedLearner` plays one learner over several sessions of one pack. It is deterministic for
+its seed. Its shape (`SHAPES`) says how a learner of that level behaves:
+
+- **pace**: words a minute when it speaks, growing a little each session, and the pause it leaves
+  in a line, shrinking (practice makes speech quicker and smoother);
+- **help**: how often it asks for hints before a line, and whether it then says the revealed line
+  (hint uptake);
+- **learning**: how likely a revealed line sticks in its memory, and how likely a remembered one is
+  forgotten before the next session;
+- **speech**: how often a line comes out mumbled (a low recogniser confidence), and how often it
+  mixes in the place's words (code switching: the pack's cue words and phrases);
+- **using what it knows**: a remembered line is said in its situation by itself now and then, and
+  whenever the vendor invites it (the practice targets the server brings back).
+
+What it says is drawn from the pack: its own English lines with the pack's respectful address and
+currency, the place's cue words and phrases when it switches code, and the lines hints revealed.
+It never reads the server's state; it knows only what the events told it.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass, field
+
+from schemas.enums import Level
+from schemas.scenario import Item, Scenario
+
+__all__ = ["SHAPES", "Line", "Shape", "SimulatedLearner", "situation_for"]
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    words_per_minute: float
+    pause_ms: int  # left in the middle of a spoken line
+    hint_p: float  # asks for hints (up to the whole line) before a line
+    use_hint_p: float  # then says the revealed line
+    learn_p: float  # a revealed line sticks
+    forget_p: float  # a remembered line is gone by the next session
+    mumble_p: float
+    switch_p: float  # mixes in the place's words
+    spontaneous_p: float  # says a remembered line in its situation unasked
+    first_offer: float  # of the vendor's first quote
+    step: float  # each counter-offer rises by this share of the first quote
+    patience: int  # lines of haggling before it walks away
+
+
+SHAPES: dict[Level, Shape] = {
+    Level.BEGINNER: Shape(105, 900, 0.6, 0.8, 0.5, 0.45, 0.15, 0.2, 0.15, 0.75, 0.07, 8),
+    Level.INTERMEDIATE: Shape(135, 500, 0.35, 0.6, 0.6, 0.3, 0.08, 0.4, 0.2, 0.6, 0.06, 9),
+    Level.ADVANCED: Shape(165, 200, 0.15, 0.4, 0.7, 0.2, 0.03, 0.6, 0.25, 0.5, 0.05, 10),
+}
+GROWTH_WPM = 6.0  # a session's practice
+PAUSE_SHRINK = 0.85
+INVITED_P = 0.9  # says a remembered line when the vendor invites it
+
+_NUMBER = re.compile(r"\d[\d,]*")
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    text: str
+    confidence: float  # what a typed line claims; a mumbled one is under the clarify threshold
+    situation: str
+    recalled: bool = False  # a remembered line said again
+    from_hint: bool = False  # the line a hint just revealed
+
+
+def situation_for(stage: str, quote: int | None, offered: bool) -> str:
+    """The pack's hint situation the learner is in (schemas.pack.HINT_KEYS)."""
+    if stage == "GREETING":
+        return "greet"
+    if quote is None:
+        return "ask"
+    return "counter" if offered else "open"
+
+
+@dataclass(slots=True)
+class SimulatedLearner:
+    learner_id: str
+    level: Level
+    pack: Scenario
+    seed: int
+    memory: dict[str, str] = field(default_factory=dict)  # situation -> a line a hint revealed
+    sessions: int = 0
+    _rng: random.Random = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(f"{self.seed}:{self.learner_id}")
+
+    @property
+    def shape(self) -> Shape:
+        return SHAPES[self.level]
+
+    # ------------------------------------------------------------------ sessions
+
+    def start_session(self) -> Item:
+        """Forget what did not stick since last time; pick the item to haggle for."""
+        if self.sessions:
+            self.memory = {k: v for k, v in self.memory.items() if self._rng.random() >= self.shape.forget_p}
+        self.sessions += 1
+        in_scene = [i for i in self.pack.items if i.in_scene] or list(self.pack.items)
+        return self._rng.choice(in_scene)
+
+    @property
+    def words_per_minute(self) -> float:
+        return self.shape.words_per_minute + GROWTH_WPM * (self.sessions - 1)
+
+    @property
+    def pause_ms(self) -> int:
+        return round(self.shape.pause_ms * PAUSE_SHRINK ** (self.sessions - 1))
+
+    def wants_hint(self) -> bool:
+        return self._rng.random() < self.shape.hint_p
+
+    def heard_hint(self, situation: str, text: str) -> bool:
+        """A revealed line: it may stick; returns whether the learner will say it now."""
+        if self._rng.random() < self.shape.learn_p:
+            self.memory[situation] = text
+        return self._rng.random() < self.shape.use_hint_p
+
+    def mumbles(self) -> bool:
+        return self._rng.random() < self.shape.mumble_p
+
+    # ------------------------------------------------------------------ lines
+
+    def offer(self, first_quote: int, offers_made: int, quote: int) -> int:
+        """What it offers next: its opening share of the first quote, rising, never over the quote."""
+        share = self.shape.first_offer - 0.25 + self.shape.step * offers_made  # opens a quarter under
+        return max(1, min(quote, _round(first_quote * share)))
+
+    def ready_to_accept(self, first_quote: int, quote: int, offers_made: int) -> bool:
+        return quote <= first_quote * self.shape.first_offer or offers_made >= self.shape.patience - 2
+
+    def gives_up(self, offers_made: int) -> bool:
+        return offers_made >= self.shape.patience
+
+    def line(self, situation: str, item: Item, *, offer: int | None = None, price: int | None = None,
+             invited: str | None = None, revealed: str | None = None) -> Line:
+        """The next line in `situation`; `invited`: the situation the vendor invites a remembered line
+        for; `revealed`: the line a hint just revealed, to say as it is."""
+        if revealed is not None:
+            return Line(revealed, 0.95, situation, from_hint=True)
+        remembered = self.memory.get(situation)
+        asked = invited == situation and self._rng.random() < INVITED_P
+        if remembered is not None and (asked or self._rng.random() < self.shape.spontaneous_p):
+            number = offer if offer is not None else price
+            text = _NUMBER.sub(str(number), remembered) if number is not None else remembered
+            return Line(text, 0.95, situation, recalled=True)
+        return Line(self._own(situation, item, offer, price), 0.95, situation)
+
+    def _own(self, situation: str, item: Item, offer: int | None, price: int | None) -> str:
+        """The learner's own words: English with the pack's address and currency, and now and then
+        the place's words."""
+        pack, rng = self.pack, self._rng
+        address = rng.choice(pack.rules.respectful_address[:2]) if pack.rules.respectful_address else "sir"
+        money = pack.currency_word
+        switch = rng.random() < self.shape.switch_p
+        cue = _cue(pack, situation, rng) if switch else ""
+        name = item.local if switch else (item.spoken or f"{item.name.lower()}s")
+        text = {
+            "greet": f"Hello {address}, good day. How much is the {name}?",
+            "ask": f"{address.capitalize()}, how much for the {name}?",
+            "open": f"That is too expensive, {address}. I can give {offer} {money}.",
+            "counter": f"Please, {address}, {offer} {money} is fair.",
+            "accept": f"Okay {address}, {price} {money}, deal.",
+            "goodbye": f"No thank you {address}, it is too much. Goodbye.",
+        }[situation]
+        return f"{cue} {text}" if cue else text
+
+
+_CUES = {"greet": "greeting", "ask": "inquiry", "open": "pushback", "counter": "pushback", "accept": "accept",
+         "goodbye": "walk"}
+_PHRASE_USES = {"greet": "greeting", "ask": "inquiry", "open": "haggling", "counter": "haggling", "accept": "deal",
+                "goodbye": "walkaway"}
+
+
+def _cue(pack: Scenario, situation: str, rng: random.Random) -> str:
+    """A few words of the place's language for the situation: a cue word, or a phrase of the pack."""
+    words: tuple[str, ...] = pack.cues.model_dump()[_CUES[situation]]
+    phrases = [p.text for p in pack.phrases if p.use == _PHRASE_USES[situation]]
+    choices = [*words, *phrases]
+    return rng.choice(choices).capitalize() + "," if choices else ""
+
+
+def _round(value: float) -> int:
+    step = 5 if value < 1000 else 50 if value < 10000 else 500
+    return max(step, step * round(value / step))
