@@ -118,7 +118,7 @@ class Session:
         item = learner.start_session()
         # The first session says the learner's level; later ones play at the profile's confirmed one,
         # which the sessions' estimates may move (docs/learning.md).
-        level = {"level": learner.level.value} if learner.sessions == 1 else {}
+        level: dict[str, Any] = {"level": learner.level.value} if learner.sessions == 1 else {}
         created = await create_session(self.base, credential=ADMIN_KEY, learner_id=learner.learner_id,
                                        scenario=learner.pack.scenario, **level)
         url = f"{ws_base(self.base)}{created['ws_url']}?token={created['player_token']}"
