@@ -35,7 +35,7 @@ from anyio.abc import TaskGroup
 
 from schemas.codec import Envelope
 from schemas.errors import CloseCode, ErrorCode
-from schemas.frames import Error, Reply, ResumeFrame, TranscriptFrame
+from schemas.frames import Error, Reply, ReplySpoken, ResumeFrame, TranscriptFrame
 from schemas.summary import SummaryAsk
 from session.admission import AfterEnd, Held, admission
 from session.asks import run_step
@@ -60,8 +60,10 @@ from session.messages import (
     ResumeAsked,
     SilenceDue,
     Speaking,
+    Spoken,
     Stop,
     SummaryDone,
+    VoiceStages,
     Withdraw,
 )
 from session.negotiation import Negotiation
@@ -72,6 +74,7 @@ from session.timers import SilenceTimers
 __all__ = ["FALLBACK_LINE", "ActorLimits", "SessionActor", "SessionBusy", "SessionStopped"]
 
 log = logging.getLogger("samvad.session")
+VOICE_STAGES_KEPT = 4  # spoken turns' stages waiting for their replies (a transcriber queues as many)
 
 
 class SessionBusy(Exception):
@@ -89,7 +92,7 @@ class SessionActor:
 
     __slots__ = ("_frames_queued", "_inbox", "_news", "_scheduled", "_silence_due", "_silence_queued", "_wake", "brain",
                  "calls", "clock", "fanout", "held", "last_activity", "limits", "machine", "mirror", "on_change",
-                 "running", "session_id", "thinking_since", "timers", "turn_waiters")
+                 "running", "session_id", "thinking_since", "timers", "turn_waiters", "voice_stages")
 
     def __init__(
         self,
@@ -122,6 +125,9 @@ class SessionActor:
         self.held = Held()  # frames held behind the turn in flight, in order
         self.thinking_since = 0.0  # perf_counter when the turn in flight's transcript arrived
         self.turn_waiters: dict[str, list[Callable[[Reply | None], None]]] = {}  # by frame id (`wait_turn`)
+        # Spoken turns' stages before their transcript, by utterance id, until their reply's timings
+        # take them (session/asks.py); made with the first, since most sessions are typed.
+        self.voice_stages: dict[str, VoiceStages] | None = None
         self._silence_due: float | None = None  # the silence timer (session/timers.py's two slots)
         self._silence_queued: float | None = None
         # Driven by a registry (`attach`): no task of its own while idle. `_wake` asks the
@@ -181,6 +187,10 @@ class SessionActor:
         """What the recogniser heard in an utterance (a connection's transcriber): a `speech` event,
         in the session's sequence. Post it before the utterance's transcript (`submit`)."""
         self.post(heard)
+
+    def spoken(self, event: ReplySpoken) -> None:
+        """The player's first audio of a reply to a spoken turn left: the spectators hear its figures."""
+        self.post(Spoken(event))
 
     def speaking(self) -> None:
         """The learner's audio is arriving (each `audio` frame): the silence timer waits for them."""
@@ -410,6 +420,20 @@ class SessionActor:
         """A brain's streamed words or numbers, a summary, a recognised utterance: straight to the machine."""
         self._step(message, self.clock(), None)
 
+    def _on_recognised(self, message: Recognised) -> None:
+        """What was heard goes to the machine; a turn's voice stages wait here for its reply's timings."""
+        if not message.partial:
+            stages = self.voice_stages
+            if stages is None:
+                stages = self.voice_stages = {}
+            elif len(stages) >= VOICE_STAGES_KEPT:
+                del stages[next(iter(stages))]  # the oldest: its transcript never made a turn
+            stages[message.id] = VoiceStages(message.end_of_turn_ms, message.stt_ms, message.stt)
+        self._on_input(message)
+
+    def _on_spoken(self, message: Spoken) -> None:
+        self.fanout.to_spectators(Envelope(message.event))
+
     def _on_frame(self, message: Frame) -> None:
         self._frames_queued -= 1
         self.last_activity = message.received_at
@@ -492,7 +516,8 @@ MESSAGE_HANDLERS: dict[type[Any], Callable[[SessionActor, Any], None]] = {
     Decided: SessionActor._on_input,
     Withdraw: SessionActor._on_input,
     SummaryDone: SessionActor._on_input,
-    Recognised: SessionActor._on_input,
+    Recognised: SessionActor._on_recognised,
     Speaking: SessionActor._on_input,
+    Spoken: SessionActor._on_spoken,
     Consult: SessionActor._on_consult,
 }

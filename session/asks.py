@@ -5,8 +5,9 @@ mirror first, in order; then each output: a server event goes to every connectio
 seq, into the replay ring), and each ask runs by its entry in `RUN`, by its exact type. The
 registry is told the session changed once its changes are out (`on_change`).
 
-A turn's reply gets its `timings` here (`timed`): how long it queued, the brain took and the
-engine validated are measurements of this process, not decisions, so the machine leaves them out.
+A turn's reply gets its `timings` here (`answered`): how long it queued, the brain took and the
+engine validated are measurements of this process, not decisions, so the machine leaves them out;
+so are a spoken turn's stages before its transcript, which the actor keeps by utterance id.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from session.admission import Held
 from session.calls import BrainCalls
 from session.fanout import Fanout
 from session.machine_state import MachineState
-from session.messages import ActorLimits, BrainDone, Frame, Message
+from session.messages import ActorLimits, BrainDone, Frame, Message, VoiceStages
 from session.negotiation import Negotiation
 from session.outputs import (
     Abandon,
@@ -59,6 +60,7 @@ class Shell(Protocol):
     brain: Brain
     thinking_since: float  # perf_counter when the turn in flight's frame arrived
     turn_waiters: dict[str, list[Callable[[Reply | None], None]]]  # by frame id
+    voice_stages: dict[str, VoiceStages] | None  # spoken turns' stages before their transcript, by utterance id
     held: Held  # the frames held behind the turn in flight
     timers: SilenceTimers | None  # the registry's heap of silence deadlines (None: no timers)
     limits: ActorLimits
@@ -114,6 +116,8 @@ def answered(shell: Shell, ask: Answered, conn: Connection | None, since: float)
     finished = time.perf_counter()
     ledger = result.ledger
     started = shell.thinking_since  # when the turn's frame arrived
+    stages = shell.voice_stages
+    heard = stages.pop(client_id, None) if stages and client_id is not None else None
     reply.__dict__["timings"] = TurnTimings(**{
         **ledger.__dict__,  # the brain's own accounting, field for field
         "brain": shell.brain.name,
@@ -121,6 +125,7 @@ def answered(shell: Shell, ask: Answered, conn: Connection | None, since: float)
         "brain_ms": round(ledger.brain_ms or (done.finished - done.started) * 1000, 3),
         "validation_ms": round((finished - since) * 1000, 3),
         "total_ms": round((finished - started) * 1000, 3),
+        **({} if heard is None else heard._asdict()),  # a spoken turn's stages before its transcript
     })
     if client_id is not None:
         for callback in shell.turn_waiters.pop(client_id, ()):
