@@ -11,16 +11,27 @@ from __future__ import annotations
 
 import base64
 import shutil
+import time
+from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from schemas.enums import LanguageCode
+from schemas.frames import Reply, ReplyAudio, ReplySpoken, SpokenTimings, TranscriptFrame
+from session.actor import VOICE_STAGES_KEPT, SessionActor
+from session.messages import Recognised
+from session.mirror import MemoryMirror
+from session.negotiation import Negotiation
+from tests.fakes import FakeConnection, ScriptedBrain, hosted
 from tests.openai_server import FakeOpenAI
 from tests.servers import Client, client, create, running_server
 from tests.voice_support import speech_settings, tone
 from voice.open_mic import BYTES_PER_MS
+from voice.speaker import Speaker
 
 pytestmark = pytest.mark.anyio
 
@@ -117,3 +128,78 @@ async def test_a_push_to_talk_turn_has_no_server_wait_and_a_typed_turn_no_voice_
         assert scraped[("samvad_voice_end_of_turn_seconds_count", ())] == 0
         assert scraped[("samvad_voice_stt_seconds_count", (("stt", "openai"),))] == 1
         assert sum(v for (name, _), v in scraped.items() if name == "samvad_voice_first_audio_seconds_count") == 1
+
+
+class SlowVoice:
+    """A TTS whose first audio comes 50 ms after it is asked, in two pieces."""
+
+    name = "slow"
+    sample_rate = 8000
+
+    async def synthesize(self, text: str, language: str | None) -> AsyncIterator[bytes]:
+        await anyio.sleep(0.05)
+        yield b"\x01\x00" * 10
+        yield b"\x02\x00" * 10
+
+
+def reply(turn: int, text: str) -> Reply:
+    return Reply(session_id="s", seq=turn, turn=turn, text=text, happiness_score=50, negotiation_state="GREETING",
+                 vendor_mood="neutral", counter_price=None, suggested_user_response="", is_terminal=False)
+
+
+async def test_only_the_first_sound_of_the_reply_begun_after_a_spoken_turn_carries_the_figures() -> None:
+    sent: list[ReplyAudio] = []
+    speaker = Speaker(SlowVoice(), sent.append, "s", lambda: "en-IN")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(speaker.run)
+        speaker.observe(reply(1, "Namaste ji. Welcome."))  # no spoken turn before it: no figures
+        await anyio.sleep(0.3)
+        ended = time.perf_counter()
+        speaker.turn_ended("u1", ended)
+        speaker.observe(reply(2, "Tomatoes are sixty. Very fresh."))
+        await anyio.sleep(0.3)
+        speaker.turn_ended("u2", time.perf_counter())
+        speaker.turn_ended(None)  # the session did not take it: the next reply answers nothing spoken
+        speaker.observe(reply(3, "Anything else?"))
+        await anyio.sleep(0.2)
+        speaker.close()
+    assert {e.turn for e in sent} == {1, 2, 3}
+    timed = [e for e in sent if e.timings is not None]
+    assert [(e.turn, e.sentence, e.chunk) for e in timed] == [(2, 0, 0)] and timed[0].data
+    figures = timed[0].timings
+    assert figures is not None and figures.in_reply_to == "u1"
+    assert 50 <= figures.tts_first_byte_ms <= figures.first_audio_ms
+
+
+async def test_the_actor_keeps_recent_turns_stages_for_their_replies_and_tells_only_the_spectators() -> None:
+    actor = SessionActor(Negotiation(session_id="s1", scenario_name="jaipur-bazaar", created_at=0.0), ScriptedBrain(),
+                         MemoryMirror())
+    async with hosted(actor):
+        player, watcher = FakeConnection("player"), FakeConnection("spectator")
+        actor.connect(player)
+        actor.connect(watcher)
+        for n in range(VOICE_STAGES_KEPT + 2):  # more utterances heard than transcripts sent
+            actor.recognised(Recognised(f"u{n}", "how much are the tomatoes", 0.9, LanguageCode.EN_IN, 1_000, (),
+                                        "test", end_of_turn_ms=500.0 + n, stt_ms=10.0 + n))
+        last, first = f"u{VOICE_STAGES_KEPT + 1}", "u0"
+        for frame_id in (last, first):
+            actor.submit(player, TranscriptFrame(type="transcript", id=frame_id, text="how much are the tomatoes"))
+        with anyio.fail_after(3):
+            while len(player.of_type("reply")) < 2:  # noqa: ASYNC110
+                await anyio.sleep(0.005)
+        actor.spoken(ReplySpoken(session_id="s1", turn=1, tts="test", timings=SpokenTimings(
+            in_reply_to=last, tts_first_byte_ms=40.0, first_audio_ms=120.0)))
+        with anyio.fail_after(3):
+            while not watcher.of_type("reply.spoken"):  # noqa: ASYNC110
+                await anyio.sleep(0.005)
+    replies = {r["in_reply_to"]: r["timings"] for r in player.of_type("reply")}
+    assert isinstance(replies[last], dict) and isinstance(replies[first], dict)
+    assert (replies[last]["end_of_turn_ms"], replies[last]["stt_ms"], replies[last]["stt"]) == (
+        500.0 + VOICE_STAGES_KEPT + 1, 10.0 + VOICE_STAGES_KEPT + 1, "test")
+    # The oldest was let go to keep the bound: its turn is answered, without voice stages.
+    assert replies[first]["end_of_turn_ms"] is None and replies[first]["stt_ms"] is None
+    assert actor.voice_stages is not None and len(actor.voice_stages) == VOICE_STAGES_KEPT - 1
+    speech = [f for f in watcher.of_type("speech") if f["id"] == last]
+    assert speech and speech[0]["end_of_turn_ms"] == 500.0 + VOICE_STAGES_KEPT + 1
+    assert watcher.of_type("reply.spoken")[0]["timings"]["first_audio_ms"] == 120.0
+    assert player.of_type("reply.spoken") == []
