@@ -167,12 +167,29 @@ class _Event(BaseModel):
 
 
 class TurnTimings(Ledger):
-    """The per-turn pipeline: the brain's ledger plus where the rest of the time went (ms)."""
+    """The per-turn pipeline: the brain's ledger plus where the rest of the time went (ms). A spoken
+    turn's adds the voice stages before it (docs/voice.md, "Per-stage timings"): the silence the
+    server waited before ending an open microphone's turn, and the time from the utterance's end to
+    its transcript, by recogniser `stt`; None on a typed turn (or a push-to-talk turn's wait: the
+    client ended it)."""
 
     brain: str
     queue_ms: float = 0.0
     validation_ms: float = 0.0
     total_ms: float = 0.0
+    end_of_turn_ms: float | None = None
+    stt_ms: float | None = None
+    stt: str | None = None
+
+
+class SpokenTimings(_Frame):
+    """The vendor's first audio after a spoken turn (ms): how long the speech service took to its
+    first byte, and the time from the end of the learner's utterance `in_reply_to` (the server's end
+    of turn, or the client's `end`) to that audio leaving for the player."""
+
+    in_reply_to: str
+    tts_first_byte_ms: float
+    first_audio_ms: float
 
 
 class Welcome(_Event):
@@ -353,7 +370,8 @@ class Speech(_Event):
     """What the recogniser heard in the learner's `audio` utterance `id`, in the sequence before that
     utterance's turn: `confidence` (0-1, or null when the engine gives none), `levels` (the loudness
     every 50 ms, 0-1, for a meter), `fallback`: recognition failed (the turn is an unclear one),
-    `fluency`: words per minute, pause ratio, mean length of run and fillers (docs/learning.md)."""
+    `fluency`: words per minute, pause ratio, mean length of run and fillers (docs/learning.md), and
+    the voice stages so far (docs/voice.md, "Per-stage timings")."""
 
     type: Literal["speech"] = "speech"
     seq: int
@@ -366,6 +384,8 @@ class Speech(_Event):
     stt: str
     fallback: bool = False
     fluency: Fluency | None = None  # from the words' times; null when the recogniser gives none
+    end_of_turn_ms: float | None = None  # the silence that ended an open microphone's turn; None: the client's `end`
+    stt_ms: float | None = None  # from the utterance's end to this transcript (None: from an older server)
 
 
 class SpeechPartial(_Event):
@@ -399,16 +419,27 @@ class ReplyAudio(_Event):
     tts: str = ""
     visemes: tuple[tuple[int, int], ...] = ()
     visemes_source: str = ""
+    timings: SpokenTimings | None = None  # on the first piece of the reply to a spoken turn
 
     @field_serializer("data", when_used="json")
     def _base64(self, data: bytes) -> str:
         return base64.b64encode(data).decode("ascii")  # standard alphabet: what atob() reads
 
 
+class ReplySpoken(_Event):
+    """The player heard the first audio of the vendor's reply to `turn` (a spoken turn's): the figures
+    its first `reply.audio` carried, for the session's spectators (the watch page's voice pipeline)."""
+
+    type: Literal["reply.spoken"] = "reply.spoken"
+    turn: int
+    tts: str
+    timings: SpokenTimings
+
+
 ServerEvent = (
     Welcome | Ack | Pong | Error | Reply | ReplyDelta | ReplyWithdrawn | MoodChanged | StageChanged
     | SessionEnded | Snapshot | Tips | SessionReport | Repeat | Hint | Undone | Heard | Speech | SpeechPartial
-    | ReplyAudio
+    | ReplyAudio | ReplySpoken
 )
 SEQUENCED_TYPES = frozenset({"reply", "mood", "stage", "session.ended", "snapshot", "tips", "session.report",
                              "repeat", "hint", "undo", "heard", "speech", "speech.partial"})

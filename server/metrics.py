@@ -6,7 +6,10 @@ Two kinds, chosen for their cost on the turn path:
   leases) are read when Prometheus scrapes (`SamvadCollector`): nothing is done per turn for them.
 - Per-turn figures are observed once per reply, on the player's connection (`Metrics.observe`):
   turns, the turn's pipeline steps (queue, brain, validation, total) per brain, first words, the LLM's
-  calls, retries, fallbacks and tokens. Closes and errors by code, and the event loop's lag. They are
+  calls, retries, fallbacks and tokens. A spoken turn's voice stages (docs/voice.md, "Per-stage
+  timings") from its `speech` event (the end-of-turn wait; STT, per recogniser) and from the first
+  `reply.audio` of its reply (TTS first byte and first audio, per voice). Closes and errors by code,
+  and the event loop's lag. They are
   plain integers and lock-free bucket counts (`Tally`) on the event loop's thread, turned into
   Prometheus families only at scrape time (`TurnCollector`); benchmarks/metrics_cost.py measures it.
 
@@ -22,7 +25,7 @@ import time
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -34,7 +37,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from schemas.codec import Envelope
-from schemas.frames import Reply
+from schemas.frames import Reply, ReplyAudio, Speech
 from server.config import Environment
 from server.services import Services, bearer, error_response
 
@@ -45,6 +48,9 @@ TURN_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 LAG_TICK_S = 1.0  # the loop-lag probe: how late a sleep of this long wakes up (each costs ~0.1 ms)
 STEPS = ("queue", "brain", "validation", "total")
+# The voice stages: a partial's text reused is a transcript in about a millisecond, an end-of-turn
+# wait is 0.3-3.5 s (voice/turn_end.py), a first audio under a second is the target (issue #34).
+VOICE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 
 
 class Tally:
@@ -86,12 +92,42 @@ class BrainFigures:
     completion_tokens: int = 0
 
 
+@dataclass(slots=True)
+class VoiceFigures:
+    """The spoken turns' stages (`Metrics.observe`): the end-of-turn wait, and by backend the rest."""
+
+    end_of_turn: Tally = field(default_factory=lambda: Tally(VOICE_BUCKETS))
+    stt: dict[str, Tally] = field(default_factory=dict)
+    tts_first_byte: dict[str, Tally] = field(default_factory=dict)
+    first_audio: dict[str, Tally] = field(default_factory=dict)
+
+    def heard(self, speech: Speech) -> None:
+        if speech.end_of_turn_ms is not None:
+            self.end_of_turn.observe(speech.end_of_turn_ms / 1000)
+        if speech.stt_ms is not None:
+            _tally(self.stt, speech.stt).observe(speech.stt_ms / 1000)
+
+    def spoke(self, audio: ReplyAudio) -> None:
+        timings = audio.timings
+        assert timings is not None
+        _tally(self.tts_first_byte, audio.tts).observe(timings.tts_first_byte_ms / 1000)
+        _tally(self.first_audio, audio.tts).observe(timings.first_audio_ms / 1000)
+
+
+def _tally(by: dict[str, Tally], backend: str) -> Tally:
+    tally = by.get(backend)
+    if tally is None:
+        tally = by[backend] = Tally(VOICE_BUCKETS)
+    return tally
+
+
 class Metrics:
     """The per-turn figures, closes, errors and loop lag, and the registry that exports them."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.brains: dict[str, BrainFigures] = {}
+        self.voice = VoiceFigures()
         self.closes: dict[str, int] = {}
         self.errors: dict[str, int] = {}
         self.loop_lag = Tally(LAG_BUCKETS)
@@ -105,9 +141,17 @@ class Metrics:
         return figures
 
     def observe(self, envelope: Envelope) -> None:
-        """Called for every event sent to a player connection; counts replies (one per turn)."""
+        """Called for every event sent to a player connection; counts replies (one per turn), and
+        a spoken turn's `speech` and its reply's first audio."""
         reply = envelope.event
         if reply.__class__ is not Reply:
+            if reply.__class__ is ReplyAudio:
+                assert isinstance(reply, ReplyAudio)
+                if reply.timings is not None:
+                    self.voice.spoke(reply)
+            elif reply.__class__ is Speech:
+                assert isinstance(reply, Speech)
+                self.voice.heard(reply)
             return
         assert isinstance(reply, Reply)
         timings = reply.timings
@@ -176,6 +220,7 @@ class TurnCollector(Collector):
             tokens.add_metric([brain, "prompt"], f.prompt_tokens)
             tokens.add_metric([brain, "completion"], f.completion_tokens)
         yield from (turns, steps, first, calls, retries, fallbacks, tokens)
+        yield from _voice_families(m.voice)
         closes = CounterMetricFamily("samvad_ws_closes", "Session sockets closed by the server, by close code",
                                      labels=["code"])
         for code, n in sorted(m.closes.items()):
@@ -189,6 +234,24 @@ class TurnCollector(Collector):
         lag = HistogramMetricFamily("samvad_event_loop_lag_seconds", "How late the event loop ran a timer")
         lag.add_metric([], m.loop_lag.buckets(), m.loop_lag.total)
         yield lag
+
+
+def _voice_families(v: VoiceFigures) -> Iterator[Metric]:
+    wait = _histogram("samvad_voice_end_of_turn_seconds", "Silence the server waited after the learner's "
+                      "last speech before ending an open microphone's turn", [])
+    wait.add_metric([], v.end_of_turn.buckets(), v.end_of_turn.total)
+    yield wait
+    for name, text, label, by in (
+            ("samvad_voice_stt_seconds", "From the end of the learner's utterance to its transcript", "stt",
+             v.stt),
+            ("samvad_voice_tts_first_byte_seconds", "From asking the voice for the first sentence of a reply "
+             "to a spoken turn to its first audio", "tts", v.tts_first_byte),
+            ("samvad_voice_first_audio_seconds", "From the end of the learner's utterance to the vendor's first "
+             "audio leaving for the player", "tts", v.first_audio)):
+        family = _histogram(name, text, [label])
+        for backend, tally in sorted(by.items()):
+            family.add_metric([backend], tally.buckets(), tally.total)
+        yield family
 
 
 class SamvadCollector(Collector):

@@ -35,12 +35,14 @@ __all__ = ["MicJob", "Microphone"]
 
 @dataclass(frozen=True, slots=True)
 class MicJob:
-    """What the transcriber is asked of an open microphone: turn `id`'s audio, partial or final."""
+    """What the transcriber is asked of an open microphone: turn `id`'s audio, partial or final; a
+    final one's `end_of_turn_ms` is the silence after its speech that ended the turn."""
 
     id: str
     pcm: bytes
     partial: bool
     speech_end_ms: float
+    end_of_turn_ms: float | None = None
 
 
 class Microphone:
@@ -82,7 +84,8 @@ class Microphone:
             if isinstance(event, Heard):
                 self._queue(MicJob(event.utterance_id, event.pcm, True, event.speech_end_ms), self.language)
             elif isinstance(event, Finished):
-                self._queue(MicJob(event.utterance_id, event.pcm, False, event.speech_end_ms), self.language)
+                self._queue(MicJob(event.utterance_id, event.pcm, False, event.speech_end_ms,
+                                   event.at_ms - event.speech_end_ms), self.language)
 
     def partial_heard(self, job: MicJob, heard: Transcription) -> None:
         """A partial job's text: kept for the final job, and read by the end-of-turn policy."""
@@ -103,6 +106,7 @@ class Microphone:
         if self.mic is not None and not self.closed:
             finished = self.mic.close()
             if finished is not None:
-                self._queue(MicJob(finished.utterance_id, finished.pcm, False, finished.speech_end_ms), self.language)
+                self._queue(MicJob(finished.utterance_id, finished.pcm, False, finished.speech_end_ms,
+                                   finished.at_ms - finished.speech_end_ms), self.language)
         self.closed = True
         self._early = bytearray()

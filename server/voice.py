@@ -30,7 +30,17 @@ from starlette.websockets import WebSocket
 from schemas.codec import Envelope
 from schemas.enums import LanguageCode, Role
 from schemas.errors import ErrorCode
-from schemas.frames import AudioFrame, Heard, PlaybackFrame, Reply, ReplyAudio, ReplyDelta, TranscriptFrame, Welcome
+from schemas.frames import (
+    AudioFrame,
+    Heard,
+    PlaybackFrame,
+    Reply,
+    ReplyAudio,
+    ReplyDelta,
+    ReplySpoken,
+    TranscriptFrame,
+    Welcome,
+)
 from server.config import Settings, SttChoice, TtsChoice
 from server.connection import WsConnection
 from server.microphone import MicJob, Microphone
@@ -243,6 +253,9 @@ class ConnectionVoice:
 
     def _send_audio(self, event: ReplyAudio) -> None:
         self.conn.write(Envelope(event))
+        if event.timings is not None and self.conn.actor is not None:  # the spectators see the figures too
+            self.conn.actor.spoken(ReplySpoken(session_id=event.session_id, turn=event.turn, tts=event.tts,
+                                               timings=event.timings))
 
     def _vendor_language(self) -> str | None:
         return self.vendor_language
@@ -424,12 +437,21 @@ class ConnectionVoice:
                                         fallback, partial=True))
             return
         # What was heard goes into the session's own sequence (a `speech` event, replayed on resume),
-        # just before the turn its transcript makes.
+        # just before the turn its transcript makes, with the stages so far: the silence that ended
+        # an open microphone's turn, and the time from the utterance's end to its transcript.
+        stt_ms = round((time.perf_counter() - job.ended) * 1000, 3)
+        end_of_turn_ms = None if job.heard is None or job.heard.end_of_turn_ms is None else round(
+            job.heard.end_of_turn_ms, 3)
         fluency = measure(heard.words, pack_fillers(hearing.scenario, hearing.scenario_version)) if text else None
         actor.recognised(Recognised(job.id, text, confidence, language, duration_ms(pcm), tuple(levels(pcm)),
-                                    heard.backend, fallback, fluency=fluency))
+                                    heard.backend, fallback, end_of_turn_ms=end_of_turn_ms, stt_ms=stt_ms,
+                                    fluency=fluency))
         frame = TranscriptFrame(type="transcript", id=job.id, text=text, confidence=confidence, language=language)
+        if self.speaker is not None:
+            self.speaker.turn_ended(job.id, job.ended)  # before the turn: an instant brain answers within `submit`
         if not actor.submit(self.conn, frame):
+            if self.speaker is not None:
+                self.speaker.turn_ended(None)
             self.error(ErrorCode.RATE_LIMITED, "the session is busy; retry shortly", job.id)
 
     def release(self) -> None:

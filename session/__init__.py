@@ -47,6 +47,8 @@ The actor around it (I/O and ordering; session/README.md tells how a turn flows 
 - `fanout`: `Fanout`: connections, fan-out of events, the replay ring, durability and acks.
 - `messages`: the messages the actor's inbox carries, one dataclass per kind.
 - `timers`: one heap of silence deadlines for every session, served by one task.
+- `voice_stages`: a spoken turn's stages, kept until its reply's timings take them; `answer`: one
+  value a caller outside the actor waits on (a transcriber's consult, a socketless turn).
 - `mailbox`: the bounded single-consumer queue behind the inbox and each connection's sends.
 - `registry`: the live sessions of a process: creation, lookup, recovery, eviction, the dispatcher.
 

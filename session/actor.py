@@ -35,9 +35,10 @@ from anyio.abc import TaskGroup
 
 from schemas.codec import Envelope
 from schemas.errors import CloseCode, ErrorCode
-from schemas.frames import Error, Reply, ResumeFrame, TranscriptFrame
+from schemas.frames import Error, Reply, ReplySpoken, ResumeFrame, TranscriptFrame
 from schemas.summary import SummaryAsk
 from session.admission import AfterEnd, Held, admission
+from session.answer import Answer
 from session.asks import run_step
 from session.calls import FALLBACK_LINE, BrainCalls
 from session.fanout import Fanout
@@ -60,6 +61,7 @@ from session.messages import (
     ResumeAsked,
     SilenceDue,
     Speaking,
+    Spoken,
     Stop,
     SummaryDone,
     Withdraw,
@@ -68,6 +70,7 @@ from session.negotiation import Negotiation
 from session.protocols import Brain, Connection, Mirror, TipSource
 from session.speech import Hearing, hearing
 from session.timers import SilenceTimers
+from session.voice_stages import VoiceStageLog
 
 __all__ = ["FALLBACK_LINE", "ActorLimits", "SessionActor", "SessionBusy", "SessionStopped"]
 
@@ -89,7 +92,7 @@ class SessionActor:
 
     __slots__ = ("_frames_queued", "_inbox", "_news", "_scheduled", "_silence_due", "_silence_queued", "_wake", "brain",
                  "calls", "clock", "fanout", "held", "last_activity", "limits", "machine", "mirror", "on_change",
-                 "running", "session_id", "thinking_since", "timers", "turn_waiters")
+                 "running", "session_id", "thinking_since", "timers", "turn_waiters", "voice_stages")
 
     def __init__(
         self,
@@ -122,6 +125,7 @@ class SessionActor:
         self.held = Held()  # frames held behind the turn in flight, in order
         self.thinking_since = 0.0  # perf_counter when the turn in flight's transcript arrived
         self.turn_waiters: dict[str, list[Callable[[Reply | None], None]]] = {}  # by frame id (`wait_turn`)
+        self.voice_stages = VoiceStageLog()  # spoken turns' stages until their replies take them
         self._silence_due: float | None = None  # the silence timer (session/timers.py's two slots)
         self._silence_queued: float | None = None
         # Driven by a registry (`attach`): no task of its own while idle. `_wake` asks the
@@ -182,6 +186,10 @@ class SessionActor:
         in the session's sequence. Post it before the utterance's transcript (`submit`)."""
         self.post(heard)
 
+    def spoken(self, event: ReplySpoken) -> None:
+        """The player's first audio of a reply to a spoken turn left: the spectators hear its figures."""
+        self.post(Spoken(event))
+
     def speaking(self) -> None:
         """The learner's audio is arriving (each `audio` frame): the silence timer waits for them."""
         self.post(Speaking())
@@ -191,17 +199,11 @@ class SessionActor:
         the actor in its own step (None if the actor stops first)."""
         if self._inbox.closed:
             return None
-        answers: list[Hearing] = []
-        done = anyio.Event()
-
-        def answer(value: Hearing) -> None:
-            answers.append(value)
-            done.set()
-
+        answer: Answer[Hearing] = Answer()
         self.post(Consult(utterance_id, answer))
         with anyio.move_on_after(self.limits.brain_deadline_s):
-            await done.wait()
-        return answers[0] if answers else None
+            await answer.done.wait()
+        return answer.value
 
     def stop(self, code: int = CloseCode.GOING_AWAY, reason: str = "server shutting down") -> None:
         self._post_nowait(Stop(code, reason))
@@ -220,13 +222,7 @@ class SessionActor:
         """Submit `frame` for a caller with no socket (the library interface, `POST /api/test`) and
         wait for the reply to it. Raises `SessionBusy` when the session holds all the frames it may
         (`rate_limited`), `SessionStopped` when the actor stops first, and TimeoutError after `within`."""
-        done = anyio.Event()
-        replies: list[Reply | None] = []
-
-        def resolved(reply: Reply | None) -> None:
-            replies.append(reply)
-            done.set()
-
+        resolved: Answer[Reply | None] = Answer()
         self.wait_turn(frame.id, resolved)  # before submitting: an instant brain answers within it
         if not self.submit(None, frame, **extra):
             callbacks = self.turn_waiters.get(frame.id, [])
@@ -236,8 +232,8 @@ class SessionActor:
                 self.turn_waiters.pop(frame.id, None)
             raise SessionBusy("the session is busy; retry shortly")
         with anyio.fail_after(within):
-            await done.wait()
-        reply = replies[0]
+            await resolved.done.wait()
+        reply = resolved.value
         if reply is None:
             raise SessionStopped("the session stopped before answering")
         return reply
@@ -410,6 +406,11 @@ class SessionActor:
         """A brain's streamed words or numbers, a summary, a recognised utterance: straight to the machine."""
         self._step(message, self.clock(), None)
 
+    def _on_recognised(self, message: Recognised) -> None:
+        """What was heard goes to the machine; a turn's voice stages wait for its reply's timings."""
+        self.voice_stages.keep(message)
+        self._on_input(message)
+
     def _on_frame(self, message: Frame) -> None:
         self._frames_queued -= 1
         self.last_activity = message.received_at
@@ -492,7 +493,8 @@ MESSAGE_HANDLERS: dict[type[Any], Callable[[SessionActor, Any], None]] = {
     Decided: SessionActor._on_input,
     Withdraw: SessionActor._on_input,
     SummaryDone: SessionActor._on_input,
-    Recognised: SessionActor._on_input,
+    Recognised: SessionActor._on_recognised,
     Speaking: SessionActor._on_input,
+    Spoken: lambda actor, spoken: actor.fanout.to_spectators(Envelope(spoken.event)),
     Consult: SessionActor._on_consult,
 }

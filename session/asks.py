@@ -5,8 +5,9 @@ mirror first, in order; then each output: a server event goes to every connectio
 seq, into the replay ring), and each ask runs by its entry in `RUN`, by its exact type. The
 registry is told the session changed once its changes are out (`on_change`).
 
-A turn's reply gets its `timings` here (`timed`): how long it queued, the brain took and the
-engine validated are measurements of this process, not decisions, so the machine leaves them out.
+A turn's reply gets its `timings` here (`answered`): how long it queued, the brain took and the
+engine validated are measurements of this process, not decisions, so the machine leaves them out;
+so are a spoken turn's stages before its transcript, which the actor keeps by utterance id.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from session.outputs import (
 from session.protocols import Brain, Connection, Mirror
 from session.records import TurnOutcome
 from session.timers import SilenceTimers
+from session.voice_stages import VoiceStageLog
 
 __all__ = ["RUN", "Shell", "answered", "log_turn", "run_step"]
 
@@ -59,6 +61,7 @@ class Shell(Protocol):
     brain: Brain
     thinking_since: float  # perf_counter when the turn in flight's frame arrived
     turn_waiters: dict[str, list[Callable[[Reply | None], None]]]  # by frame id
+    voice_stages: VoiceStageLog  # spoken turns' stages before their transcript
     held: Held  # the frames held behind the turn in flight
     timers: SilenceTimers | None  # the registry's heap of silence deadlines (None: no timers)
     limits: ActorLimits
@@ -114,6 +117,7 @@ def answered(shell: Shell, ask: Answered, conn: Connection | None, since: float)
     finished = time.perf_counter()
     ledger = result.ledger
     started = shell.thinking_since  # when the turn's frame arrived
+    heard = shell.voice_stages.take(client_id)
     reply.__dict__["timings"] = TurnTimings(**{
         **ledger.__dict__,  # the brain's own accounting, field for field
         "brain": shell.brain.name,
@@ -121,6 +125,7 @@ def answered(shell: Shell, ask: Answered, conn: Connection | None, since: float)
         "brain_ms": round(ledger.brain_ms or (done.finished - done.started) * 1000, 3),
         "validation_ms": round((finished - since) * 1000, 3),
         "total_ms": round((finished - started) * 1000, 3),
+        **({} if heard is None else heard._asdict()),  # a spoken turn's stages before its transcript
     })
     if client_id is not None:
         for callback in shell.turn_waiters.pop(client_id, ()):

@@ -110,6 +110,13 @@ class Fanout:
                     self.player = None  # its silence timer, when due, finds no player and does nothing
                 log.warning("slow consumer dropped", extra={"session_id": self.session_id, "role": conn.role})
 
+    def to_spectators(self, envelope: Envelope) -> None:
+        """Send an unsequenced event to every connection but the player's."""
+        for conn_id, conn in list(self.connections.items()):
+            if conn is not self.player and not conn.send_nowait(envelope):
+                self.connections.pop(conn_id, None)
+                log.warning("slow consumer dropped", extra={"session_id": self.session_id, "role": conn.role})
+
     def send(self, conn: Connection | None, event: Any) -> bool:
         """Send `event` to `conn` alone, if it is still connected; False if it could not take it."""
         if conn is not None and conn.conn_id in self.connections:

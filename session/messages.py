@@ -20,6 +20,8 @@ Who posts what:
 - `Recognised`: what the recogniser heard in an utterance, posted by the connection's transcriber
   just before it submits the utterance's transcript (server/voice.py).
 - `Speaking`: the learner's audio is arriving, so the silence timer waits (server/voice.py).
+- `Spoken`: the player's first audio of a reply to a spoken turn left (server/voice.py): its figures
+  go to the session's spectators as `reply.spoken`.
 - `Consult`: a transcriber asks what the session knows of the moment before it decodes an utterance.
 - `SilenceDue`: the player's silence timer expired, posted by the shared timers (`session/timers.py`).
 - `Durable`: the mirror made every change up to `version` durable (`SessionActor.notify_durable`),
@@ -37,12 +39,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from schemas.brain import BrainResult
 from schemas.enums import LanguageCode
 from schemas.fluency import Fluency
-from schemas.frames import CommandFrame, PlaybackFrame, ResumeFrame, SceneFrame, SilenceFrame, TranscriptFrame
+from schemas.frames import (
+    CommandFrame,
+    PlaybackFrame,
+    ReplySpoken,
+    ResumeFrame,
+    SceneFrame,
+    SilenceFrame,
+    TranscriptFrame,
+)
 from schemas.summary import SummaryResult
 from session.protocols import Connection
 from session.records import PendingTurn
@@ -145,12 +155,34 @@ class Recognised:
     fallback: bool = False
     partial: bool = False
     fluency: Fluency | None = None  # from the words' times, where the recogniser gives them
+    # Measurements of the voice stages before the turn (docs/voice.md, "Per-stage timings"): the
+    # silence that ended an open microphone's turn (None: the client ended it), and the time from
+    # the utterance's end to this transcript. The reply's `timings` carry them.
+    end_of_turn_ms: float | None = None
+    stt_ms: float | None = None
 
 
 @dataclass(slots=True)
 class Speaking:
     """Audio of the learner's is arriving (a connection's voice, for each `audio` frame): the learner
     is not silent, whatever the transcript will say."""
+
+
+@dataclass(slots=True)
+class Spoken:
+    """The player's connection sent the first audio of the reply to a spoken turn; `event` says so
+    to the spectators (the actor sends it to every connection but the player's)."""
+
+    event: ReplySpoken
+
+
+class VoiceStages(NamedTuple):
+    """A spoken turn's stages before its transcript (`Recognised`), kept by the actor until the
+    turn's reply takes them into its `timings`."""
+
+    end_of_turn_ms: float | None
+    stt_ms: float | None
+    stt: str
 
 
 @dataclass(slots=True)
@@ -190,4 +222,4 @@ class Stop:
 
 
 Message = (Connect | Disconnect | Frame | BrainDone | Delta | Withdraw | Decided | SummaryDone | SilenceDue
-           | Durable | Recognised | Speaking | Consult | Stop)
+           | Durable | Recognised | Speaking | Spoken | Consult | Stop)

@@ -56,4 +56,5 @@ def on_recognised(m: MachineState, heard: Recognised, now: float, out: list[Outp
         return
     out.append(Speech(session_id=negotiation.session_id, seq=negotiation.seq, id=heard.id, text=heard.text,
                       confidence=heard.confidence, language=heard.language, duration_ms=heard.duration_ms,
-                      levels=heard.levels, stt=heard.stt, fallback=heard.fallback, fluency=fluency))
+                      levels=heard.levels, stt=heard.stt, fallback=heard.fallback, fluency=fluency,
+                      end_of_turn_ms=heard.end_of_turn_ms, stt_ms=heard.stt_ms))

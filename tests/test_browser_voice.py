@@ -95,10 +95,11 @@ async def test_the_watch_page_moves_rameshs_mouth_with_his_voice(browser: Any) -
         await page.screenshot(path=str(ARTIFACTS / "mouth-panel.png"), full_page=True)
 
 
-async def test_an_open_microphone_turn_shows_its_partial_and_then_the_end_of_turn_marker(
+async def test_an_open_microphone_turn_shows_its_partial_the_end_of_turn_marker_and_its_voice_pipeline(
         browser: Any, openai_fake: FakeOpenAI) -> None:
     """Issue #34: open-microphone audio streamed to the player socket; the watch page shows the turn's
-    partial ("hearing…") and, when the turn's `speech` comes, a card marked as the turn's end."""
+    partial ("hearing…") and, when the turn's `speech` comes, a card marked as the turn's end with the
+    server's wait, and the turn's voice pipeline from the server's figures."""
     from tests.ci import need_tools
     from tests.turn_set import piece
     from tests.voice_support import speech_settings
@@ -107,12 +108,12 @@ async def test_an_open_microphone_turn_shows_its_partial_and_then_the_end_of_tur
     need_tools("espeak-ng", install="apt-get install espeak-ng (scripts/test.sh does)")
     stream = (b"\0" * (400 * BYTES_PER_MS) + piece("How much are the tomatoes?", "en-us", 150)
               + b"\0" * (500 * BYTES_PER_MS) + piece("I will give you forty rupees.", "en-us", 150))
-    async with running_server(**speech_settings(openai_fake, TTS="none")) as served:
+    async with running_server(**speech_settings(openai_fake)) as served:
         created = await create(served)
         host = served.base_url.removeprefix("http://")
         page = await open_watch(browser, host, created["session_id"], created["spectator_token"])
         await page.wait_for_function("window.samvadView && samvadView.connected", timeout=WAIT_MS)
-        async with client(served.ws_url(created["session_id"], created["player_token"])) as c:
+        async with client(served.ws_url(created["session_id"], created["player_token"]) + "&voice=1") as c:
             await c.until("welcome")
             await c.send({"type": "audio", "id": "mic", "event": "open", "format": "pcm16"})
             for at in range(0, len(stream), 6400):
@@ -128,14 +129,29 @@ async def test_an_open_microphone_turn_shows_its_partial_and_then_the_end_of_tur
             for at in range(0, len(silence), 6400):
                 await c.send({"type": "audio", "id": "mic", "event": "chunk",
                               "data": base64.b64encode(silence[at:at + 6400]).decode()})
-            await c.until("reply", in_reply_to="mic.1")
+            reply = await c.until("reply", in_reply_to="mic.1", wait=20)
+            heard = next(f for f in c.seen if f["type"] == "speech" and f["id"] == "mic.1")
+            while not (audio := await c.until("reply.audio", wait=20, turn=reply["turn"]))["data"]:
+                pass
             await c.send({"type": "audio", "id": "mic", "event": "close"})
         await page.wait_for_selector("#speech .speech[data-id='mic.1'] .turn-end", timeout=WAIT_MS)
         marker = await page.evaluate("""(() => { const n = document.querySelector('#speech .turn-end');
             return { text: n.textContent, ...n.dataset,
                      partialShown: !!document.querySelector('#speech .speech.partial') }; })()""")
         assert marker["text"].startswith("⏹ turn ended") and int(marker["partials"]) >= 1
-        assert int(marker["waitMs"]) >= 0 and not marker["partialShown"]
+        assert not marker["partialShown"]
+        # The marker reads the server's wait, not the browser's clock.
+        assert float(marker["waitMs"]) == heard["end_of_turn_ms"] >= 700
+        assert f"after {heard['end_of_turn_ms'] / 1000:.2f} s of silence" in marker["text"]
+        # The pipeline: every stage, each the server's own figure.
+        await page.wait_for_selector("#speech .speech[data-id='mic.1'] .pipeline li[data-stage='first_audio']",
+                                     timeout=WAIT_MS)
+        stages = await page.evaluate("""Object.fromEntries([...document.querySelectorAll(
+            "#speech .speech[data-id='mic.1'] .pipeline li")].map((n) => [n.dataset.stage, +n.dataset.ms]))""")
+        timings, spoken = reply["timings"], audio["timings"]
+        assert stages == {"end_of_turn": heard["end_of_turn_ms"], "stt": heard["stt_ms"],
+                          "brain": timings["first_delta_ms"] or timings["total_ms"],
+                          "tts": spoken["tts_first_byte_ms"], "first_audio": spoken["first_audio_ms"]}
         assert page.js_errors == []
         ARTIFACTS.mkdir(exist_ok=True)
         await page.screenshot(path=str(ARTIFACTS / "voice-turn-end.png"), full_page=True)

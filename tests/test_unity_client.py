@@ -301,6 +301,11 @@ def test_the_unity_client_speaks_listens_and_barges_in(harness: Path, voice_serv
     assert summary["chunks_without_visemes"] == 0 and summary["viseme_violations"] == 0
     assert summary["visemes_seen"] >= 4
     assert summary["clip_reply_turn"] == summary["reply_turn"] + 1
+    # The voice stages parse under Mono: push-to-talk has STT and no server wait, and the reply's
+    # first sound says when it left after the utterance ended (docs/voice.md, "Per-stage timings").
+    assert summary["reply_stt_ms"] == summary["speech_stt_ms"] >= 0 and summary["reply_end_of_turn_ms"] is None
+    assert summary["first_audio_in_reply_to"] and summary["tts_first_byte_ms"] >= 0
+    assert summary["first_audio_ms"] >= summary["speech_stt_ms"]
 
 
 def test_the_unity_client_streams_an_open_microphone_and_the_server_finds_the_turn(
@@ -325,6 +330,7 @@ def test_the_unity_client_streams_an_open_microphone_and_the_server_finds_the_tu
     assert summary["turn_id"] == summary["reply_in_reply_to"] == f"{mic}.1"
     assert summary["partials"] >= 1 and summary["stt"] == "pocketsphinx" and summary["speech_text"]
     assert summary["reply_text"] and summary["reply_turn"] >= 1
+    assert summary["end_of_turn_ms"] == summary["reply_end_of_turn_ms"] >= 300  # the server's wait, parsed
     # All of it went up the socket in 100 ms chunks: the line's length, less a last part-chunk.
     assert summary["open_mic_seconds"] == pytest.approx(len(stream) / 32_000)
     assert summary["open_mic_chunks"] == len(stream) // 3200

@@ -14,11 +14,17 @@ sends one `reply.audio` with `degraded: true` and the rest of that reply stays t
 
 Visemes (voice/lipsync.py) ride on the chunks they describe: each chunk's are cut just before it is
 sent, so they go, and are dropped by a barge-in, with their audio.
+
+The player's speaker is told when each of the learner's spoken turns ended (`turn_ended`); the
+first reply begun after it answers it, and that reply's first piece of audio carries `timings`: the
+speech service's time to its first byte and the time since the turn ended (docs/voice.md,
+"Per-stage timings").
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
@@ -26,7 +32,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel
 
-from schemas.frames import Reply, ReplyAudio, ReplyDelta, ReplyWithdrawn
+from schemas.frames import Reply, ReplyAudio, ReplyDelta, ReplyWithdrawn, SpokenTimings
 from voice.errors import SpeechServiceError
 from voice.lipsync import LipSync, NoVisemes, Voicing
 from voice.sentences import SentenceSplitter, split_sentences
@@ -71,6 +77,8 @@ class Speaker:
         self._queue: MemoryObjectSendStream[_Sentence] = send_stream
         self._receive: MemoryObjectReceiveStream[_Sentence] = receive_stream
         self.sentences = 0  # statistics
+        self._ended: tuple[str, float] | None = None  # the learner's last spoken turn: its id, when it ended
+        self._timed: tuple[int, str, float] | None = None  # the reply answering it: turn, and the same
 
     # ----------------------------------------------------------------- fed by the connection
 
@@ -124,11 +132,18 @@ class Speaker:
         self._streaming = False
         self._cut()
 
+    def turn_ended(self, utterance_id: str | None, at: float = 0.0) -> None:
+        """The learner's spoken turn `utterance_id` ended at `at` (perf_counter) and goes to the
+        session; the next reply begun answers it. None: it did not go (the session was busy)."""
+        self._ended = None if utterance_id is None else (utterance_id, at)
+
     def _cut(self) -> None:
         if self._scope is not None:
             self._scope.cancel()
 
     def _new_reply(self, turn: int) -> None:
+        if self._ended is not None:  # the first reply begun since a spoken turn ended answers it
+            self._timed, self._ended = (turn, *self._ended), None
         self._turn = turn
         self._splitter = SentenceSplitter()
         self._index = 0
@@ -189,6 +204,8 @@ class Speaker:
 
     async def _stream(self, item: _Sentence, voicing: Voicing) -> None:
         chunk = 0
+        asked = time.perf_counter()
+        first_byte: float | None = None  # s from asking the voice to its first audio
 
         async def send(data: bytes, *, last: bool) -> bool:
             """One chunk with its visemes, cut just before it leaves; False once a barge-in came."""
@@ -196,10 +213,17 @@ class Speaker:
             visemes = await voicing.cut(len(data) // 2, last=last)
             if item.gen != self._gen:
                 return False
+            timings = None
+            timed = self._timed
+            if timed is not None and timed[0] == item.turn and data:  # the reply's first audio
+                self._timed = None
+                timings = SpokenTimings(in_reply_to=timed[1], tts_first_byte_ms=round((first_byte or 0.0) * 1000, 3),
+                                        first_audio_ms=round((time.perf_counter() - timed[2]) * 1000, 3))
             self._send(ReplyAudio(session_id=self.session_id, turn=item.turn, sentence=item.index, chunk=chunk,
                                   text=item.text if chunk == 0 else "", sample_rate=self.tts.sample_rate,
                                   data=data, last=last, final=item.final and last, tts=self.tts.name,
-                                  visemes=visemes, visemes_source=voicing.source if visemes else ""))
+                                  visemes=visemes, visemes_source=voicing.source if visemes else "",
+                                  timings=timings))
             chunk += 1
             return True
 
@@ -208,6 +232,8 @@ class Speaker:
             source = _once(b"".join([pcm async for pcm in source]))
         held = b""  # one piece held back, so the sentence's last piece can say `last`
         async for pcm in source:
+            if first_byte is None:
+                first_byte = time.perf_counter() - asked
             data = held + pcm
             while len(data) > CHUNK_BYTES:
                 if not await send(data[:CHUNK_BYTES], last=False):

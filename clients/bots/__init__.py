@@ -14,6 +14,9 @@
 - `steady.py`: keeps the generator out of its own measurements: its collector paused for a run,
   and how late its own event loop woke, reported beside the latencies.
 - `echo.py`: a bare `websockets` echo server, the baseline the bots compare Samvad with.
+- `learners.py`: simulated learners shaped by level, that learn and forget and speak;
+  `evaluation.py`: `samvad eval`, which plays them against the server with and without
+  re-elicitation and reports whether the coaching helps (docs/learning.md).
 
 How to run them: the top-level README, "Clients".
 """

@@ -40,7 +40,7 @@ from session.rules import DEFAULT_MAX_MOOD_DELTA, TRANSITIONS, mood_for
 
 SEQUENCED = frozenset({"reply", "mood", "stage", "session.ended", "tips", "session.report", "repeat", "hint",
                        "undo", "heard", "speech", "speech.partial"})
-UNSEQUENCED = frozenset({"welcome", "ack", "pong", "error", "reply.delta", "reply.withdrawn"})
+UNSEQUENCED = frozenset({"welcome", "ack", "pong", "error", "reply.delta", "reply.withdrawn", "reply.spoken"})
 
 
 @dataclass

@@ -5,7 +5,7 @@
 
 import { Backoff, setCurrency, wsUrl } from "./common.js";
 import { render, renderStream, setStatus, showFatal } from "./watch-render.js";
-import { showPartial, showSpeech } from "./watch-speech.js";
+import { showPartial, showReplyTimings, showSpeech, showSpoken } from "./watch-speech.js";
 import { onHeard, onReplyAudio, voiceWanted } from "./watch-voice.js";
 import { apply, conversation, model, rebuild, streamDelta, streamWithdrawn, view } from "./watch-state.js";
 
@@ -100,6 +100,9 @@ function handle(message) {
     case "reply.audio":
       onReplyAudio(message);
       return;
+    case "reply.spoken":
+      showSpoken(message);
+      return;
     case "error":
       console.warn("samvad:", message.code, message.message);
       return;
@@ -164,6 +167,7 @@ function sequenced(event) {
   if (event.type === "heard") onHeard(event);
   if (event.type === "speech") showSpeech(event);
   if (event.type === "speech.partial") showPartial(event);
+  if (event.type === "reply") showReplyTimings(event);
   view.lastSeq = event.seq;
   view.applied += 1;
   render();

@@ -64,6 +64,8 @@ namespace Samvad.Harness
                         Fact("reply_in_reply_to", reply.InReplyTo);
                         Fact("reply_turn", reply.Turn);
                         Fact("reply_text", reply.Text);
+                        Fact("end_of_turn_ms", Ms(speech.EndOfTurnMs));
+                        Fact("reply_end_of_turn_ms", Ms(reply.Timings == null ? null : reply.Timings.EndOfTurnMs));
                     }
                 }
                 finally

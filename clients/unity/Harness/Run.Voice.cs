@@ -73,6 +73,14 @@ namespace Samvad.Harness
                     Fact("sample_rate", audio.SampleRate);
                     Fact("tts", audio.Tts);
                     Fact("visemes_source", audio.VisemesSource);
+                    // The voice stages (docs/voice.md, "Per-stage timings"): STT on the speech and the
+                    // reply, the speech service's first byte and the first audio on the reply's first sound.
+                    Fact("speech_stt_ms", Ms(speech.SttMs));
+                    Fact("reply_stt_ms", Ms(reply.Timings == null ? null : reply.Timings.SttMs));
+                    Fact("reply_end_of_turn_ms", Ms(reply.Timings == null ? null : reply.Timings.EndOfTurnMs));
+                    Fact("first_audio_in_reply_to", audio.Timings == null ? null : audio.Timings.InReplyTo);
+                    Fact("first_audio_ms", Ms(audio.Timings == null ? (double?)null : audio.Timings.FirstAudioMs));
+                    Fact("tts_first_byte_ms", Ms(audio.Timings == null ? (double?)null : audio.Timings.TtsFirstByteMs));
 
                     // 2. Listen to a little of it, then talk over him.
                     var buffer = new float[audio.SampleRate / 5];

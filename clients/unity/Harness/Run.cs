@@ -71,6 +71,11 @@ namespace Samvad.Harness
             lock (_gate) _facts[key] = value;
         }
 
+        static JToken Ms(double? value)
+        {
+            return value.HasValue ? (JToken)value.Value : JValue.CreateNull();
+        }
+
         SamvadClientOptions Options(bool tokenInQuery)
         {
             return new SamvadClientOptions

@@ -131,6 +131,10 @@ namespace Samvad.Client
         [JsonProperty("stt")] public string Stt { get; set; }
         /// <summary>Recognition failed: the turn goes on as unclear speech (the vendor asks again).</summary>
         [JsonProperty("fallback")] public bool Fallback { get; set; }
+        /// <summary>The silence the server waited before ending an open-microphone turn; null for push-to-talk.</summary>
+        [JsonProperty("end_of_turn_ms")] public double? EndOfTurnMs { get; set; }
+        /// <summary>From the utterance's end to this transcript.</summary>
+        [JsonProperty("stt_ms")] public double? SttMs { get; set; }
     }
 
     /// <summary>A piece of the vendor's spoken reply to `Turn`: PCM16 mono at `SampleRate`.</summary>
@@ -152,6 +156,8 @@ namespace Samvad.Client
         [JsonProperty("visemes")] public int[][] Visemes { get; set; }
         /// <summary>Which method made them: <c>espeak</c> (exact) or <c>estimate</c>; empty for none.</summary>
         [JsonProperty("visemes_source")] public string VisemesSource { get; set; }
+        /// <summary>On the first piece of the reply to a spoken turn: TTS first byte and first audio; else null.</summary>
+        [JsonProperty("timings")] public SpokenTimings Timings { get; set; }
 
         public byte[] Pcm { get { return string.IsNullOrEmpty(Data) ? new byte[0] : System.Convert.FromBase64String(Data); } }
     }

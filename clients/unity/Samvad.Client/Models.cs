@@ -267,6 +267,21 @@ namespace Samvad.Client
         [JsonProperty("validation_ms")] public double ValidationMs { get; set; }
         [JsonProperty("total_ms")] public double TotalMs { get; set; }
         [JsonProperty("prompt_version")] public string PromptVersion { get; set; }
+        /// <summary>A spoken turn's: the silence that ended an open-microphone turn (null for push-to-talk).</summary>
+        [JsonProperty("end_of_turn_ms")] public double? EndOfTurnMs { get; set; }
+        /// <summary>A spoken turn's: from the utterance's end to its transcript (null for a typed turn).</summary>
+        [JsonProperty("stt_ms")] public double? SttMs { get; set; }
+        [JsonProperty("stt")] public string Stt { get; set; }
+    }
+
+    /// <summary>The vendor's first audio after a spoken turn, in milliseconds (`reply.audio` `timings`).</summary>
+    public sealed class SpokenTimings
+    {
+        /// <summary>The learner's utterance (or open-microphone turn) it answers.</summary>
+        [JsonProperty("in_reply_to")] public string InReplyTo { get; set; }
+        [JsonProperty("tts_first_byte_ms")] public double TtsFirstByteMs { get; set; }
+        /// <summary>From the end of the learner's utterance to this audio leaving the server.</summary>
+        [JsonProperty("first_audio_ms")] public double FirstAudioMs { get; set; }
     }
 
     // ------------------------------------------------------------------------------ client-side results
