@@ -7,7 +7,9 @@ as a partial `Recognised`, then the final one and the turn's transcript with the
 
 from __future__ import annotations
 
+import base64
 import json
+import shutil
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -27,7 +29,7 @@ from session.negotiation import Negotiation
 from session.speculation import same_request
 from tests.fakes import FakeConnection, RecordingMirror, hosted
 from tests.llm_support import brain, decision
-from tests.openai_server import FakeOpenAI, reply
+from tests.openai_server import Behaviour, FakeOpenAI, reply
 
 pytestmark = pytest.mark.anyio
 
@@ -239,3 +241,44 @@ def test_the_preview_is_the_request_the_turn_makes(words: list[str], stage: Stag
         assert ahead == request and same_request(ahead, request)
         assert not same_request(ahead, request.model_copy(update={"transcript": text + " more"}))
         assert same_request(ahead.model_copy(update={"transcript": text.upper() + "  "}), request)
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="needs espeak-ng to speak the learner's lines")
+async def test_over_the_socket_a_replaced_speculation_is_never_heard_nor_shown(openai_fake: FakeOpenAI) -> None:
+    """An open microphone, a pause, more words: the first pause's speculation is replaced by the
+    second's, which the turn takes; the client sees and hears nothing of the first."""
+    from tests.servers import client, create, running_server
+    from tests.turn_set import piece
+    from tests.voice_support import speech_settings
+    from voice.open_mic import BYTES_PER_MS
+
+    openai_fake.stt_queue.extend([Behaviour(content="How much are the tomatoes", confidence=0.95),
+                                  Behaviour(content="How much are the tomatoes for me?", confidence=0.95)])
+    whole = reply(decision("For you, ji, the reddest ones.", 55, "INQUIRY"))
+    early = reply(decision("SPECULATED words nobody hears.", 55, "INQUIRY"), ttft_ms=100, tokens_per_s=40)
+    openai_fake.route = lambda body: whole if "for me" in json.dumps(body) else early
+    silence = lambda ms: b"\0" * (ms * BYTES_PER_MS)  # noqa: E731
+    stream = (silence(400) + piece("How much are the tomatoes", "en-us", 150) + silence(600)
+              + piece("for me?", "en-us", 150) + silence(2500))
+    async with running_server(**speech_settings(openai_fake, BRAIN="openai", OPENAI_API_KEY="sk-test", USE_MOCKS=False,
+                                                MIRROR="none", OPENAI_BASE_URL=openai_fake.base_url)) as served:
+        created = await create(served)
+        async with client(served.ws_url(created["session_id"], created["player_token"]) + "&voice=1") as c:
+            await c.until("welcome")
+            await c.send({"type": "audio", "id": "mic", "event": "open", "format": "pcm16"})
+            for at in range(0, len(stream), 6400):  # 200 ms chunks, twice as fast as spoken
+                await c.send({"type": "audio", "id": "mic", "event": "chunk",
+                              "data": base64.b64encode(stream[at:at + 6400]).decode()})
+                await anyio.sleep(0.1)
+            answer = await c.until("reply", in_reply_to="mic.1", wait=20)
+            await c.until("reply.audio", final=True, wait=20)
+            partials = [f["text"] for f in c.seen if f["type"] == "speech.partial"]
+            assert partials == ["How much are the tomatoes", "How much are the tomatoes for me?"]
+            assert answer["text"] == "For you, ji, the reddest ones."
+            # Both pauses asked the brain; only the second was taken, and nothing of the first went out.
+            assert len(openai_fake.requests) == 2
+            assert "SPECULATED" not in json.dumps([f for f in c.seen if f["type"] != "reply.audio"])
+            spoken = [f.get("text", "") for f in c.seen if f["type"] == "reply.audio"]
+            assert spoken and not any("SPECULATED" in t for t in spoken)
+            kinds = [f["type"] for f in c.seen]
+            assert kinds.index("speech") < kinds.index("reply.audio")  # no audio before the turn
