@@ -124,7 +124,7 @@ class BrainCalls:
     """One session's calls to its brain. Each call's results are posted with the `post` it is given
     (the actor's), which is not kept: no cycle between the actor and this part."""
 
-    __slots__ = ("_ahead", "_propose_now", "_scope", "_summarize", "brain", "deadline_s", "session_id", "statistics",
+    __slots__ = ("_ahead", "_counts", "_propose_now", "_scope", "_summarize", "brain", "deadline_s", "session_id",
                  "tg")
 
     def __init__(self, brain: Brain, deadline_s: float, session_id: str) -> None:
@@ -136,7 +136,11 @@ class BrainCalls:
         self._summarize = brain.write_summary  # None: the server writes the summary itself
         self._scope: anyio.CancelScope | None = None  # the brain call in flight, if any
         self._ahead: Ahead | None = None  # the speculative call, if any (session/speculation.py)
-        self.statistics = {"speculated": 0, "taken": 0, "cancelled": 0}  # speculative calls, for tests and logs
+        self._counts = {"speculated": 0, "taken": 0, "cancelled": 0}  # speculative calls
+
+    def statistics(self) -> dict[str, int]:
+        """Speculative calls made, taken by their turn, and cancelled, over the session."""
+        return dict(self._counts)
 
     @property
     def speculates(self) -> bool:
@@ -161,7 +165,7 @@ class BrainCalls:
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
             if not ahead.failed and same_request(ahead.request, request):
-                self.statistics["taken"] += 1
+                self._counts["taken"] += 1
                 log.debug("speculative call taken", extra={"session_id": self.session_id, "turn": pending.turn})
                 if ahead.result is None:
                     self._scope = ahead.scope  # the turn's call now: `abandon` cancels it
@@ -177,7 +181,7 @@ class BrainCalls:
         if self.tg is None or self._propose_now is not None:
             return
         ahead = self._ahead = Ahead(utterance_id, request)
-        self.statistics["speculated"] += 1
+        self._counts["speculated"] += 1
         self.tg.start_soon(self._speculate, ahead)
 
     def drop_speculation(self) -> None:
@@ -187,7 +191,7 @@ class BrainCalls:
 
     def _cancel(self, ahead: Ahead) -> None:
         ahead.scope.cancel()
-        self.statistics["cancelled"] += 1
+        self._counts["cancelled"] += 1
         log.debug("speculative call cancelled", extra={"session_id": self.session_id, "turn": ahead.request.turn})
 
     def abandon(self) -> None:

@@ -7,6 +7,7 @@ as a partial `Recognised`, then the final one and the turn's transcript with the
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import shutil
@@ -88,7 +89,7 @@ async def test_the_turn_takes_the_speculative_call_when_its_words_are_the_pauses
         answer = await turn(actor, player, ASKED, "  how much are the  TOMATOES? ",
                             between=lambda: openai_fake.calls == 1)
         assert openai_fake.calls == 1  # asked once, at the pause
-        assert actor.calls.statistics == {"speculated": 1, "taken": 1, "cancelled": 0}
+        assert actor.calls.statistics() == {"speculated": 1, "taken": 1, "cancelled": 0}
         assert answer["text"] == "Fresh today, ji, and very sweet."
         kinds = [f["type"] for f in player.sent]
         # The partial, the speech, the ack, the streamed words, then the reply: nothing before the turn.
@@ -104,7 +105,7 @@ async def test_a_finished_speculation_answers_the_turn_with_no_second_call(opena
                             between=lambda: bool(openai_fake.requests and openai_fake.requests[0].finished_wall))
         await anyio.sleep(0.05)
         assert openai_fake.calls == 1 and answer["text"] == "Very sweet ones today, ji."
-        assert actor.calls.statistics["taken"] == 1
+        assert actor.calls.statistics()["taken"] == 1
 
 
 @pytest.mark.parametrize("finished_first", [False, True])
@@ -121,10 +122,12 @@ async def test_a_speculation_the_final_words_differ_from_is_cancelled_and_nothin
             bool(openai_fake.requests[0].first_token_wall)
 
     async with brain(openai_fake) as llm, session(llm) as (actor, player):
+        tasks = len(asyncio.all_tasks())
         answer = await turn(actor, player, ASKED, "How much are the onions?", between=between)
         await anyio.sleep(0.3)  # room for anything of the cancelled call to arrive
+        assert len(asyncio.all_tasks()) == tasks  # both calls' tasks are over: the cancelled one did not linger
         assert openai_fake.calls == 2
-        assert actor.calls.statistics == {"speculated": 1, "taken": 0, "cancelled": 1}
+        assert actor.calls.statistics() == {"speculated": 1, "taken": 0, "cancelled": 1}
         assert answer["text"] == "Onions? The best in Jaipur, ji."
         assert answer["learner_text"] == "How much are the onions?"
         assert "SPECULATED" not in spoken(player)
@@ -147,7 +150,7 @@ async def test_a_change_to_the_session_between_the_pause_and_the_turn_cancels_th
         actor.recognised(heard(ASKED, partial=False))
         actor.submit(player, transcript(ASKED))
         await until(lambda: bool(player.of_type("reply")))
-        assert openai_fake.calls == 2 and actor.calls.statistics["cancelled"] == 1
+        assert openai_fake.calls == 2 and actor.calls.statistics()["cancelled"] == 1
         assert "SPECULATED" not in spoken(player)
 
 
@@ -161,7 +164,7 @@ async def test_an_unclear_turn_drops_the_speculation_and_asks_nothing(openai_fak
         await until(lambda: bool(player.of_type("reply")))
         await anyio.sleep(0.4)
         assert player.of_type("reply")[0]["mark"] == "clarify" and openai_fake.calls == 1
-        assert actor.calls.statistics["cancelled"] == 1 and "SPECULATED" not in spoken(player)
+        assert actor.calls.statistics()["cancelled"] == 1 and "SPECULATED" not in spoken(player)
 
 
 async def test_no_speculation_for_an_unsure_partial_a_rules_brain_or_with_it_off(openai_fake: FakeOpenAI) -> None:
@@ -169,13 +172,13 @@ async def test_no_speculation_for_an_unsure_partial_a_rules_brain_or_with_it_off
         async with session(llm) as (actor, player):
             actor.recognised(heard(ASKED, partial=True, confidence=0.3))
             await until(lambda: bool(player.of_type("speech.partial")))
-            assert actor.calls.statistics["speculated"] == 0
+            assert actor.calls.statistics()["speculated"] == 0
         async with session(llm, speculate=False) as (actor, player):
             await turn(actor, player, ASKED, ASKED, between=lambda: bool(player.of_type("speech.partial")))
-            assert actor.calls.statistics["speculated"] == 0 and openai_fake.calls == 1
+            assert actor.calls.statistics()["speculated"] == 0 and openai_fake.calls == 1
     async with session(RuleBasedVendor()) as (actor, player):
         answer = await turn(actor, player, ASKED, ASKED)
-        assert actor.calls.statistics["speculated"] == 0 and answer["text"]
+        assert actor.calls.statistics()["speculated"] == 0 and answer["text"]
 
 
 def decided(changes: list[Change]) -> list[tuple[Any, ...]]:
@@ -203,7 +206,7 @@ async def test_the_engine_decides_the_same_with_speculation_on_and_off(openai_fa
             await anyio.sleep(0.1)
             answer.pop("timings")
             outcomes.append((answer, decided(mirror.log), [f for f in player.stream() if f["type"] != "reply"]))
-            taken.append(actor.calls.statistics["taken"])
+            taken.append(actor.calls.statistics()["taken"])
     assert outcomes[0] == outcomes[1]
     assert taken == ([1, 0] if final == ASKED else [0, 0])  # the speculation was used where it could be
     assert outcomes[0][0]["counter_price"] != 10  # the engine did rule
