@@ -30,7 +30,7 @@ from session.negotiation import Negotiation
 from session.speculation import same_request
 from tests.fakes import FakeConnection, RecordingMirror, hosted
 from tests.llm_support import brain, decision
-from tests.openai_server import Behaviour, FakeOpenAI, reply
+from tests.openai_server import Behaviour, FakeOpenAI, reply, status
 
 pytestmark = pytest.mark.anyio
 
@@ -134,6 +134,20 @@ async def test_a_speculation_the_final_words_differ_from_is_cancelled_and_nothin
         assert len(player.of_type("reply")) == 1  # one turn answered
         asked = [json.dumps(r.body) for r in openai_fake.requests]
         assert "onions" not in asked[0] and "onions" in asked[1]  # the turn asked afresh, with its own words
+
+
+async def test_a_failed_speculation_is_not_taken_and_the_turn_asks_the_brain_itself(openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(status(400, message="bad request"), reply(decision("Very sweet ones today, ji.", 55, "INQUIRY")))
+    async with brain(openai_fake) as llm, session(llm) as (actor, player):
+        actor.recognised(heard(ASKED, partial=True))
+        await until(lambda: bool(openai_fake.requests))
+        await anyio.sleep(0.3)  # its answer, an error, has come back
+        actor.recognised(heard(ASKED, partial=False))
+        actor.submit(player, transcript(ASKED))
+        await until(lambda: bool(player.of_type("reply")))
+        answer = player.of_type("reply")[0]
+        assert answer["text"] == "Very sweet ones today, ji." and not answer.get("fallback")
+        assert openai_fake.calls == 2 and actor.calls.statistics() == {"speculated": 1, "taken": 0, "cancelled": 1}
 
 
 async def test_a_change_to_the_session_between_the_pause_and_the_turn_cancels_the_speculation(
