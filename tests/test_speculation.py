@@ -274,7 +274,9 @@ async def test_over_the_socket_a_replaced_speculation_is_never_heard_nor_shown(o
     whole = reply(decision("For you, ji, the reddest ones.", 55, "INQUIRY"))
     early = reply(decision("SPECULATED words nobody hears.", 55, "INQUIRY"), ttft_ms=100, tokens_per_s=40)
     openai_fake.route = lambda body: whole if "for me" in json.dumps(body) else early
-    silence = lambda ms: b"\0" * (ms * BYTES_PER_MS)  # noqa: E731
+    def silence(ms: int) -> bytes:
+        return b"\0" * (ms * BYTES_PER_MS)
+
     stream = (silence(400) + piece("How much are the tomatoes", "en-us", 150) + silence(600)
               + piece("for me?", "en-us", 150) + silence(2500))
     async with running_server(**speech_settings(openai_fake, BRAIN="openai", OPENAI_API_KEY="sk-test", USE_MOCKS=False,
