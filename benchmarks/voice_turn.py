@@ -19,6 +19,11 @@ actor's turn, the sentence cutting, and the four hops over loopback.
 
     python -m benchmarks.voice_turn               # 30 turns per mode
     python -m benchmarks.voice_turn --turns 10
+    python -m benchmarks.voice_turn --open-mic    # hands-free: speculation on and off, alternated
+
+`--open-mic` measures the open microphone instead (benchmarks/voice_open_mic.py): from the
+learner's last voiced sample, with the server's own end-of-turn wait, SPECULATE=true against
+false; written to artifacts/voice_turn_open_mic.json.
 
 Figures are printed and written to artifacts/voice_turn.json (logs: artifacts/voice_turn.*.log),
 with the server's CPU time per spoken turn and per spoken sentence (user + system, from /proc),
@@ -56,8 +61,8 @@ def tone(seconds: float) -> bytes:
     return array("h", (int(6000 * math.sin(2 * math.pi * 300 * i / 16_000)) for i in range(n))).tobytes()
 
 
-def start_fake(log: Path) -> tuple[subprocess.Popen[str], str]:
-    args = [a for pair in PACING.items() for a in pair]
+def start_fake(log: Path, *more: str) -> tuple[subprocess.Popen[str], str]:
+    args = [a for pair in PACING.items() for a in pair] + list(more)
     proc = subprocess.Popen([sys.executable, "-m", "tests.openai_server", "--port", "0", *args],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
     assert proc.stdout is not None
@@ -68,11 +73,11 @@ def start_fake(log: Path) -> tuple[subprocess.Popen[str], str]:
     return proc, line.removeprefix("listening on ")
 
 
-def start_samvad(base_url: str, by_sentence: bool, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_samvad(base_url: str, by_sentence: bool, log: Path, **more: str) -> tuple[subprocess.Popen[bytes], str]:
     return start_server({"BRAIN": "openai", "OPENAI_API_KEY": "x", "OPENAI_BASE_URL": base_url,
                          "STT": "openai", "TTS": "openai", "TTS_BY_SENTENCE": "true" if by_sentence else "false",
                          "SAMVAD_SECRET": "benchmark-" + "s" * 40, "LOG_LEVEL": "INFO", "MIRROR": "none",
-                         "USE_MOCKS": "false", "SILENCE_TIMEOUT_MS": "0"}, log, wait_s=30)
+                         "USE_MOCKS": "false", "SILENCE_TIMEOUT_MS": "0", **more}, log, wait_s=30)
 
 
 async def one_turn(ws: Any, n: int, speech: bytes) -> dict[str, Any]:
@@ -163,8 +168,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.voice_turn", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=30)
+    parser.add_argument("--open-mic", action="store_true", help="hands-free turns, speculation on and off")
+    parser.add_argument("--level", default="intermediate", help="--open-mic: the learner's level (its wait)")
+    parser.add_argument("--chunk-ms", type=int, default=100, help="--open-mic: the client's chunk")
     args = parser.parse_args(argv)
     ARTIFACTS.mkdir(exist_ok=True)
+    if args.open_mic:
+        return open_mic(args.turns, args.level, args.chunk_ms)
     results: dict[str, Any] = {"pacing": PACING, "turns": args.turns}
     fake, base_url = start_fake(ARTIFACTS / "voice_turn.fake.log")
     try:
@@ -181,6 +191,28 @@ def main(argv: list[str] | None = None) -> int:
                                    / results["by_sentence"]["first_audio_ms"]["p50"], 2)
     print("first audio, whole / by sentence (p50):", results["speedup_p50"])
     (ARTIFACTS / "voice_turn.json").write_text(json.dumps(results, indent=2))
+    return 0
+
+
+def open_mic(turns: int, level: str, chunk_ms: int) -> int:
+    from benchmarks import voice_open_mic
+
+    results: dict[str, Any] = {"pacing": PACING}
+    fake, base_url = start_fake(ARTIFACTS / "voice_turn.fake.log", "--stt-text", voice_open_mic.LINE)
+    servers: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
+    try:
+        for name, on in (("speculation_on", "true"), ("speculation_off", "false")):
+            servers[name] = start_samvad(base_url, True, ARTIFACTS / f"voice_turn.{name}.log", SPECULATE=on)
+        results.update(anyio.run(voice_open_mic.run, base_url,
+                                 {name: (host, proc.pid) for name, (proc, host) in servers.items()},
+                                 turns, level, chunk_ms))
+    finally:
+        for proc, _ in servers.values():
+            stop(proc)
+        stop(fake)
+    for name in servers:
+        print(name, json.dumps(results[name]), flush=True)
+    (ARTIFACTS / "voice_turn_open_mic.json").write_text(json.dumps(results, indent=2))
     return 0
 
 

@@ -65,7 +65,8 @@ def build_services(settings: Settings, *, brain: Brain | None = None, mirror: Mi
                                  silence_s=settings.SILENCE_TIMEOUT_MS / 1000,
                                  silence_extended_s=settings.SILENCE_EXTENDED_TIMEOUT_MS / 1000,
                                  max_timeouts=settings.MAX_CONSECUTIVE_TIMEOUTS,
-                                 restart_after_s=settings.SESSION_RESTART_SECONDS),
+                                 restart_after_s=settings.SESSION_RESTART_SECONDS,
+                                 speculate=settings.SPECULATE),
         idle_seconds=settings.SESSION_IDLE_SECONDS,
         # Without a store to rebuild from, a live session stays in memory as long as a token can
         # reach it, so that a learner can come back to it (welcome back); an ended one goes sooner.

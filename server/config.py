@@ -72,6 +72,9 @@ class Settings(BaseSettings):
     TTS_VOICE: str = "alloy"
     TTS_BY_SENTENCE: bool = True  # false: the whole reply synthesized at once, after it is known (to compare)
     VISEME_ALIGN: bool = False  # with TTS_BY_SENTENCE=false: English visemes by forced alignment (docs/voice.md)
+    # Ask the brain at an open microphone's pause, before the end-of-turn wait is over, and use the call if
+    # the turn asks the same (docs/voice.md, Speculation); false: only once the turn is taken (to compare).
+    SPECULATE: bool = True
     # Offline STT biased to the pack's words and the moment (issue #41); false: pocketsphinx's general
     # US-English model alone (today's, kept to measure against). Models are cached in STT_CACHE_DIR.
     STT_SCENE: bool = True

@@ -115,7 +115,7 @@ class SessionActor:
         self.timers = timers
         self.calls = BrainCalls(brain, limits.brain_deadline_s, self.session_id)
         self.machine = SessionMachine(negotiation, limits=limits, tips=tips,
-                                      writes_summaries=self.calls.writes_summaries)
+                                      writes_summaries=self.calls.writes_summaries, speculates=self.calls.speculates)
         self.fanout = Fanout(self.session_id, mirror, limits.replay_events)
         self.last_activity = clock()
         # Unbounded by type, bounded in practice: client frames are admitted against

@@ -32,11 +32,13 @@ from session.outputs import (
     Acknowledge,
     Answer,
     Answered,
+    DropSpeculation,
     Hush,
     Listen,
     Replay,
     Resolve,
     RunWaiting,
+    Speculate,
     Step,
     Summarize,
     Think,
@@ -172,6 +174,14 @@ def _think(shell: Shell, ask: Think, conn: Connection | None, since: float) -> N
         shell.answered(done)
 
 
+def _speculate(shell: Shell, ask: Speculate, conn: Connection | None, since: float) -> None:
+    shell.calls.speculate(ask.utterance_id, ask.request)
+
+
+def _drop_speculation(shell: Shell, ask: DropSpeculation, conn: Connection | None, since: float) -> None:
+    shell.calls.drop_speculation()
+
+
 def _abandon(shell: Shell, ask: Abandon, conn: Connection | None, since: float) -> None:
     shell.calls.abandon()
 
@@ -230,4 +240,6 @@ RUN: dict[type[Any], Callable[[Shell, Any, Connection | None, float], None]] = {
     Replay: _replay,
     RunWaiting: _run_waiting,
     Answered: answered,
+    Speculate: _speculate,
+    DropSpeculation: _drop_speculation,
 }

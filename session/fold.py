@@ -42,7 +42,7 @@ from session.coaching import drop_from
 from session.core import SessionCore
 from session.records import PendingTurn, TurnRecord
 
-__all__ = ["FOLD", "UnknownChange", "apply"]
+__all__ = ["FOLD", "UnknownChange", "apply", "pending_of", "record_of"]
 
 C = TypeVar("C", bound=Change)
 
@@ -80,19 +80,29 @@ def _scene(state: SessionCore, change: SceneSet) -> None:
     state.input_language, state.target_language = change.input_language, change.target_language
 
 
+def pending_of(change: LearnerTurnTaken) -> PendingTurn:
+    """The turn waiting for the vendor that a learner's turn leaves (and a speculative call previews)."""
+    return PendingTurn(change.turn, change.text, change.id, change.item, change.offer, change.assessment,
+                       change.at, change.reading, change.said)
+
+
+def record_of(change: LearnerTurnTaken) -> TurnRecord:
+    """The learner's line of the history that a learner's turn adds."""
+    return TurnRecord(
+        turn=change.turn, role="user", text=change.text, stage=change.stage, happiness=change.happiness,
+        at=change.at, item=change.item, object_grabbed=change.object_grabbed, offer=change.offer,
+        read_from=change.reading.read_from if change.reading else "", quote=change.quote,
+        assessment=change.assessment, client_id=change.id)
+
+
 def _learner_turn(state: SessionCore, change: LearnerTurnTaken) -> None:
     coaching = state.coaching
     coaching.checkpoint(change.before)
     coaching.hint_level = 0
     coaching.consecutive_timeouts = 0
     state.item = change.session_item
-    state.pending = PendingTurn(change.turn, change.text, change.id, change.item, change.offer, change.assessment,
-                                change.at, change.reading, change.said)
-    state.history.append(TurnRecord(
-        turn=change.turn, role="user", text=change.text, stage=change.stage, happiness=change.happiness,
-        at=change.at, item=change.item, object_grabbed=change.object_grabbed, offer=change.offer,
-        read_from=change.reading.read_from if change.reading else "", quote=change.quote,
-        assessment=change.assessment, client_id=change.id))
+    state.pending = pending_of(change)
+    state.history.append(record_of(change))
     if change.offer is not None:
         state.last_offer = change.offer
     if change.id is not None:

@@ -19,15 +19,18 @@ __all__ = ["MachineState"]
 class MachineState:
     """What the machine decides from: the negotiation, and the turn in flight (`SessionMachine` adds `handle`)."""
 
-    __slots__ = ("delta_ended", "gate", "limits", "negotiation", "streamed", "thinking", "tips", "withdrawn",
-                 "writes_summaries")
+    __slots__ = ("delta_ended", "gate", "limits", "negotiation", "speculates", "streamed", "thinking", "tips",
+                 "withdrawn", "writes_summaries")
 
     def __init__(self, negotiation: Negotiation, *, limits: ActorLimits = ActorLimits(),
-                 tips: TipSource | None = None, writes_summaries: bool = False) -> None:
+                 tips: TipSource | None = None, writes_summaries: bool = False, speculates: bool = False) -> None:
         self.negotiation = negotiation
         self.limits = limits
         self.tips = tips  # coaching cards after each learner turn (session/tips.py); None: no tips
         self.writes_summaries = writes_summaries  # the brain writes the running summary (else the facts are it)
+        # Ask the brain at an open microphone's pause, before the turn (session/speculation.py): SPECULATE,
+        # and a brain that needs a call.
+        self.speculates = speculates and limits.speculate
         self.thinking: PendingTurn | None = None  # the turn in flight, asked of the brain
         self.streamed: list[str] = []  # its reply's words streamed so far (released by the gate)
         self.gate: ReplyGate | None = None  # its words on their way out, for the brain's current attempt

@@ -71,6 +71,7 @@ class ActorLimits:
     silence_extended_s: float = 60.0  # the same, mid-sentence or right after a hint
     max_timeouts: int = 3  # silences in a row that end the session (outcome timed_out)
     restart_after_s: float = 7200.0  # absence after which a returning player is welcomed back
+    speculate: bool = True  # ask the brain at an open microphone's pause (SPECULATE; session/speculation.py)
 
 
 ClientFrame = TranscriptFrame | SceneFrame | ResumeFrame | CommandFrame | PlaybackFrame | SilenceFrame

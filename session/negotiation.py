@@ -36,11 +36,12 @@ from session.changes import (
     VendorTurnTaken,
 )
 from session.coaching import Checkpoint
+from session.context import graph_context
 from session.core import SessionCore
-from session.fold import apply
+from session.fold import apply, pending_of, record_of
 from session.numbers import number_lexicon, read_numbers
 from session.offers import assess_reading, read_offer, reading_fields
-from session.records import PendingTurn, TurnOutcome
+from session.records import PendingTurn, TurnOutcome, TurnRecord
 from session.rules import Limits, Position, Proposal, Verdict, mood_for, validate
 from session.spoken import PriceRule, ReplyGate
 from session.wording import nothing_said_line, price_rule, unbind_unsaid, words_of
@@ -148,6 +149,12 @@ class Negotiation(SessionCore):
     def begin_turn(self, text: str, client_id: str | None, now: float) -> PendingTurn:
         """Record the learner's turn and judge any offer in it. Call only when not terminal."""
         assert not self.is_terminal and self.pending is None
+        self.commit(self._learner_turn(text, client_id, now))
+        assert self.pending is not None
+        return self.pending
+
+    def _learner_turn(self, text: str, client_id: str | None, now: float) -> LearnerTurnTaken:
+        """The change `begin_turn` commits for `text` at `now`, made and not committed."""
         before = Checkpoint(
             turn=self.turn + 1, stage=self.stage, happiness=self.happiness, item=self.item,
             object_grabbed=self.object_grabbed, quotes=dict(self.quotes), first_quotes=dict(self.first_quotes),
@@ -162,14 +169,20 @@ class Negotiation(SessionCore):
         read = read_numbers(text, lexicon)  # once: for the offer, and the numbers the vendor may echo
         reading = read_offer(text, standing, lexicon, unit=catalog.unit if catalog else None,
                              last_offer=self.last_offer, numbers=read)
-        self.commit(LearnerTurnTaken(
+        return LearnerTurnTaken(
             *self.stamp(now), id=client_id, turn=self.turn + 1, text=text, item=item,
             offer=reading.price if reading is not None and reading.sure else None,
             assessment=assess_reading(reading, standing, self.scenario.rules.offer_bands), reading=reading,
             said=tuple(round(m.value) for m in read[0]), session_item=session_item, quote=standing,
-            stage=self.stage, happiness=self.happiness, object_grabbed=self.object_grabbed, before=before))
-        assert self.pending is not None
-        return self.pending
+            stage=self.stage, happiness=self.happiness, object_grabbed=self.object_grabbed, before=before)
+
+    def preview_request(self, text: str, now: float) -> BrainRequest:
+        """The brain request a turn of `text` at `now` would make (`begin_turn`, then `brain_request`),
+        changing nothing: what a speculative call asks (session/speculation.py). Call only when no
+        turn is in flight and the session is not over."""
+        assert not self.is_terminal and self.pending is None
+        change = self._learner_turn(text, None, now)
+        return self._request(pending_of(change), [*self.history, record_of(change)])
 
     def undo(self, now: float, client_id: str | None = None) -> Checkpoint | None:
         """Take back the last answered learner turn: the state exactly as before it (seq and the
@@ -184,10 +197,15 @@ class Negotiation(SessionCore):
         return point
 
     def brain_request(self, pending: PendingTurn, *, rag_context: str = "", context_block: str = "") -> BrainRequest:
-        last_vendor = next((h.at for h in reversed(self.history) if h.role == "vendor"), None)
-        lines = tuple(h.as_line() for h in self.history[-HISTORY_LINES - 1 : -1])
         for h in self.history[-HISTORY_LINES - 3 : -HISTORY_LINES - 1]:
             h._line = None  # out of the window for good (a turn adds two records): keep no copy
+        return self._request(pending, self.history, rag_context=rag_context, context_block=context_block)
+
+    def _request(self, pending: PendingTurn, history: list[TurnRecord], *, rag_context: str = "",
+                 context_block: str = "") -> BrainRequest:
+        """The request for `pending`, whose learner record ends `history`."""
+        last_vendor = next((h.at for h in reversed(history) if h.role == "vendor"), None)
+        lines = tuple(h.as_line() for h in history[-HISTORY_LINES - 1 : -1])
         return BrainRequest(
             session_id=self.session_id,
             scenario=self.scenario_name,
@@ -214,7 +232,7 @@ class Negotiation(SessionCore):
             history=lines,
             summary=self.memory.summary,
             level=self.level,
-            graph=self.graph_context(),
+            graph=graph_context(history, self.stage, self.stage_changes),
             context_block=context_block,
             rag_context=rag_context,
             learner=self.recall,

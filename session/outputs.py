@@ -20,8 +20,8 @@ from session.messages import BrainDone
 from session.records import PendingTurn, TurnOutcome
 
 __all__ = [
-    "Abandon", "Acknowledge", "Answer", "Answered", "Hush", "Listen", "Output", "Replay", "Resolve", "RunWaiting",
-    "Step", "Summarize", "Think",
+    "Abandon", "Acknowledge", "Answer", "Answered", "DropSpeculation", "Hush", "Listen", "Output", "Replay",
+    "Resolve", "RunWaiting", "Speculate", "Step", "Summarize", "Think",
 ]
 
 
@@ -43,6 +43,19 @@ class Think(NamedTuple):
 
     pending: PendingTurn
     request: BrainRequest
+
+
+class Speculate(NamedTuple):
+    """Ask the brain ahead of the turn whose words so far (open-microphone utterance `utterance_id`)
+    would make `request` (session/speculation.py). Nothing it streams goes out unless the turn's own
+    `Think` asks the same; it replaces any earlier speculation."""
+
+    utterance_id: str
+    request: BrainRequest
+
+
+class DropSpeculation(NamedTuple):
+    """Cancel the speculative call, if any: the turn it was for was taken without a brain call."""
 
 
 class Abandon(NamedTuple):
@@ -98,7 +111,7 @@ class Answered(NamedTuple):
 
 
 Output = (ServerEvent | Answer | Acknowledge | Think | Abandon | Listen | Hush | Resolve | Summarize | Replay
-          | RunWaiting | Answered)
+          | RunWaiting | Answered | Speculate | DropSpeculation)
 
 
 class Step(NamedTuple):

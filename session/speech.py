@@ -5,7 +5,8 @@ what it heard (`Recognised`), then submits the utterance's transcript with the s
 machine gives the `speech` event the next seq (a `SpeechHeard` change), so it goes into the
 replay ring and a resuming client gets it like any other event, in its place before the turn
 it starts. An utterance the session already took (a re-sent one) is not heard twice. An open
-microphone's turn so far, decoded at a pause in it, is a `speech.partial` in the same sequence.
+microphone's turn so far, decoded at a pause in it, is a `speech.partial` in the same sequence,
+and the brain may be asked about it ahead of the turn (session/speculation.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from session.machine_state import MachineState
 from session.messages import Recognised
 from session.negotiation import Negotiation
 from session.outputs import Output
+from session.speculation import speculation
 
 __all__ = ["Hearing", "hearing", "on_recognised"]
 
@@ -53,6 +55,9 @@ def on_recognised(m: MachineState, heard: Recognised, now: float, out: list[Outp
     if heard.partial:
         out.append(SpeechPartial(session_id=negotiation.session_id, seq=negotiation.seq, id=heard.id, text=heard.text,
                                  confidence=heard.confidence))
+        ahead = speculation(m, heard, now)  # the brain asked now, before the end-of-turn wait is over
+        if ahead is not None:
+            out.append(ahead)
         return
     out.append(Speech(session_id=negotiation.session_id, seq=negotiation.seq, id=heard.id, text=heard.text,
                       confidence=heard.confidence, language=heard.language, duration_ms=heard.duration_ms,

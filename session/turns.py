@@ -34,7 +34,7 @@ from schemas.frames import Reply, ReplyDelta, ReplyWithdrawn, TranscriptFrame
 from session.machine_state import MachineState
 from session.memory import remember, with_summary_cost
 from session.messages import BrainDone, Decided, Delta, Frame, Withdraw
-from session.outputs import Acknowledge, Answered, Listen, Output, Resolve, RunWaiting, Think
+from session.outputs import Acknowledge, Answered, DropSpeculation, Listen, Output, Resolve, RunWaiting, Think
 from session.report import report_event
 from session.spoken import ReplyGate
 from session.tips import tips_event
@@ -46,6 +46,7 @@ __all__ = ["on_brain_done", "on_decided", "on_delta", "on_transcript", "on_withd
 LISTEN = Listen()
 MID_SENTENCE = Listen(extended=True, if_running=True)
 RUN_WAITING = RunWaiting()
+DROP_SPECULATION = DropSpeculation()  # no brain call follows: a speculative one is not wanted (session/speculation.py)
 
 
 def on_transcript(m: MachineState, message: Frame, now: float, out: list[Output]) -> None:
@@ -78,7 +79,7 @@ def on_transcript(m: MachineState, message: Frame, now: float, out: list[Output]
 def _without_a_turn(frame: TranscriptFrame, reply: Reply, out: list[Output]) -> None:
     """A reply that is not a turn (a closing or a clarify reply): acknowledged, sent, and the vendor listens."""
     assert frame.id is not None
-    out += (Acknowledge(frame.id), reply, Resolve(frame.id, reply), LISTEN)
+    out += (Acknowledge(frame.id), reply, Resolve(frame.id, reply), LISTEN, DROP_SPECULATION)
 
 
 def on_delta(m: MachineState, message: Delta, now: float, out: list[Output]) -> None:

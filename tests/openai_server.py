@@ -452,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--numbers-first", action="store_true",
                         help="write the decision's numbers and stage before reply_text (the prompt asks after)")
     parser.add_argument("--stt-ms", type=float, default=0.0, help="latency of a transcription")
+    parser.add_argument("--stt-text", default="", help="what every transcription hears (empty: the default line)")
     parser.add_argument("--tts-ttfb-ms", type=float, default=0.0, help="speech: time to the first byte")
     parser.add_argument("--tts-realtime", type=float, default=0.0,
                         help="speech streamed this many times faster than real time (0: at once)")
@@ -460,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     fake = FakeOpenAI(ttft_ms=args.ttft_ms, tokens_per_s=args.tokens_per_s, host=args.host,
                       port=args.port)
     fake.stt_ms, fake.tts_ttfb_ms, fake.tts_realtime = args.stt_ms, args.tts_ttfb_ms, args.tts_realtime
+    fake.stt_text = args.stt_text or fake.stt_text
     fake.start()
     print(f"listening on {fake.base_url}", flush=True)
     try:

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
+import io
 import json
 import os
 import re
@@ -38,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import time
+import wave
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -208,14 +211,9 @@ class Session:
         return await self.wait(lambda f: f["type"] == "reply" and f.get("in_reply_to") == frame_id, "reply")
 
     async def speak(self, frame_id: str, text: str) -> None:
-        pcm = await asyncio.to_thread(render, text, self.learner.words_per_minute, self.learner.pause_ms)
-        await self.send({"type": "audio", "id": frame_id, "event": "start", "format": "pcm16"})
-        import base64
-
-        for i in range(0, len(pcm), 32_000):
-            await self.send({"type": "audio", "id": frame_id, "event": "chunk",
-                             "data": base64.b64encode(pcm[i:i + 32_000]).decode()})
-        await self.send({"type": "audio", "id": frame_id, "event": "end"})
+        clip = await asyncio.to_thread(render, text, self.learner.words_per_minute, self.learner.pause_ms)
+        await self.send({"type": "audio", "id": frame_id, "event": "clip", "format": "wav",
+                         "data": base64.b64encode(clip).decode()})
 
     async def send(self, frame: dict[str, Any]) -> None:
         await self.wire.send(self.ws, frame)
@@ -282,23 +280,36 @@ def _in_knowledge(pack: str, body: str) -> bool:
 
 def render(text: str, wpm: float, pause_ms: int) -> bytes:
     """The line as espeak-ng says it at `wpm`, with a pause of `pause_ms` at its first comma (or its
-    middle), PCM16 mono 16 kHz."""
-    from voice.audio import decode_clip
-
+    middle) and 300 ms of quiet at either end: one WAV clip, which the server decodes."""
     cut = text.find(",")
     words = text.split()
     first, second = (text[:cut + 1], text[cut + 1:]) if cut > 0 else (
         " ".join(words[:len(words) // 2]), " ".join(words[len(words) // 2:]))
+    rate, channels, width = 22_050, 1, 2
 
     def say(part: str) -> bytes:
+        nonlocal rate, channels, width
         if not part.strip():
             return b""
         wav = subprocess.run(["espeak-ng", "-v", "en-us", "-s", str(round(wpm)), "--stdout", "--stdin"],
                              input=part.encode("utf-8"), capture_output=True, check=True, timeout=30).stdout
-        return decode_clip(wav)
+        with wave.open(io.BytesIO(wav)) as clip:
+            rate, channels, width = clip.getframerate(), clip.getnchannels(), clip.getsampwidth()
+            frames: bytes = clip.readframes(clip.getnframes())
+            return frames
 
-    quiet = b"\0" * 32 * 300
-    return quiet + say(first) + b"\0" * 32 * pause_ms + say(second) + quiet
+    spoken = [say(first), say(second)]
+
+    def quiet(ms: int) -> bytes:
+        return b"\0" * (rate * ms // 1000) * channels * width
+
+    out = io.BytesIO()
+    with wave.open(out, "wb") as clip:
+        clip.setnchannels(channels)
+        clip.setsampwidth(width)
+        clip.setframerate(rate)
+        clip.writeframes(quiet(300) + spoken[0] + quiet(pause_ms) + spoken[1] + quiet(300))
+    return out.getvalue()
 
 
 # ---------------------------------------------------------------------------- a condition
