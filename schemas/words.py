@@ -26,6 +26,7 @@ STOP_WORDS = frozenset(
     + "hai hain ka ki ke ko se to na hi bhi mein me aur ya ye yeh wo woh tha thi the".split()
     # the same particles in Devanagari
     + "है हैं का की के को से तो ना ही भी में और या ये यह वो वह था थी थे".split()
+)
 
 # Latin spellings that Hinglish writers use for one Devanagari consonant, longest first.
 _DIGRAPHS = (("chh", "c"), ("kh", "k"), ("gh", "g"), ("ch", "c"), ("jh", "j"), ("th", "t"),

@@ -31,7 +31,6 @@ _TOKEN = re.compile(r"[0-9a-z]+|[\u0900-\u0963\u0966-\u097f]+")
 _DEVANAGARI = re.compile(r"[\u0900-\u097f]")
 
 _STOP = STOP_WORDS
-)
 
 def _stem(word: str) -> str:
     """A crude, deterministic English stem: `prices` meets `price`, `bargaining` meets `bargain`."""
