@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.enums import LanguageCode, Level, Outcome
+from schemas.review import Evidence, Practice, PracticeTarget
 
 __all__ = [
     "CONTESTED_FIELDS",
@@ -65,6 +66,8 @@ class SessionFigures(_Frozen):
     slips: tuple[Slip, ...] = ()
     created_at: float = 0.0
     ended_at: float = 0.0
+    evidence: tuple[Evidence, ...] = ()  # what the learner needed: review items (docs/learning.md)
+    practice: tuple[Practice, ...] = ()  # the judgement of each target the session brought back
 
     @property
     def turns_to_deal(self) -> int | None:
@@ -141,6 +144,10 @@ class LearnerRecall(_Frozen):
     last_discount_pct: float | None = None
     recurring_slips: tuple[Slip, ...] = ()
     start_happiness: int | None = None  # where the vendor's mood starts, after the last outcome
+    # The learner's due review items at this stall (docs/learning.md): judged in every session,
+    # invited by the vendor only when `invite` (the REVIEWS_INVITE setting) is on.
+    practice: tuple[PracticeTarget, ...] = ()
+    invite: bool = True
 
 
 class ProgressPoint(_Frozen):

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from schemas.brain import StageVisit
 from schemas.enums import Stage
+from schemas.review import Evidence
 
 __all__ = ["MAX_UNDO", "Checkpoint", "Coaching"]
 
@@ -66,6 +67,9 @@ class Coaching:
     unclear: int = 0
     welcome_backs: int = 0
     checkpoints: list[Checkpoint] = field(default_factory=list)  # the last MAX_UNDO, oldest first
+    # Revealed hints and unclear lines, in order: the session's review items (docs/learning.md).
+    # Kept in memory only; a session rebuilt from the mirror starts this list again.
+    evidence: list[Evidence] = field(default_factory=list)
 
     def counters(self) -> dict[str, int]:
         """The counters as the mirror stores them on the Session node (`coaching_*`)."""

@@ -40,6 +40,7 @@ from session.core import SessionCore
 from session.fold import apply
 from session.numbers import number_lexicon, read_numbers
 from session.offers import assess_reading, read_offer, reading_fields
+from session.practice import invitations
 from session.records import PendingTurn, TurnOutcome
 from session.rules import Limits, Position, Proposal, Verdict, mood_for, validate
 from session.spoken import PriceRule, ReplyGate
@@ -218,6 +219,7 @@ class Negotiation(SessionCore):
             context_block=context_block,
             rag_context=rag_context,
             learner=self.recall,
+            practice=invitations(self.recall, self.history),
         )
 
     def _position(self, pending: PendingTurn) -> Position:
