@@ -13,7 +13,8 @@ from pydantic import BaseModel, ConfigDict
 
 from schemas.enums import Level, Outcome, Stage
 
-__all__ = ["CurvePoint", "EarnedCard", "Etiquette", "LearnerReport", "Price", "SessionReport", "StageSpan"]
+__all__ = ["CurvePoint", "EarnedCard", "Etiquette", "LearnerReport", "Practised", "Price", "SessionReport",
+           "StageSpan"]
 
 
 class _Part(BaseModel):
@@ -79,6 +80,18 @@ class EarnedCard(_Part):
     source_chunk_ids: tuple[str, ...]
 
 
+class Practised(_Part):
+    """A review item the session brought back, and whether the learner produced it (docs/learning.md)."""
+
+    item_id: str
+    kind: str  # phrase, respect or avoid
+    phrase: str
+    recalled: bool
+    turn: int | None = None
+    said: str = ""
+    rating: str | None = None  # the FSRS rating it gets; None: no fair chance, no review
+
+
 class LearnerReport(_Part):
     session_id: str
     scenario: str
@@ -98,6 +111,7 @@ class LearnerReport(_Part):
     coaching: CoachingCounts = CoachingCounts(hints=(0, 0, 0), hints_offered=0, repeats=0, undos=0, timeouts=0,
                                               unclear=0)
     clamps: tuple[Clamp, ...] = ()
+    practised: tuple[Practised, ...] = ()  # the review items brought back, judged
 
 
 class SessionReport(BaseModel):

@@ -36,12 +36,14 @@ from schemas.report import (
     EarnedCard,
     Etiquette,
     LearnerReport,
+    Practised,
     Price,
     SessionReport,
     StageSpan,
 )
 from schemas.scenario import Scenario
 from session.negotiation import Negotiation
+from session.practice import judge, learner_lines
 from session.protocols import TipSource
 from session.records import TurnRecord
 
@@ -251,7 +253,16 @@ def learner_report(negotiation: Negotiation, tips: TipSource | None) -> LearnerR
                                 timeouts=negotiation.coaching.timeouts, unclear=negotiation.coaching.unclear),
         clamps=tuple(Clamp(turn=r.turn, flag=flag, explanation=explain(flag))
                      for r in negotiation.history if r.role == "vendor" for flag in r.flags),
+        practised=practised(negotiation),
     )
+
+
+def practised(negotiation: Negotiation) -> tuple[Practised, ...]:
+    """The review items the session brought back, judged as the learner's profile will take them."""
+    targets = negotiation.recall.practice if negotiation.recall is not None else ()
+    judged = judge(targets, learner_lines(negotiation.history), negotiation.coaching.evidence)
+    return tuple(Practised(item_id=t.item_id, kind=t.kind, phrase=t.phrase, recalled=p.recalled, turn=p.turn,
+                           said=p.said, rating=p.rating) for t, p in zip(targets, judged, strict=True))
 
 
 def report_event(negotiation: Negotiation, tips: TipSource | None, seq: int) -> SessionReport:
