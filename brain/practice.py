@@ -81,4 +81,4 @@ def _target_line(target: PracticeTarget) -> str:
 
 def targets_text(targets: tuple[PracticeTarget, ...]) -> str:
     """The PRACTICE TARGETS block's body: one target a line, neutralised like any block's text."""
-    return neutralise("\n".join(_target_line(t) for t in targets))
+    return neutralise("\n".join(" ".join(_target_line(t).split()) for t in targets))
