@@ -74,6 +74,8 @@ def _target_line(target: PracticeTarget) -> str:
     if target.kind == "phrase":
         english = f" ({target.english})" if target.english else ""
         return f"- A phrase they were shown: {target.phrase}{english}"
+    if target.kind == "card":
+        return f"- A topic from their coaching cards: {target.phrase}"
     if target.kind == "respect":
         return f"- A habit to build: {target.phrase}"
     return f"- A habit to drop: {target.phrase}"

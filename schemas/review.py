@@ -21,7 +21,8 @@ __all__ = ["Evidence", "ItemKind", "Practice", "PracticeTarget", "Rating", "Revi
 # `phrase`: a line to say (a revealed hint, an unclear line), judged by its cue words.
 # `respect`: a respectful form of address, judged by the pack's words for it.
 # `avoid`: a behaviour to drop (an insult, a lowball, a taboo phrase), judged by its absence.
-ItemKind = Literal["phrase", "respect", "avoid"]
+# `card`: a grounded coaching card, judged by the learner's words earning the same card again.
+ItemKind = Literal["phrase", "respect", "avoid", "card"]
 # FSRS's four ratings by name (fsrs.Rating 1-4); Easy is never given by the judgement.
 Rating = Literal["again", "hard", "good", "easy"]
 
@@ -49,7 +50,7 @@ class PracticeTarget(_Frozen):
     phrase: str = ""  # the words to bring back (a phrase item), or a description of the behaviour
     english: str = ""
     cues: tuple[str, ...] = ()  # the words that show it: a phrase's content words, the pack's respect words,
-    # or for an `avoid` item the words that break it (a taboo phrase); empty for an offer slip
+    # for an `avoid` item the words that break it (a taboo phrase; empty for an offer slip), for a card its id
 
 
 class Practice(_Frozen):

@@ -20,7 +20,9 @@ The rules, numbered as docs/learning.md gives them:
    words, rule 3) or, for a lowball or an insult, by an offer the server judged so; it is kept
    by a session of `MIN_TURNS` turns or more that never broke it, and for an offer slip only
    when the learner made at least one offer the server did not call a lowball or an insult.
-6. The rating: produced (or kept) is `good`, or `hard` when a hint revealed it earlier in the same
+6. A card item is produced when the learner's words earn the same grounded card again (the
+   session's `TipSource` decides, as it does for the report's cards).
+7. The rating: produced (or kept) is `good`, or `hard` when a hint revealed it earlier in the same
    session; not produced in a session of `MIN_TURNS` learner turns or more (or broken) is
    `again`; a shorter session without it gives no rating: it had no fair chance, and the item
    stays due. `easy` is never given: producing a line when the vendor invites it is the expected
@@ -32,7 +34,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from schemas.enums import OfferAssessment
@@ -144,8 +146,15 @@ def _shown(target: PracticeTarget, revealed: Sequence[Evidence], turn: int) -> b
     return any(e.source == "hint" and e.turn <= turn and produced(target.cues, e.text) for e in revealed)
 
 
-def _judge_one(target: PracticeTarget, lines: Sequence[LearnerLine], revealed: Sequence[Evidence]) -> Practice:
+def _judge_one(target: PracticeTarget, lines: Sequence[LearnerLine], revealed: Sequence[Evidence],
+               earned: Mapping[str, int]) -> Practice:
     chance = len(lines) >= MIN_TURNS
+    if target.kind == "card":
+        turn = next((earned[c] for c in target.cues if c in earned), None)
+        if turn is not None:
+            said = next((line.text for line in lines if line.turn == turn), "")
+            return Practice(item_id=target.item_id, recalled=True, turn=turn, said=said, rating="good")
+        return Practice(item_id=target.item_id, recalled=False, rating="again" if chance else None)
     if target.kind == "avoid":
         bad = _BAD_OFFERS.get(target.key)
         if bad is not None:
@@ -171,20 +180,22 @@ def words_of(phrase: str) -> tuple[str, ...]:
     return words(phrase)
 
 
-def judge(targets: Sequence[PracticeTarget], lines: Sequence[LearnerLine],
-          revealed: Sequence[Evidence] = ()) -> tuple[Practice, ...]:
-    """Every target's judgement over the session's learner lines (rules 1-6)."""
-    return tuple(_judge_one(target, lines, revealed) for target in targets)
+def judge(targets: Sequence[PracticeTarget], lines: Sequence[LearnerLine], revealed: Sequence[Evidence] = (),
+          earned: Mapping[str, int] | None = None) -> tuple[Practice, ...]:
+    """Every target's judgement over the session's learner lines (rules 1-7). `earned`: the grounded
+    cards the lines earned, by card id, with the first turn that earned each."""
+    return tuple(_judge_one(target, lines, revealed, earned or {}) for target in targets)
 
 
 def open_targets(targets: Sequence[PracticeTarget], lines: Sequence[LearnerLine]) -> tuple[PracticeTarget, ...]:
-    """The targets the vendor may still invite: phrases and respect not produced yet, offer slips
-    not yet kept. A taboo phrase is never invited: one practises it by not saying it."""
+    """The targets the vendor may still invite: phrases, respect and cards not produced yet, offer
+    slips not yet kept. A taboo phrase is never invited: one practises it by not saying it. (A card is
+    judged at the end, with the cards; until then it stays open.)"""
     out: list[PracticeTarget] = []
     for target in targets:
         if target.kind == "avoid" and target.key not in _BAD_OFFERS:
             continue
-        if _judge_one(target, lines, ()).recalled:
+        if _judge_one(target, lines, (), {}).recalled:
             continue
         out.append(target)
     return tuple(out)

@@ -2,7 +2,8 @@
 server with the rule vendor and the real Neo4j.
 
 1. The learner asks for hints up to a reveal before saying anything, then haggles to a deal: the
-   revealed line becomes a review item, reviewed `again` at the session's end.
+   revealed line becomes a review item (so does each grounded card the lines earned), reviewed `again`
+   at the session's end.
 2. Two days later it is due: the vendor invites it (the pack's `invite_greet` line, on turn 2), the
    learner says it in Devanagari, the judgement calls it recalled (`good`), the report lists it, and
    the item is rescheduled.
@@ -56,7 +57,7 @@ D2 = W[7] * (W[4] - math.exp(W[5] * 3) + 1) + (1 - W[7]) * D1
 R3 = (1 + FACTOR * 1 / S2) ** DECAY
 
 ITEM: LiteralString = """
-MATCH (:Learner {learner_id: $learner_id})-[:REVIEWS]->(i:Item:ReviewItem)
+MATCH (:Learner {learner_id: $learner_id})-[:REVIEWS]->(i:Item:ReviewItem {key: $key})
 OPTIONAL MATCH (i)-[r:REVIEWED_IN]->(s:Session)
 WITH i, r, s ORDER BY r.at
 RETURN i.key AS key, i.due AS due, i.stability AS stability, i.reps AS reps,
@@ -78,12 +79,13 @@ def test_the_hand_worked_figures_are_what_the_arithmetic_says() -> None:
 
 
 async def items_after(served: Served, learner: str, reps: int, sessions: int | None = None) -> dict[str, Any]:
-    """The learner's GET answer once their one item has `reps` reviews, one a session (recorded in the background)."""
+    """The learner's GET answer once the hint's item has `reps` reviews, one a session (recorded in the background)."""
     with anyio.fail_after(10):
         while True:
             answer = await api(served, "GET", f"/api/learners/{learner}")
             got: dict[str, Any] = answer.json() if answer.status_code == 200 else {}
-            if got and got["items"] and got["items"][0]["reps"] >= reps and len(got["progress"]) >= (sessions or reps):
+            hint = [i for i in got.get("items", []) if i["source"] == "hint"]
+            if hint and hint[0]["reps"] >= reps and len(got["progress"]) >= (sessions or reps):
                 return got
             await anyio.sleep(0.05)
 
@@ -109,8 +111,10 @@ async def test_a_revealed_hint_comes_back_is_recalled_across_scripts_and_is_resc
     assert reveal["text"] == "Namaste bhaiya, ye tamatar kitne ka hai?"
     await play(served, first, DEAL)
     got = await items_after(served, who, 1)
-    [item] = got["items"]
-    # The item: the line, its cue words (less the item's name and the respect words, which the profile
+    [item] = [i for i in got["items"] if i["source"] == "hint"]
+    cards = [i for i in got["items"] if i["source"] == "card"]
+    assert cards and all(i["kind"] == "card" and i["cues"] == [i["key"].removeprefix("card:")] for i in cards)
+    # The hint's item: the line, its cue words (less the item's name and the respect words, which the profile
     # judges apart), and one review, Again, at the session's end.
     assert (item["kind"], item["key"], item["source"], item["phrase"]) == (
         "phrase", "greet", "hint", "Namaste bhaiya, ye tamatar kitne ka hai?")
@@ -138,11 +142,13 @@ async def test_a_revealed_hint_comes_back_is_recalled_across_scripts_and_is_resc
         assert said["text"] not in scenario.lines_for(None)["invite_greet"]  # produced: no more invitations
         await c.send({"type": "command", "id": "stop", "name": "stop"})
         report = (await c.until("session.report"))["report"]
-    assert report["practised"] == [{
+    # The hint's item first, then (MAX_TARGETS is 3) the two oldest of the grounded cards session 1 earned.
+    assert report["practised"][0] == {
         "item_id": item["item_id"], "kind": "phrase", "phrase": "Namaste bhaiya, ye tamatar kitne ka hai?",
-        "recalled": True, "turn": 3, "said": "नमस्ते भैया, ये टमाटर कितने का है?", "rating": "good"}]
+        "recalled": True, "turn": 3, "said": "नमस्ते भैया, ये टमाटर कितने का है?", "rating": "good"}
+    assert [p["kind"] for p in report["practised"]] == ["phrase", "card", "card"]
     got = await items_after(served, who, 2)
-    [item] = got["items"]
+    [item] = [i for i in got["items"] if i["source"] == "hint"]
     assert item["stability"] == pytest.approx(S2, rel=1e-9) and item["difficulty"] == pytest.approx(D2, rel=1e-9)
     assert item["due"] == pytest.approx(T2 + 2 * DAY) and item["last_review"] == pytest.approx(T2)
     assert [(h["session_id"], h["rating"], h["recalled"]) for h in item["history"]] == [
@@ -162,19 +168,19 @@ async def test_a_revealed_hint_comes_back_is_recalled_across_scripts_and_is_resc
         assert usual["text"] not in scenario.lines_for(None)["invite_greet"]
         await c.send({"type": "command", "id": "stop", "name": "stop"})
         report = (await c.until("session.report"))["report"]
-    assert report["practised"] == []
+    assert item["item_id"] not in [p["item_id"] for p in report["practised"]]
     got = await items_after(served, who, 2, sessions=3)
-    [item] = got["items"]
+    [item] = [i for i in got["items"] if i["source"] == "hint"]
     assert item["reps"] == 2 and item["is_due"] is False  # session 3 did not review it
     assert item["retention"] == pytest.approx(round(R3, 4))
     store = served.services.learners.store
     assert isinstance(store, Neo4jLearnerStore)
-    [row] = await store.read(ITEM, learner_id=who)
+    [row] = await store.read(ITEM, learner_id=who, key="greet")
     assert row["key"] == "greet" and row["reps"] == 2 and row["due"] == pytest.approx(T2 + 2 * DAY)
     assert row["reviews"] == [[first["session_id"], "again", None], [second["session_id"], "good", True]]
 
     # Erasure takes the items with the learner.
     assert (await api(served, "DELETE", f"/api/learners/{who}")).status_code == 200
-    assert await store.read(ITEM, learner_id=who) == []
+    assert await store.read(ITEM, learner_id=who, key="greet") == []
     left = await store.read("MATCH (i:ReviewItem {learner_id: $learner_id}) RETURN count(i) AS n", learner_id=who)
     assert left == [{"n": 0}]

@@ -192,3 +192,12 @@ def test_open_targets_drop_what_was_said_and_never_invite_a_taboo() -> None:
     assert invitations(recall, [_record(1, "hello")]) == (ask,)
     assert invitations(recall.model_copy(update={"invite": False}), [_record(1, "hello")]) == ()  # REVIEWS_INVITE
     assert invitations(None, []) == ()
+
+
+def test_a_card_is_recalled_when_the_learners_words_earn_it_again() -> None:
+    card = PracticeTarget(item_id="c", kind="card", key="card:k1", phrase="Building rapport", cues=("k1",))
+    lines = [LearnerLine(n, f"line {n}") for n in range(1, MIN_TURNS + 1)]
+    [earned] = judge([card], lines, earned={"k1": 2})
+    assert (earned.recalled, earned.turn, earned.said, earned.rating) == (True, 2, "line 2", "good")
+    [missed] = judge([card], lines, earned={"k2": 1})
+    assert (missed.recalled, missed.rating) == (False, "again")

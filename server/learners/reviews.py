@@ -2,11 +2,12 @@
 no clock (every time is the session's own, passed in).
 
 - `items_after`: the learner's items after one ended session. Each piece of evidence (a revealed
-  hint, a slip, an unclear line) makes an item, or adds to the one with the same scenario, kind
+  hint, a slip, an unclear line, a grounded card earned) makes an item, or adds to the one with the same scenario, kind
   and key; each target the session judged (`SessionFigures.practice`) is reviewed with its
   rating. An item gets one review per session, the worst of what the session said of it: needing
   it again (fresh evidence) is `again`, whatever the judgement.
-- `due`: the items of a scenario due at a time, the most overdue first, at most `MAX_TARGETS`.
+- `due`: the items of a scenario due at a time, phrases and habits before cards, the most overdue
+  first, at most `MAX_TARGETS`.
 - `retention`: FSRS's retrievability of an item at a time, the chance the learner recalls it.
 
 The scheduler is `fsrs.Scheduler` with its default parameters and desired retention (0.9), with
@@ -83,6 +84,8 @@ def _shape(evidence: Evidence, scenario: Scenario) -> tuple[ItemKind, str, str, 
             return "avoid", "taboo", "words that give offence here", tuple(rules.taboo_phrases)
         what = "an insulting offer" if evidence.key == "insult" else "a lowball offer"
         return "avoid", evidence.key, f"no {what}: open near the fair price", ()
+    if evidence.source == "card":
+        return "card", f"card:{evidence.key}", evidence.text, (evidence.key,)
     names = [n for item in scenario.items for n in (item.name, item.local)]
     cues = cue_words(evidence.text, drop=[*names, *rules.respectful_address])
     key = evidence.key if evidence.source == "hint" else f"{evidence.source}:{' '.join(cues)[:60]}"
@@ -126,6 +129,7 @@ def items_after(items: Mapping[str, ReviewItem], figures: SessionFigures) -> lis
 
 
 def due(items: Iterable[ReviewItem], scenario: str, at: float) -> list[ReviewItem]:
-    """The scenario's items due at `at`, the most overdue first (then the oldest), at most `MAX_TARGETS`."""
+    """The scenario's items due at `at`, at most `MAX_TARGETS`: what the learner must say or do first
+    (phrases and habits before cards, which only a topic brings back), then the most overdue, the oldest."""
     ready = [i for i in items if i.scenario == scenario and i.due <= at]
-    return sorted(ready, key=lambda i: (i.due, i.created_at, i.item_id))[:MAX_TARGETS]
+    return sorted(ready, key=lambda i: (i.kind == "card", i.due, i.created_at, i.item_id))[:MAX_TARGETS]

@@ -36,8 +36,9 @@ from session.actor import SessionActor
 from session.core import START_HAPPINESS
 from session.negotiation import Negotiation
 from session.practice import judge, learner_lines
+from session.protocols import TipSource
 from session.registry import SessionRegistry
-from session.report import report_figures, total_score
+from session.report import earned_cards, report_figures, total_score
 
 if TYPE_CHECKING:
     from server.backends import MirrorBackend
@@ -53,8 +54,9 @@ BACKOFF_BASE_S = 0.1
 BACKOFF_CAP_S = 5.0
 
 
-def session_figures(negotiation: Negotiation) -> SessionFigures:
-    """What an ended session of a known learner adds to their profile: the figures of its report."""
+def session_figures(negotiation: Negotiation, tips: TipSource | None = None) -> SessionFigures:
+    """What an ended session of a known learner adds to their profile: the figures of its report,
+    and its evidence for review items (with `tips`, the session's own, the grounded cards it earned)."""
     assert negotiation.outcome is not None and negotiation.learner_id
     price, etiquette, parts = report_figures(negotiation)  # not the whole report: cards, curve...
     slips: list[Slip] = []
@@ -67,10 +69,13 @@ def session_figures(negotiation: Negotiation) -> SessionFigures:
     said_something = any(r.role == "user" for r in negotiation.history)
     if said_something and not etiquette.respectful_turns and negotiation.scenario.rules.respectful_address:
         slips.append("no_respect")
+    cards = earned_cards(negotiation, tips)
     evidence = [*negotiation.coaching.evidence,
-                *(Evidence(source="slip", key=slip, turn=_slip_turn(negotiation, slip)) for slip in slips)]
+                *(Evidence(source="slip", key=slip, turn=_slip_turn(negotiation, slip)) for slip in slips),
+                *(Evidence(source="card", key=card.card_id, turn=card.turn, text=card.title) for card in cards)]
     targets = negotiation.recall.practice if negotiation.recall is not None else ()
-    practice = judge(targets, learner_lines(negotiation.history), negotiation.coaching.evidence)
+    practice = judge(targets, learner_lines(negotiation.history), negotiation.coaching.evidence,
+                     {card.card_id: card.turn for card in cards})
     return SessionFigures(
         evidence=tuple(evidence), practice=practice,
         session_id=negotiation.session_id, learner_id=negotiation.learner_id, scenario=negotiation.scenario_name,
@@ -120,7 +125,7 @@ class Learners:
         try:
             if self._send is None:
                 raise anyio.WouldBlock  # not running: nobody would record it
-            self._send.send_nowait(session_figures(negotiation))
+            self._send.send_nowait(session_figures(negotiation, actor.tips))
         except anyio.WouldBlock:
             self.dropped += 1
             log.warning("learner queue full: session not added to its learner's profile",
