@@ -68,7 +68,7 @@ class Coaching:
     welcome_backs: int = 0
     checkpoints: list[Checkpoint] = field(default_factory=list)  # the last MAX_UNDO, oldest first
     # Revealed hints and unclear lines, in order: the session's review items (docs/learning.md).
-    # Kept in memory only; a session rebuilt from the mirror starts this list again.
+    # The mirror keeps them on the Session node (`review_evidence`), so a rebuilt session has them.
     evidence: list[Evidence] = field(default_factory=list)
 
     def counters(self) -> dict[str, int]:
@@ -79,14 +79,15 @@ class Coaching:
                 "unclear": self.unclear, "welcome_backs": self.welcome_backs}
 
     @classmethod
-    def from_counters(cls, stored: dict[str, Any], checkpoints: list[Checkpoint]) -> Coaching:
+    def from_counters(cls, stored: dict[str, Any], checkpoints: list[Checkpoint],
+                      evidence: list[Evidence] | None = None) -> Coaching:
         def n(name: str) -> int:
             return int(stored.get(name) or 0)
 
         return cls(hint_level=n("hint_level"), hints=(n("hints_0"), n("hints_1"), n("hints_2")),
                    hints_offered=n("hints_offered"), repeats=n("repeats"), undos=n("undos"),
                    timeouts=n("timeouts"), consecutive_timeouts=n("consecutive_timeouts"), unclear=n("unclear"),
-                   welcome_backs=n("welcome_backs"), checkpoints=checkpoints[-MAX_UNDO:])
+                   welcome_backs=n("welcome_backs"), checkpoints=checkpoints[-MAX_UNDO:], evidence=evidence or [])
 
     def asked_hint(self) -> int:
         """Count a hint the learner asked for; returns its level (0, 1, 2, 3...)."""

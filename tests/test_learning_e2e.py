@@ -31,7 +31,9 @@ from tests.test_learners_api import ADMIN, DEAL, api, play
 pytestmark = pytest.mark.anyio
 
 DAY = 86_400.0
-T1 = 1_800_000_000.0  # session 1, 2027-01-15 08:00 UTC; every session starts and ends at its own instant
+# Session 1 at 2023-11-14 22:13:20 UTC, each session starting and ending at its own instant. In the past,
+# so that no test counting sessions since it began (the stats) ever sees these.
+T1 = 1_700_000_000.0
 T2 = T1 + 2 * DAY
 T3 = T2 + 1 * DAY
 
