@@ -23,6 +23,7 @@ The pure core (synchronous: no await, no sockets, no clock reads):
 - `hints`: the `hint` command's content from the state and the scenario pack.
 - `ending`: ending a session outside a turn (stopped, timed out).
 - `unclear`, `tips`, `report`: clarify replies, tip cards, the learner report.
+- `practice`: the recall judgement: whether the learner's turns produced their due review items.
 
 The session machine (pure: `handle(input, now)` returns the outputs and the changes):
 
