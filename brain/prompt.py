@@ -20,7 +20,9 @@ opened and closed by a delimiter line:
     --- END USER MESSAGE ---
 
 A known learner's message opens with one more, LEARNER MEMORY: what the server's records say of
-their earlier sessions at this stall (brain/recall.py).
+their earlier sessions at this stall (brain/recall.py); and when they have review items due here,
+PRACTICE TARGETS after it: what they practise, for the vendor to give them an opening for
+(brain/practice.py).
 
 Untrusted text (transcripts, history, the summary, caller memory, retrieved notes) passes through
 `neutralise` first, so that no line of it can pass for a delimiter and close or open a block.
@@ -69,7 +71,7 @@ from schemas.policy import (
 )
 from schemas.scenario import Item, Scenario, load_scenario
 
-PROMPT_VERSION = "12.0.0"
+PROMPT_VERSION = "12.1.0"  # 12.1: the PRACTICE TARGETS block (docs/learning.md)
 DEFAULT_HISTORY_BUDGET = 2000  # tokens for the summary and the history lines (HISTORY_TOKEN_BUDGET)
 DEFAULT_MODEL = "gpt-4o"
 
