@@ -113,3 +113,27 @@ def test_the_llm_gets_the_targets_as_a_neutralised_data_block() -> None:
     assert "## PRACTICE_TARGETS" in build_system_prompt(req)
     assert "## PRACTICE_TARGETS" not in build_system_prompt(request(2))
     assert open_line(PRACTICE_BLOCK) not in build_user_message(request(2))
+
+
+async def test_an_unclear_line_becomes_a_phrase_item_of_its_words() -> None:
+    """Through a real server (memory store): a transcript under the confidence threshold is asked
+    again, and when the session ends its words are a review item, judged by their content words."""
+    from tests.servers import create, player, running_server
+    from tests.test_learners_api import ADMIN, api, profile_after
+
+    async with running_server(ADMIN_KEY=ADMIN) as served:
+        created = await create(served, learner_id="tara")
+        async with await player(served, created) as c:
+            await c.until("welcome")
+            await c.send({"type": "transcript", "id": "u1", "text": "Dhanyavaad didi, sabzi taaza hai",
+                          "confidence": 0.3})
+            clarify = await c.until("reply", in_reply_to="u1")
+            assert clarify["mark"] == "clarify"
+            await c.send({"type": "command", "id": "stop", "name": "stop"})
+            await c.until("session.report")
+        await profile_after(served, "tara", 1)
+        items = (await api(served, "GET", "/api/learners/tara")).json()["items"]
+    [unclear] = [i for i in items if i["source"] == "unclear"]
+    assert unclear["kind"] == "phrase" and unclear["phrase"] == "Dhanyavaad didi, sabzi taaza hai"
+    assert unclear["cues"] == ["dhanyavaad", "sabzi", "taaza"] and unclear["key"] == "unclear:dhanyavaad sabzi taaza"
+    assert [h["rating"] for h in unclear["history"]] == ["again"]
