@@ -146,38 +146,40 @@ def _shown(target: PracticeTarget, revealed: Sequence[Evidence], turn: int) -> b
     return any(e.source == "hint" and e.turn <= turn and produced(target.cues, e.text) for e in revealed)
 
 
+def _judge_card(target: PracticeTarget, lines: Sequence[LearnerLine], earned: Mapping[str, int]) -> Practice:
+    """Rule 6."""
+    turn = next((earned[c] for c in target.cues if c in earned), None)
+    if turn is None:
+        return Practice(item_id=target.item_id, recalled=False, rating="again" if len(lines) >= MIN_TURNS else None)
+    said = next((line.text for line in lines if line.turn == turn), "")
+    return Practice(item_id=target.item_id, recalled=True, turn=turn, said=said, rating="good")
+
+
+def _judge_avoid(target: PracticeTarget, lines: Sequence[LearnerLine]) -> Practice:
+    """Rule 5."""
+    bad = _BAD_OFFERS.get(target.key)
+    if bad is not None:
+        broke = next((line for line in lines if line.assessment in bad), None)
+        kept = any(line.assessment not in bad and line.assessment is not OfferAssessment.NONE for line in lines)
+    else:  # a taboo phrase: all its words in one line
+        broke = next((line for line in lines if any(produced(words(c), line.text) for c in target.cues)), None)
+        kept = len(lines) >= MIN_TURNS
+    if broke is not None:
+        return Practice(item_id=target.item_id, recalled=False, turn=broke.turn, said=broke.text, rating="again")
+    return Practice(item_id=target.item_id, recalled=kept, rating="good" if kept else None)
+
+
 def _judge_one(target: PracticeTarget, lines: Sequence[LearnerLine], revealed: Sequence[Evidence],
                earned: Mapping[str, int]) -> Practice:
-    chance = len(lines) >= MIN_TURNS
     if target.kind == "card":
-        turn = next((earned[c] for c in target.cues if c in earned), None)
-        if turn is not None:
-            said = next((line.text for line in lines if line.turn == turn), "")
-            return Practice(item_id=target.item_id, recalled=True, turn=turn, said=said, rating="good")
-        return Practice(item_id=target.item_id, recalled=False, rating="again" if chance else None)
+        return _judge_card(target, lines, earned)
     if target.kind == "avoid":
-        bad = _BAD_OFFERS.get(target.key)
-        if bad is not None:
-            broke = next((line for line in lines if line.assessment in bad), None)
-            fair = any(line.assessment not in bad and line.assessment is not OfferAssessment.NONE for line in lines)
-            kept = fair and broke is None
-        else:
-            broke = next((line for line in lines if any(produced(words_of(c), line.text) for c in target.cues)),
-                         None)
-            kept = chance and broke is None
-        if broke is not None:
-            return Practice(item_id=target.item_id, recalled=False, turn=broke.turn, said=broke.text, rating="again")
-        return Practice(item_id=target.item_id, recalled=kept, rating="good" if kept else None)
+        return _judge_avoid(target, lines)
     hit = next((line for line in lines if produced(target.cues, line.text, any_one=target.kind == "respect")), None)
-    if hit is None:
-        return Practice(item_id=target.item_id, recalled=False, rating="again" if chance else None)
+    if hit is None:  # rules 3, 4 and 7
+        return Practice(item_id=target.item_id, recalled=False, rating="again" if len(lines) >= MIN_TURNS else None)
     rating: Rating = "hard" if _shown(target, revealed, hit.turn) else "good"
     return Practice(item_id=target.item_id, recalled=True, turn=hit.turn, said=hit.text, rating=rating)
-
-
-def words_of(phrase: str) -> tuple[str, ...]:
-    """A cue phrase of several words (a taboo phrase) as the cue words rule 3 needs all of."""
-    return words(phrase)
 
 
 def judge(targets: Sequence[PracticeTarget], lines: Sequence[LearnerLine], revealed: Sequence[Evidence] = (),
