@@ -21,6 +21,7 @@ The modules:
 - `window`: the conversation window by tokens: tiktoken offline, each history line counted once.
 - `summary`: the LLM's running summary of a session, one plain-text call every 10 turns.
 - `recall`: a learner the vendor remembers: the rule vendor's greeting, the LLM's LEARNER MEMORY block.
+- `practice`: a learner's due review items: the rule vendor's invitations, the LLM's PRACTICE TARGETS block.
 - `knowledge/`: playbooks, BM25 retrieval and grounded tip cards; fills the prompt's cultural notes.
 - `policy`: the response policy (P0 safety, P1 grounded, P2 objections, P3 fallback) around any brain.
 """

@@ -31,7 +31,9 @@ BLOCKS = (SUMMARY_BLOCK, HISTORY_BLOCK, CULTURE_BLOCK, MESSAGE_BLOCK)
 # A block only some messages carry, before the others: what the server's records say of a learner
 # the vendor has met before (brain/recall.py). Its labels are defanged like the others'.
 LEARNER_BLOCK = "LEARNER MEMORY"
-_ALL_BLOCKS = (*BLOCKS, LEARNER_BLOCK)
+# Another: the learner's due review items, for the vendor to bring back (brain/practice.py).
+PRACTICE_BLOCK = "PRACTICE TARGETS"
+_ALL_BLOCKS = (*BLOCKS, LEARNER_BLOCK, PRACTICE_BLOCK)
 
 
 def open_line(block: str) -> str:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from brain.intents import Intents, read_intents
-from brain.recall import remembered_greeting
+from brain.practice import vendor_line
 from schemas.brain import BrainRequest, BrainResult, DeltaSink, Ledger
 from schemas.decision import AIDecision
 from schemas.enums import LanguageCode, Mood, OfferAssessment, Stage
@@ -168,7 +168,7 @@ class RuleBasedVendor:
             move = _Move(closing, "close_late", move.price, "turn limit", 0, _hint(turn, "goodbye_late"))
         shift = _bounded(happiness - req.happiness_score + move.bonus, req.offer_assessment, scenario, req)
         score = _clamp(req.happiness_score + shift)
-        key, remembered = remembered_greeting(req, scenario, move.key)  # a learner he has met before
+        key, remembered = vendor_line(req, scenario, move.key)  # one he has met, or what they practise
         # `heard`: a number the server could not place ("seventy"), for the line that asks about it
         fields = {"price": move.price, "offer": req.learner_offer, "qty": said.quantity, "heard": req.offer_heard,
                   **remembered}

@@ -9,6 +9,8 @@
 - `brain`, `decision`: what a brain is told and what it proposes for one turn.
 - `summary`: what a brain that writes running summaries is given, and what it returns.
 - `learner`: a learner across sessions: the profile, what a vendor remembers, progress figures.
+- `review`: review items, their evidence and history, practice targets and their judgement.
+- `words`: sound keys and stop words for English, Hinglish and Devanagari (retrieval, the judgement).
 - `flags`: the flags a `reply` may carry, in plain words; `report`: the learner report of a session,
   with its level estimate; `fluency`: how a learner speaks, per spoken turn and summed per session.
 - `knowledge`: playbook chunks, what retrieval returns, and grounded tip cards.

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from schemas.decision import AIDecision
 from schemas.enums import LanguageCode, Level, Mood, OfferAssessment, Stage
 from schemas.learner import LearnerRecall
+from schemas.review import PracticeTarget
 
 
 class HistoryLine(BaseModel):
@@ -82,6 +83,9 @@ class BrainRequest(BaseModel):
     # What the vendor remembers of a known learner from earlier sessions at his stall (docs/memory.md);
     # None for a learner he has not met. Facts from the server's records, rendered as data.
     learner: LearnerRecall | None = None
+    # The learner's due review items not yet produced this session, for the vendor to bring back
+    # (docs/learning.md): data, like `learner`; empty when REVIEWS_INVITE is off.
+    practice: tuple[PracticeTarget, ...] = ()
 
 
 class Ledger(BaseModel):

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from schemas.enums import LanguageCode, Level, Outcome
 from schemas.fluency import Fluency
 from schemas.report import Band, LevelEstimate
+from schemas.review import Evidence, Practice, PracticeTarget
 
 __all__ = [
     "CONTESTED_FIELDS",
@@ -69,6 +70,8 @@ class SessionFigures(_Frozen):
     ended_at: float = 0.0
     fluency: Fluency | None = None  # the spoken turns' figures (the report's); None when nothing was spoken
     estimate: LevelEstimate | None = None  # the report's estimate of the learner's level
+    evidence: tuple[Evidence, ...] = ()  # what the learner needed: review items (docs/learning.md)
+    practice: tuple[Practice, ...] = ()  # the judgement of each target the session brought back
 
     @property
     def turns_to_deal(self) -> int | None:
@@ -145,6 +148,10 @@ class LearnerRecall(_Frozen):
     last_discount_pct: float | None = None
     recurring_slips: tuple[Slip, ...] = ()
     start_happiness: int | None = None  # where the vendor's mood starts, after the last outcome
+    # The learner's due review items at this stall (docs/learning.md): judged in every session,
+    # invited by the vendor only when `invite` (the REVIEWS_INVITE setting) is on.
+    practice: tuple[PracticeTarget, ...] = ()
+    invite: bool = True
 
 
 class ProgressPoint(_Frozen):

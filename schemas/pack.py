@@ -20,6 +20,7 @@ from schemas.policy import DEFAULT_MAX_MOOD_DELTA, INSULT_MIN_DROP, LOWBALL_MIN_
 
 __all__ = [
     "HINT_KEYS",
+    "INVITE_FIELDS",
     "LINE_FIELDS",
     "LINE_KEYS",
     "Cues",
@@ -65,6 +66,16 @@ LINE_FIELDS: dict[str, frozenset[str]] = {
     }.items()
 }
 LINE_KEYS = tuple(LINE_FIELDS)
+# Optional pools: the rule vendor's invitations to say what a learner is practising (docs/learning.md),
+# an opening for the phrase or the behaviour, never the words themselves. A pack (or a language)
+# without a pool simply does not invite that kind of review item; the LLM vendor needs none.
+INVITE_FIELDS: dict[str, frozenset[str]] = {
+    key: frozenset((_ALWAYS + fields).split()) for key, fields in {
+        "invite_greet": "", "invite_ask": "", "invite_respect": "", "invite_offer": "price",
+        "invite_accept": "price",
+    }.items()
+}
+LINE_FIELDS.update(INVITE_FIELDS)
 
 # The learner's next line that the rule-based vendor suggests (`suggested_user_response`), by
 # situation; also the hint templates coaching reveals. `{local}` is the item's local name, `{items}`

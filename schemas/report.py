@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict
 from schemas.enums import Level, Outcome, Stage
 from schemas.fluency import Fluency
 
-__all__ = ["Band", "CurvePoint", "EarnedCard", "Etiquette", "LearnerReport", "LevelEstimate", "LevelEvidence", "Price",
-           "SessionReport", "StageSpan"]
+__all__ = ["Band", "CurvePoint", "EarnedCard", "Etiquette", "LearnerReport", "LevelEstimate", "LevelEvidence",
+           "Practised", "Price", "SessionReport", "StageSpan"]
 
 
 class _Part(BaseModel):
@@ -105,6 +105,18 @@ class LevelEstimate(_Part):
     evidence: LevelEvidence
 
 
+class Practised(_Part):
+    """A review item the session brought back, and whether the learner produced it (docs/learning.md)."""
+
+    item_id: str
+    kind: str  # phrase, respect or avoid
+    phrase: str
+    recalled: bool
+    turn: int | None = None
+    said: str = ""
+    rating: str | None = None  # the FSRS rating it gets; None: no fair chance, no review
+
+
 class LearnerReport(_Part):
     session_id: str
     scenario: str
@@ -126,6 +138,7 @@ class LearnerReport(_Part):
     clamps: tuple[Clamp, ...] = ()
     fluency: Fluency | None = None  # the spoken turns' figures together; null when nothing was spoken
     estimate: LevelEstimate | None = None  # null when the learner said nothing
+    practised: tuple[Practised, ...] = ()  # the review items brought back, judged
 
 
 class SessionReport(BaseModel):

@@ -227,7 +227,7 @@ class Scenario(BaseModel):
 
 def _check_pools(where: str, pools: dict[str, tuple[str, ...]]) -> list[Problem]:
     problems: list[Problem] = []
-    unknown = sorted(set(pools) - set(LINE_KEYS))
+    unknown = sorted(set(pools) - set(LINE_FIELDS))
     if unknown:
         problems.append(Problem(where, f"unknown pools {', '.join(unknown)}"))
     for key, pool in pools.items():

@@ -101,6 +101,9 @@ class Settings(BaseSettings):
     MIRROR_FLUSH_MS: float = Field(100.0, ge=0, le=10_000)
     MIRROR_WRITERS: int = Field(1, ge=1, le=16)
     USE_MOCKS: bool = False  # forces the rule-based brain and no mirror
+    # Whether the vendor brings a learner's due review items back (docs/learning.md). Off, the items are
+    # still judged and scheduled: the comparison an evaluation needs.
+    REVIEWS_INVITE: bool = True
     LOG_LEVEL: str = "INFO"
     AI_TIMEOUT_MS: int = Field(10_000, ge=100, le=300_000)
     # An attempt with no first token after this long is abandoned and retried within AI_TIMEOUT_MS

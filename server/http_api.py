@@ -146,6 +146,7 @@ async def create_session(request: Request) -> Response:
         return error_response(422, "invalid", f"unknown scenario {body.scenario!r}")
     # A known learner: the vendor remembers them, and their confirmed level is the default.
     profile = await services.learners.profile(learner_id) if learner_id else None
+    due = await services.learners.practice(learner_id, body.scenario) if profile is not None and learner_id else ()
     session_id = None
     if services.cluster is not None:  # the id HAProxy hashed on, and this node's lease on it
         session_id = routed_session_id(services, request) or uuid.uuid4().hex
@@ -159,7 +160,7 @@ async def create_session(request: Request) -> Response:
             scenario=body.scenario, learner_id=learner_id,
             input_language=body.input_language, target_language=body.target_language,
             level=body.level or services.learners.default_level(profile),
-            recall=services.learners.recall(profile, body.scenario, pack.version),
+            recall=services.learners.recall(profile, body.scenario, pack.version, due),
             scenario_version=pack.version,
         )
     except CapacityError as exc:

@@ -117,6 +117,12 @@ def report_page(report: LearnerReport, vendor: str, currency: str) -> str:
                      f"turn{'s' if f.turns != 1 else ''}: {f.words_per_minute:g} words a minute · "
                      f"{round(100 * f.pause_ratio)} % of the time in pauses · {f.mean_length_of_run:g} words "
                      f"between pauses · {f.fillers} filler{'s' if f.fillers != 1 else ''}</li>")
+    practised = "".join(
+        f'<li data-recalled="{str(k.recalled).lower()}">{escape(k.phrase)}: '
+        + (f"said at turn {k.turn} (&ldquo;{escape(k.said)}&rdquo;)" if k.recalled and k.turn is not None
+           else "kept" if k.recalled else "not yet")
+        + (f" <small>(review: {escape(k.rating)})</small>" if k.rating else " <small>(no review: too short)</small>")
+        + "</li>" for k in report.practised) or "<li>Nothing due for review this time.</li>"
     clamps = "".join(f"<li>Turn {k.turn}: {escape(k.explanation)} <small>({escape(k.flag)})</small></li>"
                      for k in report.clamps) or "<li>The vendor kept to the rules on his own.</li>"
     return f"""<!doctype html>
@@ -137,6 +143,7 @@ font-weight: 400; font-size: 12px; }} @media print {{ body {{ margin: 0; }} }}
 <h2>Stages</h2><ul>{stages}</ul>
 <h2>Etiquette</h2><ul>{etiquette}</ul>
 <h2>Practice</h2><ul class="coaching">{coaching}</ul>
+<h2>Brought back from last time</h2><ul class="practised">{practised}</ul>
 <h2>Where the rules stepped in</h2><ul class="clamps">{clamps}</ul>
 <h2>Cards you earned</h2><ul class="cards">{cards}</ul>
 </body></html>"""

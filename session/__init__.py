@@ -24,6 +24,7 @@ The pure core (synchronous: no await, no sockets, no clock reads):
 - `ending`: ending a session outside a turn (stopped, timed out).
 - `unclear`, `tips`, `report`: clarify replies, tip cards, the learner report; `level_estimate`: the
   learner's level estimated from one session (docs/learning.md).
+- `practice`: the recall judgement: whether the learner's turns produced their due review items.
 
 The session machine (pure: `handle(input, now)` returns the outputs and the changes):
 

@@ -184,6 +184,9 @@ class HintGiven(NamedTuple):
     id: str
     level: int
     seq: int
+    situation: str = ""  # the hint's situation and, for a reveal (level 2+), its line: a review item
+    text: str = ""
+    english: str = ""
 
     @property
     def kind(self) -> str:

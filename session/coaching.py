@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from schemas.brain import StageVisit
 from schemas.enums import Stage
+from schemas.review import Evidence
 
 __all__ = ["MAX_UNDO", "Checkpoint", "Coaching"]
 
@@ -66,6 +67,9 @@ class Coaching:
     unclear: int = 0
     welcome_backs: int = 0
     checkpoints: list[Checkpoint] = field(default_factory=list)  # the last MAX_UNDO, oldest first
+    # Revealed hints and unclear lines, in order: the session's review items (docs/learning.md).
+    # The mirror keeps them on the Session node (`review_evidence`), so a rebuilt session has them.
+    evidence: list[Evidence] = field(default_factory=list)
 
     def counters(self) -> dict[str, int]:
         """The counters as the mirror stores them on the Session node (`coaching_*`)."""
@@ -75,14 +79,15 @@ class Coaching:
                 "unclear": self.unclear, "welcome_backs": self.welcome_backs}
 
     @classmethod
-    def from_counters(cls, stored: dict[str, Any], checkpoints: list[Checkpoint]) -> Coaching:
+    def from_counters(cls, stored: dict[str, Any], checkpoints: list[Checkpoint],
+                      evidence: list[Evidence] | None = None) -> Coaching:
         def n(name: str) -> int:
             return int(stored.get(name) or 0)
 
         return cls(hint_level=n("hint_level"), hints=(n("hints_0"), n("hints_1"), n("hints_2")),
                    hints_offered=n("hints_offered"), repeats=n("repeats"), undos=n("undos"),
                    timeouts=n("timeouts"), consecutive_timeouts=n("consecutive_timeouts"), unclear=n("unclear"),
-                   welcome_backs=n("welcome_backs"), checkpoints=checkpoints[-MAX_UNDO:])
+                   welcome_backs=n("welcome_backs"), checkpoints=checkpoints[-MAX_UNDO:], evidence=evidence or [])
 
     def asked_hint(self) -> int:
         """Count a hint the learner asked for; returns its level (0, 1, 2, 3...)."""

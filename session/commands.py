@@ -55,10 +55,12 @@ def on_command(m: MachineState, message: Frame, now: float, out: list[Output]) -
 def _hint(m: MachineState, frame: CommandFrame, now: float, out: list[Output]) -> None:
     negotiation = m.negotiation
     level = negotiation.coaching.hint_level
-    negotiation.commit(HintGiven(*negotiation.stamp(now), id=frame.id, level=level, seq=negotiation.seq + 1))
     assert frame.id is not None
-    out += (Acknowledge(frame.id), build_hint(negotiation, negotiation.seq, level, in_reply_to=frame.id),
-            THINKING)  # the learner is thinking: the longer timer
+    hint = build_hint(negotiation, negotiation.seq + 1, level, in_reply_to=frame.id)  # the seq it takes
+    negotiation.commit(HintGiven(*negotiation.stamp(now), id=frame.id, level=level, seq=negotiation.seq + 1,
+                                 situation=hint.situation, text=hint.text if hint.kind == "reveal" else "",
+                                 english=hint.english if hint.kind == "reveal" else ""))
+    out += (Acknowledge(frame.id), hint, THINKING)  # the learner is thinking: the longer timer
 
 
 def _undo(m: MachineState, frame: CommandFrame, now: float, out: list[Output]) -> None:

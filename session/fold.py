@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from schemas.brain import StageVisit
 from schemas.enums import OfferAssessment, Outcome, Stage
+from schemas.review import Evidence
 from session.changes import (
     Change,
     ClosingReplied,
@@ -138,6 +139,9 @@ def _closing(state: SessionCore, change: ClosingReplied) -> None:
 def _unclear(state: SessionCore, change: UnclearAnswered) -> None:
     state.remember(change.id)
     state.coaching.unclear += 1
+    if change.text.strip():
+        state.coaching.evidence.append(Evidence(source="unclear", key="unclear", turn=state.turn + 1,
+                                                text=change.text))
     state.seq = change.seq
 
 
@@ -149,6 +153,9 @@ def _hint(state: SessionCore, change: HintGiven) -> None:
     by_level[min(change.level, 2)] += 1
     coaching.hints = (by_level[0], by_level[1], by_level[2])
     coaching.hint_level = change.level + 1
+    if change.level >= 2 and change.text:
+        coaching.evidence.append(Evidence(source="hint", key=change.situation, turn=state.turn + 1,
+                                          text=change.text, english=change.english))
     state.seq = change.seq
 
 

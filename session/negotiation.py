@@ -41,6 +41,7 @@ from session.core import SessionCore
 from session.fold import apply, pending_of, record_of
 from session.numbers import number_lexicon, read_numbers
 from session.offers import assess_reading, read_offer, reading_fields
+from session.practice import invitations
 from session.records import PendingTurn, TurnOutcome, TurnRecord
 from session.rules import Limits, Position, Proposal, Verdict, mood_for, validate
 from session.spoken import PriceRule, ReplyGate
@@ -236,6 +237,7 @@ class Negotiation(SessionCore):
             context_block=context_block,
             rag_context=rag_context,
             learner=self.recall,
+            practice=invitations(self.recall, self.history),
         )
 
     def _position(self, pending: PendingTurn) -> Position:

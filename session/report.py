@@ -36,6 +36,7 @@ from schemas.report import (
     EarnedCard,
     Etiquette,
     LearnerReport,
+    Practised,
     Price,
     SessionReport,
     StageSpan,
@@ -43,6 +44,7 @@ from schemas.report import (
 from schemas.scenario import Scenario
 from session.level_estimate import estimate
 from session.negotiation import Negotiation
+from session.practice import judge, learner_lines
 from session.protocols import TipSource
 from session.records import TurnRecord
 
@@ -188,7 +190,8 @@ def _suggestions(
     return said[0], said[1], said[2]
 
 
-def _cards(negotiation: Negotiation, tips: TipSource | None) -> tuple[EarnedCard, ...]:
+def earned_cards(negotiation: Negotiation, tips: TipSource | None) -> tuple[EarnedCard, ...]:
+    """The grounded cards the learner's turns earned, each at the first turn that earned it."""
     if tips is None:
         return ()
     earned: dict[str, EarnedCard] = {}
@@ -240,20 +243,31 @@ def learner_report(negotiation: Negotiation, tips: TipSource | None) -> LearnerR
     assert negotiation.outcome is not None, "a report is made when the session has ended"
     scenario = negotiation.scenario
     price, etiquette, parts = report_figures(negotiation)
+    cards = earned_cards(negotiation, tips)
     return LearnerReport(
         session_id=negotiation.session_id, scenario=negotiation.scenario_name,
         scenario_version=negotiation.scenario_version, outcome=negotiation.outcome,
         item=negotiation.item, turns=negotiation.turn, price=price, curve=_curve(negotiation.history),
         stages=_stages(negotiation), etiquette=etiquette, score=total_score(parts),
         score_parts=parts, suggestions=_suggestions(negotiation, scenario, price, etiquette),
-        cards_earned=_cards(negotiation, tips), level=negotiation.level,
+        cards_earned=cards, level=negotiation.level,
         coaching=CoachingCounts(hints=negotiation.coaching.hints, hints_offered=negotiation.coaching.hints_offered,
                                 repeats=negotiation.coaching.repeats, undos=negotiation.coaching.undos,
                                 timeouts=negotiation.coaching.timeouts, unclear=negotiation.coaching.unclear),
         clamps=tuple(Clamp(turn=r.turn, flag=flag, explanation=explain(flag))
                      for r in negotiation.history if r.role == "vendor" for flag in r.flags),
         fluency=negotiation.fluency, estimate=estimate(negotiation),
+        practised=practised(negotiation, cards),
     )
+
+
+def practised(negotiation: Negotiation, cards: tuple[EarnedCard, ...] = ()) -> tuple[Practised, ...]:
+    """The review items the session brought back, judged as the learner's profile will take them."""
+    targets = negotiation.recall.practice if negotiation.recall is not None else ()
+    judged = judge(targets, learner_lines(negotiation.history), negotiation.coaching.evidence,
+                   {card.card_id: card.turn for card in cards})
+    return tuple(Practised(item_id=t.item_id, kind=t.kind, phrase=t.phrase, recalled=p.recalled, turn=p.turn,
+                           said=p.said, rating=p.rating) for t, p in zip(targets, judged, strict=True))
 
 
 def report_event(negotiation: Negotiation, tips: TipSource | None, seq: int) -> SessionReport:

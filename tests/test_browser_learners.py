@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.browser_support import ARTIFACTS, WAIT_MS, new_page, sign_in
-from tests.servers import create, running_server
+from tests.servers import create, player, running_server
 from tests.test_learners_api import ADMIN as ADMIN_KEY
 from tests.test_learners_api import DEAL, WALK, api, play, profile_after
 
@@ -111,3 +111,52 @@ async def test_the_learners_page_needs_the_admin_key(browser: Any) -> None:
         assert await page.locator("#learners tbody tr").count() == 0
         await page.goto(f"http://{host}/view/learners.html?admin={ADMIN_KEY}")  # the old way: refused
         assert "credential_in_url" in (await page.text_content("body") or "")
+
+
+async def test_the_learners_page_shows_each_review_items_retention(browser: Any) -> None:
+    """A whole line revealed by hints, the session's slips and its grounded cards become review items;
+    the learner's detail lists each with its reviews, its next due date and its retention (just
+    reviewed: 100 %); three days later all are due and their retention has fallen."""
+    async with running_server(ADMIN_KEY=ADMIN_KEY) as served:
+        host = served.base_url.removeprefix("http://")
+        assert served.services is not None
+        created = await create(served, learner_id="mira")
+        async with await player(served, created) as c:
+            await c.until("welcome")
+            await c.send({"type": "scene", "id": "hold", "object_grabbed": "Tomato"})
+            await c.until("ack", id="hold")
+            for n in range(3):
+                await c.send({"type": "command", "id": f"h{n}", "name": "hint"})
+                await c.until("hint", in_reply_to=f"h{n}")
+        await play(served, created, WALK)  # no bhaiya in any line, and a lowball: two slips as well
+        await profile_after(served, "mira", 1)
+        answer = (await api(served, "GET", "/api/learners/mira")).json()
+        expected = {item["item_id"]: item for item in answer["items"]}
+        assert {i["key"] for i in expected.values() if i["kind"] != "card"} == {"greet", "respect", "lowball"}
+        assert any(i["kind"] == "card" for i in expected.values())  # and the grounded cards the lines earned
+
+        page = await new_page(browser)
+        await sign_in(page, host, ADMIN_KEY, "/view/learners.html")
+        await page.goto(f"http://{host}/view/learners.html#mira")
+        await page.wait_for_selector("#detail:not([hidden]) #items tbody tr", timeout=WAIT_MS)
+        shown = {r["itemId"]: r for r in await rows(page, "items")}
+        assert set(shown) == set(expected)
+        for item_id, row in shown.items():
+            item = expected[item_id]
+            assert float(row["retention"]) == item["retention"] == 1.0  # reviewed seconds ago
+            assert row["due"] == "later" and "100%" in row["text"] and "again" in row["text"]
+        greet = next(r for i, r in shown.items() if expected[i]["key"] == "greet")
+        assert "Namaste bhaiya, ye tamatar kitne ka hai?" in greet["text"] and greet["kind"] == "phrase"
+        assert await page.is_hidden("#no-items")
+        ARTIFACTS.mkdir(exist_ok=True)
+        await page.screenshot(path=str(ARTIFACTS / "learner-items.png"), full_page=True)
+
+        # Three days on (the server's clock), every item is due and its retention has fallen.
+        now = served.services.registry.clock() + 3 * 86_400
+        served.services.registry.clock = lambda: now
+        await page.reload()
+        await page.wait_for_selector("#detail:not([hidden]) #items tbody tr", timeout=WAIT_MS)
+        later = await rows(page, "items")
+        assert {r["due"] for r in later} == {"due"} and all(float(r["retention"]) < 0.9 for r in later)
+        assert all("due now" in r["text"] for r in later)
+        assert page.js_errors == []

@@ -9,6 +9,7 @@ import pytest
 from brain.prompt import DELIMITER_LINES
 from schemas.enums import LanguageCode, Level, Outcome
 from schemas.learner import LearnerRecall, SessionFigures
+from schemas.review import Evidence
 from tests.llm_support import brain, decision, request
 from tests.openai_server import FakeOpenAI, reply
 from tests.servers import create, player, running_server, state
@@ -92,3 +93,35 @@ async def test_a_known_learners_session_brings_the_memory_to_the_model(openai_fa
                                    "first quote of 150 (53.3% off).")
     assert "## RETURNING_LEARNER" in sent.system
     assert "Your happiness: 56/100" in sent.system  # the start the pack set after a deal, not 50
+
+
+@pytest.mark.parametrize("invite", [True, False])
+async def test_due_review_items_reach_the_model_as_a_practice_targets_block(openai_fake: FakeOpenAI,
+                                                                             invite: bool) -> None:
+    """A revealed hint of an earlier session is due: the model gets it as data after LEARNER MEMORY,
+    with the PRACTICE_TARGETS section; with REVIEWS_INVITE=false it gets neither (docs/learning.md)."""
+    openai_fake.script(reply(decision("Namaste ji! Look around, ask me anything.")))
+    async with running_server(USE_MOCKS=False, BRAIN="openai", OPENAI_API_KEY="test", MIRROR="none",
+                              OPENAI_BASE_URL=openai_fake.base_url, AI_TIMEOUT_MS=5000,
+                              REVIEWS_INVITE=str(invite).lower()) as served:
+        assert served.services is not None
+        await served.services.learners.store.record(SessionFigures(
+            session_id="earlier", learner_id="ravi", scenario="jaipur-bazaar", level=Level.INTERMEDIATE,
+            input_language=LanguageCode.EN_IN, target_language=LanguageCode.EN_IN, outcome=Outcome.WALKED_AWAY,
+            item="Tomato", turns=5, created_at=1.0, ended_at=2.0,  # long ago: due since a day after
+            evidence=(Evidence(source="hint", key="ask", turn=2, text="Bhaiya, ye tamatar kitne ka hai?",
+                               english="Brother, how much are these tomatoes?"),)))
+        created = await create(served, learner_id="ravi")
+        async with await player(served, created) as c:
+            await c.until("welcome")
+            await c.turn("t1", "Hello")
+    sent = openai_fake.requests[-1]
+    lines = sent.user.split("\n")
+    if not invite:
+        assert "--- PRACTICE TARGETS ---" not in lines and "## PRACTICE_TARGETS" not in sent.system
+        return
+    assert lines.index("--- END LEARNER MEMORY ---") + 2 == lines.index("--- PRACTICE TARGETS ---")
+    body = lines[lines.index("--- PRACTICE TARGETS ---") + 1:lines.index("--- END PRACTICE TARGETS ---")]
+    assert body == ["- A phrase they were shown: Bhaiya, ye tamatar kitne ka hai? "
+                    "(Brother, how much are these tomatoes?)"]
+    assert "## PRACTICE_TARGETS" in sent.system and "Never say the phrase" in sent.system

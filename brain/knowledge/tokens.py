@@ -22,43 +22,15 @@ import re
 import unicodedata
 from functools import lru_cache
 
+from schemas.words import STOP_WORDS, sound_key
+
 __all__ = ["sound_key", "tokenize"]
 
 # Devanagari letters, vowel signs, virama and nukta, digits; not the danda (U+0964) or double danda.
 _TOKEN = re.compile(r"[0-9a-z]+|[\u0900-\u0963\u0966-\u097f]+")
 _DEVANAGARI = re.compile(r"[\u0900-\u097f]")
 
-_STOP = frozenset(
-    # English
-    "a an and are as at be but by can could do does for from has have he her him his how i if in "
-    "into is it its just me my no not of on or our she so than that the their them then there "
-    "these they this those to too up us was we were what when where which who why will with would "
-    "you your yes very".split()
-    # Hinglish particles: they carry grammar, not topic
-    + "hai hain ka ki ke ko se to na hi bhi mein me aur ya ye yeh wo woh tha thi the".split()
-    # the same particles in Devanagari
-    + "है हैं का की के को से तो ना ही भी में और या ये यह वो वह था थी थे".split()
-)
-
-# Latin spellings that Hinglish writers use for one Devanagari consonant, longest first.
-_DIGRAPHS = (("chh", "c"), ("kh", "k"), ("gh", "g"), ("ch", "c"), ("jh", "j"), ("th", "t"),
-             ("dh", "d"), ("ph", "f"), ("bh", "b"), ("sh", "s"), ("q", "k"), ("w", "v"),
-             ("z", "j"), ("x", "ks"))
-_LATIN_VOWELS = frozenset("aeiou")
-
-# Devanagari consonants and independent vowels to the Latin letter of their sound key. Vowel signs
-# and the virama map to nothing; anusvara and chandrabindu sound as n. After NFC a nukta letter is
-# its base letter followed by U+093C, and keys as its base letter: Hinglish writes सड़क as `sadak`.
-_DEVANAGARI_KEY: dict[str, str] = {}
-for _letters, _latin in (
-    ("कख", "k"), ("गघ", "g"), ("ङञणन", "n"), ("चछ", "c"), ("जझ", "j"), ("टठतथ", "t"), ("डढदध", "d"),
-    ("र", "r"), ("प", "p"), ("फ", "f"), ("बभ", "b"), ("म", "m"), ("य", "y"), ("लळ", "l"), ("व", "v"),
-    ("शषस", "s"), ("ह", "h"), ("ंँ", "n"), ("अआइईउऊऋएऐओऔ", "a"),
-):
-    for _letter in _letters:
-        _DEVANAGARI_KEY[_letter] = _latin
-_VOWEL_SIGNS = frozenset(chr(c) for c in range(0x093E, 0x094D))
-
+_STOP = STOP_WORDS
 
 def _stem(word: str) -> str:
     """A crude, deterministic English stem: `prices` meets `price`, `bargaining` meets `bargain`."""
@@ -71,50 +43,6 @@ def _stem(word: str) -> str:
     if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
         return word[:-1]
     return word
-
-
-def _collapse(letters: list[str]) -> str:
-    out: list[str] = []
-    for letter in letters:
-        if not out or out[-1] != letter:
-            out.append(letter)
-    return "".join(out)
-
-
-@lru_cache(maxsize=65536)
-def sound_key(word: str) -> str:
-    """The consonant skeleton of one word, in Latin letters (`"kitne"` and `"कितने"` give `"ktn"`).
-
-    An initial vowel counts as `a` whichever vowel it is, so `ek` and `एक` agree. Later vowels, a
-    final `y` after a vowel, `h` after the first letter and doubled letters are dropped: Hinglish
-    spells them freely (`bahut`, `bahot`; `mehenga`, `mehnga`, `mahanga`).
-    """
-    if _DEVANAGARI.search(word):
-        letters: list[str] = []
-        for index, char in enumerate(word):
-            latin = _DEVANAGARI_KEY.get(char, "")
-            if index > 0 and latin in ("a", "h"):
-                continue
-            if latin == "y" and index == len(word) - 1 and word[index - 1] in _VOWEL_SIGNS:
-                continue
-            if latin:
-                letters.append(latin)
-        return _collapse(letters)
-    text = word
-    for digraph, single in _DIGRAPHS:
-        text = text.replace(digraph, single)
-    letters = []
-    for index, char in enumerate(text):
-        if char in _LATIN_VOWELS or (char == "y" and index == len(text) - 1 and index > 0):
-            if index == 0:
-                letters.append("a")
-            continue
-        if not char.isalpha():
-            continue
-        if char == "h" and index > 0:
-            continue
-        letters.append(char)
-    return _collapse(letters)
 
 
 @lru_cache(maxsize=4096)

@@ -16,7 +16,8 @@
 - `echo.py`: a bare `websockets` echo server, the baseline the bots compare Samvad with.
 - `learners.py`: simulated learners shaped by level, that learn and forget and speak;
   `evaluation.py`: `samvad eval`, which plays them against the server with and without
-  re-elicitation and reports whether the coaching helps (docs/learning.md).
+  re-elicitation and reports whether the coaching helps (docs/learning.md); `eval_figures.py`: the
+  figures it sums and the table it prints.
 
 How to run them: the top-level README, "Clients".
 """

@@ -36,26 +36,24 @@ import json
 import os
 import re
 import socket
-import statistics
 import subprocess
 import sys
 import time
 import wave
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from clients.bots.eval_figures import LEVELS, SessionLog, figures, table
 from clients.bots.learners import Line, SimulatedLearner, situation_for
 from clients.bots.transport import BotError, Wire, create_session, http_request, open_socket, ws_base
-from schemas.enums import Level
-from schemas.scenario import available_scenarios, load_scenario
+from schemas.scenario import Scenario, available_scenarios, load_scenario
 
-__all__ = ["EvalConfig", "SessionLog", "main", "run"]
+__all__ = ["EvalConfig", "main", "run"]
 
 ADMIN_KEY = "eval-admin-key-0123456789-abcdefghij"
-LEVELS = (Level.BEGINNER, Level.INTERMEDIATE, Level.ADVANCED)
 MAX_LINES = 16
 WAIT_S = 30.0  # a spoken line waits its turn at the recogniser on a busy machine
 KNOWLEDGE = Path(__file__).resolve().parents[2] / "schemas" / "data"
@@ -72,31 +70,6 @@ class EvalConfig:
     out: Path = Path("artifacts/eval.json")
 
 
-@dataclass(slots=True)
-class SessionLog:
-    """What one session showed, from the learner's side of the socket."""
-
-    learner_id: str
-    pack: str
-    level: str
-    number: int  # 1 for the learner's first session
-    outcome: str | None = None
-    discount_pct: float | None = None
-    revealed: int = 0  # lines a hint revealed
-    taken_up: int = 0  # of them, the next line used
-    clear_lines: int = 0
-    false_clarify: int = 0
-    mumbled: int = 0
-    clarify_after_mumble: int = 0
-    cards: int = 0
-    generic_cards: int = 0
-    grounded_cards: int = 0
-    grounded_in_text: int = 0
-    spoken_wpm: list[float] = field(default_factory=list)
-    recalled_lines: int = 0  # lines the learner said from memory
-    invited: int = 0  # replies that invited a remembered line
-
-
 # ---------------------------------------------------------------------------- a session
 
 
@@ -110,7 +83,7 @@ class Session:
         self.ws: Any = None
         self.ended: dict[str, Any] | None = None
         self.report: dict[str, Any] | None = None
-        self.invite: str | None = None
+        self.invite: tuple[str, ...] = ()
 
     def _id(self, prefix: str) -> str:
         self.ids += 1
@@ -246,17 +219,28 @@ class Session:
                 self.log.grounded_cards += 1
                 self.log.grounded_in_text += _in_knowledge(self.learner.pack.scenario, card["body"])
         elif kind == "reply":
-            self.invite = invited_situation(frame)
-            self.log.invited += self.invite is not None
+            self.invite = invited_situations(self.learner.pack, frame.get("text") or "")
+            self.log.invited += bool(self.invite)
 
 
-def invited_situation(reply: dict[str, Any]) -> str | None:
-    """The situation whose remembered line the vendor's reply invites (the server's practice target),
-    or None."""
-    practice = reply.get("practice")
-    if isinstance(practice, dict) and isinstance(practice.get("situation"), str):
-        return str(practice["situation"])
-    return None
+# The pack's invitation pools (docs/learning.md, The vendor brings them back) and the situations of
+# the lines a learner may have remembered that each opens the way for.
+INVITES = {"invite_greet": ("greet",), "invite_ask": ("ask",), "invite_offer": ("open", "counter"),
+           "invite_accept": ("accept",), "invite_respect": ("respect",)}
+_PLACEHOLDER = re.compile(r"\\\{[a-z_]+\\\}")
+_INVITATIONS: dict[str, list[tuple[re.Pattern[str], tuple[str, ...]]]] = {}
+
+
+def invited_situations(pack: Scenario, text: str) -> tuple[str, ...]:
+    """The situations a vendor line invites, as a learner hears them: the line is one of the pack's
+    invitations (its numbers and names filled in). No marker on the wire: the learner must understand
+    the vendor, as a person would."""
+    patterns = _INVITATIONS.get(pack.scenario)
+    if patterns is None:
+        patterns = _INVITATIONS[pack.scenario] = [
+            (re.compile(_PLACEHOLDER.sub(".+?", re.escape(line)), re.IGNORECASE), situations)
+            for pools in pack.lines.values() for key, situations in INVITES.items() for line in pools.get(key, ())]
+    return tuple(s for pattern, situations in patterns if pattern.search(text) for s in situations)
 
 
 def _uses(said: str, revealed: str) -> bool:
@@ -404,70 +388,6 @@ async def condition(config: EvalConfig, base: str) -> tuple[list[SessionLog], li
         for learner, speaker in learners(config):
             tg.create_task(one(learner, speaker))
     return logs, answers, errors
-
-
-# ---------------------------------------------------------------------------- figures
-
-
-def _share(part: int, whole: int) -> float | None:
-    return round(part / whole, 4) if whole else None
-
-
-def recall_figures(answers: list[dict[str, Any]]) -> dict[str, Any]:
-    """Items judged recalled in a session after the one that made them (the learners API's `items`)."""
-    items = [item for answer in answers for item in answer.get("items") or ()]
-    later = [i for i in items if i.get("reviews")]
-    recalled = [i for i in later if any(r.get("recalled") for r in i["reviews"])]
-    return {"items": len(items), "reviewed_later": len(later), "recalled_later": len(recalled),
-            "recall_rate": _share(len(recalled), len(items))}
-
-
-def figures(logs: list[SessionLog], answers: list[dict[str, Any]], sessions: int) -> dict[str, Any]:
-    by_level: dict[str, Any] = {}
-    for level in LEVELS:
-        mine = [g for g in logs if g.level == level.value]
-        deals = [g for g in mine if g.outcome == "deal"]
-        discounts = [g.discount_pct for g in deals if g.discount_pct is not None]
-        wpm = {n: [w for g in mine if g.number == n for w in g.spoken_wpm] for n in range(1, sessions + 1)}
-        by_level[level.value] = {
-            "sessions": len(mine), "deals": len(deals), "deal_rate": _share(len(deals), len(mine)),
-            "mean_discount_pct": round(statistics.fmean(discounts), 1) if discounts else None,
-            "words_per_minute_by_session": {str(n): round(statistics.median(v), 1) if v else None
-                                            for n, v in wpm.items()},
-        }
-    total = {name: sum(getattr(g, name) for g in logs) for name in (
-        "revealed", "taken_up", "clear_lines", "false_clarify", "mumbled", "clarify_after_mumble", "cards",
-        "generic_cards", "grounded_cards", "grounded_in_text", "recalled_lines", "invited")}
-    return {
-        "sessions": len(logs),
-        "hint_uptake": _share(total["taken_up"], total["revealed"]),
-        "false_clarify_rate": _share(total["false_clarify"], total["clear_lines"]),
-        "mumbles_clarified": _share(total["clarify_after_mumble"], total["mumbled"]),
-        "tip_grounding_rate": _share(total["grounded_in_text"], total["grounded_cards"]),
-        "generic_card_share": _share(total["generic_cards"], total["cards"]),
-        "recall": recall_figures(answers),
-        "lines_from_memory": total["recalled_lines"], "invitations": total["invited"],
-        "levels": by_level, "counts": total,
-    }
-
-
-def table(result: dict[str, Any]) -> str:
-    on, off = result["conditions"]["invite"], result["conditions"]["no_invite"]
-    rows = [("sessions", on["sessions"], off["sessions"]),
-            ("items recalled in a later session", on["recall"]["recall_rate"], off["recall"]["recall_rate"]),
-            ("lines said from memory", on["lines_from_memory"], off["lines_from_memory"]),
-            ("hint uptake", on["hint_uptake"], off["hint_uptake"]),
-            ("false clarify rate", on["false_clarify_rate"], off["false_clarify_rate"]),
-            ("tip grounding rate", on["tip_grounding_rate"], off["tip_grounding_rate"])]
-    for level in LEVELS:
-        a, b = on["levels"][level.value], off["levels"][level.value]
-        rows.append((f"{level.value}: deal rate, mean discount %", f"{a['deal_rate']}, {a['mean_discount_pct']}",
-                     f"{b['deal_rate']}, {b['mean_discount_pct']}"))
-        rows.append((f"{level.value}: words a minute by session", json.dumps(a["words_per_minute_by_session"]),
-                     json.dumps(b["words_per_minute_by_session"])))
-    lines = ["| figure | re-elicited | not re-elicited |", "| --- | --- | --- |"]
-    lines += [f"| {name} | {a} | {b} |" for name, a, b in rows]
-    return "\n".join(lines)
 
 
 async def run(config: EvalConfig) -> dict[str, Any]:

@@ -138,18 +138,24 @@ class SimulatedLearner:
         return offers_made >= self.shape.patience
 
     def line(self, situation: str, item: Item, *, offer: int | None = None, price: int | None = None,
-             invited: str | None = None, revealed: str | None = None) -> Line:
-        """The next line in `situation`; `invited`: the situation the vendor invites a remembered line
-        for; `revealed`: the line a hint just revealed, to say as it is."""
+             invited: tuple[str, ...] = (), revealed: str | None = None) -> Line:
+        """The next line in `situation`; `invited`: the situations whose remembered lines the vendor's
+        last words opened the way for; `revealed`: the line a hint just revealed, to say as it is."""
         if revealed is not None:
             return Line(revealed, 0.95, situation, from_hint=True)
-        remembered = self.memory.get(situation)
-        asked = invited == situation and self._rng.random() < INVITED_P
-        if remembered is not None and (asked or self._rng.random() < self.shape.spontaneous_p):
-            number = offer if offer is not None else price
-            text = _NUMBER.sub(str(number), remembered) if number is not None else remembered
-            return Line(text, 0.95, situation, recalled=True)
+        number = offer if offer is not None else price
+        asked = next((s for s in invited if s in self.memory), None)
+        if asked is not None and self._rng.random() < INVITED_P:
+            return self._recall(asked, number)
+        if situation in self.memory and self._rng.random() < self.shape.spontaneous_p:
+            return self._recall(situation, number)
         return Line(self._own(situation, item, offer, price), 0.95, situation)
+
+    def _recall(self, situation: str, number: int | None) -> Line:
+        """A remembered line said again, with today's number in it."""
+        remembered = self.memory[situation]
+        text = _NUMBER.sub(str(number), remembered) if number is not None else remembered
+        return Line(text, 0.95, situation, recalled=True)
 
     def _own(self, situation: str, item: Item, offer: int | None, price: int | None) -> str:
         """The learner's own words: English with the pack's address and currency, and now and then

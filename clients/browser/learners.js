@@ -1,6 +1,6 @@
 // The teacher's learners page: every learner with their latest session and trend, and one
 // learner's progress over sessions as charts (discount, turns to a deal, score, hints), with a
-// link to each session's report. It reads the API again every 15 s (profiles change when
+// link to each session's report, and their review items with each one's retention. It reads the API again every 15 s (profiles change when
 // sessions end, not turn by turn, so there is no socket).
 //
 // The teacher signs in once (/view/signin.html); the browser then sends the HttpOnly sign-in cookie
@@ -164,6 +164,26 @@ function progressRow(point, index) {
       "Report →")));
 }
 
+const KINDS = { phrase: "phrase", respect: "habit to build", avoid: "habit to drop" };
+
+// One review item (docs/learning.md): its phrase, reviews, the FSRS due date and the chance the
+// learner recalls it now (the server's `retention`, a bar from red to green).
+function itemRow(item) {
+  const last = item.history.length ? item.history[item.history.length - 1] : null;
+  const percent = Math.round(item.retention * 100);
+  const hue = Math.round(item.retention * 120);
+  return h("tr", { dataset: { itemId: item.item_id, kind: item.kind, retention: String(item.retention),
+    due: item.is_due ? "due" : "later" } },
+    h("td", {}, item.phrase, item.english ? h("span", { class: "small" }, item.english) : null),
+    h("td", {}, KINDS[item.kind] || item.kind),
+    h("td", { class: "num" }, String(item.reps)),
+    h("td", {}, last ? last.rating : "–"),
+    h("td", {}, item.is_due ? "due now" : when(item.due)),
+    h("td", { class: "num retention" },
+      h("span", { class: "retention-bar", style: { width: `${percent}%`, background: `hsl(${hue} 70% 45%)` } }),
+      `${percent}%`));
+}
+
 async function showLearner(learnerId) {
   const detail = $("detail");
   if (!learnerId) {
@@ -177,6 +197,8 @@ async function showLearner(learnerId) {
   detail.hidden = false;
   renderProfile(answer);
   $("progress").querySelector("tbody").replaceChildren(...answer.progress.map(progressRow));
+  $("items").querySelector("tbody").replaceChildren(...answer.items.map(itemRow));
+  $("no-items").hidden = answer.items.length > 0;
   drawCharts();
   for (const tr of $("learners").querySelectorAll("tbody tr")) {
     tr.classList.toggle("selected", tr.dataset.learnerId === learnerId);

@@ -2,8 +2,9 @@
 
 - `GET /api/learners`: every learner with their latest session and trend (the teacher's list);
   the admin key.
-- `GET /api/learners/{learner_id}`: the profile and the progress series, one point per session,
-  each with a link to its report; the admin key, a learner token of that learner, or the token of a
+- `GET /api/learners/{learner_id}`: the profile, the progress series, one point per session,
+  each with a link to its report, and the review items with their retention (docs/learning.md);
+  the admin key, a learner token of that learner, or the token of a
   teacher with the learner in one of their classes (server/classes/).
 - `DELETE /api/learners/{learner_id}`: erase the learner and their sessions; the admin key.
 
@@ -26,8 +27,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
+from schemas.review import ReviewItem
 from server.auth import TokenError
 from server.classes.store import ClassStoreError
+from server.learners.reviews import retention
 from server.learners.service import Learners
 from server.learners.store import LearnerStoreUnavailable
 from server.services import Services, bearer, error_response
@@ -84,6 +87,7 @@ async def get_learner(request: Request) -> JSONResponse:
     try:
         profile = await learners.store.get(learner_id)
         series = await learners.store.progress(learner_id) if profile is not None else []
+        items = await learners.store.items(learner_id) if profile is not None else []
     except LearnerStoreUnavailable as exc:
         return error_response(503, "unavailable", str(exc))
     if profile is None:
@@ -95,9 +99,20 @@ async def get_learner(request: Request) -> JSONResponse:
         token = services.tokens.issue_report(point.session_id, services.settings.LINK_TTL_SECONDS)
         row["report_url"] = f"/api/sessions/{point.session_id}/report?format=html&token={token}"
         progress.append(row)
+    now = services.registry.clock()
     return JSONResponse({"learner_id": learner_id, "store": learners.store.name,
                          "durable": learners.store.durable,
-                         "profile": profile.model_dump(mode="json"), "progress": progress})
+                         "profile": profile.model_dump(mode="json"), "progress": progress,
+                         "items": [item_row(item, now) for item in items]})
+
+
+def item_row(item: ReviewItem, now: float) -> dict[str, Any]:
+    """A review item as the learners page shows it: its record, with its retention now and whether it is due."""
+    row = item.model_dump(mode="json", exclude={"evidence"})
+    row["evidence"] = [{"session_id": sid, **e.model_dump(mode="json")} for sid, e in item.evidence]
+    row["retention"] = round(retention(item, now), 4)
+    row["is_due"] = item.due <= now
+    return row
 
 
 async def delete_learner(request: Request) -> JSONResponse:

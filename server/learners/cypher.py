@@ -1,9 +1,16 @@
 """The learners' Cypher: their schema objects and every statement the Neo4j learner store runs.
 
-The graph gains one node and one relationship (docs/neo4j.md):
+The graph gains these nodes and relationships (docs/neo4j.md, docs/learning.md):
 
     (:Learner {learner_id, level, input_language, target_language, languages, sessions, pending,
                profile, updated_at})-[:PLAYED {score, level, slips, ended_at}]->(:Session)
+    (:Learner)-[:REVIEWS]->(:Item:ReviewItem {item_id, learner_id, scenario, language, kind, key, phrase,
+                                              due, stability, difficulty, reps, lapses, last_review, record})
+    (:ReviewItem)-[:REVIEWED_IN {rating, recalled, at, due}]->(:Session)
+
+A review item is an `Item` as the issue names it, and a `ReviewItem` to tell it from the mirror's
+goods (`(:Item {session_id, name})`, which no review item has); `record` is the whole `ReviewItem`
+as JSON, its history included, and REVIEWED_IN is that history in the graph.
 
 `profile` is the whole `LearnerProfile` as JSON (a property cannot hold a map); the scalars beside
 it are for Cypher and for people reading the graph. The session's own figures stay on the Session
@@ -18,12 +25,14 @@ from typing import LiteralString
 __all__ = [
     "DELETE_LEARNER",
     "DELETE_LEARNER_SESSIONS",
+    "GET_ITEMS",
     "GET_PROFILE",
     "LEARNER_SCHEMA",
     "LIST_LEARNERS",
     "LOCK_PROFILE",
     "PROGRESS",
     "RECORD_SESSION",
+    "WRITE_ITEMS",
 ]
 
 # Created with the mirror's schema (server/mirror/schema.py takes these in) and again by the store
@@ -32,6 +41,7 @@ LEARNER_SCHEMA: tuple[LiteralString, ...] = (
     "CREATE CONSTRAINT samvad_learner_id IF NOT EXISTS FOR (l:Learner) REQUIRE l.learner_id IS UNIQUE",
     # Erasure finds a learner's sessions by the property too, linked to the Learner or not yet.
     "CREATE INDEX samvad_session_learner IF NOT EXISTS FOR (s:Session) ON (s.learner_id)",
+    "CREATE CONSTRAINT samvad_review_item_id IF NOT EXISTS FOR (i:ReviewItem) REQUIRE i.item_id IS UNIQUE",
 )
 
 GET_PROFILE: LiteralString = "MATCH (l:Learner {learner_id: $learner_id}) RETURN l.profile AS profile"
@@ -109,8 +119,35 @@ RETURN count(DISTINCT s) AS sessions
 
 DELETE_LEARNER: LiteralString = """
 MATCH (l:Learner {learner_id: $learner_id})
+OPTIONAL MATCH (l)-[:REVIEWS]->(r:ReviewItem)
+DETACH DELETE r
+WITH DISTINCT l
 OPTIONAL MATCH (l)-[:PLAYED]->(s:Session)
 OPTIONAL MATCH (s)-[:HAS_TURN|INVOLVES_ITEM|STAGE_CHANGED]->(n)
 DETACH DELETE l, s, n
 RETURN count(DISTINCT l) AS learners, count(DISTINCT s) AS sessions
+"""
+
+# A learner's review items, by the Learner's constraint then REVIEWS.
+GET_ITEMS: LiteralString = """
+MATCH (:Learner {learner_id: $learner_id})-[:REVIEWS]->(i:ReviewItem)
+RETURN i.record AS record ORDER BY i.item_id
+"""
+
+# The items a session made or changed, in the transaction that folds the session into the profile
+# (the Learner is write-locked by then). An item is merged by its id; its review in this session
+# links it to the Session, once however often the statement runs.
+WRITE_ITEMS: LiteralString = """
+MATCH (l:Learner {learner_id: $learner_id})
+MATCH (s:Session {session_id: $session_id})
+UNWIND $items AS row
+MERGE (i:Item:ReviewItem {item_id: row.item_id})
+SET i.learner_id = $learner_id, i.scenario = row.scenario, i.language = row.language, i.kind = row.kind,
+    i.key = row.key, i.phrase = row.phrase, i.due = row.due, i.stability = row.stability,
+    i.difficulty = row.difficulty, i.reps = row.reps, i.lapses = row.lapses, i.last_review = row.last_review,
+    i.record = row.record
+MERGE (l)-[:REVIEWS]->(i)
+MERGE (i)-[r:REVIEWED_IN]->(s)
+SET r.rating = row.rating, r.recalled = row.recalled, r.at = row.at, r.due = row.due
+RETURN count(i) AS items
 """

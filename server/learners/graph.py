@@ -20,18 +20,22 @@ from neo4j import AsyncManagedTransaction, unit_of_work
 from neo4j.exceptions import DriverError, Neo4jError
 
 from schemas.learner import LearnerProfile, LearnerRow, ProgressPoint, SessionFigures
+from schemas.review import ReviewItem
 from server.graphdb import GraphDriver
 from server.learners.cypher import (
     DELETE_LEARNER,
     DELETE_LEARNER_SESSIONS,
+    GET_ITEMS,
     GET_PROFILE,
     LEARNER_SCHEMA,
     LIST_LEARNERS,
     LOCK_PROFILE,
     PROGRESS,
     RECORD_SESSION,
+    WRITE_ITEMS,
 )
 from server.learners.profile import fold, trend
+from server.learners.reviews import items_after
 from server.learners.store import LearnerStoreUnavailable
 
 __all__ = ["Neo4jLearnerStore", "SessionNotStored"]
@@ -120,7 +124,8 @@ class Neo4jLearnerStore:
 
     @classmethod
     async def _record(cls, tx: AsyncManagedTransaction, f: SessionFigures) -> LearnerProfile:
-        profile = fold(_profile(await cls._rows(tx, LOCK_PROFILE, {"learner_id": f.learner_id})), f)
+        before = _profile(await cls._rows(tx, LOCK_PROFILE, {"learner_id": f.learner_id}))
+        profile = fold(before, f)
         linked = await cls._rows(tx, RECORD_SESSION, {
             "learner_id": f.learner_id, "profile": profile.model_dump_json(), "level": profile.level.value,
             "input_language": profile.input_language.value, "target_language": profile.target_language.value,
@@ -133,7 +138,27 @@ class Neo4jLearnerStore:
         })
         if not linked:
             raise SessionNotStored(f"session {f.session_id} is not in the graph yet")
+        if profile is not before:  # a session folded in already has its reviews already
+            await cls._write_items(tx, f)
         return profile
+
+    @classmethod
+    async def _write_items(cls, tx: AsyncManagedTransaction, f: SessionFigures) -> None:
+        rows = await cls._rows(tx, GET_ITEMS, {"learner_id": f.learner_id})
+        known = {item.item_id: item for item in (ReviewItem.model_validate_json(r["record"]) for r in rows)}
+        changed = items_after(known, f)
+        if not changed:
+            return
+        await cls._rows(tx, WRITE_ITEMS, {"learner_id": f.learner_id, "session_id": f.session_id, "items": [{
+            "item_id": i.item_id, "scenario": i.scenario, "language": i.language.value, "kind": i.kind,
+            "key": i.key, "phrase": i.phrase, "due": i.due, "stability": i.stability, "difficulty": i.difficulty,
+            "reps": i.reps, "lapses": i.lapses, "last_review": i.last_review, "record": i.model_dump_json(),
+            "rating": i.history[-1].rating, "recalled": i.history[-1].recalled, "at": i.history[-1].at,
+        } for i in changed]})
+
+    async def items(self, learner_id: str) -> list[ReviewItem]:
+        rows = await self.read(GET_ITEMS, learner_id=learner_id)
+        return [ReviewItem.model_validate_json(row["record"]) for row in rows]
 
     async def progress(self, learner_id: str) -> list[ProgressPoint]:
         rows = await self.read(PROGRESS, learner_id=learner_id)

@@ -7,7 +7,10 @@
   when the store is down. The queue is bounded; when it is full a session goes unrecorded, with a
   warning.
 - When a session is created, `recall` reads the learner's profile (within `NEO4J_TIMEOUT_MS`; a
-  store that does not answer in time leaves the session without memory, and it plays on).
+  store that does not answer in time leaves the session without memory, and it plays on), and
+  `practice` their review items due at that scenario's stall (docs/learning.md).
+- An ended session's figures carry its evidence (revealed hints, slips, unclear lines) and the
+  judgement of each target it brought back; the store folds them into the learner's review items.
 - `erase` ends and drops the learner's live sessions, lets the mirror write what it holds of
   them, and then has the store delete everything of the learner.
 """
@@ -22,17 +25,21 @@ import anyio
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
-from schemas.enums import Level
+from schemas.enums import Level, OfferAssessment
 from schemas.errors import CloseCode
 from schemas.learner import LearnerProfile, LearnerRecall, SessionFigures, Slip
+from schemas.review import Evidence, PracticeTarget
 from server.learners.profile import recall
+from server.learners.reviews import due
 from server.learners.store import LearnerStore, LearnerStoreUnavailable
 from session.actor import SessionActor
 from session.core import START_HAPPINESS
 from session.level_estimate import estimate
 from session.negotiation import Negotiation
+from session.practice import judge, learner_lines
+from session.protocols import TipSource
 from session.registry import SessionRegistry
-from session.report import report_figures, total_score
+from session.report import earned_cards, report_figures, total_score
 
 if TYPE_CHECKING:
     from server.backends import MirrorBackend
@@ -48,8 +55,9 @@ BACKOFF_BASE_S = 0.1
 BACKOFF_CAP_S = 5.0
 
 
-def session_figures(negotiation: Negotiation) -> SessionFigures:
-    """What an ended session of a known learner adds to their profile: the figures of its report."""
+def session_figures(negotiation: Negotiation, tips: TipSource | None = None) -> SessionFigures:
+    """What an ended session of a known learner adds to their profile: the figures of its report,
+    and its evidence for review items (with `tips`, the session's own, the grounded cards it earned)."""
     assert negotiation.outcome is not None and negotiation.learner_id
     price, etiquette, parts = report_figures(negotiation)  # not the whole report: cards, curve...
     slips: list[Slip] = []
@@ -62,7 +70,15 @@ def session_figures(negotiation: Negotiation) -> SessionFigures:
     said_something = any(r.role == "user" for r in negotiation.history)
     if said_something and not etiquette.respectful_turns and negotiation.scenario.rules.respectful_address:
         slips.append("no_respect")
+    cards = earned_cards(negotiation, tips)
+    evidence = [*negotiation.coaching.evidence,
+                *(Evidence(source="slip", key=slip, turn=_slip_turn(negotiation, slip)) for slip in slips),
+                *(Evidence(source="card", key=card.card_id, turn=card.turn, text=card.title) for card in cards)]
+    targets = negotiation.recall.practice if negotiation.recall is not None else ()
+    practice = judge(targets, learner_lines(negotiation.history), negotiation.coaching.evidence,
+                     {card.card_id: card.turn for card in cards})
     return SessionFigures(
+        evidence=tuple(evidence), practice=practice,
         session_id=negotiation.session_id, learner_id=negotiation.learner_id, scenario=negotiation.scenario_name,
         level=negotiation.level, input_language=negotiation.input_language,
         target_language=negotiation.target_language, outcome=negotiation.outcome, item=negotiation.item,
@@ -74,10 +90,19 @@ def session_figures(negotiation: Negotiation) -> SessionFigures:
     )
 
 
+def _slip_turn(negotiation: Negotiation, slip: Slip) -> int:
+    """The first learner turn that made the slip (an offer slip: by the server's label), else 0."""
+    labels = {"insult": OfferAssessment.INSULT, "lowball": OfferAssessment.LOWBALL}
+    label = labels.get(slip)
+    return next((r.turn for r in negotiation.history if r.role == "user" and r.assessment is label), 0) \
+        if label is not None else 0
+
+
 class Learners:
     def __init__(self, store: LearnerStore, registry: SessionRegistry, mirror: MirrorBackend, *,
-                 timeout_s: float = 2.0) -> None:
+                 timeout_s: float = 2.0, invite: bool = True) -> None:
         self.store = store
+        self.invite = invite  # REVIEWS_INVITE: the vendor brings due review items back
         self.registry = registry
         self.mirror = mirror
         self.timeout_s = timeout_s
@@ -102,7 +127,7 @@ class Learners:
         try:
             if self._send is None:
                 raise anyio.WouldBlock  # not running: nobody would record it
-            self._send.send_nowait(session_figures(negotiation))
+            self._send.send_nowait(session_figures(negotiation, actor.tips))
         except anyio.WouldBlock:
             self.dropped += 1
             log.warning("learner queue full: session not added to its learner's profile",
@@ -153,9 +178,25 @@ class Learners:
                         extra={"error": str(exc)[:200]})
             return None
 
-    @staticmethod
-    def recall(profile: LearnerProfile | None, scenario: str, version: int = 1) -> LearnerRecall | None:
-        return recall(profile, scenario, START_HAPPINESS, version)
+    def recall(self, profile: LearnerProfile | None, scenario: str, version: int = 1,
+               practice: tuple[PracticeTarget, ...] = ()) -> LearnerRecall | None:
+        """What the vendor remembers of the learner, with their due review items at this stall."""
+        remembered = recall(profile, scenario, START_HAPPINESS, version)
+        if remembered is None:
+            return None
+        return remembered.model_copy(update={"practice": practice, "invite": self.invite})
+
+    async def practice(self, learner_id: str, scenario: str) -> tuple[PracticeTarget, ...]:
+        """The learner's review items of `scenario` due now, as targets; none when the store does
+        not answer in time (the session plays on without them)."""
+        try:
+            with anyio.fail_after(self.timeout_s):
+                items = await self.store.items(learner_id)
+        except (LearnerStoreUnavailable, TimeoutError) as exc:
+            log.warning("review items unavailable: the session starts without them",
+                        extra={"error": str(exc)[:200]})
+            return ()
+        return tuple(item.target() for item in due(items, scenario, self.registry.clock()))
 
     @staticmethod
     def default_level(profile: LearnerProfile | None) -> Level:

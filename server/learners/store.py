@@ -14,7 +14,9 @@ from __future__ import annotations
 from typing import Protocol
 
 from schemas.learner import LearnerProfile, LearnerRow, ProgressPoint, SessionFigures
+from schemas.review import ReviewItem
 from server.learners.profile import fold, progress_point, trend
+from server.learners.reviews import items_after
 
 __all__ = ["LearnerStore", "LearnerStoreUnavailable", "MemoryLearnerStore"]
 
@@ -39,6 +41,10 @@ class LearnerStore(Protocol):
 
     async def progress(self, learner_id: str) -> list[ProgressPoint]:
         """The learner's sessions as a progress series, oldest first."""
+        ...
+
+    async def items(self, learner_id: str) -> list[ReviewItem]:
+        """The learner's review items with their FSRS state and history (docs/learning.md)."""
         ...
 
     async def learners(self) -> list[LearnerRow]:
@@ -68,6 +74,7 @@ class MemoryLearnerStore:
     def __init__(self) -> None:
         self._profiles: dict[str, LearnerProfile] = {}
         self._sessions: dict[str, list[SessionFigures]] = {}
+        self._items: dict[str, dict[str, ReviewItem]] = {}
 
     async def get(self, learner_id: str) -> LearnerProfile | None:
         return self._profiles.get(learner_id)
@@ -78,7 +85,12 @@ class MemoryLearnerStore:
         if profile is not before:
             self._profiles[figures.learner_id] = profile
             self._sessions.setdefault(figures.learner_id, []).append(figures)
+            items = self._items.setdefault(figures.learner_id, {})
+            items.update((item.item_id, item) for item in items_after(items, figures))
         return profile
+
+    async def items(self, learner_id: str) -> list[ReviewItem]:
+        return sorted(self._items.get(learner_id, {}).values(), key=lambda i: i.item_id)
 
     async def progress(self, learner_id: str) -> list[ProgressPoint]:
         sessions = sorted(self._sessions.get(learner_id, []), key=lambda f: (f.created_at, f.session_id))
@@ -97,6 +109,7 @@ class MemoryLearnerStore:
 
     async def erase(self, learner_id: str) -> bool:
         self._sessions.pop(learner_id, None)
+        self._items.pop(learner_id, None)
         return self._profiles.pop(learner_id, None) is not None
 
     def statistics(self) -> dict[str, object]:

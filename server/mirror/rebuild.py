@@ -13,6 +13,7 @@ from typing import Any
 from schemas.brain import StageVisit
 from schemas.enums import LanguageCode, Level, OfferAssessment, Outcome, Stage
 from schemas.learner import LearnerRecall
+from schemas.review import Evidence
 from schemas.scenario import load_scenario
 from schemas.state import LedgerTotals
 from server.mirror.memory import memory_from_graph
@@ -69,6 +70,7 @@ def rebuild(record: dict[str, Any], limits: Limits) -> tuple[Negotiation, int, S
     checkpoints = [Checkpoint.from_json(b) for b in befores[-depth:]] if depth else []
     coaching = {key[len("coaching_"):]: int(value) for key, value in s.items()
                 if key.startswith("coaching_") and value is not None}
+    evidence = [Evidence.model_validate(e) for e in json.loads(s.get("review_evidence") or "[]")]
     outcome = s.get("outcome")
     negotiation = Negotiation(
         session_id=s["session_id"], scenario_name=s["scenario"], created_at=float(s["created_at"]), limits=limits,
@@ -86,7 +88,8 @@ def rebuild(record: dict[str, Any], limits: Limits) -> tuple[Negotiation, int, S
         ledger=LedgerTotals(**{name: s[f"ledger_{name}"] for name in LedgerTotals.model_fields
                                if s.get(f"ledger_{name}") is not None}),
         level=Level(s.get("level") or Level.INTERMEDIATE.value),
-        coaching=Coaching.from_counters(coaching, checkpoints), memory=memory_from_graph(s, turn),
+        coaching=Coaching.from_counters(coaching, checkpoints, evidence),
+        memory=memory_from_graph(s, turn),
         recall=LearnerRecall.model_validate_json(s["recall"]) if s.get("recall") else None, version=version,
         fluency=fluency_from_props(s),
     )

@@ -57,6 +57,9 @@ class SessionFold:
             "level": n.level.value, "undone_turns": self.shift, "undo_depth": len(n.coaching.checkpoints),
             "recall": n.recall.model_dump_json() if n.recall is not None else None,
             **fluency_props(n.fluency),
+            # revealed hints and unclear lines, the session's review evidence (docs/learning.md)
+            "review_evidence": json.dumps([e.model_dump() for e in n.coaching.evidence])
+            if n.coaching.evidence else None,
             **{f"ledger_{name}": value for name, value in n.ledger.model_dump().items()},
             **{f"coaching_{name}": value for name, value in n.coaching.counters().items()},
         }
