@@ -1,0 +1,136 @@
+"""The vendor's voice overlapping the pipeline (issue #34, docs/voice.md): the first clause is spoken
+before its sentence is whole, a thinking sound fills a late reply, and the server follows the
+client's loudspeaker so that it can decide a barge-in itself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import hypothesis.strategies as st
+import pytest
+from hypothesis import given
+
+from schemas.frames import Reply, ReplyAudio, ReplyDelta
+from voice.playout import LATENCY_S, Playout
+from voice.sentences import SentenceSplitter, split_sentences
+from voice.speaker import FIRST_CLAUSE_WORDS, FillerClip, Speaker
+
+pytestmark = pytest.mark.anyio
+
+
+def test_the_first_piece_is_a_clause_once_it_has_enough_words_then_sentences() -> None:
+    assert split_sentences("Dekhiye bhaiya aap ke liye, sirf 1,200 rupaye; kal aana. Haan.", 4) == [
+        "Dekhiye bhaiya aap ke liye,", "sirf 1,200 rupaye; kal aana.", "Haan."]
+    # Too short a clause is not cut ("Arre bhaiya," alone sounds clipped); a price's comma is no clause.
+    assert split_sentences("Arre bhaiya, these are fresh. Ok, fine, very fine.", 4) == [
+        "Arre bhaiya, these are fresh.", "Ok, fine, very fine."]
+    assert split_sentences("Namaste ji, welcome to my stall!", 0) == ["Namaste ji, welcome to my stall!"]
+    streamed = SentenceSplitter(4)
+    assert streamed.feed("Ye sabse acche tamatar hain") == []
+    assert streamed.feed(",") == []  # a comma at the end of what came so far may be a price's
+    assert streamed.feed(" bilkul taaze, aaj ke.") == ["Ye sabse acche tamatar hain,"]
+    assert streamed.flush() == "bilkul taaze, aaj ke."  # after the first, commas cut no more
+    assert split_sentences("यह सबसे अच्छे टमाटर हैं, साठ रुपये।", 4) == ["यह सबसे अच्छे टमाटर हैं,", "साठ रुपये।"]
+
+
+words = st.sampled_from(["bhaiya", "ji", "tamatar", "sixty", "1,200", "rupees", "ok", "haan", "—", "-", "very"])
+marks = st.sampled_from(["", "", "", ",", ";", ":", ".", "!", "?", "…"])
+
+
+@given(st.lists(st.tuples(words, marks), min_size=1, max_size=40), st.integers(0, 6),
+       st.lists(st.integers(1, 12), max_size=10))
+def test_pieces_are_the_texts_own_words_in_order_however_it_streams(
+        tokens: list[tuple[str, str]], first: int, cuts: list[int]) -> None:
+    """Nothing is spoken that the text lacks, and nothing of it is lost: joined with a space the
+    pieces are the text, however its deltas were cut."""
+    text = " ".join(w + m for w, m in tokens)
+    splitter = SentenceSplitter(first)
+    pieces: list[str] = []
+    at = 0
+    for n in cuts:
+        pieces += splitter.feed(text[at:at + n])
+        at += n
+    pieces += splitter.feed(text[at:])
+    rest = splitter.flush()
+    pieces += [rest] if rest else []
+    assert " ".join(pieces) == text.strip()
+    assert pieces == split_sentences(text, first)
+
+
+class _Tts:
+    name = "fake"
+    sample_rate = 8000
+
+    def __init__(self) -> None:
+        self.said: list[str] = []
+
+    async def synthesize(self, text: str, language: str | None) -> Any:
+        self.said.append(text)
+        yield b"\x01\x00" * 800  # 0.1 s
+
+
+def _reply(turn: int, text: str) -> Reply:
+    return Reply(session_id="s", seq=turn, turn=turn, text=text, happiness_score=50, negotiation_state="GREETING",
+                 vendor_mood="neutral", counter_price=None, suggested_user_response="", is_terminal=False)
+
+
+async def test_the_speaker_speaks_the_first_clause_of_a_streamed_reply_before_its_sentence_ends() -> None:
+    tts, sent = _Tts(), []
+    speaker = Speaker(tts, sent.append, "s", lambda: "hi-EN")
+    line = "Dekhiye bhaiya, yeh sabse acche tamatar hain, bilkul taaze. Saath rupaye kilo."
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(speaker.run)
+        speaker.observe(ReplyDelta(session_id="s", turn=1, text="Dekhiye bhaiya, yeh sabse acche tamatar hain, "))
+        await anyio.sleep(0.05)
+        assert tts.said == ["Dekhiye bhaiya, yeh sabse acche tamatar hain,"]  # before the sentence ended
+        speaker.observe(ReplyDelta(session_id="s", turn=1, text="bilkul taaze. Saath rupaye kilo.", end=True))
+        speaker.observe(_reply(1, line))
+        await anyio.sleep(0.05)
+        speaker.close()
+    assert tts.said == ["Dekhiye bhaiya, yeh sabse acche tamatar hain,", "bilkul taaze.", "Saath rupaye kilo."]
+    firsts = [e for e in sent if e.chunk == 0 and e.text]
+    assert [e.sentence for e in firsts] == [0, 1, 2] and " ".join(e.text for e in firsts) == line
+    assert sent[-1].final and FIRST_CLAUSE_WORDS == 4
+
+
+async def test_a_filler_goes_only_before_the_replys_first_audio_and_once_a_turn() -> None:
+    tts, sent = _Tts(), []
+    clock = [100.0]
+    speaker = Speaker(tts, sent.append, "s", lambda: "hi-EN")
+    speaker.clock = lambda: clock[0]
+    clip = FillerClip("Hmm...", b"\x02\x00" * 4000, 8000, "fake", ((0, 0), (500, 0)), "espeak")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(speaker.run)
+        assert speaker.filler(1, clip)
+        assert not speaker.filler(1, clip)  # once a turn
+        speaker.observe(_reply(1, "Haan ji, saath rupaye."))
+        await anyio.sleep(0.05)
+        clock[0] = 200.0  # long after it all played
+        assert not speaker.filler(1, clip)  # the reply's audio went: never after it
+        assert speaker.filler(2, clip, visemes=False)
+        speaker.close()
+    filler = sent[0]
+    assert isinstance(filler, ReplyAudio) and filler.filler and filler.sentence == -1 and filler.text == ""
+    assert filler.data == clip.pcm and filler.visemes == clip.visemes and not filler.final
+    assert {e.sentence for e in sent[1:-1]} == {0} and not any(e.filler for e in sent[1:-1])
+    assert sent[-1].filler and sent[-1].visemes == () and sent[-1].visemes_source == ""
+    assert speaker.fillers == 2
+
+
+def test_the_playout_follows_the_loudspeaker_and_counts_heard_characters_as_clients_do() -> None:
+    p = Playout()
+    p.sent(3, -1, 0, 0.5, 10.0, final=False)  # a filler: half a second, no characters
+    p.sent(3, 0, 20, 1.0, 10.1, final=False)  # starts when the filler ends, at 10.5
+    p.sent(3, 1, 10, 1.0, 10.2, final=True)  # then at 11.5
+    assert p.speaking(12.0) and p.speaking(12.5 + LATENCY_S / 2) and not p.speaking(12.5 + LATENCY_S)
+    at = LATENCY_S  # what the learner hears lags what was sent by the client's buffer
+    assert p.heard_chars(3, 10.4 + at) == 0
+    assert p.heard_chars(3, 11.0 + at) == 10  # half of the first piece
+    assert p.heard_chars(3, 12.0 + at) == 21 + 5  # the first piece and its space, half the second
+    assert p.heard_chars(2, 12.0) is None
+    p.stopped()
+    assert not p.speaking(12.0)
+    q = Playout()
+    q.sent(4, -1, 0, 0.5, 0.0, final=False)
+    assert q.heard_chars(4, 1.0) is None  # only the filler: nothing of the reply was heard
