@@ -72,6 +72,9 @@ class Settings(BaseSettings):
     TTS_VOICE: str = "alloy"
     TTS_BY_SENTENCE: bool = True  # false: the whole reply synthesized at once, after it is known (to compare)
     VISEME_ALIGN: bool = False  # with TTS_BY_SENTENCE=false: English visemes by forced alignment (docs/voice.md)
+    # A spoken turn's reply with no audio this long after the learner's turn ended gets one of the
+    # pack's thinking sounds first ("Hmm...", docs/voice.md); 0: never.
+    THINKING_SOUND_AFTER_MS: int = Field(300, ge=0, le=10_000)
     # Offline STT biased to the pack's words and the moment (issue #41); false: pocketsphinx's general
     # US-English model alone (today's, kept to measure against). Models are cached in STT_CACHE_DIR.
     STT_SCENE: bool = True

@@ -30,7 +30,18 @@ from starlette.websockets import WebSocket
 from schemas.codec import Envelope
 from schemas.enums import LanguageCode, Role
 from schemas.errors import ErrorCode
-from schemas.frames import AudioFrame, Heard, PlaybackFrame, Reply, ReplyAudio, ReplyDelta, TranscriptFrame, Welcome
+from schemas.frames import (
+    Ack,
+    AudioFrame,
+    Heard,
+    PlaybackFrame,
+    Reply,
+    ReplyAudio,
+    ReplyDelta,
+    TranscriptFrame,
+    Welcome,
+)
+from schemas.scenario import load_scenario
 from server.config import Settings, SttChoice, TtsChoice
 from server.connection import WsConnection
 from server.microphone import MicJob, Microphone
@@ -38,6 +49,7 @@ from session.messages import Recognised
 from voice.align import Aligner
 from voice.audio import BYTES_PER_SECOND_IN, decode_clip, duration_ms, levels
 from voice.errors import AudioRejected, SpeechServiceError
+from voice.fillers import FillerBank
 from voice.lipsync import LipSync, lipsync_factory
 from voice.speaker import Speaker
 from voice.stt import SceneContext, SpeechToText, Transcription
@@ -60,6 +72,8 @@ class Voice:
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     by_sentence: bool = True  # TTS_BY_SENTENCE
     lipsync: Callable[[], LipSync] | None = None  # each connection's viseme maker (voice/lipsync.py)
+    fillers: FillerBank | None = None  # the thinking sounds, made once per server (voice/fillers.py)
+    filler_after_s: float = 0.3  # THINKING_SOUND_AFTER_MS
 
     def health(self) -> dict[str, Any]:
         answer: dict[str, Any] = {"stt": self.stt.name if self.stt else None,
@@ -116,6 +130,9 @@ def build_voice(settings: Settings) -> Voice:
     if tts is not None:
         voice.lipsync = lipsync_factory(tts, espeak, _aligner(settings, tts))
     voice.by_sentence = settings.TTS_BY_SENTENCE
+    if tts is not None and settings.THINKING_SOUND_AFTER_MS:
+        voice.fillers = FillerBank(tts, voice.lipsync)
+        voice.filler_after_s = settings.THINKING_SOUND_AFTER_MS / 1000
     return voice
 
 
@@ -198,8 +215,8 @@ class ConnectionVoice:
     and the transcriber asks the actor what it needs to know of an utterance (`SessionActor.hearing`).
     """
 
-    __slots__ = ("_jobs", "_jobs_in", "_services", "_tg", "_visemes", "conn", "mic", "speaker", "utterance",
-                 "vendor_language", "voice")
+    __slots__ = ("_awaiting", "_jobs", "_jobs_in", "_services", "_sounds", "_tg", "_visemes", "conn", "mic",
+                 "speaker", "utterance", "vendor_language", "voice")
 
     def __init__(self, conn: WsConnection, voice: Voice, *, speak: bool, visemes: bool | None) -> None:
         self.conn = conn
@@ -219,6 +236,10 @@ class ConnectionVoice:
         self._jobs: MemoryObjectReceiveStream[_Job] | None = None
         self._tg: TaskGroup | None = None
         self._services: Any = None
+        # Thinking sounds: the pack's in the vendor's language, and the spoken turns waiting for
+        # their reply's first audio, by utterance id (the turn once acknowledged as one).
+        self._sounds: tuple[str | None, tuple[str, ...]] = (None, ())
+        self._awaiting: dict[str, int | None] = {}
 
     def start(self, tg: TaskGroup, services: Any) -> None:
         if self.speaker is not None:
@@ -233,12 +254,46 @@ class ConnectionVoice:
         if self.speaker is not None:
             if isinstance(event, (Welcome, Reply, ReplyDelta)) and self.conn.actor is not None:
                 self.vendor_language = self.conn.actor.negotiation.target_language.value  # in the actor's step
+            if isinstance(event, Welcome):
+                self._prepare_sounds()
+            elif isinstance(event, Ack) and event.id in self._awaiting and self.conn.actor is not None:
+                thinking = self.conn.actor.machine.thinking  # read in the actor's step
+                if not event.duplicate and thinking is not None and thinking.client_id == event.id:
+                    self._awaiting[event.id] = thinking.turn
+                else:
+                    self._awaiting.pop(event.id, None)  # not a turn (a clarification, a duplicate)
             self.speaker.observe(event)
             if isinstance(event, Heard) and event.interrupted and self.conn.role != Role.PLAYER.value:
                 self.speaker.stop(event.turn)  # a listening spectator stops where the learner cut in
         if self._visemes is None and isinstance(event, Welcome):  # a bad `?visemes=`, said once
             self._visemes = True
             self.conn.error(ErrorCode.INVALID, "visemes: 0 or 1 (they stay on)")
+
+    def _prepare_sounds(self) -> None:
+        """Have the pack's thinking sounds in the vendor's language made (once per server), in the
+        actor's step (`observe` of the `welcome`)."""
+        actor, bank, tg = self.conn.actor, self.voice.fillers, self._tg
+        if actor is None or bank is None or tg is None or self.conn.role != Role.PLAYER.value:
+            return
+        negotiation = actor.negotiation
+        sounds = load_scenario(negotiation.scenario_name, negotiation.scenario_version).thinking_sounds
+        language = negotiation.target_language
+        found = sounds.get(language) or next(iter(sounds.values()), ())
+        self._sounds = (self.vendor_language, tuple(found))
+        if found:
+            tg.start_soon(bank.prepare, self.vendor_language, self._sounds[1])
+
+    async def _think_aloud(self, utterance_id: str, ended: float) -> None:
+        """`filler_after_s` after the learner's turn ended: a thinking sound, if the turn was
+        acknowledged as one and its reply has no audio yet (the speaker checks that)."""
+        await anyio.sleep(max(0.0, ended + self.voice.filler_after_s - time.perf_counter()))
+        turn = self._awaiting.pop(utterance_id, None)
+        bank, speaker = self.voice.fillers, self.speaker
+        if turn is None or bank is None or speaker is None:
+            return
+        clips = bank.ready(*self._sounds)
+        if clips:
+            speaker.filler(turn, clips[turn % len(clips)], visemes=self._visemes is not False)
 
     def _send_audio(self, event: ReplyAudio) -> None:
         self.conn.write(Envelope(event))
@@ -427,8 +482,14 @@ class ConnectionVoice:
         actor.recognised(Recognised(job.id, text, confidence, language, duration_ms(pcm), tuple(levels(pcm)),
                                     heard.backend, fallback))
         frame = TranscriptFrame(type="transcript", id=job.id, text=text, confidence=confidence, language=language)
+        expect = self.speaker is not None and self.voice.fillers is not None and self._tg is not None
+        if expect:
+            self._awaiting[job.id] = None  # its `ack` (in the actor's step) says whether it is a turn
         if not actor.submit(self.conn, frame):
+            self._awaiting.pop(job.id, None)
             self.error(ErrorCode.RATE_LIMITED, "the session is busy; retry shortly", job.id)
+        elif expect and self._tg is not None:
+            self._tg.start_soon(self._think_aloud, job.id, job.ended)
 
     def release(self) -> None:
         # Called after the connection's task group has ended: both ends of each stream are let go,

@@ -134,3 +134,53 @@ def test_the_playout_follows_the_loudspeaker_and_counts_heard_characters_as_clie
     q = Playout()
     q.sent(4, -1, 0, 0.5, 0.0, final=False)
     assert q.heard_chars(4, 1.0) is None  # only the filler: nothing of the reply was heard
+
+
+# ---------------------------------------------------------------------------- over the socket
+
+
+async def _spoken_turn(openai_fake: Any, brain: Any, **settings: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A spoken turn against a live server; every frame up to its reply's last audio, and the reply."""
+    from tests.servers import create, running_server
+    from tests.test_voice import say, voiced
+    from tests.voice_support import speech_settings, tone
+
+    async with running_server(brain=brain, **speech_settings(openai_fake, **settings)) as served:
+        created = await create(served)
+        async with voiced(served, created) as c:
+            await c.until("welcome")
+            await anyio.sleep(0.3)  # the thinking sounds are made when the connection opens
+            await say(c, "u1", tone(0.5))
+            reply = await c.until("reply", in_reply_to="u1", wait=10)
+            while not (await c.recv()).get("final"):
+                pass
+            return list(c.seen), reply
+
+
+async def test_a_late_reply_gets_a_thinking_sound_first_and_it_is_no_part_of_his_words(openai_fake: Any) -> None:
+    from tests.fakes import ScriptedBrain, decision
+
+    brain = ScriptedBrain(lambda r: decision("Haan ji, for you sixty rupees.", 50, r.stage), delay=1.0)
+    seen, reply = await _spoken_turn(openai_fake, brain)
+    audio = [f for f in seen if f["type"] == "reply.audio" and f["turn"] == reply["turn"]]
+    filler, spoken = audio[0], audio[1:]
+    assert filler["filler"] is True and filler["sentence"] == -1 and filler["text"] == "" and filler["data"]
+    assert filler["last"] and not filler["final"] and filler["tts"] == "openai"
+    assert not any(f["filler"] for f in spoken) and spoken[0]["sentence"] == 0
+    assert " ".join(f["text"] for f in spoken if f["chunk"] == 0) == reply["text"]  # the sound is not his words
+    said = {r["input"] for r in openai_fake.audio_requests if r["path"] == "speech"}
+    assert said & {"Hmm...", "Let me see...", "Okay, okay..."}  # the pack's, for en-IN
+    assert "Hmm" not in reply["text"] and all("Hmm" not in line["text"] for line in _transcript(seen))
+
+
+def _transcript(seen: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [f for f in seen if f["type"] in ("reply", "speech")]
+
+
+async def test_a_prompt_reply_gets_no_thinking_sound(openai_fake: Any) -> None:
+    from tests.fakes import ScriptedBrain, decision
+
+    brain = ScriptedBrain(lambda r: decision("Haan ji, for you sixty rupees.", 50, r.stage))
+    seen, _ = await _spoken_turn(openai_fake, brain, THINKING_SOUND_AFTER_MS=2000)
+    audio = [f for f in seen if f["type"] == "reply.audio"]
+    assert audio and not any(f["filler"] for f in audio)
