@@ -76,7 +76,7 @@ def _reply(turn: int, text: str) -> Reply:
 
 
 async def test_the_speaker_speaks_the_first_clause_of_a_streamed_reply_before_its_sentence_ends() -> None:
-    tts, sent = _Tts(), []
+    tts, sent = _Tts(), list[ReplyAudio]()
     speaker = Speaker(tts, sent.append, "s", lambda: "hi-EN")
     line = "Dekhiye bhaiya, yeh sabse acche tamatar hain, bilkul taaze. Saath rupaye kilo."
     async with anyio.create_task_group() as tg:
@@ -95,7 +95,7 @@ async def test_the_speaker_speaks_the_first_clause_of_a_streamed_reply_before_it
 
 
 async def test_a_filler_goes_only_before_the_replys_first_audio_and_once_a_turn() -> None:
-    tts, sent = _Tts(), []
+    tts, sent = _Tts(), list[ReplyAudio]()
     clock = [100.0]
     speaker = Speaker(tts, sent.append, "s", lambda: "hi-EN")
     speaker.clock = lambda: clock[0]
