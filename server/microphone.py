@@ -10,7 +10,10 @@ goes through `OpenMic` (voice/open_mic.py), and its events become transcription 
   on a filler or mid-sentence;
 - at the end of the turn (`Finished`), the final job, whose transcript becomes the turn. When no
   speech came after the last partial, its text is the final one and no second decode is needed:
-  the transcript is ready when the turn ends.
+  the transcript is ready when the turn ends;
+- while the vendor is heard speaking (`speaking`, asked with each chunk), the barge-in decision
+  (voice/barge_in.py, by the run's length: the recogniser's text comes only at a pause) says what
+  the learner's speech over him was (`BargedIn`), handed to `barged`.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ import anyio
 from schemas.enums import LanguageCode
 from schemas.scenario import load_scenario
 from session.speech import Hearing
+from voice.barge_in import BargeIn
 from voice.errors import AudioRejected
-from voice.open_mic import BYTES_PER_MS, Finished, Heard, OpenMic
+from voice.open_mic import BYTES_PER_MS, BargedIn, Finished, Heard, OpenMic
 from voice.stt import Transcription
 from voice.turn_end import EndOfTurn
 from voice.turn_words import TurnWords
@@ -47,8 +51,12 @@ class Microphone:
     """One open microphone of a connection: stream `stream_id`, in the learner's `language`."""
 
     def __init__(self, stream_id: str, language: LanguageCode | None, *, max_turn_ms: float,
-                 queue: Callable[[MicJob, LanguageCode | None], None]) -> None:
+                 queue: Callable[[MicJob, LanguageCode | None], None],
+                 speaking: Callable[[], bool] = lambda: False,
+                 barged: Callable[[BargedIn], None] = lambda event: None) -> None:
         self.stream_id = stream_id
+        self._speaking = speaking
+        self._barged = barged
         self.language = language
         self.max_turn_ms = max_turn_ms
         self._queue = queue
@@ -61,7 +69,8 @@ class Microphone:
         """Load the model (in a worker thread) and take the audio that waited for it."""
         detector = await anyio.to_thread.run_sync(make)
         words = TurnWords.of(load_scenario(hearing.scenario, hearing.scenario_version))
-        self.mic = OpenMic(self.stream_id, detector, EndOfTurn(words, hearing.level), max_turn_ms=self.max_turn_ms)
+        self.mic = OpenMic(self.stream_id, detector, EndOfTurn(words, hearing.level), max_turn_ms=self.max_turn_ms,
+                           barge_in=BargeIn(words, streaming=False))
         early, self._early = bytes(self._early), bytearray()
         if early and not self.closed:
             self.feed(early)
@@ -78,11 +87,18 @@ class Microphone:
                 raise AudioRejected("audio_too_long", "the microphone is still starting; its audio was dropped")
             self._early += pcm
             return
-        for event in mic.feed(pcm):
-            if isinstance(event, Heard):
+        for event in mic.feed(pcm, vendor_speaking=self._speaking()):
+            if isinstance(event, BargedIn):
+                self._barged(event)
+            elif isinstance(event, Heard):
                 self._queue(MicJob(event.utterance_id, event.pcm, True, event.speech_end_ms), self.language)
             elif isinstance(event, Finished):
                 self._queue(MicJob(event.utterance_id, event.pcm, False, event.speech_end_ms), self.language)
+
+    @property
+    def position_ms(self) -> float:
+        """How much of the stream has been decided (0 until the model has loaded)."""
+        return self.mic.vad.position_ms if self.mic is not None else 0.0
 
     def partial_heard(self, job: MicJob, heard: Transcription) -> None:
         """A partial job's text: kept for the final job, and read by the end-of-turn policy."""

@@ -51,6 +51,7 @@ from voice.audio import BYTES_PER_SECOND_IN, decode_clip, duration_ms, levels
 from voice.errors import AudioRejected, SpeechServiceError
 from voice.fillers import FillerBank
 from voice.lipsync import LipSync, lipsync_factory
+from voice.open_mic import BargedIn
 from voice.speaker import Speaker
 from voice.stt import SceneContext, SpeechToText, Transcription
 from voice.tts import EspeakTts, TextToSpeech
@@ -215,8 +216,8 @@ class ConnectionVoice:
     and the transcriber asks the actor what it needs to know of an utterance (`SessionActor.hearing`).
     """
 
-    __slots__ = ("_awaiting", "_jobs", "_jobs_in", "_services", "_sounds", "_tg", "_visemes", "conn", "mic",
-                 "speaker", "utterance", "vendor_language", "voice")
+    __slots__ = ("_awaiting", "_barge", "_jobs", "_jobs_in", "_replies", "_services", "_sounds", "_tg", "_visemes",
+                 "backchannels", "conn", "mic", "speaker", "utterance", "vendor_language", "voice")
 
     def __init__(self, conn: WsConnection, voice: Voice, *, speak: bool, visemes: bool | None) -> None:
         self.conn = conn
@@ -240,6 +241,11 @@ class ConnectionVoice:
         # their reply's first audio, by utterance id (the turn once acknowledged as one).
         self._sounds: tuple[str | None, tuple[str, ...]] = (None, ())
         self._awaiting: dict[str, int | None] = {}
+        # A barge-in decided on the server: the turns' replies as sent (their text's length), and a
+        # cut-off waiting for its reply's `reply` (a streamed reply's audio starts before it).
+        self._replies: dict[int, int] = {}
+        self._barge: PlaybackFrame | None = None
+        self.backchannels = 0  # statistics: learner speech over the vendor that did not stop him
 
     def start(self, tg: TaskGroup, services: Any) -> None:
         if self.speaker is not None:
@@ -256,6 +262,8 @@ class ConnectionVoice:
                 self.vendor_language = self.conn.actor.negotiation.target_language.value  # in the actor's step
             if isinstance(event, Welcome):
                 self._prepare_sounds()
+            elif isinstance(event, Reply) and event.mark is None:
+                self._replied(event)
             elif isinstance(event, Ack) and event.id in self._awaiting and self.conn.actor is not None:
                 thinking = self.conn.actor.machine.thinking  # read in the actor's step
                 if not event.duplicate and thinking is not None and thinking.client_id == event.id:
@@ -295,6 +303,58 @@ class ConnectionVoice:
         if clips:
             speaker.filler(turn, clips[turn % len(clips)], visemes=self._visemes is not False)
 
+    # ----------------------------------------------------------------- barge-in, decided on the server
+
+    def _vendor_speaking(self) -> bool:
+        speaker = self.speaker
+        return speaker is not None and speaker.playout.speaking(speaker.clock())
+
+    def _barged(self, event: BargedIn) -> None:
+        """The open microphone's verdict on the learner's speech over the vendor. An interruption
+        stops him here (nothing more of the reply is synthesized or sent) and is reported as the
+        client's `playback` would be: a `heard` event, the characters he had said when the learner
+        began. A backchannel lets him go on."""
+        speaker = self.speaker
+        if speaker is None:
+            return
+        if not event.interrupt:
+            self.backchannels += 1
+            return
+        turn = speaker.playout.turn
+        mic = self.mic
+        began = speaker.clock() - (mic.position_ms - event.start_ms) / 1000 if mic is not None else speaker.clock()
+        heard = speaker.playout.heard_chars(turn, began) if turn is not None else None
+        speaker.stop()
+        if turn is None or heard is None:
+            return  # only a thinking sound was playing: nothing of a reply to report
+        frame = PlaybackFrame(type="playback", id=f"{event.utterance_id}.barge"[-64:], turn=turn,
+                              heard_chars=heard, interrupted=True)
+        self._barge = frame
+        if turn in self._replies:
+            self._report_barge()
+
+    def _replied(self, reply: Reply) -> None:
+        """A turn's `reply` went out (in the actor's step)."""
+        self._replies = {reply.turn: len(reply.text)}  # only the latest reply can be cut off
+        barge = self._barge
+        if barge is not None and barge.turn == reply.turn and self._tg is not None:
+            self._tg.start_soon(self._report_barge_soon)
+
+    async def _report_barge_soon(self) -> None:
+        self._report_barge()  # out of the actor's step, which sent the reply
+
+    def _report_barge(self) -> None:
+        barge, actor = self._barge, self.conn.actor
+        self._barge = None
+        if barge is None or actor is None:
+            return
+        length = self._replies.get(barge.turn)
+        if length is None:
+            return
+        frame = barge.model_copy(update={"heard_chars": min(barge.heard_chars, length)})
+        if not actor.submit(self.conn, frame):
+            log.info("a barge-in was not reported: the session is busy", extra={"session_id": self.conn.session_id})
+
     def _send_audio(self, event: ReplyAudio) -> None:
         self.conn.write(Envelope(event))
 
@@ -307,8 +367,11 @@ class ConnectionVoice:
     # ----------------------------------------------------------------- frames from the reader
 
     def on_playback(self, frame: PlaybackFrame) -> None:
-        if frame.interrupted and self.speaker is not None:
-            self.speaker.stop(frame.turn)
+        if self.speaker is not None:
+            if frame.interrupted:
+                self.speaker.stop(frame.turn)
+            elif frame.turn == self.speaker.playout.turn:
+                self.speaker.playout.finished()  # heard to the end: he is no longer speaking
 
     def on_audio(self, frame: AudioFrame, settings: Settings) -> None:
         if self.voice.stt is None:
@@ -392,7 +455,7 @@ class ConnectionVoice:
             self._queue(job.id, job.pcm, None, language, mic=mic, heard=job)
 
         mic = self.mic = Microphone(frame.id, frame.language, max_turn_ms=settings.MAX_UTTERANCE_SECONDS * 1000,
-                                    queue=queue)
+                                    queue=queue, speaking=self._vendor_speaking, barged=self._barged)
         tg.start_soon(self._start_mic, mic, actor)
 
     async def _start_mic(self, mic: Microphone, actor: SessionActor) -> None:

@@ -184,3 +184,58 @@ async def test_a_prompt_reply_gets_no_thinking_sound(openai_fake: Any) -> None:
     seen, _ = await _spoken_turn(openai_fake, brain, THINKING_SOUND_AFTER_MS=2000)
     audio = [f for f in seen if f["type"] == "reply.audio"]
     assert audio and not any(f["filler"] for f in audio)
+
+
+# ---------------------------------------------------------------------------- barge-in on the open microphone
+
+
+def _mic() -> Any:
+    from schemas.enums import Level
+    from schemas.scenario import load_scenario
+    from tests.test_open_mic import LoudIsSpeech
+    from voice.barge_in import BargeIn
+    from voice.open_mic import OpenMic
+    from voice.turn_end import EndOfTurn
+    from voice.turn_words import TurnWords
+
+    words = TurnWords.of(load_scenario("jaipur-bazaar"))
+    return OpenMic("mic", LoudIsSpeech(), EndOfTurn(words, Level.ADVANCED), max_turn_ms=30_000,
+                   barge_in=BargeIn(words, streaming=False))
+
+
+def test_over_the_vendor_a_short_run_is_a_backchannel_and_never_a_turn() -> None:
+    from tests.test_open_mic import audio
+    from voice.open_mic import BargedIn, Finished, Heard
+
+    mic = _mic()
+    events = mic.feed(audio((False, 300), (True, 400), (False, 600)), vendor_speaking=True)
+    events += mic.feed(audio((False, 3000)), vendor_speaking=False)  # he finished meanwhile
+    assert [(type(e), getattr(e, "interrupt", None)) for e in events] == [(BargedIn, False)]
+    assert not any(isinstance(e, (Heard, Finished)) for e in events) and mic.turns == 0
+    # The same run with the vendor quiet is a turn, as before.
+    quiet = _mic()
+    later = quiet.feed(audio((False, 300), (True, 400), (False, 3000)))
+    assert any(isinstance(e, Finished) for e in later) and not any(isinstance(e, BargedIn) for e in later)
+
+
+def test_over_the_vendor_a_long_run_interrupts_him_and_goes_on_as_a_turn() -> None:
+    from tests.test_open_mic import audio
+    from voice.open_mic import BargedIn, Finished
+
+    mic = _mic()
+    events = mic.feed(audio((False, 300), (True, 1400)), vendor_speaking=True)
+    barged = [e for e in events if isinstance(e, BargedIn)]
+    assert len(barged) == 1 and barged[0].interrupt and barged[0].utterance_id == "mic.1"
+    assert 900 <= barged[0].at_ms - barged[0].start_ms < 1000 and abs(barged[0].start_ms - 300) < 40
+    events = mic.feed(audio((False, 3000)), vendor_speaking=False)  # stopped: the run is a turn
+    finished = [e for e in events if isinstance(e, Finished)]
+    assert len(finished) == 1 and finished[0].utterance_id == "mic.1" and len(finished[0].pcm) > 1400 * 32
+
+
+def test_a_click_over_the_vendor_is_nothing() -> None:
+    from tests.test_open_mic import audio
+    from voice.open_mic import Finished
+
+    mic = _mic()
+    events = mic.feed(audio((False, 300), (True, 60), (False, 3000)), vendor_speaking=True)
+    assert events == [] and not any(isinstance(e, Finished) for e in events)

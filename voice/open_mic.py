@@ -9,7 +9,11 @@ progress, from a little before its first speech. It says, as the audio arrives:
   decodes the turn so far, sends it as `speech.partial`, and gives the text back (`partial`), which
   tells the policy whether the learner stopped on a filler or mid-sentence;
 - `Finished`: the turn ended. Its utterance id is the stream's id and the turn's number
-  (`mic.3`), which becomes the transcript's: acknowledged and idempotent like any other.
+  (`mic.3`), which becomes the transcript's: acknowledged and idempotent like any other;
+- `BargedIn`, while the vendor speaks (the caller says so with each chunk, `vendor_speaking`) and
+  with a barge-in decision (voice/barge_in.py): a run of the learner's speech over him was a real
+  interruption (`interrupt`: the caller stops him; the run goes on as a turn) or a backchannel
+  ("haan", "accha": he goes on, and the run is forgotten, so it never becomes a turn).
 
 Pure apart from the detector: no clock, no I/O; positions are milliseconds of the stream.
 """
@@ -18,11 +22,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from voice.barge_in import BargeIn, VerdictKind
 from voice.errors import AudioRejected
 from voice.turn_end import EndOfTurn, TurnEnded, UtteranceEnded
 from voice.vad import Detector, VadStream
 
-__all__ = ["BYTES_PER_MS", "PRE_ROLL_MS", "Finished", "Heard", "MicEvent", "OpenMic"]
+__all__ = ["BYTES_PER_MS", "PRE_ROLL_MS", "BargedIn", "Finished", "Heard", "MicEvent", "OpenMic"]
 
 BYTES_PER_MS = 32  # PCM16 mono at 16 kHz
 PRE_ROLL_MS = 250.0  # audio kept from before the first speech window: the detector starts a word late
@@ -52,20 +57,34 @@ class Finished:
     thinking: bool
 
 
-MicEvent = Heard | Finished
+@dataclass(frozen=True, slots=True)
+class BargedIn:
+    """A run of learner speech over the vendor, from `start_ms`, decided at `at_ms`: an interruption
+    (`interrupt`) of turn `utterance_id`'s making, or a backchannel (dropped)."""
+
+    utterance_id: str
+    interrupt: bool
+    at_ms: float
+    start_ms: float
+
+
+MicEvent = Heard | Finished | BargedIn
 
 
 class OpenMic:
     """One learner's open microphone, stream `stream_id`."""
 
-    def __init__(self, stream_id: str, detector: Detector, end_of_turn: EndOfTurn, *, max_turn_ms: float) -> None:
+    def __init__(self, stream_id: str, detector: Detector, end_of_turn: EndOfTurn, *, max_turn_ms: float,
+                 barge_in: BargeIn | None = None) -> None:
         self.stream_id = stream_id
+        self.barge_in = barge_in
         self.vad = VadStream(detector)
         self.end_of_turn = end_of_turn
         self.max_turn_ms = max_turn_ms
         self.turns = 0  # turns finished
         self._audio = bytearray()  # the stream from `_base_ms` on
         self._base_ms = 0.0
+        self._interrupting = False  # the barge-in run under way was decided an interruption
 
     @property
     def utterance_id(self) -> str:
@@ -80,13 +99,29 @@ class OpenMic:
         """The recogniser's text of the turn so far."""
         self.end_of_turn.partial(text)
 
-    def feed(self, pcm: bytes) -> list[MicEvent]:
-        """Take the next chunk of the stream; the events it completes. A turn longer than
-        `max_turn_ms` is dropped (`AudioRejected("audio_too_long")`) and listening starts afresh."""
+    def feed(self, pcm: bytes, *, vendor_speaking: bool = False) -> list[MicEvent]:
+        """Take the next chunk of the stream (said while the vendor was heard speaking, or not); the
+        events it completes. A turn longer than `max_turn_ms` is dropped
+        (`AudioRejected("audio_too_long")`) and listening starts afresh."""
         frames = self.vad.feed(pcm)  # refuses an odd chunk before anything is kept
         self._audio += pcm
         events: list[MicEvent] = []
+        barge = self.barge_in
         for frame in frames:
+            if barge is not None and (vendor_speaking or barge.in_run):
+                was = barge.in_run
+                verdict = barge.frame(frame)
+                if verdict is not None:
+                    interrupt = verdict.kind is VerdictKind.INTERRUPT
+                    self._interrupting = interrupt
+                    events.append(BargedIn(self.utterance_id, interrupt, verdict.at_ms, verdict.start_ms))
+                if was and not barge.in_run and not self._interrupting:
+                    # A backchannel, or a sound too short to be anything, said over him: no turn.
+                    self.end_of_turn.next_turn()
+                    self._keep_from(frame.end_ms)
+                    continue
+                if not barge.in_run:
+                    self._interrupting = False
             for event in self.end_of_turn.frame(frame):
                 if isinstance(event, UtteranceEnded):
                     events.append(Heard(self.utterance_id, self._turn_audio(event.at_ms), event.at_ms,
