@@ -2,12 +2,14 @@
 
 A client plays `reply.audio` chunks back to back as they come (docs/voice.md, Speech out), so the
 server can follow its loudspeaker: each chunk starts when the one before it ends, or when it is
-sent if the speaker had gone quiet. `Playout` keeps that clock for one connection and answers the
-two questions a barge-in decided on the server needs: is the vendor speaking now (so the learner's
-voice goes through the barge-in decision, voice/barge_in.py), and how many characters of the reply's
-text had been heard when the learner cut in (the `heard_chars` of the `playback` the server then
-makes for him, counted as clients count them: each piece's `text` and one space after it, and the
-played share of the piece playing).
+sent if the speaker had gone quiet; the first chunk of another turn's reply starts when it is sent
+(a client drops what was left of the last reply, as the Unity client's `VendorVoice` does).
+`Playout` keeps that clock for one connection and answers the two questions a barge-in decided on
+the server needs: is the vendor speaking now (so the learner's voice goes through the barge-in
+decision, voice/barge_in.py), and how many characters of the reply's text had been heard when the
+learner cut in (the `heard_chars` of the `playback` the server then makes for him, counted as
+clients count them: each piece's `text` and one space after it, and the played share of the piece
+playing).
 
 Pure: fed chunks with the time they were sent (seconds of any monotonic clock), asked with `now`.
 A filler (`text` "" and not part of the reply) moves the clock but adds no characters.
@@ -45,8 +47,8 @@ class Playout:
     def sent(self, turn: int, piece: int, text_chars: int, seconds: float, at: float, *, final: bool) -> None:
         """A chunk of `seconds` of piece `piece` of the reply to `turn` left at `at` (a filler is
         piece -1, with no characters)."""
-        if turn != self.turn:
-            self.turn, self._pieces = turn, []
+        if turn != self.turn:  # a new reply replaces what is left of the last (clients drop it)
+            self.turn, self._pieces, self.ends_at = turn, [], at
         start = max(at, self.ends_at)
         if not self._pieces or self._pieces[-1].index != piece:
             self._pieces.append(_Piece(piece, text_chars, start))

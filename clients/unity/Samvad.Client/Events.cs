@@ -152,6 +152,9 @@ namespace Samvad.Client
         [JsonProperty("visemes")] public int[][] Visemes { get; set; }
         /// <summary>Which method made them: <c>espeak</c> (exact) or <c>estimate</c>; empty for none.</summary>
         [JsonProperty("visemes_source")] public string VisemesSource { get; set; }
+        /// <summary>A thinking sound ("Hmm...") played while the reply to `Turn` is late: sentence -1, no
+        /// text, not part of the reply's words.</summary>
+        [JsonProperty("filler")] public bool Filler { get; set; }
 
         public byte[] Pcm { get { return string.IsNullOrEmpty(Data) ? new byte[0] : System.Convert.FromBase64String(Data); } }
     }
