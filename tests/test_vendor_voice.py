@@ -235,6 +235,24 @@ def test_over_the_vendor_a_long_run_interrupts_him_and_goes_on_as_a_turn() -> No
     assert len(finished) == 1 and finished[0].utterance_id == "mic.1" and len(finished[0].pcm) > 1400 * 32
 
 
+def test_a_backchannel_run_just_before_an_interruption_is_the_start_of_its_turn() -> None:
+    """Without the recogniser's text, "Wait," and its comma's pause read as a backchannel; the
+    interruption that follows within a second keeps its audio, so the turn's words start with it."""
+    from tests.test_open_mic import audio
+    from voice.open_mic import BargedIn, Finished
+
+    mic = _mic()
+    events = mic.feed(audio((False, 300), (True, 400), (False, 400), (True, 1400)), vendor_speaking=True)
+    assert [e.interrupt for e in events if isinstance(e, BargedIn)] == [False, True]
+    finished = [e for e in mic.feed(audio((False, 3000))) if isinstance(e, Finished)]
+    assert len(finished) == 1 and len(finished[0].pcm) >= (400 + 400 + 1400) * 32
+    # A second later it is not: the turn starts at its own speech.
+    late = _mic()
+    late.feed(audio((False, 300), (True, 400), (False, 1600), (True, 1400)), vendor_speaking=True)
+    alone = [e for e in late.feed(audio((False, 3000))) if isinstance(e, Finished)]
+    assert len(alone) == 1 and len(alone[0].pcm) < (1400 + 1200) * 32  # its speech, pre-roll and wait
+
+
 def test_a_click_over_the_vendor_is_nothing() -> None:
     from tests.test_open_mic import audio
     from voice.open_mic import Finished

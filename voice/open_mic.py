@@ -31,6 +31,9 @@ __all__ = ["BYTES_PER_MS", "PRE_ROLL_MS", "BargedIn", "Finished", "Heard", "MicE
 
 BYTES_PER_MS = 32  # PCM16 mono at 16 kHz
 PRE_ROLL_MS = 250.0  # audio kept from before the first speech window: the detector starts a word late
+# A backchannel run over the vendor followed this soon by a turn is that turn's start: without the
+# recogniser's text "Wait," and its comma's pause read as a backchannel, and "that is too much" cut in.
+LINK_MS = 1000.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +88,7 @@ class OpenMic:
         self._audio = bytearray()  # the stream from `_base_ms` on
         self._base_ms = 0.0
         self._interrupting = False  # the barge-in run under way was decided an interruption
+        self._lead: tuple[float, float] | None = None  # the last backchannel run: kept for a turn that follows
 
     @property
     def utterance_id(self) -> str:
@@ -115,10 +119,13 @@ class OpenMic:
                     interrupt = verdict.kind is VerdictKind.INTERRUPT
                     self._interrupting = interrupt
                     events.append(BargedIn(self.utterance_id, interrupt, verdict.at_ms, verdict.start_ms))
+                    if not interrupt:
+                        self._lead = (verdict.start_ms, verdict.at_ms)
                 if was and not barge.in_run and not self._interrupting:
-                    # A backchannel, or a sound too short to be anything, said over him: no turn.
+                    # A backchannel, or a sound too short to be anything, said over him: no turn
+                    # (a backchannel's audio is kept a while, for a turn that may follow: `_lead`).
                     self.end_of_turn.next_turn()
-                    self._keep_from(frame.end_ms)
+                    self._keep_from(frame.end_ms if self._lead is None else self._lead[0] - PRE_ROLL_MS)
                     continue
                 if not barge.in_run:
                     self._interrupting = False
@@ -131,10 +138,14 @@ class OpenMic:
                                            event.speech_end_ms, event.waited_ms, event.thinking))
                     self.turns += 1
                     self.end_of_turn.next_turn()
+                    self._lead = None
                     self._keep_from(event.at_ms)
         if not self.in_turn:
             start = self.end_of_turn.turn_start_ms  # a run of speech that may yet start a turn
-            self._keep_from((self.vad.position_ms if start is None else start) - PRE_ROLL_MS)
+            at = self.vad.position_ms if start is None else start
+            if self._lead is not None and at - self._lead[1] > LINK_MS:
+                self._lead = None
+            self._keep_from((at if self._lead is None else min(at, self._lead[0])) - PRE_ROLL_MS)
         elif self._turn_ms() > self.max_turn_ms:
             self.end_of_turn.next_turn()
             self._keep_from(self.vad.position_ms)
@@ -151,12 +162,18 @@ class OpenMic:
                             ended.waited_ms, ended.thinking)
         self.turns += 1
         self.end_of_turn.next_turn()
+        self._lead = None
         self._keep_from(ended.at_ms)
         return finished
 
     def _turn_start_ms(self) -> float:
         start = self.end_of_turn.turn_start_ms
-        return self._base_ms if start is None else max(self._base_ms, start - PRE_ROLL_MS)
+        if start is None:
+            return self._base_ms
+        lead = self._lead
+        if lead is not None and start - lead[1] <= LINK_MS:
+            start = lead[0]  # the backchannel just before was this turn's first words
+        return max(self._base_ms, start - PRE_ROLL_MS)
 
     def _turn_ms(self) -> float:
         return self._base_ms + len(self._audio) / BYTES_PER_MS - self._turn_start_ms()
