@@ -39,6 +39,7 @@ from tests.voice_support import speech_settings
 LINE = ("Arre bhaiya, these are the best tomatoes in Jaipur. Fresh from the farm this morning! "
         "For you, sixty rupees a kilo.")
 STEP = 6400  # 200 ms of PCM16 at 16 kHz
+PER_SESSION = 5  # pieces per session: each is a turn, an interruption two, within the pack's turn limit
 
 
 async def _piece(c: Any, n: int, pcm: bytes, speech_at_ms: float) -> dict[str, Any]:
@@ -96,15 +97,16 @@ async def run(every: int) -> dict[str, Any]:
     try:
         brain = ScriptedBrain(lambda r: decision(LINE, 50, r.stage))
         async with running_server(brain=brain, **speech_settings(fake, THINKING_SOUND_AFTER_MS=0)) as served:
-            created = await create(served)
-            url = served.ws_url(created["session_id"], created["player_token"]) + "&voice=1"
-            async with client(url) as raw:
-                c = _timed(raw)
-                await c.until("welcome")
-                await c.send({"type": "audio", "id": "mic", "event": "open", "format": "pcm16"})
-                for n, case in enumerate(pieces):
-                    pcm, truth = render(case)
-                    rows[case.kind].append({"id": case.id, **await _piece(c, n, pcm, truth.pieces[0][0])})
+            for first in range(0, len(pieces), PER_SESSION):
+                created = await create(served)
+                url = served.ws_url(created["session_id"], created["player_token"]) + "&voice=1"
+                async with client(url) as raw:
+                    c = _timed(raw)
+                    await c.until("welcome")
+                    await c.send({"type": "audio", "id": "mic", "event": "open", "format": "pcm16"})
+                    for n, case in enumerate(pieces[first:first + PER_SESSION]):
+                        pcm, truth = render(case)
+                        rows[case.kind].append({"id": case.id, **await _piece(c, n, pcm, truth.pieces[0][0])})
     finally:
         fake.stop()
     back, inter = rows["backchannel"], rows["interrupt"]

@@ -9,6 +9,12 @@ they stream. The socket reader hands `audio` frames to `on_audio`; a finished ut
 sequenced `speech` event, replayed on resume) and submits the text as a `transcript` frame with
 the utterance's id, so that the turn is exactly a typed one: the same ack, idempotency and
 clarification.
+
+Issue #34 adds two things here. A spoken turn whose reply has no audio `THINKING_SOUND_AFTER_MS`
+after it ended gets one of the pack's thinking sounds (`FillerBank`, voice/fillers.py). And an
+open microphone's speech over the vendor is judged on the server (`Microphone`'s `BargedIn`): a
+backchannel lets him go on, an interruption stops the speaker and is reported to the actor as the
+client's `playback` would be, so the `heard` event and what follows are a client barge-in's.
 """
 
 from __future__ import annotations
