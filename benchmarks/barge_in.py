@@ -3,7 +3,8 @@ server): every backchannel and interruption of the labelled turn set (tests/turn
 an open microphone while the vendor speaks.
 
 A real server (uvicorn, the real app) with the fake OpenAI speech server (tests/openai_server.py)
-as its voice and a scripted brain that answers every turn with the same three-sentence line. For
+as its voice (its recogniser answers each piece's own words: a recogniser that hears right, as the
+set's offline figures assume) and a scripted brain that answers every turn with the same three-sentence line. For
 each piece: a typed turn, its reply's first audio, then the piece's clip (the set's 500 ms of lead,
 the speech, 1.2 s of silence) streamed in 200 ms chunks at real time. It reports:
 - backchannels that stopped the vendor (a `heard` came; target at most 5 %), and any that became
@@ -106,6 +107,7 @@ async def run(every: int) -> dict[str, Any]:
                     await c.send({"type": "audio", "id": "mic", "event": "open", "format": "pcm16"})
                     for n, case in enumerate(pieces[first:first + PER_SESSION]):
                         pcm, truth = render(case)
+                        fake.stt_text = " ".join(case.pieces)  # the recogniser hears what was said
                         rows[case.kind].append({"id": case.id, **await _piece(c, n, pcm, truth.pieces[0][0])})
     finally:
         fake.stop()

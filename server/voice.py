@@ -61,6 +61,7 @@ from voice.open_mic import BargedIn
 from voice.speaker import Speaker
 from voice.stt import SceneContext, SpeechToText, Transcription
 from voice.tts import EspeakTts, TextToSpeech
+from voice.turn_words import words
 
 if TYPE_CHECKING:
     from session.actor import SessionActor
@@ -324,16 +325,39 @@ class ConnectionVoice:
         if speaker is None:
             return
         if not event.interrupt:
-            self.backchannels += 1
+            self.backchannels += 1  # until its probe says otherwise (`_probed`)
+            return
+        self._interrupt(event.utterance_id, event.start_ms)
+
+    def _probed(self, job: _Job, heard: Transcription) -> None:
+        """What the recogniser made of a backchannel run over the vendor: words that are not the
+        pack's backchannels make it an interruption after all, and a turn."""
+        mic, probe = job.mic, job.heard
+        said = words(heard.text)
+        if mic is None or probe is None or probe.probe_ms is None or mic.words is None or not said:
+            return
+        if mic.words.only_backchannels(said):
+            return
+        self.backchannels -= 1
+        self._interrupt(job.id, probe.probe_ms)
+        mic.promote(probe, heard)
+
+    def _interrupt(self, utterance_id: str, start_ms: float) -> None:
+        """The learner's speech from stream position `start_ms` interrupts the vendor: stop him, and
+        report what he had said by then."""
+        speaker = self.speaker
+        if speaker is None:
             return
         turn = speaker.playout.turn
         mic = self.mic
-        began = speaker.clock() - (mic.position_ms - event.start_ms) / 1000 if mic is not None else speaker.clock()
+        began = speaker.clock() - (mic.position_ms - start_ms) / 1000 if mic is not None else speaker.clock()
+        if not speaker.playout.speaking(began):
+            return  # he had finished when the learner began: nothing was cut off
         heard = speaker.playout.heard_chars(turn, began) if turn is not None else None
         speaker.stop()
         if turn is None or heard is None:
             return  # only a thinking sound was playing: nothing of a reply to report
-        frame = PlaybackFrame(type="playback", id=f"{event.utterance_id}.barge"[-64:], turn=turn,
+        frame = PlaybackFrame(type="playback", id=f"{utterance_id}.barge"[-64:], turn=turn,
                               heard_chars=heard, interrupted=True)
         self._barge = frame
         if turn in self._replies:
@@ -540,6 +564,9 @@ class ConnectionVoice:
             heard, fallback = Transcription("", 0.0, stt.name), True
         text = heard.text[: settings.MAX_TRANSCRIPT_CHARS]
         confidence = heard.confidence if text else 0.0  # nothing recognised: the vendor asks again
+        if job.heard is not None and job.heard.probe_ms is not None:
+            self._probed(job, heard)  # a backchannel's check: nothing goes into the session's sequence
+            return
         if partial:
             assert job.mic is not None and job.heard is not None
             job.mic.partial_heard(job.heard, heard)

@@ -253,6 +253,21 @@ def test_a_backchannel_run_just_before_an_interruption_is_the_start_of_its_turn(
     assert len(alone) == 1 and len(alone[0].pcm) < (1400 + 1200) * 32  # its speech, pre-roll and wait
 
 
+def test_a_short_run_the_recogniser_heard_words_in_is_promoted_to_a_turn() -> None:
+    """"Bhaiya, suno." is short like a backchannel; its audio comes with the verdict, and when the
+    recogniser hears words that are not backchannels the run becomes a turn, once."""
+    from tests.test_open_mic import audio
+    from voice.open_mic import BargedIn
+
+    mic = _mic()
+    events = mic.feed(audio((False, 300), (True, 500), (False, 300)), vendor_speaking=True)
+    (barged,) = [e for e in events if isinstance(e, BargedIn)]
+    assert not barged.interrupt and len(barged.pcm) >= 500 * 32
+    finished = mic.promote(barged.start_ms)
+    assert finished is not None and finished.utterance_id == "mic.1" and len(finished.pcm) == len(barged.pcm)
+    assert mic.promote(barged.start_ms) is None and mic.turns == 1
+
+
 def test_a_click_over_the_vendor_is_nothing() -> None:
     from tests.test_open_mic import audio
     from voice.open_mic import Finished
@@ -279,8 +294,9 @@ async def _stream(c: Any, stream_id: str, pcm: bytes, pace: float = 2.0) -> None
 
 async def test_over_the_socket_backchannels_let_him_speak_and_interruptions_stop_him(openai_fake: Any) -> None:
     """The labelled set's backchannels and interruptions (tests/turn_set.py), said over the vendor
-    into an open microphone of a live server: a backchannel is no turn and stops nothing; an
-    interruption stops his audio, is reported as `heard`, and becomes the learner's turn."""
+    into an open microphone of a live server whose recogniser hears what was said: a backchannel is
+    no turn and stops nothing; an interruption, long or short ("Bhaiya, suno."), stops his audio,
+    is reported as `heard`, and becomes the learner's turn."""
     from tests.ci import need_tools
     from tests.fakes import ScriptedBrain, decision
     from tests.servers import create, running_server
@@ -291,7 +307,7 @@ async def test_over_the_socket_backchannels_let_him_speak_and_interruptions_stop
     need_tools("espeak-ng", install="apt-get install espeak-ng")
     cases = load_cases()
     backchannels = [c for c in cases if c.kind == "backchannel"][::6]  # 10, both languages, every voice
-    interrupts = [c for c in cases if c.kind == "interrupt"][::10]  # 4
+    interrupts = [c for c in cases if c.id in ("interrupt-000", "interrupt-009", "interrupt-017", "interrupt-022")]
     brain = ScriptedBrain(lambda r: decision(LONG_LINE, 50, r.stage))
     stopped: list[str] = []
     async with running_server(brain=brain, **speech_settings(openai_fake, THINKING_SOUND_AFTER_MS=0)) as served:
@@ -304,6 +320,7 @@ async def test_over_the_socket_backchannels_let_him_speak_and_interruptions_stop
                 if not any(f["type"] == "reply.audio" and f["turn"] == reply["turn"] for f in c.seen):
                     await c.until("reply.audio", turn=reply["turn"])
                 mark = len(c.seen)
+                openai_fake.stt_text = " ".join(case.pieces)  # a recogniser that hears what was said
                 await _stream(c, "mic", render(case)[0])
                 await c.quiet(0.6)
                 after = c.seen[mark:]
@@ -314,16 +331,17 @@ async def test_over_the_socket_backchannels_let_him_speak_and_interruptions_stop
                     continue
                 assert not [f for f in after if f["type"] in ("speech", "speech.partial")]  # never a turn
                 assert [f for f in after if f["type"] == "reply.audio" and f["turn"] == reply["turn"]]  # he went on
-            # Long ones ("haan ji haan ji" at 110 words a minute) can: by length alone, 8-12 % of the
-            # set's backchannels stop him (docs/voice.md).
-            assert len(stopped) <= 1, stopped
+            # Length alone stops him only past 1.5 s; the set's slowest backchannel lasts 1.15 s.
+            assert not stopped
             for n, case in enumerate(interrupts):
                 turn = (await c.until("reply", wait=10))["turn"] if n else (await c.turn("ti", "Accha"))[0]["turn"]
                 await c.until("reply.audio", turn=turn, wait=10)
+                openai_fake.stt_text = " ".join(case.pieces)
                 await _stream(c, "mic", render(case)[0], pace=1.0)  # at its pace: what was heard is timed
                 heard = await c.until("heard", turn=turn, wait=10)
                 assert heard["interrupted"] and heard["in_reply_to"].endswith(".barge")
-                assert 0 < heard["heard_chars"] < len(LONG_LINE) and LONG_LINE.startswith(heard["heard_text"])
+                # The first words, at most: he was cut off early in his line (the count: test_the_playout_...).
+                assert heard["heard_chars"] < len(LONG_LINE) // 2 and LONG_LINE.startswith(heard["heard_text"])
                 speech = await c.until("speech", wait=10)  # the interruption is the learner's next turn
                 assert speech["id"] == heard["in_reply_to"].removesuffix(".barge")
                 at = c.seen.index(heard)

@@ -69,6 +69,7 @@ class BargedIn:
     interrupt: bool
     at_ms: float
     start_ms: float
+    pcm: bytes = b""  # a backchannel's audio, for the recogniser to check it was one (`promote`)
 
 
 MicEvent = Heard | Finished | BargedIn
@@ -118,7 +119,8 @@ class OpenMic:
                 if verdict is not None:
                     interrupt = verdict.kind is VerdictKind.INTERRUPT
                     self._interrupting = interrupt
-                    events.append(BargedIn(self.utterance_id, interrupt, verdict.at_ms, verdict.start_ms))
+                    run = b"" if interrupt else self._span(verdict.start_ms - PRE_ROLL_MS, verdict.at_ms)
+                    events.append(BargedIn(self.utterance_id, interrupt, verdict.at_ms, verdict.start_ms, run))
                     if not interrupt:
                         self._lead = (verdict.start_ms, verdict.at_ms)
                 if was and not barge.in_run and not self._interrupting:
@@ -152,6 +154,26 @@ class OpenMic:
             raise AudioRejected("audio_too_long", f"the turn went on for over {self.max_turn_ms / 1000:g} s "
                                 "without a pause; it was dropped")
         return events
+
+    def promote(self, start_ms: float) -> Finished | None:
+        """The recogniser heard words in the backchannel run from `start_ms` (a short "Bhaiya,
+        suno."): it was a turn after all. Its turn, unless the learner has gone on speaking (the
+        turn in progress then starts with it, `LINK_MS`) or it is gone."""
+        lead = self._lead
+        if lead is None or lead[0] != start_ms or self.in_turn:
+            return None
+        finished = Finished(self.utterance_id, self._span(lead[0] - PRE_ROLL_MS, lead[1]), lead[1], lead[1], 0.0,
+                            False)
+        self.turns += 1
+        self._lead = None
+        self._keep_from(lead[1])
+        return finished
+
+    def _span(self, start_ms: float, end_ms: float) -> bytes:
+        """The kept audio between two stream positions."""
+        at = max(0, int((start_ms - self._base_ms) * BYTES_PER_MS))
+        end = int((end_ms - self._base_ms) * BYTES_PER_MS)
+        return bytes(self._audio[at - at % 2:end - end % 2])
 
     def close(self) -> Finished | None:
         """The client closed the microphone: the turn in progress, if any, ends now."""
