@@ -403,7 +403,9 @@ class ReplyAudio(_Event):
     sentence (`sentence` from 0, `chunk` from 0 within it; `text` is the sentence, on chunk 0).
     `last` ends a sentence, `final` the reply; `degraded`: synthesis failed, the rest of this reply
     is text only. `data`: bytes in msgpack, base64 in JSON. `visemes`: this chunk's mouth shapes,
-    `(start_ms, viseme 0-14)` from its first sample, made by `visemes_source` (docs/voice.md)."""
+    `(start_ms, viseme 0-14)` from its first sample, made by `visemes_source` (docs/voice.md).
+    `filler`: a thinking sound ("Hmm...") played while the reply to `turn` is late: `sentence` -1,
+    `text` "", not part of the reply's words (count no characters of it for `playback`)."""
 
     type: Literal["reply.audio"] = "reply.audio"
     turn: int
@@ -420,6 +422,7 @@ class ReplyAudio(_Event):
     visemes: tuple[tuple[int, int], ...] = ()
     visemes_source: str = ""
     timings: SpokenTimings | None = None  # on the first piece of the reply to a spoken turn
+    filler: bool = False
 
     @field_serializer("data", when_used="json")
     def _base64(self, data: bytes) -> str:

@@ -278,3 +278,22 @@ def check_turn_words(where: str, table: dict[LanguageCode, tuple[str, ...]],
         if repeated:
             problems.append((f"{where}.{language.value}", f"{', '.join(repeated)} given twice"))
     return problems
+
+
+def check_thinking_sounds(table: dict[LanguageCode, tuple[str, ...]],
+                          languages: tuple[LanguageCode, ...]) -> list[tuple[str, str]]:
+    """`thinking_sounds` (docs/voice.md, Thinking sounds): optional, but only for languages the
+    vendor speaks, each a short spoken sound (1-40 characters, at most four words), no repeats."""
+    problems: list[tuple[str, str]] = []
+    unknown = sorted(language.value for language in table if language not in languages)
+    if unknown:
+        problems.append(("thinking_sounds", f"{', '.join(unknown)} is not a language the vendor speaks"))
+    for language, found in table.items():
+        where = f"thinking_sounds.{language.value}"
+        bad = [sound for sound in found if not 0 < len(sound.strip()) <= 40 or len(sound.split()) > 4]
+        if bad:
+            problems.append((where, f"{bad[0]!r} is not a short sound (1-40 characters, at most four words)"))
+        repeated = sorted({sound for sound in found if found.count(sound) > 1})
+        if repeated:
+            problems.append((where, f"{', '.join(repeated)} given twice"))
+    return problems

@@ -37,6 +37,7 @@ from schemas.pack import (
     Returning,
     RuleParams,
     SafetyRule,
+    check_thinking_sounds,
     check_turn_words,
 )
 
@@ -172,6 +173,10 @@ class Scenario(BaseModel):
     backchannels: dict[LanguageCode, tuple[str, ...]]
     """What a listener says to show he follows ("haan", "accha", "hmm", "ji"), per language the
     vendor speaks: said while the vendor talks, it does not stop him (voice/barge_in.py)."""
+    thinking_sounds: dict[LanguageCode, tuple[str, ...]] = Field(default_factory=dict)
+    """What the vendor says while he thinks ("Hmm...", "Accha..."), per language he speaks: with a
+    voice, one is played when his reply is late (docs/voice.md, Thinking sounds). Optional: a pack
+    without them plays none."""
 
     @model_validator(mode="after")
     def _complete(self) -> Scenario:
@@ -205,6 +210,8 @@ class Scenario(BaseModel):
         for where, table in (("fillers", self.fillers), ("backchannels", self.backchannels)):
             problems += [Problem(field, message) for field, message in
                          check_turn_words(where, table, self.vendor.languages)]
+        problems += [Problem(field, message) for field, message in
+                     check_thinking_sounds(self.thinking_sounds, self.vendor.languages)]
         absent = [c for c in SAFETY_CATEGORIES if c not in self.policy.safety]
         if absent:
             problems.append(Problem("policy.safety", f"missing {', '.join(absent)} (every pack answers every "

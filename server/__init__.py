@@ -14,7 +14,9 @@ Modules, from the outside in:
 - `signin`: the teachers' sign-in cookie; `report_api`: the learner report of an ended session;
   `knowledge_api`: scenarios, playbook uploads and retrieval; `playbooks`: uploaded playbooks in Neo4j.
 - `metrics`: Prometheus metrics at `GET /metrics`; `serving`: uvicorn's server with a slower tick.
-- `voice`: speech on the session socket (`audio` in, `speech` and `reply.audio` out).
+- `voice`: the speech backends the settings pick, and what the recogniser is told of the moment;
+  `voice_socket`: one connection's voice on the session socket (`audio` in, `speech` and
+  `reply.audio` out).
 - `microphone`: the socket side of an open microphone: its model loaded aside, its turns to decode.
 - `unity_compat`: the shipped Unity build's HTTP contract, `POST /api/test`.
 - `ws`: the WebSocket endpoint; `connection`: a socket as the actor sees it, and its rate limit.

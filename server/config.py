@@ -75,6 +75,9 @@ class Settings(BaseSettings):
     # Ask the brain at an open microphone's pause, before the end-of-turn wait is over, and use the call if
     # the turn asks the same (docs/voice.md, Speculation); false: only once the turn is taken (to compare).
     SPECULATE: bool = True
+    # A spoken turn's reply with no audio this long after the learner's turn ended gets one of the
+    # pack's thinking sounds first ("Hmm...", docs/voice.md); 0: never.
+    THINKING_SOUND_AFTER_MS: int = Field(300, ge=0, le=10_000)
     # Offline STT biased to the pack's words and the moment (issue #41); false: pocketsphinx's general
     # US-English model alone (today's, kept to measure against). Models are cached in STT_CACHE_DIR.
     STT_SCENE: bool = True

@@ -39,7 +39,8 @@ from server.auth import TokenError
 from server.config import Settings
 from server.connection import TokenBucket, WsConnection
 from server.services import Services
-from server.voice import ConnectionVoice, wants_speech, wants_visemes
+from server.voice import wants_speech, wants_visemes
+from server.voice_socket import ConnectionVoice
 from session.messages import ClientFrame
 from session.protocols import MirrorUnavailable
 

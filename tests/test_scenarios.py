@@ -49,6 +49,9 @@ def test_three_packs_ship_and_validate() -> None:
     (lambda m: m["backchannels"].update({"ja-JP": ["hai"]}), "backchannels: ja-JP is not a language the vendor"),
     (lambda m: m["backchannels"]["hi-EN"].append("Haan!"), "backchannels.hi-EN: 'Haan!' is not"),
     (lambda m: m["fillers"]["en-IN"].append("umm"), "fillers.en-IN: umm given twice"),
+    (lambda m: m["thinking_sounds"].update({"ja-JP": ["Eto..."]}), "thinking_sounds: ja-JP is not a language"),
+    (lambda m: m["thinking_sounds"]["hi-EN"].append("Hmm..."), "thinking_sounds.hi-EN: Hmm... given twice"),
+    (lambda m: m["thinking_sounds"]["hi-EN"].append("ek do teen char paanch"), "thinking_sounds.hi-EN: 'ek do"),
 ])
 def test_a_broken_pack_is_refused_naming_the_file_and_the_field(break_it: Any, field: str) -> None:
     data = manifest("jaipur-bazaar")

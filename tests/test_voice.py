@@ -161,7 +161,8 @@ async def say(c: Any, frame_id: str, pcm: bytes, *, chunk: int = 6400) -> None:
 
 async def test_a_spoken_utterance_is_a_turn_with_its_transcript_and_the_reply_is_spoken(
         openai_fake: FakeOpenAI) -> None:
-    async with running_server(**speech_settings(openai_fake)) as served:
+    # No thinking sounds (tests/test_vendor_voice.py): every speech request here is the reply's.
+    async with running_server(**speech_settings(openai_fake, THINKING_SOUND_AFTER_MS=0)) as served:
         created = await create(served)
         async with voiced(served, created) as c:
             await c.until("welcome")
@@ -301,7 +302,7 @@ async def test_a_transient_transcription_failure_is_retried(openai_fake: FakeOpe
 
 async def test_failed_speech_degrades_to_text_with_a_flag(openai_fake: FakeOpenAI) -> None:
     openai_fake.tts_queue.append(Behaviour(kind="status", status=400, message="no voice"))
-    async with running_server(**speech_settings(openai_fake)) as served:
+    async with running_server(**speech_settings(openai_fake, THINKING_SOUND_AFTER_MS=0)) as served:
         created = await create(served)
         async with voiced(served, created) as c:
             await c.until("welcome")
@@ -315,7 +316,7 @@ async def test_failed_speech_degrades_to_text_with_a_flag(openai_fake: FakeOpenA
 async def test_a_barge_in_stops_the_vendors_voice(openai_fake: FakeOpenAI) -> None:
     openai_fake.tts_realtime = 1.0  # speech streams at the pace it is spoken
     brain = ScriptedBrain(lambda r: decision(LONG_LINE, 50, r.stage))
-    async with running_server(brain=brain, **speech_settings(openai_fake)) as served:
+    async with running_server(brain=brain, **speech_settings(openai_fake, THINKING_SOUND_AFTER_MS=0)) as served:
         created = await create(served)
         async with voiced(served, created) as c:
             await c.until("welcome")

@@ -1,11 +1,14 @@
 """Speech for the session socket and the Unity build's endpoint (docs/voice.md).
 
 - `audio`: PCM16, WAV (the shipped Unity build's header included), Ogg/Opus and WebM through
-  PyAV, levels for a meter; `sentences`: cutting streamed text into sentences to speak.
+  PyAV, levels for a meter; `sentences`: cutting streamed text into pieces to speak (the first
+  clause, then sentences).
 - `stt`: the `SpeechToText` interface and pocketsphinx (the embedded, offline default);
   `tts`: the `TextToSpeech` interface and espeak-ng (the embedded default);
   `openai_speech`: both directions through the openai SDK, any OpenAI-compatible server.
-- `speaker`: the vendor's voice for one connection, sentence by sentence, stopped by a barge-in.
+- `speaker`: the vendor's voice for one connection, piece by piece, stopped by a barge-in;
+  `playout`: the client's loudspeaker as the server follows it (is he speaking, what was heard);
+  `fillers`: the thinking sounds ("Hmm..."), synthesized ahead.
 - `espeak_lib`: espeak-ng's C library through ctypes: audio and phoneme samples from one pass;
   `visemes`: the 15 OpenXR visemes, our IPA table and per-chunk timelines; `estimate`: visemes for
   audio without timings; `align`: by pocketsphinx's forced alignment; `lipsync`: which each sentence
@@ -18,7 +21,8 @@
   finished a turn (pauses, fillers, the level); `barge_in`: whether speech over the vendor stops him
   (backchannels do not); `turn_words`: the fillers, backchannels and continuation words they read
   (docs/voice.md, End of turn and barge-in, issue #34); `open_mic`: the open microphone's stream cut
-  into turns, with the audio of each and its pauses to decode early.
+  into turns, with the audio of each and its pauses to decode early, and its speech over the
+  vendor judged a backchannel or an interruption.
 - `fluency`: words a minute, pauses, runs and fillers from the recogniser's word times (docs/learning.md).
 - `errors`: the package's exceptions.
 
@@ -28,8 +32,10 @@ It imports `schemas` and the brain's transport settings (`brain.transport`), not
 from voice.audio import decode_clip, levels, parse_wav, wav_bytes
 from voice.barge_in import BargeIn, Verdict, VerdictKind
 from voice.errors import AudioRejected, SpeechServiceError, VoiceError
+from voice.fillers import FillerBank
+from voice.playout import Playout
 from voice.sentences import SentenceSplitter, split_sentences
-from voice.speaker import Speaker
+from voice.speaker import FillerClip, Speaker
 from voice.stt import SpeechToText, Transcription
 from voice.tts import TextToSpeech
 from voice.turn_end import EndOfTurn, TurnEnded, UtteranceEnded
@@ -40,6 +46,9 @@ __all__ = [
     "AudioRejected",
     "BargeIn",
     "EndOfTurn",
+    "FillerBank",
+    "FillerClip",
+    "Playout",
     "SentenceSplitter",
     "Speaker",
     "SpeechServiceError",

@@ -67,6 +67,11 @@ class BargeIn:
         self._said: tuple[str, ...] = ()
         self._decided = False
 
+    @property
+    def in_run(self) -> bool:
+        """A run of learner speech is under way (decided or not)."""
+        return self._start is not None
+
     def partial(self, text: str, at_ms: float) -> Verdict | None:
         """The recogniser's latest text of the current run; rule 2 may decide on it."""
         self._said = words(text)

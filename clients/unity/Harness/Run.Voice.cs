@@ -44,7 +44,7 @@ namespace Samvad.Harness
                         if (own.Violations == 0 && own.Pairs > 0) Interlocked.Increment(ref withVisemes);
                         else Interlocked.Increment(ref withoutVisemes);
                     }
-                    if (a.Pcm.Length > 0) firstAudio.TrySetResult(a);
+                    if (a.Pcm.Length > 0 && !a.Filler) firstAudio.TrySetResult(a);
                     if (heard.Task.IsCompleted && a.Turn == bargedTurn) Interlocked.Increment(ref chunksAfterBargeIn);
                 };
                 player.Heard += h => (h.Interrupted ? heard : heardToEnd).TrySetResult(h);

@@ -158,6 +158,9 @@ namespace Samvad.Client
         [JsonProperty("visemes_source")] public string VisemesSource { get; set; }
         /// <summary>On the first piece of the reply to a spoken turn: TTS first byte and first audio; else null.</summary>
         [JsonProperty("timings")] public SpokenTimings Timings { get; set; }
+        /// <summary>A thinking sound ("Hmm...") played while the reply to `Turn` is late: sentence -1, no
+        /// text, not part of the reply's words.</summary>
+        [JsonProperty("filler")] public bool Filler { get; set; }
 
         public byte[] Pcm { get { return string.IsNullOrEmpty(Data) ? new byte[0] : System.Convert.FromBase64String(Data); } }
     }

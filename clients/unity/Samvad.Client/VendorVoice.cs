@@ -4,7 +4,10 @@
 //   BargeIn()   the learner talks over Ramesh: stop now, drop the rest, report `playback`
 //               with interrupted = true and the characters heard (docs/protocol.md, barge-in).
 //   finished    a turn reply played to its end is reported with interrupted = false.
-// A `reply.withdrawn` drops the turn's audio; the replacement reply is spoken afresh.
+// A `reply.withdrawn` drops the turn's audio; the replacement reply is spoken afresh. A `heard` with
+// interrupted = true for the turn playing (the server decided a barge-in on the open microphone)
+// stops it too. A thinking sound (`filler`, sentence -1, no text) plays before its reply and adds
+// no characters to what was heard; one still waiting when the reply's own audio comes is dropped.
 
 using System;
 using System.Collections.Generic;
@@ -20,6 +23,7 @@ namespace Samvad.Client
             public readonly List<float> Samples = new List<float>();
             public readonly VisemeTimeline Visemes = new VisemeTimeline();
             public bool Complete;
+            public bool Filler;
         }
 
         readonly SamvadClient _client;
@@ -39,6 +43,7 @@ namespace Samvad.Client
             client.ReplyAudio += OnAudio;
             client.ReplyWithdrawn += w => { lock (_gate) { if (w.Turn == _turn) ClearLocked(); if (w.Turn == _cutTurn) _cutTurn = -1; } };
             client.Reply += r => { lock (_gate) { _replies[r.Turn] = r; } };
+            client.Heard += h => { if (h.Interrupted) lock (_gate) { if (h.Turn == _turn) { _cutTurn = _turn; ClearLocked(); } } };
             ReportWhenFinished = true;
         }
 
@@ -114,6 +119,7 @@ namespace Samvad.Client
                 }
                 if (a.Degraded) Degraded = true;
                 SampleRate = a.SampleRate;
+                if (!a.Filler) DropWaitingFillersLocked();
                 Sentence s = _playing != null && _playing.Index == a.Sentence ? _playing : null;
                 if (s == null)
                 {
@@ -121,7 +127,7 @@ namespace Samvad.Client
                 }
                 if (s == null)
                 {
-                    s = new Sentence { Index = a.Sentence };
+                    s = new Sentence { Index = a.Sentence, Filler = a.Filler };
                     _queue.Enqueue(s);
                 }
                 if (!string.IsNullOrEmpty(a.Text)) s.Text = a.Text;
@@ -223,6 +229,16 @@ namespace Samvad.Client
             if (reply.Mark != null) return null;  // only a turn's reply is reported
             int length = reply.Text == null ? 0 : reply.Text.Length;
             return _client.ReportPlayback(turn, Math.Min(heard, length), interrupted);
+        }
+
+        void DropWaitingFillersLocked()
+        {
+            bool any = false;
+            foreach (var q in _queue) any |= q.Filler;
+            if (!any) return;
+            var keep = new List<Sentence>(_queue);
+            _queue.Clear();
+            foreach (var q in keep) if (!q.Filler) _queue.Enqueue(q);
         }
 
         void ClearLocked()

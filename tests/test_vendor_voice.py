@@ -1,0 +1,348 @@
+"""The vendor's voice overlapping the pipeline (issue #34, docs/voice.md): the first clause is spoken
+before its sentence is whole, a thinking sound fills a late reply, and the server follows the
+client's loudspeaker so that it can decide a barge-in itself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import hypothesis.strategies as st
+import pytest
+from hypothesis import given
+
+from schemas.frames import Reply, ReplyAudio, ReplyDelta
+from voice.playout import LATENCY_S, Playout
+from voice.sentences import SentenceSplitter, split_sentences
+from voice.speaker import FIRST_CLAUSE_WORDS, FillerClip, Speaker
+
+pytestmark = pytest.mark.anyio
+
+
+def test_the_first_piece_is_a_clause_once_it_has_enough_words_then_sentences() -> None:
+    assert split_sentences("Dekhiye bhaiya aap ke liye, sirf 1,200 rupaye; kal aana. Haan.", 4) == [
+        "Dekhiye bhaiya aap ke liye,", "sirf 1,200 rupaye; kal aana.", "Haan."]
+    # Too short a clause is not cut ("Arre bhaiya," alone sounds clipped); a price's comma is no clause.
+    assert split_sentences("Arre bhaiya, these are fresh. Ok, fine, very fine.", 4) == [
+        "Arre bhaiya, these are fresh.", "Ok, fine, very fine."]
+    assert split_sentences("Namaste ji, welcome to my stall!", 0) == ["Namaste ji, welcome to my stall!"]
+    streamed = SentenceSplitter(4)
+    assert streamed.feed("Ye sabse acche tamatar hain") == []
+    assert streamed.feed(",") == []  # a comma at the end of what came so far may be a price's
+    assert streamed.feed(" bilkul taaze, aaj ke.") == ["Ye sabse acche tamatar hain,"]
+    assert streamed.flush() == "bilkul taaze, aaj ke."  # after the first, commas cut no more
+    assert split_sentences("यह सबसे अच्छे टमाटर हैं, साठ रुपये।", 4) == ["यह सबसे अच्छे टमाटर हैं,", "साठ रुपये।"]
+
+
+words = st.sampled_from(["bhaiya", "ji", "tamatar", "sixty", "1,200", "rupees", "ok", "haan", "—", "-", "very"])
+marks = st.sampled_from(["", "", "", ",", ";", ":", ".", "!", "?", "…"])
+
+
+@given(st.lists(st.tuples(words, marks), min_size=1, max_size=40), st.integers(0, 6),
+       st.lists(st.integers(1, 12), max_size=10))
+def test_pieces_are_the_texts_own_words_in_order_however_it_streams(
+        tokens: list[tuple[str, str]], first: int, cuts: list[int]) -> None:
+    """Nothing is spoken that the text lacks, and nothing of it is lost: joined with a space the
+    pieces are the text, however its deltas were cut."""
+    text = " ".join(w + m for w, m in tokens)
+    splitter = SentenceSplitter(first)
+    pieces: list[str] = []
+    at = 0
+    for n in cuts:
+        pieces += splitter.feed(text[at:at + n])
+        at += n
+    pieces += splitter.feed(text[at:])
+    rest = splitter.flush()
+    pieces += [rest] if rest else []
+    assert " ".join(pieces) == text.strip()
+    assert pieces == split_sentences(text, first)
+
+
+class _Tts:
+    name = "fake"
+    sample_rate = 8000
+
+    def __init__(self) -> None:
+        self.said: list[str] = []
+
+    async def synthesize(self, text: str, language: str | None) -> Any:
+        self.said.append(text)
+        yield b"\x01\x00" * 800  # 0.1 s
+
+
+def _reply(turn: int, text: str) -> Reply:
+    return Reply(session_id="s", seq=turn, turn=turn, text=text, happiness_score=50, negotiation_state="GREETING",
+                 vendor_mood="neutral", counter_price=None, suggested_user_response="", is_terminal=False)
+
+
+async def test_the_speaker_speaks_the_first_clause_of_a_streamed_reply_before_its_sentence_ends() -> None:
+    tts, sent = _Tts(), list[ReplyAudio]()
+    speaker = Speaker(tts, sent.append, "s", lambda: "hi-EN")
+    line = "Dekhiye bhaiya, yeh sabse acche tamatar hain, bilkul taaze. Saath rupaye kilo."
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(speaker.run)
+        speaker.observe(ReplyDelta(session_id="s", turn=1, text="Dekhiye bhaiya, yeh sabse acche tamatar hain, "))
+        await anyio.sleep(0.05)
+        assert tts.said == ["Dekhiye bhaiya, yeh sabse acche tamatar hain,"]  # before the sentence ended
+        speaker.observe(ReplyDelta(session_id="s", turn=1, text="bilkul taaze. Saath rupaye kilo.", end=True))
+        speaker.observe(_reply(1, line))
+        await anyio.sleep(0.05)
+        speaker.close()
+    assert tts.said == ["Dekhiye bhaiya, yeh sabse acche tamatar hain,", "bilkul taaze.", "Saath rupaye kilo."]
+    firsts = [e for e in sent if e.chunk == 0 and e.text]
+    assert [e.sentence for e in firsts] == [0, 1, 2] and " ".join(e.text for e in firsts) == line
+    assert sent[-1].final and FIRST_CLAUSE_WORDS == 4
+
+
+async def test_a_filler_goes_only_before_the_replys_first_audio_and_once_a_turn() -> None:
+    tts, sent = _Tts(), list[ReplyAudio]()
+    clock = [100.0]
+    speaker = Speaker(tts, sent.append, "s", lambda: "hi-EN")
+    speaker.clock = lambda: clock[0]
+    clip = FillerClip("Hmm...", b"\x02\x00" * 4000, 8000, "fake", ((0, 0), (500, 0)), "espeak")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(speaker.run)
+        assert speaker.filler(1, clip)
+        assert not speaker.filler(1, clip)  # once a turn
+        speaker.observe(_reply(1, "Haan ji, saath rupaye."))
+        await anyio.sleep(0.05)
+        clock[0] = 200.0  # long after it all played
+        assert not speaker.filler(1, clip)  # the reply's audio went: never after it
+        assert speaker.filler(2, clip, visemes=False)
+        speaker.close()
+    filler = sent[0]
+    assert isinstance(filler, ReplyAudio) and filler.filler and filler.sentence == -1 and filler.text == ""
+    assert filler.data == clip.pcm and filler.visemes == clip.visemes and not filler.final
+    assert {e.sentence for e in sent[1:-1]} == {0} and not any(e.filler for e in sent[1:-1])
+    assert sent[-1].filler and sent[-1].visemes == () and sent[-1].visemes_source == ""
+    assert speaker.fillers == 2
+
+
+def test_the_playout_follows_the_loudspeaker_and_counts_heard_characters_as_clients_do() -> None:
+    p = Playout()
+    p.sent(3, -1, 0, 0.5, 10.0, final=False)  # a filler: half a second, no characters
+    p.sent(3, 0, 20, 1.0, 10.1, final=False)  # starts when the filler ends, at 10.5
+    p.sent(3, 1, 10, 1.0, 10.2, final=True)  # then at 11.5
+    assert p.speaking(12.0) and p.speaking(12.5 + LATENCY_S / 2) and not p.speaking(12.5 + LATENCY_S)
+    at = LATENCY_S  # what the learner hears lags what was sent by the client's buffer
+    assert p.heard_chars(3, 10.4 + at) == 0
+    assert p.heard_chars(3, 11.0 + at) == 10  # half of the first piece
+    assert p.heard_chars(3, 12.0 + at) == 21 + 5  # the first piece and its space, half the second
+    assert p.heard_chars(2, 12.0) is None
+    p.stopped()
+    assert not p.speaking(12.0)
+    q = Playout()
+    q.sent(4, -1, 0, 0.5, 0.0, final=False)
+    assert q.heard_chars(4, 1.0) is None  # only the filler: nothing of the reply was heard
+    q.sent(4, 0, 30, 9.0, 0.1, final=True)  # nine seconds queued on the loudspeaker...
+    q.sent(5, 0, 10, 1.0, 2.0, final=True)  # ...and the next turn's reply replaces them, as clients do
+    assert q.heard_chars(5, 2.5 + LATENCY_S) == 5 and not q.speaking(3.0 + LATENCY_S)
+
+
+# ---------------------------------------------------------------------------- over the socket
+
+
+async def _spoken_turn(openai_fake: Any, brain: Any, **settings: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A spoken turn against a live server; every frame up to its reply's last audio, and the reply."""
+    from tests.servers import create, running_server
+    from tests.test_voice import say, voiced
+    from tests.voice_support import speech_settings, tone
+
+    async with running_server(brain=brain, **speech_settings(openai_fake, **settings)) as served:
+        created = await create(served)
+        async with voiced(served, created) as c:
+            await c.until("welcome")
+            await anyio.sleep(0.3)  # the thinking sounds are made when the connection opens
+            await say(c, "u1", tone(0.5))
+            reply = await c.until("reply", in_reply_to="u1", wait=10)
+            while not (await c.recv()).get("final"):
+                pass
+            return list(c.seen), reply
+
+
+async def test_a_late_reply_gets_a_thinking_sound_first_and_it_is_no_part_of_his_words(openai_fake: Any) -> None:
+    from tests.fakes import ScriptedBrain, decision
+
+    brain = ScriptedBrain(lambda r: decision("Haan ji, for you sixty rupees.", 50, r.stage), delay=1.0)
+    seen, reply = await _spoken_turn(openai_fake, brain)
+    audio = [f for f in seen if f["type"] == "reply.audio" and f["turn"] == reply["turn"]]
+    filler, spoken = audio[0], audio[1:]
+    assert filler["filler"] is True and filler["sentence"] == -1 and filler["text"] == "" and filler["data"]
+    assert filler["last"] and not filler["final"] and filler["tts"] == "openai"
+    assert not any(f["filler"] for f in spoken) and spoken[0]["sentence"] == 0
+    assert " ".join(f["text"] for f in spoken if f["chunk"] == 0) == reply["text"]  # the sound is not his words
+    said = {r["input"] for r in openai_fake.audio_requests if r["path"] == "speech"}
+    assert said & {"Hmm...", "Let me see...", "Okay, okay..."}  # the pack's, for en-IN
+    assert "Hmm" not in reply["text"] and all("Hmm" not in line["text"] for line in _transcript(seen))
+
+
+def _transcript(seen: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [f for f in seen if f["type"] in ("reply", "speech")]
+
+
+async def test_a_prompt_reply_gets_no_thinking_sound(openai_fake: Any) -> None:
+    from tests.fakes import ScriptedBrain, decision
+
+    brain = ScriptedBrain(lambda r: decision("Haan ji, for you sixty rupees.", 50, r.stage))
+    seen, _ = await _spoken_turn(openai_fake, brain, THINKING_SOUND_AFTER_MS=2000)
+    audio = [f for f in seen if f["type"] == "reply.audio"]
+    assert audio and not any(f["filler"] for f in audio)
+
+
+# ---------------------------------------------------------------------------- barge-in on the open microphone
+
+
+def _mic() -> Any:
+    from schemas.enums import Level
+    from schemas.scenario import load_scenario
+    from tests.test_open_mic import LoudIsSpeech
+    from voice.barge_in import BargeIn
+    from voice.open_mic import OpenMic
+    from voice.turn_end import EndOfTurn
+    from voice.turn_words import TurnWords
+
+    words = TurnWords.of(load_scenario("jaipur-bazaar"))
+    return OpenMic("mic", LoudIsSpeech(), EndOfTurn(words, Level.ADVANCED), max_turn_ms=30_000,
+                   barge_in=BargeIn(words, streaming=False))
+
+
+def test_over_the_vendor_a_short_run_is_a_backchannel_and_never_a_turn() -> None:
+    from tests.test_open_mic import audio
+    from voice.open_mic import BargedIn, Finished, Heard
+
+    mic = _mic()
+    events = mic.feed(audio((False, 300), (True, 400), (False, 600)), vendor_speaking=True)
+    events += mic.feed(audio((False, 3000)), vendor_speaking=False)  # he finished meanwhile
+    assert [(type(e), getattr(e, "interrupt", None)) for e in events] == [(BargedIn, False)]
+    assert not any(isinstance(e, (Heard, Finished)) for e in events) and mic.turns == 0
+    # The same run with the vendor quiet is a turn, as before.
+    quiet = _mic()
+    later = quiet.feed(audio((False, 300), (True, 400), (False, 3000)))
+    assert any(isinstance(e, Finished) for e in later) and not any(isinstance(e, BargedIn) for e in later)
+
+
+def test_over_the_vendor_a_long_run_interrupts_him_and_goes_on_as_a_turn() -> None:
+    from tests.test_open_mic import audio
+    from voice.open_mic import BargedIn, Finished
+
+    mic = _mic()
+    events = mic.feed(audio((False, 300), (True, 1400)), vendor_speaking=True)
+    barged = [e for e in events if isinstance(e, BargedIn)]
+    assert len(barged) == 1 and barged[0].interrupt and barged[0].utterance_id == "mic.1"
+    assert 900 <= barged[0].at_ms - barged[0].start_ms < 1000 and abs(barged[0].start_ms - 300) < 40
+    events = mic.feed(audio((False, 3000)), vendor_speaking=False)  # stopped: the run is a turn
+    finished = [e for e in events if isinstance(e, Finished)]
+    assert len(finished) == 1 and finished[0].utterance_id == "mic.1" and len(finished[0].pcm) > 1400 * 32
+
+
+def test_a_backchannel_run_just_before_an_interruption_is_the_start_of_its_turn() -> None:
+    """Without the recogniser's text, "Wait," and its comma's pause read as a backchannel; the
+    interruption that follows within a second keeps its audio, so the turn's words start with it."""
+    from tests.test_open_mic import audio
+    from voice.open_mic import BargedIn, Finished
+
+    mic = _mic()
+    events = mic.feed(audio((False, 300), (True, 400), (False, 400), (True, 1400)), vendor_speaking=True)
+    assert [e.interrupt for e in events if isinstance(e, BargedIn)] == [False, True]
+    finished = [e for e in mic.feed(audio((False, 3000))) if isinstance(e, Finished)]
+    assert len(finished) == 1 and len(finished[0].pcm) >= (400 + 400 + 1400) * 32
+    # A second later it is not: the turn starts at its own speech.
+    late = _mic()
+    late.feed(audio((False, 300), (True, 400), (False, 1600), (True, 1400)), vendor_speaking=True)
+    alone = [e for e in late.feed(audio((False, 3000))) if isinstance(e, Finished)]
+    assert len(alone) == 1 and len(alone[0].pcm) < (1400 + 1200) * 32  # its speech, pre-roll and wait
+
+
+def test_a_short_run_the_recogniser_heard_words_in_is_promoted_to_a_turn() -> None:
+    """"Bhaiya, suno." is short like a backchannel; its audio comes with the verdict, and when the
+    recogniser hears words that are not backchannels the run becomes a turn, once."""
+    from tests.test_open_mic import audio
+    from voice.open_mic import BargedIn
+
+    mic = _mic()
+    events = mic.feed(audio((False, 300), (True, 500), (False, 300)), vendor_speaking=True)
+    (barged,) = [e for e in events if isinstance(e, BargedIn)]
+    assert not barged.interrupt and len(barged.pcm) >= 500 * 32
+    finished = mic.promote(barged.start_ms)
+    assert finished is not None and finished.utterance_id == "mic.1" and len(finished.pcm) == len(barged.pcm)
+    assert mic.promote(barged.start_ms) is None and mic.turns == 1
+
+
+def test_a_click_over_the_vendor_is_nothing() -> None:
+    from tests.test_open_mic import audio
+    from voice.open_mic import Finished
+
+    mic = _mic()
+    events = mic.feed(audio((False, 300), (True, 60), (False, 3000)), vendor_speaking=True)
+    assert events == [] and not any(isinstance(e, Finished) for e in events)
+
+
+LONG_LINE = ("Arre bhaiya, these are the best tomatoes in Jaipur. Fresh from the farm this morning! "
+             "For you, sixty rupees a kilo.")
+
+
+async def _stream(c: Any, stream_id: str, pcm: bytes, pace: float = 2.0) -> None:
+    """An open microphone's audio, in 200 ms chunks at `pace` times real time (within the rate limit)."""
+    import base64
+
+    step = 6400
+    for at in range(0, len(pcm), step):
+        await c.send({"type": "audio", "id": stream_id, "event": "chunk",
+                      "data": base64.b64encode(pcm[at:at + step]).decode()})
+        await anyio.sleep(0.2 / pace)
+
+
+async def test_over_the_socket_backchannels_let_him_speak_and_interruptions_stop_him(openai_fake: Any) -> None:
+    """The labelled set's backchannels and interruptions (tests/turn_set.py), said over the vendor
+    into an open microphone of a live server whose recogniser hears what was said: a backchannel is
+    no turn and stops nothing; an interruption, long or short ("Bhaiya, suno."), stops his audio,
+    is reported as `heard`, and becomes the learner's turn."""
+    from tests.ci import need_tools
+    from tests.fakes import ScriptedBrain, decision
+    from tests.servers import create, running_server
+    from tests.test_voice import voiced
+    from tests.turn_set import load_cases, render
+    from tests.voice_support import speech_settings
+
+    need_tools("espeak-ng", install="apt-get install espeak-ng")
+    cases = load_cases()
+    backchannels = [c for c in cases if c.kind == "backchannel"][::6]  # 10, both languages, every voice
+    interrupts = [c for c in cases if c.id in ("interrupt-000", "interrupt-009", "interrupt-017", "interrupt-022")]
+    brain = ScriptedBrain(lambda r: decision(LONG_LINE, 50, r.stage))
+    stopped: list[str] = []
+    async with running_server(brain=brain, **speech_settings(openai_fake, THINKING_SOUND_AFTER_MS=0)) as served:
+        created = await create(served)
+        async with voiced(served, created) as c:
+            await c.until("welcome")
+            await c.send({"type": "audio", "id": "mic", "event": "open", "format": "pcm16"})
+            for n, case in enumerate(backchannels):
+                reply = (await c.turn(f"t{n}", "Namaste bhaiya"))[0]
+                if not any(f["type"] == "reply.audio" and f["turn"] == reply["turn"] for f in c.seen):
+                    await c.until("reply.audio", turn=reply["turn"])
+                mark = len(c.seen)
+                openai_fake.stt_text = " ".join(case.pieces)  # a recogniser that hears what was said
+                await _stream(c, "mic", render(case)[0])
+                await c.quiet(0.6)
+                after = c.seen[mark:]
+                if any(f["type"] == "heard" for f in after):
+                    stopped.append(case.id)
+                    while not any(f["type"] == "reply" and f["in_reply_to"].startswith("mic.") for f in c.seen[mark:]):
+                        await c.recv(10)  # it went on as a turn: let it be answered
+                    continue
+                assert not [f for f in after if f["type"] in ("speech", "speech.partial")]  # never a turn
+                assert [f for f in after if f["type"] == "reply.audio" and f["turn"] == reply["turn"]]  # he went on
+            # Length alone stops him only past 1.5 s; the set's slowest backchannel lasts 1.15 s.
+            assert not stopped
+            for n, case in enumerate(interrupts):
+                turn = (await c.until("reply", wait=10))["turn"] if n else (await c.turn("ti", "Accha"))[0]["turn"]
+                await c.until("reply.audio", turn=turn, wait=10)
+                openai_fake.stt_text = " ".join(case.pieces)
+                await _stream(c, "mic", render(case)[0], pace=1.0)  # at its pace: what was heard is timed
+                heard = await c.until("heard", turn=turn, wait=10)
+                assert heard["interrupted"] and heard["in_reply_to"].endswith(".barge")
+                # The first words, at most: he was cut off early in his line (the count: test_the_playout_...).
+                assert heard["heard_chars"] < len(LONG_LINE) // 2 and LONG_LINE.startswith(heard["heard_text"])
+                speech = await c.until("speech", wait=10)  # the interruption is the learner's next turn
+                assert speech["id"] == heard["in_reply_to"].removesuffix(".barge")
+                at = c.seen.index(heard)
+                assert not [f for f in c.seen[at:] if f["type"] == "reply.audio" and f["turn"] == turn]
