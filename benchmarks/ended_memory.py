@@ -2,7 +2,9 @@
 
 Plays SESSIONS sessions of TURNS rule-brain turns each, ends them with `stop`, disconnects, and
 measures the allocations they hold: once just after they end, and once after the registry's sweep
-has compacted them (an ended session nobody has had open for `ended_grace_seconds`).
+has swapped each for its record (an ended session nobody has had open for `ended_grace_seconds`
+is kept as a few fields and its negotiation as bytes, session/ended.py). It checks that a
+record's report is the one the actor gave, and times rebuilding an actor from a record.
 
     .venv/bin/python benchmarks/ended_memory.py [--sessions 500] [--turns 5]
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -26,6 +29,7 @@ from brain.rules_vendor import RuleBasedVendor  # noqa: E402
 from schemas.frames import CommandFrame, TranscriptFrame  # noqa: E402
 from session.mirror import MemoryMirror  # noqa: E402
 from session.registry import SessionRegistry  # noqa: E402
+from session.report import learner_report  # noqa: E402
 from tests.fakes import FakeConnection  # noqa: E402
 
 LINES = ("tamatar kitne ka?", "bahut mehenga hai, 80 dedo", "100 final?", "90 mein do na", "theek hai")
@@ -64,15 +68,33 @@ async def main(sessions: int, turns: int) -> None:
             await anyio.lowlevel.checkpoint()
         ended = held()
         replay = sum(a.fanout.replay_len for a in registry.actors()) / sessions
+        reports = {a.session_id: learner_report(a.negotiation, None) for a in registry.actors()}
+        kept_reports = held() - ended  # not the sessions': taken off the figure below
         now[0] += 61
+        # A minute on, as the registry's fake clock says: the silence timers' heap, on the real
+        # clock, has long dropped its entries for these sessions (each is at most
+        # `silence_extended_s`, 60 s, after the session's last turn), which still hold the actors.
+        assert registry.timers is not None
+        real = registry.timers.clock
+        registry.timers.clock = lambda: real() + 61
+        registry.timers.fire_due()
+        registry.timers.clock = real
         registry.evict_idle()
-        compacted = held()
-        assert len(registry) == sessions
+        swapped = held() - kept_reports
+        assert len(registry) == sessions and not registry.actors() and len(registry.ended()) == sessions
+        state_bytes = sum(len(r.state) for r in registry.ended()) / sessions
         tracemalloc.stop()
+        started = time.perf_counter()
+        revived = [await registry.get(sid) for sid in reports]
+        revive_us = (time.perf_counter() - started) / sessions * 1e6
+        for actor, report in zip(revived, reports.values(), strict=True):
+            assert actor is not None and learner_report(actor.negotiation, None) == report
         tg.cancel_scope.cancel()
     print(f"{sessions} sessions of {turns} turns, ended and closed ({replay:.1f} events kept each for replay)")
-    print(f"just ended:       {(ended - before) / sessions / 1024:.1f} KiB per session")
-    print(f"after compaction: {(compacted - before) / sessions / 1024:.1f} KiB per session")
+    print(f"just ended:             {(ended - before) / sessions / 1024:.1f} KiB per session")
+    print(f"kept as records:        {(swapped - before) / sessions / 1024:.1f} KiB per session "
+          f"(the negotiation {state_bytes:.0f} bytes of it)")
+    print(f"rebuilt from a record:  {revive_us:.0f} us per session (`registry.get`), every report as before")
 
 
 if __name__ == "__main__":

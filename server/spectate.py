@@ -41,6 +41,8 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from schemas.enums import Role
 from schemas.errors import CloseCode
 from server.services import Services, error_response
+from session.ended import EndedSession
+from session.negotiation import Negotiation
 from session.rules import mood_for
 
 if TYPE_CHECKING:
@@ -120,15 +122,17 @@ class Lobby:
     def watch_url(self, session_id: str, token: str) -> str:
         return f"{WATCH_PAGE}?session={session_id}&token={token}"
 
-    def row(self, actor: SessionActor) -> dict[str, Any]:
-        n = actor.negotiation
+    def row(self, n: Negotiation, actor: SessionActor | None) -> dict[str, Any]:
+        """A session's row: its negotiation, and its actor's connections (None: an ended session
+        kept as its record, session/ended.py, which has none)."""
         last_turn_at = None
         for line in reversed(n.history):
             if line.role == "vendor":
                 last_turn_at = line.at
                 break
-        spectators = sum(1 for c in actor.connections.values() if c.role == Role.SPECTATOR.value)
-        sid = actor.session_id
+        spectators = 0 if actor is None else sum(1 for c in actor.connections.values()
+                                                 if c.role == Role.SPECTATOR.value)
+        sid = n.session_id
         return {
             "session_id": sid,
             "learner_id": n.learner_id,
@@ -146,7 +150,7 @@ class Lobby:
             "is_terminal": n.is_terminal,
             "outcome": n.outcome.value if n.outcome else None,
             "thinking": n.pending is not None,
-            "player_connected": actor.player is not None,
+            "player_connected": actor is not None and actor.player is not None,
             "spectators": spectators,
             "created_at": n.created_at,
             "updated_at": n.updated_at,
@@ -155,8 +159,14 @@ class Lobby:
         }
 
     def rows(self) -> list[dict[str, Any]]:
-        actors = sorted(self.services.registry.actors(), key=lambda a: a.negotiation.created_at)
-        return [self.row(actor) for actor in actors]
+        registry = self.services.registry
+        sessions: list[tuple[float, Negotiation | EndedSession, SessionActor | None]] = [
+            (a.negotiation.created_at, a.negotiation, a) for a in registry.actors()]
+        sessions.extend((r.created_at, r, None) for r in registry.ended())
+        sessions.sort(key=lambda s: s[0])
+        # A record's negotiation is rebuilt for its row (tens of microseconds), and let go after.
+        return [self.row(n if isinstance(n, Negotiation) else n.negotiation(registry.limits), actor)
+                for _, n, actor in sessions]
 
     def full_message(self) -> dict[str, Any]:
         return {"type": "lobby", "server_time": time.time(), "sessions": self.rows()}
@@ -166,10 +176,11 @@ class Lobby:
         registry = self.services.registry
         for sid in session_ids:
             actor = registry.live(sid)
-            if actor is None:
+            n = actor.negotiation if actor is not None else registry.state(sid)
+            if n is None:
                 removed.append(sid)
             else:
-                rows.append(self.row(actor))
+                rows.append(self.row(n, actor))
         return {"type": "lobby.update", "server_time": time.time(), "sessions": rows,
                 "removed": removed}
 
