@@ -71,14 +71,6 @@ async def main(sessions: int, turns: int) -> None:
         reports = {a.session_id: learner_report(a.negotiation, None) for a in registry.actors()}
         kept_reports = held() - ended  # not the sessions': taken off the figure below
         now[0] += 61
-        # A minute on, as the registry's fake clock says: the silence timers' heap, on the real
-        # clock, has long dropped its entries for these sessions (each is at most
-        # `silence_extended_s`, 60 s, after the session's last turn), which still hold the actors.
-        assert registry.timers is not None
-        real = registry.timers.clock
-        registry.timers.clock = lambda: real() + 61
-        registry.timers.fire_due()
-        registry.timers.clock = real
         registry.evict_idle()
         swapped = held() - kept_reports
         assert len(registry) == sessions and not registry.actors() and len(registry.ended()) == sessions

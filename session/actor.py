@@ -90,9 +90,9 @@ class SessionActor:
     Slotted, and its parts hold no reference back to it: an idle session is small, and an evicted
     one is freed without the collector."""
 
-    __slots__ = ("_frames_queued", "_inbox", "_news", "_scheduled", "_silence_due", "_silence_queued", "_wake", "brain",
-                 "calls", "clock", "fanout", "held", "last_activity", "limits", "machine", "mirror", "on_change",
-                 "running", "session_id", "thinking_since", "timers", "turn_waiters", "voice_stages")
+    __slots__ = ("__weakref__", "_frames_queued", "_inbox", "_news", "_scheduled", "_silence_due", "_silence_queued",
+                 "_wake", "brain", "calls", "clock", "fanout", "held", "last_activity", "limits", "machine", "mirror",
+                 "on_change", "running", "session_id", "thinking_since", "timers", "turn_waiters", "voice_stages")
 
     def __init__(
         self,
