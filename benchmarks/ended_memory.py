@@ -40,6 +40,12 @@ def held() -> int:
     return tracemalloc.get_traced_memory()[0]
 
 
+def tracked() -> int:
+    """Objects the collector tracks: what a full pass walks."""
+    gc.collect()
+    return len(gc.get_objects())
+
+
 async def main(sessions: int, turns: int) -> None:
     now = [1000.0]
     registry = SessionRegistry(with_policy(RuleBasedVendor()), MemoryMirror(), max_sessions=sessions + 10,
@@ -47,7 +53,7 @@ async def main(sessions: int, turns: int) -> None:
     async with anyio.create_task_group() as tg:
         await tg.start(registry.run)
         tracemalloc.start()
-        before = held()
+        before, objects_before = held(), tracked()
         for _ in range(sessions):
             actor = registry.create()
             player = FakeConnection()
@@ -66,13 +72,15 @@ async def main(sessions: int, turns: int) -> None:
             del actor, player
         for _ in range(20):
             await anyio.lowlevel.checkpoint()
-        ended = held()
+        ended, objects_ended = held(), tracked()
         replay = sum(a.fanout.replay_len for a in registry.actors()) / sessions
         reports = {a.session_id: learner_report(a.negotiation, None) for a in registry.actors()}
-        kept_reports = held() - ended  # not the sessions': taken off the figure below
+        kept_reports = held() - ended  # not the sessions': taken off the figures below
+        report_objects = tracked() - objects_ended
         now[0] += 61
         registry.evict_idle()
         swapped = held() - kept_reports
+        objects_swapped = tracked() - report_objects
         assert len(registry) == sessions and not registry.actors() and len(registry.ended()) == sessions
         state_bytes = sum(len(r.state) for r in registry.ended()) / sessions
         tracemalloc.stop()
@@ -83,9 +91,11 @@ async def main(sessions: int, turns: int) -> None:
             assert actor is not None and learner_report(actor.negotiation, None) == report
         tg.cancel_scope.cancel()
     print(f"{sessions} sessions of {turns} turns, ended and closed ({replay:.1f} events kept each for replay)")
-    print(f"just ended:             {(ended - before) / sessions / 1024:.1f} KiB per session")
+    print(f"just ended:             {(ended - before) / sessions / 1024:.1f} KiB per session, "
+          f"{(objects_ended - objects_before) / sessions:.0f} objects tracked by the collector")
     print(f"kept as records:        {(swapped - before) / sessions / 1024:.1f} KiB per session "
-          f"(the negotiation {state_bytes:.0f} bytes of it)")
+          f"(the negotiation {state_bytes:.0f} bytes of it), "
+          f"{(objects_swapped - objects_before) / sessions:.1f} objects tracked")
     print(f"rebuilt from a record:  {revive_us:.0f} us per session (`registry.get`), every report as before")
 
 
