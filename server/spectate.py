@@ -41,7 +41,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from schemas.enums import Role
 from schemas.errors import CloseCode
 from server.services import Services, error_response
-from session.ended import EndedSession
+from session.ended import EndedSession, last_turn_at
 from session.negotiation import Negotiation
 from session.rules import mood_for
 
@@ -122,14 +122,13 @@ class Lobby:
     def watch_url(self, session_id: str, token: str) -> str:
         return f"{WATCH_PAGE}?session={session_id}&token={token}"
 
-    def row(self, n: Negotiation, actor: SessionActor | None) -> dict[str, Any]:
-        """A session's row: its negotiation, and its actor's connections (None: an ended session
-        kept as its record, session/ended.py, which has none)."""
-        last_turn_at = None
-        for line in reversed(n.history):
-            if line.role == "vendor":
-                last_turn_at = line.at
-                break
+    def row(self, n: Negotiation | EndedSession, actor: SessionActor | None) -> dict[str, Any]:
+        """A session's row: its negotiation, or the record an ended one is kept as (session/ended.py,
+        which names the same facts, and has no actor), and its actor's connections."""
+        if isinstance(n, EndedSession):
+            last_turn, thinking, max_turns = n.last_turn_at, False, self.services.registry.limits.max_turns
+        else:
+            last_turn, thinking, max_turns = last_turn_at(n), n.pending is not None, n.limits.max_turns
         spectators = 0 if actor is None else sum(1 for c in actor.connections.values()
                                                  if c.role == Role.SPECTATOR.value)
         sid = n.session_id
@@ -143,18 +142,18 @@ class Lobby:
             "happiness_score": n.happiness,
             "vendor_mood": mood_for(n.happiness).value,
             "turn": n.turn,
-            "max_turns": n.limits.max_turns,
+            "max_turns": max_turns,
             "item": n.item,
             "vendor_quote": n.quote,
             "last_offer": n.last_offer,
             "is_terminal": n.is_terminal,
             "outcome": n.outcome.value if n.outcome else None,
-            "thinking": n.pending is not None,
+            "thinking": thinking,
             "player_connected": actor is not None and actor.player is not None,
             "spectators": spectators,
             "created_at": n.created_at,
             "updated_at": n.updated_at,
-            "last_turn_at": last_turn_at,
+            "last_turn_at": last_turn,
             "watch_url": self.watch_url(sid, self.spectator_token(sid)),
         }
 
@@ -164,9 +163,7 @@ class Lobby:
             (a.negotiation.created_at, a.negotiation, a) for a in registry.actors()]
         sessions.extend((r.created_at, r, None) for r in registry.ended())
         sessions.sort(key=lambda s: s[0])
-        # A record's negotiation is rebuilt for its row (tens of microseconds), and let go after.
-        return [self.row(n if isinstance(n, Negotiation) else n.negotiation(registry.limits), actor)
-                for _, n, actor in sessions]
+        return [self.row(n, actor) for _, n, actor in sessions]
 
     def full_message(self) -> dict[str, Any]:
         return {"type": "lobby", "server_time": time.time(), "sessions": self.rows()}
@@ -176,7 +173,7 @@ class Lobby:
         registry = self.services.registry
         for sid in session_ids:
             actor = registry.live(sid)
-            n = actor.negotiation if actor is not None else registry.state(sid)
+            n = actor.negotiation if actor is not None else registry.record(sid)
             if n is None:
                 removed.append(sid)
             else:

@@ -30,12 +30,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from schemas.enums import Stage
+from schemas.enums import Outcome, Stage
+from schemas.scenario import Scenario, load_scenario
 from session.negotiation import Negotiation
 from session.records import TurnRecord
 from session.rules import Limits
 
-__all__ = ["EndedSession", "from_bytes", "to_bytes"]
+__all__ = ["EndedSession", "from_bytes", "last_turn_at", "to_bytes"]
 
 # Not the session's: the server's limits (given back on load), the changes already handed to the
 # mirror (none, once the actor has taken them), and two caches rebuilt on first use.
@@ -77,6 +78,14 @@ def to_bytes(negotiation: Negotiation) -> bytes:
     return zlib.compress(buffer.getvalue(), COMPRESS_LEVEL)
 
 
+def last_turn_at(negotiation: Negotiation) -> float | None:
+    """When the vendor last spoke; None before the first turn."""
+    for line in reversed(negotiation.history):
+        if line.role == "vendor":
+            return line.at
+    return None
+
+
 def from_bytes(data: bytes, limits: Limits) -> Negotiation:
     """The negotiation `to_bytes` was given, equal field for field, under the server's `limits`."""
     negotiation = pickle.loads(zlib.decompress(data))  # bytes this process made (see above)
@@ -89,8 +98,9 @@ def from_bytes(data: bytes, limits: Limits) -> Negotiation:
 @dataclass(frozen=True, slots=True)
 class EndedSession:
     """What the registry keeps of an ended session nobody has open: what its callers read without
-    rebuilding it (the learner for an erasure, the stage for the metrics, the times for eviction
-    and the lobby's order), and the negotiation as bytes for the report and a late reconnect."""
+    rebuilding it, under the negotiation's own names (the learner for an erasure, the stage for the
+    metrics, the times for eviction, the facts of a lobby row: a lobby's full list rebuilt every
+    negotiation, some 50 us each), and the negotiation as bytes for the report and a reconnect."""
 
     session_id: str
     learner_id: str | None
@@ -98,13 +108,35 @@ class EndedSession:
     created_at: float
     last_activity: float  # the actor's: when its idle time for eviction began
     state: bytes  # `to_bytes(negotiation)`
+    scenario_name: str
+    scenario_version: int
+    happiness: int
+    turn: int
+    item: str | None
+    quote: int | None
+    last_offer: int | None
+    outcome: Outcome | None
+    updated_at: float
+    last_turn_at: float | None  # the vendor's last line
 
     @classmethod
     def of(cls, negotiation: Negotiation, last_activity: float) -> EndedSession:
-        if not negotiation.is_terminal:
+        n = negotiation
+        if not n.is_terminal:
             raise ValueError("only an ended session is kept as a record")
-        return cls(session_id=negotiation.session_id, learner_id=negotiation.learner_id, stage=negotiation.stage,
-                   created_at=negotiation.created_at, last_activity=last_activity, state=to_bytes(negotiation))
+        return cls(session_id=n.session_id, learner_id=n.learner_id, stage=n.stage, created_at=n.created_at,
+                   last_activity=last_activity, state=to_bytes(n), scenario_name=n.scenario_name,
+                   scenario_version=n.scenario_version, happiness=n.happiness, turn=n.turn, item=n.item,
+                   quote=n.quote, last_offer=n.last_offer, outcome=n.outcome, updated_at=n.updated_at,
+                   last_turn_at=last_turn_at(n))
+
+    @property
+    def scenario(self) -> Scenario:
+        return load_scenario(self.scenario_name, self.scenario_version)
+
+    @property
+    def is_terminal(self) -> bool:
+        return True  # only an ended session is kept as a record
 
     def negotiation(self, limits: Limits) -> Negotiation:
         """The negotiation as it ended (a new copy each call)."""

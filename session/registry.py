@@ -326,6 +326,10 @@ class SessionRegistry:
         stages.update(r.stage for r in self._ended.values())
         return stages
 
+    def record(self, session_id: str) -> EndedSession | None:
+        """The record an ended session is kept as; None when it has an actor, or is not in memory."""
+        return self._ended.get(session_id)
+
     def state(self, session_id: str) -> Negotiation | None:
         """The session's negotiation, to read, without rebuilding an actor for it (a record's is a
         new copy each call); None when the session is not in memory."""

@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from schemas.enums import LanguageCode, Level, Stage
 from schemas.frames import CommandFrame, ResumeFrame, TranscriptFrame
+from server.spectate import Lobby
 from session.actor import SessionActor
 from session.changes import SessionStarted
 from session.ended import EndedSession, from_bytes, to_bytes
@@ -209,6 +210,8 @@ async def test_over_http_a_swapped_session_gives_the_same_report_lobby_row_and_m
             return lobby, stages
 
         lobby, stages = await seen()
+        watching = Lobby(served.services)  # a lobby socket's view: the update it sends for a changed session
+        update = watching.update_message([sid])
         state = (await http.get(f"/api/sessions/{sid}", headers=bearer)).json()
         report = (await http.get(f"/api/sessions/{sid}/report", headers=bearer)).json()
         registry.ended_grace_seconds = 0.0
@@ -216,6 +219,8 @@ async def test_over_http_a_swapped_session_gives_the_same_report_lobby_row_and_m
         assert registry.live(sid) is None and sid in registry
 
         assert await seen() == (lobby, stages)  # neither rebuilds the session
+        again = watching.update_message([sid])
+        assert again["sessions"] == update["sessions"] and again["removed"] == [] and len(update["sessions"]) == 1
         assert registry.live(sid) is None
         assert ended["outcome"] == "stopped" and state["is_terminal"]
         assert [row["session_id"] for row in lobby] == [sid] and stages == {state["stage"]: 1.0}
