@@ -4,13 +4,13 @@ An ended session stays in memory for `idle_seconds` after its last activity, for
 a late reconnect. Ended sessions do not hold the server's room for new ones: at `max_sessions`,
 creating a session first drops the ended one idle longest that nobody is connected to. An ended
 session nobody has had open for `ended_grace_seconds` is swapped at the next sweep for a record of
-a few fields and its negotiation as bytes (`EndedSession`, session/ended.py; issue #33): about 2
-KiB instead of 12. `get` rebuilds an actor from it, as from storage after a restart: a late
+a few fields and its negotiation as bytes (`EndedSession`, session/ended.py; issue #33): about 3
+KiB instead of 12 (benchmarks/ended_memory.py). `get` rebuilds an actor from it, as from storage after a restart: a late
 reconnect gets its welcome with the final state, and a `resume` a snapshot, not a replay.
 
-Sessions in memory are the live actors (`actors`, `live`) and those records; `len`, `in`,
-`of_learner`, `by_stage` and `ended` count or list both, so that a session swapped for its
-record is never taken for one that has gone.
+Sessions in memory are the live actors (`actors`, `live`) and those records (`ended`, `record`);
+`len`, `in`, `of_learner` and `by_stage` count both, so that a session swapped for its record is
+never taken for one that has gone.
 
 The registry owns a task group, and one dispatcher task in it applies every session's messages:
 an actor with something in its inbox asks to be drained, and the dispatcher drains the actors
@@ -329,15 +329,6 @@ class SessionRegistry:
     def record(self, session_id: str) -> EndedSession | None:
         """The record an ended session is kept as; None when it has an actor, or is not in memory."""
         return self._ended.get(session_id)
-
-    def state(self, session_id: str) -> Negotiation | None:
-        """The session's negotiation, to read, without rebuilding an actor for it (a record's is a
-        new copy each call); None when the session is not in memory."""
-        actor = self._actors.get(session_id)
-        if actor is not None:
-            return actor.negotiation
-        record = self._ended.get(session_id)
-        return None if record is None else record.negotiation(self.limits)
 
     def __len__(self) -> int:
         return len(self._actors) + len(self._ended)

@@ -164,9 +164,9 @@ async def test_the_registrys_views_count_records_with_the_actors() -> None:
         assert len(registry.ended()) == 2 and registry.actors() == [ravi_live]
         assert registry.by_stage() == before == {Stage.GREETING: 1, Stage.CLOSURE: 2}
         assert sorted(registry.of_learner("ravi")) == sorted([ravi_live.session_id, ravi_ended.session_id])
-        state = registry.state(asha_ended.session_id)
-        assert state is not None and state.learner_id == "asha" and state.is_terminal
-        assert registry.live(asha_ended.session_id) is None  # reading its state rebuilt no actor
+        record = registry.record(asha_ended.session_id)
+        assert record is not None and record.learner_id == "asha" and record.is_terminal
+        assert registry.record(ravi_live.session_id) is None  # it has an actor
         assert registry.remove(ravi_ended.session_id) is True and ravi_ended.session_id not in registry
         tg.cancel_scope.cancel()
 
