@@ -5,8 +5,9 @@ a late reconnect. Ended sessions do not hold the server's room for new ones: at 
 creating a session first drops the ended one idle longest that nobody is connected to. An ended
 session nobody has had open for `ended_grace_seconds` is swapped at the next sweep for a record of
 a few fields and its negotiation as bytes (`EndedSession`, session/ended.py; issue #33): about 3
-KiB instead of 12 (benchmarks/ended_memory.py). `get` rebuilds an actor from it, as from storage after a restart: a late
-reconnect gets its welcome with the final state, and a `resume` a snapshot, not a replay.
+KiB instead of 12 (benchmarks/ended_memory.py). `get` rebuilds an actor from it, as from storage
+after a restart: a late reconnect gets its welcome with the final state, and a `resume` a
+snapshot, not a replay.
 
 Sessions in memory are the live actors (`actors`, `live`) and those records (`ended`, `record`);
 `len`, `in`, `of_learner` and `by_stage` count both, so that a session swapped for its record is
