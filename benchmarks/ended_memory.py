@@ -2,7 +2,9 @@
 
 Plays SESSIONS sessions of TURNS rule-brain turns each, ends them with `stop`, disconnects, and
 measures the allocations they hold: once just after they end, and once after the registry's sweep
-has compacted them (an ended session nobody has had open for `ended_grace_seconds`).
+has swapped each for its record (an ended session nobody has had open for `ended_grace_seconds`
+is kept as a few fields and its negotiation as bytes, session/ended.py). It checks that a
+record's report is the one the actor gave, and times rebuilding an actor from a record.
 
     .venv/bin/python benchmarks/ended_memory.py [--sessions 500] [--turns 5]
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -26,6 +29,7 @@ from brain.rules_vendor import RuleBasedVendor  # noqa: E402
 from schemas.frames import CommandFrame, TranscriptFrame  # noqa: E402
 from session.mirror import MemoryMirror  # noqa: E402
 from session.registry import SessionRegistry  # noqa: E402
+from session.report import learner_report  # noqa: E402
 from tests.fakes import FakeConnection  # noqa: E402
 
 LINES = ("tamatar kitne ka?", "bahut mehenga hai, 80 dedo", "100 final?", "90 mein do na", "theek hai")
@@ -36,6 +40,12 @@ def held() -> int:
     return tracemalloc.get_traced_memory()[0]
 
 
+def tracked() -> int:
+    """Objects the collector tracks: what a full pass walks."""
+    gc.collect()
+    return len(gc.get_objects())
+
+
 async def main(sessions: int, turns: int) -> None:
     now = [1000.0]
     registry = SessionRegistry(with_policy(RuleBasedVendor()), MemoryMirror(), max_sessions=sessions + 10,
@@ -43,7 +53,7 @@ async def main(sessions: int, turns: int) -> None:
     async with anyio.create_task_group() as tg:
         await tg.start(registry.run)
         tracemalloc.start()
-        before = held()
+        before, objects_before = held(), tracked()
         for _ in range(sessions):
             actor = registry.create()
             player = FakeConnection()
@@ -62,17 +72,31 @@ async def main(sessions: int, turns: int) -> None:
             del actor, player
         for _ in range(20):
             await anyio.lowlevel.checkpoint()
-        ended = held()
+        ended, objects_ended = held(), tracked()
         replay = sum(a.fanout.replay_len for a in registry.actors()) / sessions
+        reports = {a.session_id: learner_report(a.negotiation, None) for a in registry.actors()}
+        kept_reports = held() - ended  # not the sessions': taken off the figures below
+        report_objects = tracked() - objects_ended
         now[0] += 61
         registry.evict_idle()
-        compacted = held()
-        assert len(registry) == sessions
+        swapped = held() - kept_reports
+        objects_swapped = tracked() - report_objects
+        assert len(registry) == sessions and not registry.actors() and len(registry.ended()) == sessions
+        state_bytes = sum(len(r.state) for r in registry.ended()) / sessions
         tracemalloc.stop()
+        started = time.perf_counter()
+        revived = [await registry.get(sid) for sid in reports]
+        revive_us = (time.perf_counter() - started) / sessions * 1e6
+        for actor, report in zip(revived, reports.values(), strict=True):
+            assert actor is not None and learner_report(actor.negotiation, None) == report
         tg.cancel_scope.cancel()
     print(f"{sessions} sessions of {turns} turns, ended and closed ({replay:.1f} events kept each for replay)")
-    print(f"just ended:       {(ended - before) / sessions / 1024:.1f} KiB per session")
-    print(f"after compaction: {(compacted - before) / sessions / 1024:.1f} KiB per session")
+    print(f"just ended:             {(ended - before) / sessions / 1024:.1f} KiB per session, "
+          f"{(objects_ended - objects_before) / sessions:.0f} objects tracked by the collector")
+    print(f"kept as records:        {(swapped - before) / sessions / 1024:.1f} KiB per session "
+          f"(the negotiation {state_bytes:.0f} bytes of it), "
+          f"{(objects_swapped - objects_before) / sessions:.1f} objects tracked")
+    print(f"rebuilt from a record:  {revive_us:.0f} us per session (`registry.get`), every report as before")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,9 @@ not the issue's):
   its socket upgraded, the welcome, a `stop` command, the `session.ended` and `session.report`
   frames (the report and the learner's profile are made then), the socket closed; server CPU per
   session. The same server's RSS before and after gives the memory of an ended session kept for
-  its report.
+  its report. The server keeps an ended session as a compact record after a grace of
+  LIFE_GRACE_S (SESSION_ENDED_GRACE_SECONDS, 60 s by default), and both figures wait for it: at
+  churn, nearly every ended session a server holds is past its grace, and each is swapped once.
 * llm: `python -m benchmarks.capacity` at N=1,000 three times streamed, once at N=2,000, and once
   at N=1,000 with --no-stream: first-words overhead p99, errors, and server CPU per turn against
   the fake model's in the same step.
@@ -232,21 +234,26 @@ async def _lives(base: str, sessions: int, concurrency: int, turns: int = 0) -> 
     return {"failures": len(failures), "first_failures": failures[:3]}
 
 
+LIFE_GRACE_S = 2.0  # the life run's SESSION_ENDED_GRACE_SECONDS: its sessions are swapped within the run
+
+
 def life_run(build: Build, scale: Scale) -> dict[str, Any]:
     """Sessions created, joined and ended with no turn: server CPU per session. Then as many that
     play five turns each before they stop: RSS per ended session, kept for its report."""
-    server, base = start(build, "life")
+    server, base = start(build, "life", {"SESSION_ENDED_GRACE_SECONDS": str(LIFE_GRACE_S)})
+    settle = 2 * LIFE_GRACE_S + 1.0  # the grace, then a sweep (every grace) to swap the last ended
     try:
         time.sleep(1.0)
         rss0 = server.rss_kib()
         asyncio.run(_lives(base, 50, 25, turns=len(LINES)))  # warm-up: every path once, not counted
+        time.sleep(settle)
         cpu0 = server.cpu()
         bare = asyncio.run(_lives(base, scale.life_sessions, 25))
+        time.sleep(settle)  # their swaps are part of their lives' cost
         cpu = server.cpu() - cpu0
-        time.sleep(1.0)
         rss1 = server.rss_kib()
         played = asyncio.run(_lives(base, scale.life_sessions, 25, turns=len(LINES)))
-        time.sleep(2.0)
+        time.sleep(settle)
         rss2 = server.rss_kib()
     finally:
         server.stop()
@@ -255,7 +262,8 @@ def life_run(build: Build, scale: Scale) -> dict[str, Any]:
             "first_failures": bare["first_failures"] + played["first_failures"],
             "server_cpu_us_per_session": round(cpu * 1e6 / n, 1), "base_rss_mib": round(rss0 / 1024, 1),
             "rss_before_played_mib": round(rss1 / 1024, 1), "rss_after_played_mib": round(rss2 / 1024, 1),
-            "turns_per_played_session": len(LINES), "kib_per_ended_session": round((rss2 - rss1) / n, 2)}
+            "turns_per_played_session": len(LINES), "kib_per_ended_session": round((rss2 - rss1) / n, 2),
+            "ended_grace_s": LIFE_GRACE_S}
 
 
 def capacity_run(args: argparse.Namespace, sessions: int, duration: float, stream: bool) -> dict[str, Any]:

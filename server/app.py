@@ -68,6 +68,8 @@ def build_services(settings: Settings, *, brain: Brain | None = None, mirror: Mi
                                  restart_after_s=settings.SESSION_RESTART_SECONDS,
                                  speculate=settings.SPECULATE),
         idle_seconds=settings.SESSION_IDLE_SECONDS,
+        ended_grace_seconds=settings.SESSION_ENDED_GRACE_SECONDS,
+        sweep_seconds=min(30.0, settings.SESSION_ENDED_GRACE_SECONDS),  # a short grace is swept as often
         # Without a store to rebuild from, a live session stays in memory as long as a token can
         # reach it, so that a learner can come back to it (welcome back); an ended one goes sooner.
         live_idle_seconds=(settings.SESSION_IDLE_SECONDS if loader is not None

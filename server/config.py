@@ -165,6 +165,8 @@ class Settings(BaseSettings):
     REPLAY_EVENTS: int = Field(512, ge=16)
     SESSION_INBOX: int = Field(32, ge=1)
     SESSION_IDLE_SECONDS: float = Field(1800.0, gt=0)
+    # An ended session nobody has had open this long is kept as a record of bytes (session/ended.py)
+    SESSION_ENDED_GRACE_SECONDS: float = Field(60.0, gt=0)
     CONNECTION_IDLE_SECONDS: float = Field(900.0, gt=0)
     DEV_ENDPOINTS: bool = False  # POST /api/dev/generate; also on when LOG_LEVEL=DEBUG
     # --- cultural knowledge (docs/knowledge.md)

@@ -263,9 +263,9 @@ class SamvadCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         services = self.services
         registry = services.registry
-        by_stage = Counter(actor.negotiation.stage.value for actor in registry.actors())
+        by_stage = registry.by_stage()  # ended sessions kept as records included
         stages = GaugeMetricFamily("samvad_sessions", "Live sessions in memory, by stage", labels=["stage"])
-        for stage, n in sorted(by_stage.items()):
+        for stage, n in sorted((stage.value, n) for stage, n in by_stage.items()):
             stages.add_metric([stage], n)
         yield stages
         by_role = Counter(conn.role for conn in services.sockets)

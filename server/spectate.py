@@ -41,6 +41,8 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from schemas.enums import Role
 from schemas.errors import CloseCode
 from server.services import Services, error_response
+from session.ended import EndedSession, last_turn_at
+from session.negotiation import Negotiation
 from session.rules import mood_for
 
 if TYPE_CHECKING:
@@ -120,15 +122,16 @@ class Lobby:
     def watch_url(self, session_id: str, token: str) -> str:
         return f"{WATCH_PAGE}?session={session_id}&token={token}"
 
-    def row(self, actor: SessionActor) -> dict[str, Any]:
-        n = actor.negotiation
-        last_turn_at = None
-        for line in reversed(n.history):
-            if line.role == "vendor":
-                last_turn_at = line.at
-                break
-        spectators = sum(1 for c in actor.connections.values() if c.role == Role.SPECTATOR.value)
-        sid = actor.session_id
+    def row(self, n: Negotiation | EndedSession, actor: SessionActor | None) -> dict[str, Any]:
+        """A session's row: its negotiation, or the record an ended one is kept as (session/ended.py,
+        which names the same facts, and has no actor), and its actor's connections."""
+        if isinstance(n, EndedSession):
+            last_turn, thinking, max_turns = n.last_turn_at, False, self.services.registry.limits.max_turns
+        else:
+            last_turn, thinking, max_turns = last_turn_at(n), n.pending is not None, n.limits.max_turns
+        spectators = 0 if actor is None else sum(1 for c in actor.connections.values()
+                                                 if c.role == Role.SPECTATOR.value)
+        sid = n.session_id
         return {
             "session_id": sid,
             "learner_id": n.learner_id,
@@ -139,24 +142,28 @@ class Lobby:
             "happiness_score": n.happiness,
             "vendor_mood": mood_for(n.happiness).value,
             "turn": n.turn,
-            "max_turns": n.limits.max_turns,
+            "max_turns": max_turns,
             "item": n.item,
             "vendor_quote": n.quote,
             "last_offer": n.last_offer,
             "is_terminal": n.is_terminal,
             "outcome": n.outcome.value if n.outcome else None,
-            "thinking": n.pending is not None,
-            "player_connected": actor.player is not None,
+            "thinking": thinking,
+            "player_connected": actor is not None and actor.player is not None,
             "spectators": spectators,
             "created_at": n.created_at,
             "updated_at": n.updated_at,
-            "last_turn_at": last_turn_at,
+            "last_turn_at": last_turn,
             "watch_url": self.watch_url(sid, self.spectator_token(sid)),
         }
 
     def rows(self) -> list[dict[str, Any]]:
-        actors = sorted(self.services.registry.actors(), key=lambda a: a.negotiation.created_at)
-        return [self.row(actor) for actor in actors]
+        registry = self.services.registry
+        sessions: list[tuple[float, Negotiation | EndedSession, SessionActor | None]] = [
+            (a.negotiation.created_at, a.negotiation, a) for a in registry.actors()]
+        sessions.extend((r.created_at, r, None) for r in registry.ended())
+        sessions.sort(key=lambda s: s[0])
+        return [self.row(n, actor) for _, n, actor in sessions]
 
     def full_message(self) -> dict[str, Any]:
         return {"type": "lobby", "server_time": time.time(), "sessions": self.rows()}
@@ -166,10 +173,11 @@ class Lobby:
         registry = self.services.registry
         for sid in session_ids:
             actor = registry.live(sid)
-            if actor is None:
+            n = actor.negotiation if actor is not None else registry.record(sid)
+            if n is None:
                 removed.append(sid)
             else:
-                rows.append(self.row(actor))
+                rows.append(self.row(n, actor))
         return {"type": "lobby.update", "server_time": time.time(), "sessions": rows,
                 "removed": removed}
 

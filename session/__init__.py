@@ -52,6 +52,8 @@ The actor around it (I/O and ordering; session/README.md tells how a turn flows 
   value a caller outside the actor waits on (a transcriber's consult, a socketless turn).
 - `mailbox`: the bounded single-consumer queue behind the inbox and each connection's sends.
 - `registry`: the live sessions of a process: creation, lookup, recovery, eviction, the dispatcher.
+- `ended`: `EndedSession`, an ended session kept for its report as a few fields and its negotiation
+  as bytes (`to_bytes`, `from_bytes`), which the registry rebuilds an actor from.
 
 What the session needs from outside:
 

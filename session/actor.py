@@ -90,9 +90,9 @@ class SessionActor:
     Slotted, and its parts hold no reference back to it: an idle session is small, and an evicted
     one is freed without the collector."""
 
-    __slots__ = ("_frames_queued", "_inbox", "_news", "_scheduled", "_silence_due", "_silence_queued", "_wake", "brain",
-                 "calls", "clock", "fanout", "held", "last_activity", "limits", "machine", "mirror", "on_change",
-                 "running", "session_id", "thinking_since", "timers", "turn_waiters", "voice_stages")
+    __slots__ = ("__weakref__", "_frames_queued", "_inbox", "_news", "_scheduled", "_silence_due", "_silence_queued",
+                 "_wake", "brain", "calls", "clock", "fanout", "held", "last_activity", "limits", "machine", "mirror",
+                 "on_change", "running", "session_id", "thinking_since", "timers", "turn_waiters", "voice_stages")
 
     def __init__(
         self,
@@ -241,11 +241,11 @@ class SessionActor:
     def compact(self) -> bool:
         """Let an ended session nobody has open keep only what its report and a late reconnect need.
 
-        The replay ring goes (the largest part of an ended session, issue #33): a reconnect then
-        gets its welcome, and a `resume` a snapshot, as after a restart. False when the session is
-        live, open or busy, and nothing changed.
+        The replay ring goes: a reconnect then gets its welcome, and a `resume` a snapshot, as after
+        a restart; the registry may then swap the actor for a record (session/ended.py). False when
+        the session is live, open, busy or has mail waiting (a `Connect`), and nothing changed.
         """
-        if not self.negotiation.is_terminal or self.fanout.connections or self.busy:
+        if not self.negotiation.is_terminal or self.fanout.connections or self.busy or len(self._inbox):
             return False
         self.fanout.forget_replay()
         return True

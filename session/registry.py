@@ -3,8 +3,15 @@
 An ended session stays in memory for `idle_seconds` after its last activity, for its report and
 a late reconnect. Ended sessions do not hold the server's room for new ones: at `max_sessions`,
 creating a session first drops the ended one idle longest that nobody is connected to. An ended
-session nobody has had open for `ended_grace_seconds` drops its replay ring at the next sweep
-(the largest part of it, issue #33): a late reconnect gets a snapshot on `resume`, not a replay.
+session nobody has had open for `ended_grace_seconds` is swapped at the next sweep for a record of
+a few fields and its negotiation as bytes (`EndedSession`, session/ended.py; issue #33): about 3
+KiB instead of 12 (benchmarks/ended_memory.py). `get` rebuilds an actor from it, as from storage
+after a restart: a late reconnect gets its welcome with the final state, and a `resume` a
+snapshot, not a replay.
+
+Sessions in memory are the live actors (`actors`, `live`) and those records (`ended`, `record`);
+`len`, `in`, `of_learner` and `by_stage` count both, so that a session swapped for its record is
+never taken for one that has gone.
 
 The registry owns a task group, and one dispatcher task in it applies every session's messages:
 an actor with something in its inbox asks to be drained, and the dispatcher drains the actors
@@ -19,7 +26,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from typing import Protocol
 
@@ -33,6 +40,7 @@ from schemas.scenario import DEFAULT_SCENARIO
 from session.actor import ActorLimits, SessionActor
 from session.changes import SessionStarted
 from session.core import START_HAPPINESS
+from session.ended import EndedSession
 from session.negotiation import Negotiation
 from session.protocols import Brain, Mirror, TipSource
 from session.rules import Limits
@@ -81,13 +89,14 @@ class SessionRegistry:
         # none when the limits turn silence off.
         self.timers = SilenceTimers() if actor_limits.silence_s > 0 else None
         self.sweep_seconds = sweep_seconds
-        # An ended session nobody has had open this long drops its replay ring (SessionActor.compact).
+        # An ended session nobody has had open this long is swapped for its record (`_swap`).
         self.ended_grace_seconds = ended_grace_seconds
         self.max_sessions = max_sessions
         self.loader = loader
         self.clock = clock
         self.listeners: list[Callable[[SessionActor], None]] = []
         self._actors: dict[str, SessionActor] = {}
+        self._ended: dict[str, EndedSession] = {}  # ended sessions swapped for their records
         self._recovering: dict[str, anyio.Event] = {}
         self._tg: TaskGroup | None = None
         self._ready: deque[SessionActor] = deque()  # actors with messages, in the order they asked
@@ -98,6 +107,8 @@ class SessionRegistry:
         self.evicted = 0
         self.evicted_for_room = 0
         self.recovered = 0
+        self.swapped = 0  # ended sessions swapped for their records
+        self.revived = 0  # and rebuilt from them
         mirror.subscribe_durable(self._on_durable)
 
     # ------------------------------------------------------------------ lifecycle
@@ -131,6 +142,7 @@ class SessionRegistry:
                 for actor in self._actors.values():
                     actor.close()
                 self._actors.clear()
+                self._ended.clear()
 
     def close_all(self, code: int = CloseCode.GOING_AWAY, reason: str = "server shutting down") -> None:
         """Close every connection of every session (the actors keep their state)."""
@@ -195,7 +207,7 @@ class SessionRegistry:
     ) -> SessionActor:
         """A new live session. `recall` is what the vendor remembers of a known learner: the brain is
         told it, and the vendor's mood starts where it says (docs/memory.md)."""
-        if len(self._actors) >= self.max_sessions and not self._make_room():
+        if len(self) >= self.max_sessions and not self._make_room():
             raise CapacityError(f"{self.max_sessions} sessions already, none of them ended and unwatched")
         sid = session_id or uuid.uuid4().hex
         happiness = START_HAPPINESS if recall is None or recall.start_happiness is None else recall.start_happiness
@@ -220,13 +232,26 @@ class SessionRegistry:
         )
 
     def live(self, session_id: str) -> SessionActor | None:
+        """The session's actor, if it has one now (an ended session swapped for its record has none:
+        `session_id in registry` says whether the session is in memory at all)."""
         return self._actors.get(session_id)
 
     async def get(self, session_id: str) -> SessionActor | None:
-        """A live session, or one rebuilt by the loader; None when neither exists."""
+        """A live session, one rebuilt from its record or by the loader; None when none exists.
+
+        Whoever asks is about to use the session (a socket, a report): an ended one counts that as
+        activity, so that the sweep does not swap it between this answer and the caller's `connect`.
+        """
         actor = self._actors.get(session_id)
-        if actor is not None or self.loader is None:
+        if actor is not None:
+            if actor.negotiation.is_terminal:
+                actor.last_activity = max(actor.last_activity, self.clock())
             return actor
+        record = self._ended.get(session_id)
+        if record is not None:
+            return self._revive(record)
+        if self.loader is None:
+            return None
         waiting = self._recovering.get(session_id)
         if waiting is not None:
             await waiting.wait()
@@ -236,7 +261,7 @@ class SessionRegistry:
             loaded = await self.loader.load(session_id, self.limits)
             if loaded is None:
                 return None
-            if len(self._actors) >= self.max_sessions:
+            if len(self) >= self.max_sessions:
                 # A learner's own session is never refused for room, but an ended one may give its place.
                 self._make_room()
             negotiation, _ = loaded  # at the version it was rebuilt at (`Negotiation.version`)
@@ -250,20 +275,67 @@ class SessionRegistry:
             done.set()
             del self._recovering[session_id]
 
-    def remove(self, session_id: str, code: int = CloseCode.EVICTED, reason: str = "session removed") -> bool:
-        """End a live session now and drop it from memory (erasing a learner); False if not live."""
-        actor = self._actors.pop(session_id, None)
-        if actor is None:
+    def _revive(self, record: EndedSession) -> SessionActor:
+        """An actor for an ended session kept as its record: no replay ring, the final state."""
+        actor = self._new_actor(record.negotiation(self.limits))
+        self._start(actor)
+        del self._ended[record.session_id]
+        self.revived += 1
+        log.debug("ended session rebuilt from its record", extra={"session_id": record.session_id})
+        return actor
+
+    def _swap(self, actor: SessionActor) -> bool:
+        """Keep an ended session nobody has open as its record; False (nothing changed) when it is
+        live, open, busy or has mail waiting."""
+        if not actor.compact():
             return False
-        actor.stop(code, reason)
+        record = EndedSession.of(actor.negotiation, actor.last_activity)
+        del self._actors[actor.session_id]
+        self._ended[record.session_id] = record
+        actor.detach()
+        actor.close()  # anything still holding the actor posts into a closed inbox, which drops it
+        self.swapped += 1
+        return True
+
+    def remove(self, session_id: str, code: int = CloseCode.EVICTED, reason: str = "session removed") -> bool:
+        """End a session now and drop it from memory (erasing a learner); False if not in memory."""
+        actor = self._actors.pop(session_id, None)
+        if actor is not None:
+            actor.stop(code, reason)
+        elif self._ended.pop(session_id, None) is None:
+            return False
         self.mirror.forget(session_id)
         return True
 
     def actors(self) -> list[SessionActor]:
+        """The sessions with an actor now: live ones, and ended ones not yet swapped for a record."""
         return list(self._actors.values())
 
+    def ended(self) -> list[EndedSession]:
+        """The ended sessions kept as records (`actors` lists the rest)."""
+        return list(self._ended.values())
+
+    def of_learner(self, learner_id: str) -> list[str]:
+        """The ids of every session in memory of the learner, with an actor or as a record."""
+        ids = [sid for sid, a in self._actors.items() if a.negotiation.learner_id == learner_id]
+        ids.extend(sid for sid, r in self._ended.items() if r.learner_id == learner_id)
+        return ids
+
+    def by_stage(self) -> Counter[Stage]:
+        """Sessions in memory by stage, records included."""
+        stages = Counter(a.negotiation.stage for a in self._actors.values())
+        stages.update(r.stage for r in self._ended.values())
+        return stages
+
+    def record(self, session_id: str) -> EndedSession | None:
+        """The record an ended session is kept as; None when it has an actor, or is not in memory."""
+        return self._ended.get(session_id)
+
     def __len__(self) -> int:
-        return len(self._actors)
+        return len(self._actors) + len(self._ended)
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._actors or session_id in self._ended
 
     async def _sweep(self) -> None:
         while True:
@@ -271,6 +343,8 @@ class SessionRegistry:
             self.evict_idle()
 
     def evict_idle(self) -> int:
+        """Drop the sessions idle too long; swap the ended ones nobody has had open for the grace
+        for their records. The number dropped."""
         now = self.clock()
         evicted = 0
         for actor in list(self._actors.values()):
@@ -278,9 +352,12 @@ class SessionRegistry:
             idle = self.idle_seconds if ended else self.live_idle_seconds
             if actor.connections or actor.busy or now - actor.last_activity < idle:
                 if ended and now - actor.last_activity >= self.ended_grace_seconds:
-                    actor.compact()
+                    self._swap(actor)
                 continue
             self._evict(actor, "session idle")
+            evicted += 1
+        for record in [r for r in self._ended.values() if now - r.last_activity >= self.idle_seconds]:
+            self._drop_record(record, "session idle")
             evicted += 1
         return evicted
 
@@ -298,12 +375,20 @@ class SessionRegistry:
                 now = self.clock()
                 if now < self._no_spare_until:
                     return False
-                ended = sorted((a.last_activity, sid) for sid, a in self._actors.items() if _spare(a))
+                ended = [(a.last_activity, sid) for sid, a in self._actors.items() if _spare(a)]
+                ended.extend((r.last_activity, sid) for sid, r in self._ended.items())
+                ended.sort()
                 if not ended:
                     self._no_spare_until = now + 1.0
                     return False
                 spare.extend(sid for _, sid in ended)
-            actor = self._actors.get(spare.popleft())
+            sid = spare.popleft()
+            record = self._ended.get(sid)
+            if record is not None:
+                self._drop_record(record, "room for a new session")
+                self.evicted_for_room += 1
+                return True
+            actor = self._actors.get(sid)
             if actor is not None and _spare(actor):
                 self._evict(actor, "room for a new session")
                 self.evicted_for_room += 1
@@ -314,14 +399,22 @@ class SessionRegistry:
         self.evicted += 1
         log.info("session evicted", extra={"session_id": actor.session_id, "reason": reason})
 
+    def _drop_record(self, record: EndedSession, reason: str) -> None:
+        self.remove(record.session_id, CloseCode.EVICTED, reason)
+        self.evicted += 1
+        log.info("session evicted", extra={"session_id": record.session_id, "reason": reason})
+
     def statistics(self) -> dict[str, int]:
         return {
-            "live": len(self._actors),
+            "live": len(self),  # every session in memory, records included
+            "ended_records": len(self._ended),
             "connections": sum(len(a.connections) for a in self._actors.values()),
             "created": self.created,
             "evicted": self.evicted,
             "evicted_for_room": self.evicted_for_room,
             "recovered": self.recovered,
+            "swapped": self.swapped,
+            "revived": self.revived,
         }
 
 

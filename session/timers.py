@@ -8,8 +8,10 @@ moved later, the entry goes back in at the new time; due, the actor is told (`Si
 which posts a message into its inbox. The timer task never touches a session's state.
 
 Disarming is `disarm`: it only clears the actor's deadline, so it costs nothing; the entry, if
-any, is dropped when it comes up. An entry is a 3-tuple (~80 bytes), so the idle memory of a
-session grows by that much at most.
+any, is dropped when it comes up. An entry is a 3-tuple and a weak reference (~150 bytes), so the
+idle memory of a session grows by that much at most. The reference is weak so that an entry does
+not keep alive an actor the registry has let go (evicted, or an ended session swapped for its
+record, session/ended.py) until the entry comes up, up to a minute later.
 
 The task sleeps until the earliest entry comes due, but never less than a tick (`TICK`, 0.25 s),
 and handles everything that came due since: a timer fires up to a tick late, which a 30-second
@@ -26,6 +28,7 @@ import heapq
 import itertools
 import math
 import time
+import weakref
 from collections.abc import Callable
 from typing import Protocol
 
@@ -51,7 +54,7 @@ class SilenceTimers:
     def __init__(self, clock: Callable[[], float] = time.monotonic, tick: float = TICK) -> None:
         self.clock = clock
         self.tick = tick
-        self._heap: list[tuple[float, int, SilenceClient]] = []
+        self._heap: list[tuple[float, int, weakref.ref[SilenceClient]]] = []
         self._order = itertools.count()  # ties never compare actors
         self.fired = 0
         self._wake: anyio.Event | None = None  # set to wake the task before `_wake_at`
@@ -68,7 +71,7 @@ class SilenceTimers:
         if queued is not None and queued <= due:
             return  # its entry comes up first and will be moved to `due` then
         client._silence_queued = due
-        heapq.heappush(self._heap, (due, next(self._order), client))
+        heapq.heappush(self._heap, (due, next(self._order), weakref.ref(client)))
         if self._wake is not None and due < self._wake_at - self.tick:
             self._wake.set()  # it would fire more than a tick late
 
@@ -81,8 +84,9 @@ class SilenceTimers:
         heap = self._heap
         now = self.clock()
         while heap and heap[0][0] <= now:
-            queued, _, client = heapq.heappop(heap)
-            if client._silence_queued != queued:
+            queued, _, ref = heapq.heappop(heap)
+            client = ref()
+            if client is None or client._silence_queued != queued:
                 continue  # stale: a newer, earlier entry replaced this one
             client._silence_queued = None
             due = client._silence_due
@@ -90,7 +94,7 @@ class SilenceTimers:
                 continue
             if due > now:
                 client._silence_queued = due
-                heapq.heappush(heap, (due, next(self._order), client))
+                heapq.heappush(heap, (due, next(self._order), ref))
                 continue
             client._silence_due = None
             self.fired += 1

@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from brain.rules_vendor import RuleBasedVendor
+from schemas.frames import CommandFrame
 from server.cluster import ClusterNode, FencedMirror, LeaseBusy
 from server.cluster.leases import FENCE
 from server.cluster.node import LeaseSettings
@@ -65,3 +66,32 @@ async def test_one_renewal_renews_every_lease_and_a_wanted_one_is_let_go(neo4j_u
             assert await d.claim(ids[0], wait_s=0) == 2
             tg.cancel_scope.cancel()
 
+
+
+async def test_an_ended_session_kept_as_its_record_keeps_its_lease_until_it_leaves_memory(neo4j_uri: str) -> None:
+    """The renewal gives back the leases of sessions gone from memory; an ended one swapped for its
+    record (session/ended.py) has no actor, but is not gone: a late reconnect is served here."""
+    mirror = FencedMirror(neo4j_uri, node="e")
+    async with mirror:
+        e = ClusterNode(LeaseSettings("e", ttl_s=1.0, renew_s=0.3, wait_s=0.0), mirror,
+                        SessionRegistry(RuleBasedVendor(), mirror, ended_grace_seconds=0.0))
+        sid = uuid.uuid4().hex
+        async with anyio.create_task_group() as tg:
+            await tg.start(mirror.run)
+            await tg.start(e.registry.run)
+            await e.claim(sid)
+            actor = e.registry.create(session_id=sid)
+            actor.submit(None, CommandFrame(type="command", id="stop", name="stop"))
+            with anyio.fail_after(5):
+                while not actor.negotiation.is_terminal or actor.busy or mirror._pending(sid):  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+            e.registry.evict_idle()
+            assert e.registry.live(sid) is None and sid in e.registry
+            await e.renew()
+            assert sid in e.epochs, "a session kept as its record keeps its lease"
+            back = await e.registry.get(sid)
+            assert back is not None and back.negotiation.is_terminal and e.registry.recovered == 0
+            e.registry.remove(sid)
+            await e.renew()
+            assert sid not in e.epochs  # gone from memory: the lease is given back
+            tg.cancel_scope.cancel()

@@ -1,20 +1,35 @@
-"""An ended session nobody has open drops its replay ring after a grace (issue #33): it is the
-largest part of what an ended session holds, and a late reconnect is served by a snapshot instead.
+"""An ended session nobody has open is kept as a record of bytes after a grace (issue #33): the
+registry swaps its actor for a few fields and the negotiation serialised (session/ended.py), and
+rebuilds an actor from it for a late reconnect or a report. What must not change: the report, the
+welcome's final state, the room it holds, and that erasure, the metrics and the lobby find it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import anyio
+import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from schemas.enums import LanguageCode, Level, Stage
 from schemas.frames import CommandFrame, ResumeFrame, TranscriptFrame
+from server.spectate import Lobby
+from session.actor import SessionActor
+from session.changes import SessionStarted
+from session.ended import EndedSession, from_bytes, to_bytes
 from session.mirror import MemoryMirror
+from session.negotiation import Negotiation
 from session.registry import SessionRegistry
+from session.report import learner_report
+from session.rules import Limits
 from tests.fakes import FakeConnection, ScriptedBrain
+from tests.servers import create, player, running_server
 
 pytestmark = pytest.mark.anyio
+ADMIN = "admin-key-for-compact-tests-0123456789"
 
 
 async def until(condition: Callable[[], bool]) -> None:
@@ -24,43 +39,203 @@ async def until(condition: Callable[[], bool]) -> None:
             await anyio.sleep(0.01)
 
 
-async def test_an_ended_session_left_alone_drops_its_replay_and_a_late_resume_gets_a_snapshot() -> None:
+async def play(actor: SessionActor, *, end: bool) -> None:
+    """A turn, then `stop` when `end`; the player leaves."""
+    player_conn = FakeConnection()
+    actor.connect(player_conn)
+    actor.submit(player_conn, TranscriptFrame(type="transcript", id="t1", text="tamatar kitne ka?", final=True))
+    await until(lambda: len(player_conn.of_type("reply")) == 1)
+    if end:
+        actor.submit(player_conn, CommandFrame(type="command", id="stop", name="stop"))
+        await until(lambda: actor.negotiation.is_terminal and not actor.busy)
+    actor.disconnect(player_conn)
+    await until(lambda: not actor.connections)
+
+
+def registry_at(now: list[float], **kw: Any) -> SessionRegistry:
+    return SessionRegistry(ScriptedBrain(), MemoryMirror(), idle_seconds=1800, ended_grace_seconds=60,
+                           clock=lambda: now[0], **kw)
+
+
+async def test_an_ended_session_left_alone_becomes_a_record_and_a_late_reconnect_gets_its_final_state() -> None:
     now = [1000.0]
-    registry = SessionRegistry(ScriptedBrain(), MemoryMirror(), idle_seconds=1800, ended_grace_seconds=60,
-                               clock=lambda: now[0])
+    registry = registry_at(now)
     async with anyio.create_task_group() as tg:
         await tg.start(registry.run)
-        live, ended = registry.create(), registry.create()
-        for actor in (live, ended):
-            player = FakeConnection()
-            actor.connect(player)
-            actor.submit(player, TranscriptFrame(type="transcript", id="t1", text="tamatar kitne ka?", final=True))
-            await until(lambda p=player: len(p.of_type("reply")) == 1)  # type: ignore[misc]
-            if actor is ended:
-                actor.submit(player, CommandFrame(type="command", id="stop", name="stop"))
-                await until(lambda a=actor: a.negotiation.is_terminal)  # type: ignore[misc]
-            actor.disconnect(player)
-            await until(lambda a=actor: not a.connections)  # type: ignore[misc]
-        kept = ended.fanout.replay_len
-        assert kept > 0 and live.fanout.replay_len > 0
-        seq = ended.negotiation.seq
+        live, ended = registry.create(learner_id="asha"), registry.create(learner_id="asha")
+        await play(live, end=False)
+        await play(ended, end=True)
+        final, report = ended.negotiation.snapshot(), learner_report(ended.negotiation, None)
+        sid, seq = ended.session_id, ended.negotiation.seq
 
         now[0] = ended.last_activity + 30  # within the grace: a reconnect could still replay
         registry.evict_idle()
-        assert ended.fanout.replay_len == kept
+        assert registry.live(sid) is ended and ended.fanout.replay_len > 0
 
         now[0] = max(ended.last_activity, live.last_activity) + 61
         assert registry.evict_idle() == 0  # kept for its report, not evicted
-        assert ended.fanout.replay_len == 0
-        assert live.fanout.replay_len > 0  # a live session keeps its ring
-        assert await registry.get(ended.session_id) is ended and ended.negotiation.seq == seq
+        assert registry.live(sid) is None and sid in registry and len(registry) == 2
+        assert registry.live(live.session_id) is live and live.fanout.replay_len > 0  # a live one stays as it is
+        [record] = registry.ended()
+        assert record.session_id == sid and record.stage is Stage.CLOSURE and record.learner_id == "asha"
+        assert registry.statistics()["ended_records"] == 1 and registry.statistics()["live"] == 2
+
+        back = await registry.get(sid)
+        assert back is not None and back is not ended and registry.live(sid) is back and not registry.ended()
+        assert back.negotiation.snapshot() == final and learner_report(back.negotiation, None) == report
+        assert back.fanout.replay_len == 0  # rebuilt without its replay ring, as after a restart
 
         late = FakeConnection()
-        ended.connect(late)
-        ended.submit(late, ResumeFrame(type="resume", last_seq=seq - 1, id="r1"))
+        back.connect(late)
+        back.submit(late, ResumeFrame(type="resume", last_seq=seq - 1, id="r1"))
         await until(lambda: len(late.of_type("snapshot")) == 1)
         welcome, snapshot = late.sent[0], late.of_type("snapshot")[0]
         assert welcome["type"] == "welcome" and welcome["seq"] == seq
-        assert snapshot["seq"] == seq and snapshot["replayed"] is False
-        assert snapshot["state"] == welcome["state"]  # the final state, as the welcome gave it
+        assert welcome["state"] == final.model_dump(mode="json")
+        assert snapshot["seq"] == seq and snapshot["replayed"] is False and snapshot["state"] == welcome["state"]
         tg.cancel_scope.cancel()
+
+
+async def test_a_session_someone_is_about_to_open_is_not_swapped() -> None:
+    """A `Connect` posted and not yet applied, or a `get` just answered, keeps the actor: the caller
+    would otherwise connect to an actor the registry had let go."""
+    now = [1000.0]
+    registry = registry_at(now)
+    async with anyio.create_task_group() as tg:
+        await tg.start(registry.run)
+        ended = registry.create()
+        await play(ended, end=True)
+        now[0] = ended.last_activity + 61
+        ended.connect(FakeConnection())  # posted; the dispatcher applies it after this step
+        registry.evict_idle()
+        assert registry.live(ended.session_id) is ended
+        await until(lambda: bool(ended.connections))
+
+        other = registry.create()
+        await play(other, end=True)
+        now[0] = other.last_activity + 61
+        assert await registry.get(other.session_id) is other  # a socket or a report is on its way
+        registry.evict_idle()
+        assert registry.live(other.session_id) is other
+        now[0] += 61
+        registry.evict_idle()
+        assert registry.live(other.session_id) is None and other.session_id in registry
+        tg.cancel_scope.cancel()
+
+
+async def test_records_hold_their_place_make_room_first_and_go_when_idle() -> None:
+    now = [1000.0]
+    registry = registry_at(now, max_sessions=3)
+    async with anyio.create_task_group() as tg:
+        await tg.start(registry.run)
+        older, newer = registry.create(), registry.create()
+        for actor in (older, newer):
+            await play(actor, end=True)
+            now[0] += 5
+        playing = registry.create()
+        now[0] += 61
+        registry.evict_idle()
+        assert {r.session_id for r in registry.ended()} == {older.session_id, newer.session_id}
+        assert len(registry) == 3  # records count against MAX_SESSIONS
+
+        registry.create()  # room made by the record idle longest
+        assert older.session_id not in registry and newer.session_id in registry
+        assert registry.statistics()["evicted_for_room"] == 1
+        assert registry.live(playing.session_id) is playing
+
+        now[0] = newer.last_activity + 1800
+        assert registry.evict_idle() == 1  # an idle record goes like an idle ended actor
+        assert newer.session_id not in registry and await registry.get(newer.session_id) is None
+        assert registry.remove(newer.session_id) is False
+        tg.cancel_scope.cancel()
+
+
+async def test_the_registrys_views_count_records_with_the_actors() -> None:
+    now = [1000.0]
+    registry = registry_at(now)
+    async with anyio.create_task_group() as tg:
+        await tg.start(registry.run)
+        ravi_live, ravi_ended, asha_ended = (registry.create(learner_id=n) for n in ("ravi", "ravi", "asha"))
+        await play(ravi_ended, end=True)
+        await play(asha_ended, end=True)
+        before = registry.by_stage()
+        now[0] += 61
+        registry.evict_idle()
+        assert len(registry.ended()) == 2 and registry.actors() == [ravi_live]
+        assert registry.by_stage() == before == {Stage.GREETING: 1, Stage.CLOSURE: 2}
+        assert sorted(registry.of_learner("ravi")) == sorted([ravi_live.session_id, ravi_ended.session_id])
+        record = registry.record(asha_ended.session_id)
+        assert record is not None and record.learner_id == "asha" and record.is_terminal
+        assert registry.record(ravi_live.session_id) is None  # it has an actor
+        assert registry.remove(ravi_ended.session_id) is True and ravi_ended.session_id not in registry
+        tg.cancel_scope.cancel()
+
+
+def test_a_record_is_only_of_an_ended_session_and_the_bytes_keep_no_unsent_change() -> None:
+    started = SessionStarted(session_id="s1", version=1, at=5.0, scenario="jaipur-bazaar", learner_id=None,
+                             input_language=LanguageCode.EN_IN, target_language=LanguageCode.EN_IN,
+                             level=Level.INTERMEDIATE, stage=Stage.GREETING, happiness=50)
+    negotiation = Negotiation.started(started, Limits())
+    with pytest.raises(ValueError, match="only an ended session"):
+        EndedSession.of(negotiation, 5.0)
+    negotiation.outbox.append(started)
+    with pytest.raises(ValueError, match="handed to the mirror"):
+        to_bytes(negotiation)
+    negotiation.outbox.clear()
+    limits = Limits(max_turns=7)
+    rebuilt = from_bytes(to_bytes(negotiation), limits)
+    assert rebuilt == negotiation and rebuilt.limits is limits
+
+
+async def test_over_http_a_swapped_session_gives_the_same_report_lobby_row_and_metrics_and_erasure_finds_it() -> None:
+    async with running_server(ADMIN_KEY=ADMIN, METRICS_KEY=ADMIN) as served, \
+            httpx.AsyncClient(base_url=served.base_url) as http:
+        assert served.services is not None
+        registry = served.services.registry
+        created = await create(served, learner_id="meera")
+        sid, bearer = created["session_id"], {"authorization": f"Bearer {created['player_token']}"}
+        admin = {"authorization": f"Bearer {ADMIN}"}
+        async with await player(served, created) as c:
+            await c.until("welcome")
+            await c.turn("t1", "Namaste bhaiya, tamatar kitne ka hai?")
+            await c.send({"type": "command", "id": "stop", "name": "stop"})
+            ended = await c.until("session.ended")
+        await until(lambda: (a := registry.live(sid)) is not None and not a.connections)
+
+        async def seen() -> tuple[Any, ...]:
+            lobby = (await http.get("/api/lobby", headers=admin)).json()["sessions"]
+            metrics = (await http.get("/metrics", headers=admin)).text
+            stages = {s.labels["stage"]: s.value for f in text_string_to_metric_families(metrics)
+                      for s in f.samples if s.name == "samvad_sessions"}
+            return lobby, stages
+
+        lobby, stages = await seen()
+        watching = Lobby(served.services)  # a lobby socket's view: the update it sends for a changed session
+        update = watching.update_message([sid])
+        state = (await http.get(f"/api/sessions/{sid}", headers=bearer)).json()
+        report = (await http.get(f"/api/sessions/{sid}/report", headers=bearer)).json()
+        registry.ended_grace_seconds = 0.0
+        registry.evict_idle()
+        assert registry.live(sid) is None and sid in registry
+
+        assert await seen() == (lobby, stages)  # neither rebuilds the session
+        again = watching.update_message([sid])
+        assert again["sessions"] == update["sessions"] and again["removed"] == [] and len(update["sessions"]) == 1
+        assert registry.live(sid) is None
+        assert ended["outcome"] == "stopped" and state["is_terminal"]
+        assert [row["session_id"] for row in lobby] == [sid] and stages == {state["stage"]: 1.0}
+        assert (await http.get(f"/api/sessions/{sid}/report", headers=bearer)).json() == report
+        assert registry.live(sid) is not None  # the report rebuilt it
+
+        registry.evict_idle()
+        async with await player(served, created) as late:
+            welcome = await late.until("welcome")
+            assert welcome["state"] == state and welcome["seq"] == state["seq"]
+        await until(lambda: (a := registry.live(sid)) is not None and not a.connections)
+
+        registry.evict_idle()
+        assert registry.live(sid) is None and sid in registry
+        erased = await http.delete("/api/learners/meera", headers=admin)
+        assert erased.status_code == 200, erased.text
+        assert sid not in registry
+        assert (await http.get(f"/api/sessions/{sid}/report", headers=bearer)).status_code == 404

@@ -32,9 +32,11 @@ from schemas.frames import (
 )
 from session.actor import ActorLimits, SessionActor
 from session.changes import CHANGE_TYPES, Change, SessionStarted
+from session.ended import from_bytes, to_bytes
 from session.fold import UnknownChange, apply
 from session.messages import Recognised
 from session.negotiation import Negotiation
+from session.report import learner_report
 from session.rules import Limits
 from tests.fakes import FakeConnection, RecordingMirror
 
@@ -231,6 +233,12 @@ class SessionMachine(RuleBasedStateMachine):
         rebuilt = folded(changes)
         assert rebuilt == live
         assert rebuilt.snapshot() == live.snapshot()
+        # An ended session is kept as bytes (session/ended.py): any state comes back field for field.
+        kept = from_bytes(to_bytes(live), live.limits)
+        assert kept == live and kept.snapshot() == live.snapshot()
+        assert kept.memory.started == live.memory.started and kept.memory.flight == live.memory.flight
+        if live.is_terminal:
+            assert learner_report(kept, None) == learner_report(live, None)
         KINDS_SEEN.update(type(c).__name__ for c in changes)
 
 

@@ -3,8 +3,10 @@ the timers shortened by settings; and the shared timer heap on its own."""
 
 from __future__ import annotations
 
+import gc
 import math
 import time
+import weakref
 
 import anyio
 import pytest
@@ -177,6 +179,20 @@ def test_the_timer_heap_keeps_one_entry_per_session_and_skips_moved_deadlines() 
     now[0] = 161.0
     assert timers.fire_due() is None
     assert clients[0].fired == 0 and sum(c.fired for c in clients) == 999 and len(timers) == 0
+
+
+def test_an_entry_in_the_heap_does_not_keep_a_session_the_registry_let_go() -> None:
+    now = [100.0]
+    timers = SilenceTimers(clock=lambda: now[0])
+    kept, gone = _Client(), _Client()
+    timers.arm(kept, 30)
+    timers.arm(gone, 30)
+    watch = weakref.ref(gone)
+    del gone  # evicted, or swapped for its record (session/ended.py), with its timer still queued
+    gc.collect()
+    assert watch() is None and len(timers) == 2
+    now[0] = 131.0
+    assert timers.fire_due() is None and kept.fired == 1 and len(timers) == 0
 
 
 async def test_the_timer_task_sleeps_until_the_earliest_deadline_and_wakes_for_an_earlier_one() -> None:

@@ -180,7 +180,8 @@ class ClusterNode:
         self.renewals += 1
         self.last_renewal_ms = (time.perf_counter() - started) * 1000
         # Sessions evicted from memory (idle) give their lease back once their changes are stored.
-        idle = [sid for sid in renewed if self.registry.live(sid) is None and sid not in self._loading
+        # (An ended session kept as its record is in memory: `in`, not `live`, says so.)
+        idle = [sid for sid in renewed if sid not in self.registry and sid not in self._loading
                 and not self.mirror._pending(sid)]
         if idle:
             await self._release(idle)

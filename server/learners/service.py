@@ -207,7 +207,7 @@ class Learners:
 
     async def erase(self, learner_id: str) -> bool:
         """Erase the learner: their live sessions end and go, then the store deletes the rest."""
-        live = [a.session_id for a in self.registry.actors() if a.negotiation.learner_id == learner_id]
+        live = self.registry.of_learner(learner_id)  # ended sessions kept as records too
         self._erased[learner_id] = self.registry.clock()
         for sid in live:
             self.registry.remove(sid, CloseCode.EVICTED, "the learner's data was erased")

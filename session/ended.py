@@ -1,0 +1,143 @@
+"""An ended session kept for its report, as a few fields and one `bytes` (issue #33).
+
+An ended session stays in memory for `idle_seconds` for its report and a late reconnect. Its actor,
+machine, fan-out and negotiation are a few hundred Python objects (12 KiB once the replay ring has
+gone); the registry swaps them for an `EndedSession` when nobody has had the session open for
+`ended_grace_seconds` (session/registry.py), and rebuilds an actor from it when someone asks
+for the session again, as it does from storage after a restart.
+
+The negotiation is serialised by `to_bytes` and rebuilt exactly by `from_bytes`: the rebuilt one
+equals the original field for field (tests/test_session_machine.py checks it after every step of
+its random sessions), so the report, the snapshot and a late reconnect's welcome are the same.
+
+Why pickle and zlib, not msgpack: msgpack would need an encoder and a decoder written out for every
+record a negotiation holds (history lines, stage visits, undo checkpoints, the ledger, the running
+summary, the learner's recall and fluency), kept in step with each field added to them; pickle
+round-trips every field of every kind already, and the property test guards it. Pickle's one
+danger, running code named in untrusted bytes, does not arise: these bytes are made by this
+process and never leave it. What is the server's or a cache, not the session's, is left out (the
+limits, the pack, the brain's copies of history lines) and put back or rebuilt on load.
+zlib halves what pickle writes (about 2.1 KB to 1.3 KB for five turns).
+"""
+
+from __future__ import annotations
+
+import copyreg
+import io
+import pickle
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
+from schemas.enums import Outcome, Stage
+from schemas.scenario import Scenario, load_scenario
+from session.negotiation import Negotiation
+from session.records import TurnRecord
+from session.rules import Limits
+
+__all__ = ["EndedSession", "from_bytes", "last_turn_at", "to_bytes"]
+
+# Not the session's: the server's limits (given back on load), the changes already handed to the
+# mirror (none, once the actor has taken them), and two caches rebuilt on first use.
+_LEFT_OUT = frozenset({"limits", "outbox", "_rule_limits", "_scenario"})
+_NEGOTIATION_FIELDS = tuple(f.name for f in fields(Negotiation) if f.name not in _LEFT_OUT)
+_RECORD_FIELDS = tuple(f.name for f in fields(TurnRecord) if f.name != "_line")  # `_line`: the brain's copy
+COMPRESS_LEVEL = 6  # 1 to 9 differ by under 2 % in size and time here (about 25 us)
+
+
+def _negotiation(*values: Any) -> Negotiation:
+    return Negotiation(**dict(zip(_NEGOTIATION_FIELDS, values, strict=True)))
+
+
+def _reduce_negotiation(n: Negotiation) -> tuple[Any, tuple[Any, ...]]:
+    return _negotiation, tuple(getattr(n, name) for name in _NEGOTIATION_FIELDS)
+
+
+def _record(*values: Any) -> TurnRecord:
+    return TurnRecord(*values)
+
+
+def _reduce_record(r: TurnRecord) -> tuple[Any, tuple[Any, ...]]:
+    return _record, tuple(getattr(r, name) for name in _RECORD_FIELDS)
+
+
+_DISPATCH: dict[type, Callable[[Any], Any]] = {
+    **copyreg.dispatch_table, Negotiation: _reduce_negotiation, TurnRecord: _reduce_record}
+
+
+def to_bytes(negotiation: Negotiation) -> bytes:
+    """The negotiation as bytes, for `from_bytes` in this process. Its outbox must be empty (the
+    actor hands every change to the mirror before anything else reads the session)."""
+    if negotiation.outbox:
+        raise ValueError("changes not yet handed to the mirror would be lost")
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = _DISPATCH
+    pickler.dump(negotiation)
+    return zlib.compress(buffer.getvalue(), COMPRESS_LEVEL)
+
+
+def last_turn_at(negotiation: Negotiation) -> float | None:
+    """When the vendor last spoke; None before the first turn."""
+    for line in reversed(negotiation.history):
+        if line.role == "vendor":
+            return line.at
+    return None
+
+
+def from_bytes(data: bytes, limits: Limits) -> Negotiation:
+    """The negotiation `to_bytes` was given, equal field for field, under the server's `limits`."""
+    negotiation = pickle.loads(zlib.decompress(data))  # bytes this process made (see above)
+    if not isinstance(negotiation, Negotiation):
+        raise TypeError(f"not a negotiation: {type(negotiation).__name__}")
+    negotiation.limits = limits
+    return negotiation
+
+
+@dataclass(frozen=True, slots=True)
+class EndedSession:
+    """What the registry keeps of an ended session nobody has open: what its callers read without
+    rebuilding it, under the negotiation's own names (the learner for an erasure, the stage for the
+    metrics, the times for eviction, the facts of a lobby row: a lobby's full list rebuilt every
+    negotiation, some 50 us each), and the negotiation as bytes for the report and a reconnect."""
+
+    session_id: str
+    learner_id: str | None
+    stage: Stage
+    created_at: float
+    last_activity: float  # the actor's: when its idle time for eviction began
+    state: bytes  # `to_bytes(negotiation)`
+    scenario_name: str
+    scenario_version: int
+    happiness: int
+    turn: int
+    item: str | None
+    quote: int | None
+    last_offer: int | None
+    outcome: Outcome | None
+    updated_at: float
+    last_turn_at: float | None  # the vendor's last line
+
+    @classmethod
+    def of(cls, negotiation: Negotiation, last_activity: float) -> EndedSession:
+        n = negotiation
+        if not n.is_terminal:
+            raise ValueError("only an ended session is kept as a record")
+        return cls(session_id=n.session_id, learner_id=n.learner_id, stage=n.stage, created_at=n.created_at,
+                   last_activity=last_activity, state=to_bytes(n), scenario_name=n.scenario_name,
+                   scenario_version=n.scenario_version, happiness=n.happiness, turn=n.turn, item=n.item,
+                   quote=n.quote, last_offer=n.last_offer, outcome=n.outcome, updated_at=n.updated_at,
+                   last_turn_at=last_turn_at(n))
+
+    @property
+    def scenario(self) -> Scenario:
+        return load_scenario(self.scenario_name, self.scenario_version)
+
+    @property
+    def is_terminal(self) -> bool:
+        return True  # only an ended session is kept as a record
+
+    def negotiation(self, limits: Limits) -> Negotiation:
+        """The negotiation as it ended (a new copy each call)."""
+        return from_bytes(self.state, limits)
