@@ -285,6 +285,16 @@ def _looks_compatible() -> bool:
 
 
 class LeanWebSocketsSansIOProtocol(WebSocketsSansIOProtocol):
+    # Every attribute uvicorn's protocol sets, in slots: it sets 37, past the 30 that CPython's
+    # key-sharing instance dicts hold, so each connection had a dict of its own (about 1.5 KiB).
+    # An attribute a later uvicorn adds still works: it goes to the instance dict.
+    __slots__ = ("app", "app_state", "asgi_version", "client", "close_sent", "close_timeout", "close_timer",
+                 "config", "conn", "connections", "curr_msg_data_type", "default_headers", "disconnected",
+                 "frames", "handshake_complete", "handshake_initiated", "initial_response", "last_ping_rtt",
+                 "logger", "loop", "pending_ping_payload", "ping_interval", "ping_sent_at", "ping_timeout",
+                 "ping_timer", "pong_timer", "queue", "read_paused", "request", "response", "root_path", "scheme",
+                 "scope", "server", "tasks", "transport", "writable")
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if isinstance(self.queue, asyncio.Queue) and self.queue.empty():
@@ -317,10 +327,32 @@ class LeanWebSocketsSansIOProtocol(WebSocketsSansIOProtocol):
             request = getattr(self, "request", None)
             if request is not None:
                 # websockets' parser generator keeps the request in a local for as long as the
-                # connection lasts: empty its headers, the bulk of it, as well as letting go.
+                # connection lasts: empty its headers and its path (with the query, often a token),
+                # the bulk of it, as well as letting go.
                 request.headers.clear()
+                request.path = ""
             self.request = None  # type: ignore[assignment]
             self.response = None  # type: ignore[assignment]
+
+    async def receive(self) -> Any:
+        """uvicorn's `receive`, which awaits `queue.get()`, in one coroutine instead of two: an idle
+        socket's reader keeps its chain of coroutines for as long as it waits."""
+        queue = self.queue
+        if not isinstance(queue, ReceiveQueue):
+            return await super().receive()
+        items = queue._items
+        while not items:
+            waiter = queue._waiter = self.loop.create_future()
+            try:
+                await waiter
+            finally:
+                if queue._waiter is waiter:
+                    queue._waiter = None
+        message = items.pop(0)
+        if self.read_paused and not items:
+            self.read_paused = False
+            self.transport.resume_reading()
+        return message
 
     def handle_parser_exception(self) -> None:
         """The client broke the protocol (a frame over `ws_max_size`: 1009, text that is not

@@ -148,11 +148,15 @@ async def test_a_live_socket_drops_its_handshake_and_uses_the_lean_queue() -> No
             assert len(protocols) == 1
             proto = protocols[0]
             assert proto.request is None and proto.response is None
-            # The request itself lives on in websockets' parser; its headers do not. (The client
-            # runs in this process too: leave its own request out.)
-            mine = [o for o in gc.get_objects() if type(o) is Request and o is not c.ws.request
-                    and o.path.startswith(f"/ws/sessions/{created['session_id']}")]
-            assert len(mine) == 1 and len(mine[0].headers) == 0
+            # Every attribute uvicorn sets is in a slot: no instance dict of its own.
+            assert proto.__dict__ == {}
+            # The request itself lives on in websockets' parser; its headers and its path, with
+            # the token in its query, do not.
+            request = proto.conn.parser.gi_frame.f_locals["request"]
+            assert type(request) is Request
+            assert len(request.headers) == 0 and request.path == ""
+            # Nor does the ASGI scope, which uvicorn keeps, hold the handshake's headers and query.
+            assert proto.scope["headers"] == [] and proto.scope["query_string"] == b""
             assert isinstance(proto.queue, ReceiveQueue)
             assert isinstance(proto.writable, WritableFlag) and proto.writable.is_set()
 
