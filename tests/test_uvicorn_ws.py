@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import weakref
+from typing import Any
 
 import pytest
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
@@ -161,6 +162,30 @@ async def test_a_live_socket_drops_its_handshake_and_uses_the_lean_queue() -> No
             assert isinstance(proto.writable, WritableFlag) and proto.writable.is_set()
 
 
+
+
+def _awaiting(coro: Any) -> list[str]:
+    """The names of the coroutines `coro` is suspended in, outermost first."""
+    names = []
+    while coro is not None and hasattr(coro, "cr_code"):
+        names.append(coro.cr_code.co_name)
+        coro = coro.cr_await
+    return names
+
+
+async def test_an_idle_sockets_reader_waits_in_as_few_coroutines_as_the_server_needs() -> None:
+    """What an idle socket keeps is its waiting coroutines: uvicorn's task, the app's entry that
+    serves session sockets before Starlette's middleware, the reader, and the lean receive."""
+    async with running_server() as served:
+        created = await create(served)
+        url = served.ws_url(created["session_id"], created["player_token"])
+        async with client(url) as c:
+            await c.recv()  # the welcome
+            protocols = [o for o in gc.get_objects() if type(o) is LeanWebSocketsSansIOProtocol]
+            assert len(protocols) == 1
+            tasks = list(protocols[0].tasks)
+            assert len(tasks) == 1
+            assert _awaiting(tasks[0].get_coro()) == ["run_asgi", "__call__", "session_socket", "receive"]
 
 async def test_a_closed_socket_frees_websockets_protocol_without_the_collector() -> None:
     """websockets' parser keeps its protocol in a cycle after the close, and server/gcpolicy.py
