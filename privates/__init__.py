@@ -9,8 +9,8 @@ The privates, what they reach into, who uses them, and what happens when they ar
 
 - `LeanWebSocketsSansIOProtocol` (uvicorn, websockets): the `queue`, `writable`, `transport`,
   `conn.parser`, `request`, `response`, `handshake_complete`, `close_sent`, `read_paused` and
-  `close_timer` of uvicorn's sans-I/O protocol. server/cli.py (`UVICORN_WS`). Gone: `protocol_class`
-  hands uvicorn its own protocol.
+  `close_timer` of uvicorn's sans-I/O protocol, and the names of all its attributes (`__slots__`).
+  server/cli.py (`UVICORN_WS`). Gone: `protocol_class` hands uvicorn its own protocol.
 - `LeanHttpToolsProtocol` (uvicorn): the `parser` of uvicorn's httptools protocol, dropped once
   the protocol has handed its socket to a WebSocket protocol. server/cli.py (`UVICORN_HTTP`).
   Gone: `http_protocol_class` hands uvicorn its own protocol, and each upgraded connection waits
@@ -31,7 +31,9 @@ connection, the parsed handshake request and response (their header objects: abo
 `asyncio.Queue` plus an `asyncio.Event`, each owning one or more empty deques of 760 bytes. With
 thousands of idle sockets that is a third of what a socket costs the server (benchmarks/load.py,
 scenario d). The subclass drops the handshake once it is done and swaps the queue and the event for
-list-based equivalents with the same behaviour for uvicorn's single reader. It also fails a
+list-based equivalents with the same behaviour for uvicorn's single reader, which its `receive`
+awaits without a second coroutine. It keeps uvicorn's attributes in slots, not in a dict per
+connection (docs/performance.md, "An idle socket"). It also fails a
 connection the way websockets' own server does (see `handle_parser_exception`), so that a client
 always reads the close code. Its writes are corked (`CorkedTransport`): the frames one callback of
 the event loop sends to a socket go out in one write. Everything else is uvicorn's own code.
