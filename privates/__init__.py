@@ -33,7 +33,8 @@ thousands of idle sockets that is a third of what a socket costs the server (ben
 scenario d). The subclass drops the handshake once it is done and swaps the queue and the event for
 list-based equivalents with the same behaviour for uvicorn's single reader, which its `receive`
 awaits without a second coroutine. It keeps uvicorn's attributes in slots, not in a dict per
-connection (docs/performance.md, "An idle socket"). It also fails a
+connection, and its keepalive pings go on one timer per second for all sockets (`KeepaliveWheel`),
+not on a timer per socket (docs/performance.md, "An idle socket"). It also fails a
 connection the way websockets' own server does (see `handle_parser_exception`), so that a client
 always reads the close code. Its writes are corked (`CorkedTransport`): the frames one callback of
 the event loop sends to a socket go out in one write. Everything else is uvicorn's own code.
@@ -46,6 +47,7 @@ This package imports nothing of ours: brain/ and server/ both use it (tests/test
 from __future__ import annotations
 
 import asyncio
+import math
 from types import FrameType
 from typing import Any
 
@@ -60,6 +62,7 @@ __all__ = [
     "WRITTEN_FOR",
     "CalmServer",
     "CorkedTransport",
+    "KeepaliveWheel",
     "LeanHttpToolsProtocol",
     "LeanWebSocketsSansIOProtocol",
     "ReceiveQueue",
@@ -277,8 +280,67 @@ class CorkedTransport:
         return getattr(self._transport, name)
 
 
+class KeepaliveWheel:
+    """The keepalive pings of every socket on one event loop, on one timer per second that has
+    pings due, instead of one timer per socket (a uvloop timer handle, its libuv timer, a bound
+    method and a context: about 0.6 KiB of every idle socket). A ping leaves at most a second after
+    its socket's interval has passed; the pong's deadline is uvicorn's own timer, as before.
+    """
+
+    __slots__ = ("_due", "_loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._due: dict[int, set[Any]] = {}  # a whole second of the loop's clock -> the sockets due then
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop) -> KeepaliveWheel:
+        wheel = _WHEELS.get(loop)
+        if wheel is None:
+            wheel = _WHEELS[loop] = cls(loop)
+        return wheel
+
+    def add(self, protocol: Any, delay: float) -> int:
+        """Ping `protocol` (its `send_keepalive_ping`) `delay` seconds from now, rounded up to the
+        second; the second is what `discard` takes."""
+        second = math.ceil(self._loop.time() + delay)
+        due = self._due.get(second)
+        if due is None:
+            due = self._due[second] = set()
+            self._loop.call_at(second, self._ping, second)
+        due.add(protocol)
+        return second
+
+    def discard(self, protocol: Any, second: int) -> None:
+        due = self._due.get(second)
+        if due is None:
+            return
+        due.discard(protocol)
+        if not due:
+            self._drop(second)
+
+    def _drop(self, second: int) -> None:
+        # A wheel with nothing due lets go of its loop: a loop that closes keeps no wheel alive.
+        self._due.pop(second, None)
+        if not self._due and _WHEELS.get(self._loop) is self:
+            del _WHEELS[self._loop]
+
+    def _ping(self, second: int) -> None:
+        due = self._due.get(second)
+        if due is None:
+            return
+        self._drop(second)
+        for protocol in due:
+            protocol.ping_second = None
+            protocol.send_keepalive_ping()
+
+
+_WHEELS: dict[asyncio.AbstractEventLoop, KeepaliveWheel] = {}
+
+
 UVICORN_METHODS = ("handle_connect", "start_keepalive", "connection_lost", "receive", "send", "pause_writing",
-                   "resume_writing", "data_received", "handle_parser_exception")
+                   "resume_writing", "data_received", "handle_parser_exception", "schedule_ping",
+                   "stop_keepalive", "send_keepalive_ping")
 
 
 def _looks_compatible() -> bool:
@@ -289,15 +351,17 @@ def _looks_compatible() -> bool:
 class LeanWebSocketsSansIOProtocol(WebSocketsSansIOProtocol):
     # Every attribute uvicorn's protocol sets, in slots: it sets 37, past the 30 that CPython's
     # key-sharing instance dicts hold, so each connection had a dict of its own (about 1.5 KiB).
-    # An attribute a later uvicorn adds still works: it goes to the instance dict.
+    # An attribute a later uvicorn adds still works: it goes to the instance dict. `ping_second` is
+    # ours: the second its next ping is due on the `KeepaliveWheel`.
     __slots__ = ("app", "app_state", "asgi_version", "client", "close_sent", "close_timeout", "close_timer",
                  "config", "conn", "connections", "curr_msg_data_type", "default_headers", "disconnected",
                  "frames", "handshake_complete", "handshake_initiated", "initial_response", "last_ping_rtt",
-                 "logger", "loop", "pending_ping_payload", "ping_interval", "ping_sent_at", "ping_timeout",
-                 "ping_timer", "pong_timer", "queue", "read_paused", "request", "response", "root_path", "scheme",
-                 "scope", "server", "tasks", "transport", "writable")
+                 "logger", "loop", "pending_ping_payload", "ping_interval", "ping_second", "ping_sent_at",
+                 "ping_timeout", "ping_timer", "pong_timer", "queue", "read_paused", "request", "response",
+                 "root_path", "scheme", "scope", "server", "tasks", "transport", "writable")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.ping_second: int | None = None
         super().__init__(*args, **kwargs)
         if isinstance(self.queue, asyncio.Queue) and self.queue.empty():
             self.queue = ReceiveQueue()  # type: ignore[assignment]
@@ -335,6 +399,17 @@ class LeanWebSocketsSansIOProtocol(WebSocketsSansIOProtocol):
                 request.path = ""
             self.request = None  # type: ignore[assignment]
             self.response = None  # type: ignore[assignment]
+
+    def schedule_ping(self) -> None:
+        # uvicorn's own: `loop.call_later(delay, self.send_keepalive_ping)`, a timer per socket.
+        assert self.ping_interval is not None
+        self.ping_second = KeepaliveWheel.of(self.loop).add(self, max(0.0, self.ping_interval - self.last_ping_rtt))
+
+    def stop_keepalive(self) -> None:
+        second, self.ping_second = self.ping_second, None
+        if second is not None:
+            KeepaliveWheel.of(self.loop).discard(self, second)
+        super().stop_keepalive()
 
     async def receive(self) -> Any:
         """uvicorn's `receive`, which awaits `queue.get()`, in one coroutine instead of two: an idle
