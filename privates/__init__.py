@@ -9,8 +9,8 @@ The privates, what they reach into, who uses them, and what happens when they ar
 
 - `LeanWebSocketsSansIOProtocol` (uvicorn, websockets): the `queue`, `writable`, `transport`,
   `conn.parser`, `request`, `response`, `handshake_complete`, `close_sent`, `read_paused` and
-  `close_timer` of uvicorn's sans-I/O protocol. server/cli.py (`UVICORN_WS`). Gone: `protocol_class`
-  hands uvicorn its own protocol.
+  `close_timer` of uvicorn's sans-I/O protocol, and the names of all its attributes (`__slots__`).
+  server/cli.py (`UVICORN_WS`). Gone: `protocol_class` hands uvicorn its own protocol.
 - `LeanHttpToolsProtocol` (uvicorn): the `parser` of uvicorn's httptools protocol, dropped once
   the protocol has handed its socket to a WebSocket protocol. server/cli.py (`UVICORN_HTTP`).
   Gone: `http_protocol_class` hands uvicorn its own protocol, and each upgraded connection waits
@@ -31,7 +31,10 @@ connection, the parsed handshake request and response (their header objects: abo
 `asyncio.Queue` plus an `asyncio.Event`, each owning one or more empty deques of 760 bytes. With
 thousands of idle sockets that is a third of what a socket costs the server (benchmarks/load.py,
 scenario d). The subclass drops the handshake once it is done and swaps the queue and the event for
-list-based equivalents with the same behaviour for uvicorn's single reader. It also fails a
+list-based equivalents with the same behaviour for uvicorn's single reader, which its `receive`
+awaits without a second coroutine. It keeps uvicorn's attributes in slots, not in a dict per
+connection, and its keepalive pings go on one timer per second for all sockets (`KeepaliveWheel`),
+not on a timer per socket (docs/performance.md, "An idle socket"). It also fails a
 connection the way websockets' own server does (see `handle_parser_exception`), so that a client
 always reads the close code. Its writes are corked (`CorkedTransport`): the frames one callback of
 the event loop sends to a socket go out in one write. Everything else is uvicorn's own code.
@@ -44,6 +47,7 @@ This package imports nothing of ours: brain/ and server/ both use it (tests/test
 from __future__ import annotations
 
 import asyncio
+import math
 from types import FrameType
 from typing import Any
 
@@ -58,6 +62,7 @@ __all__ = [
     "WRITTEN_FOR",
     "CalmServer",
     "CorkedTransport",
+    "KeepaliveWheel",
     "LeanHttpToolsProtocol",
     "LeanWebSocketsSansIOProtocol",
     "ReceiveQueue",
@@ -275,8 +280,67 @@ class CorkedTransport:
         return getattr(self._transport, name)
 
 
+class KeepaliveWheel:
+    """The keepalive pings of every socket on one event loop, on one timer per second that has
+    pings due, instead of one timer per socket (a uvloop timer handle, its libuv timer, a bound
+    method and a context: about 0.6 KiB of every idle socket). A ping leaves at most a second after
+    its socket's interval has passed; the pong's deadline is uvicorn's own timer, as before.
+    """
+
+    __slots__ = ("_due", "_loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._due: dict[int, set[Any]] = {}  # a whole second of the loop's clock -> the sockets due then
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop) -> KeepaliveWheel:
+        wheel = _WHEELS.get(loop)
+        if wheel is None:
+            wheel = _WHEELS[loop] = cls(loop)
+        return wheel
+
+    def add(self, protocol: Any, delay: float) -> int:
+        """Ping `protocol` (its `send_keepalive_ping`) `delay` seconds from now, rounded up to the
+        second; the second is what `discard` takes."""
+        second = math.ceil(self._loop.time() + delay)
+        due = self._due.get(second)
+        if due is None:
+            due = self._due[second] = set()
+            self._loop.call_at(second, self._ping, second)
+        due.add(protocol)
+        return second
+
+    def discard(self, protocol: Any, second: int) -> None:
+        due = self._due.get(second)
+        if due is None:
+            return
+        due.discard(protocol)
+        if not due:
+            self._drop(second)
+
+    def _drop(self, second: int) -> None:
+        # A wheel with nothing due lets go of its loop: a loop that closes keeps no wheel alive.
+        self._due.pop(second, None)
+        if not self._due and _WHEELS.get(self._loop) is self:
+            del _WHEELS[self._loop]
+
+    def _ping(self, second: int) -> None:
+        due = self._due.get(second)
+        if due is None:
+            return
+        self._drop(second)
+        for protocol in due:
+            protocol.ping_second = None
+            protocol.send_keepalive_ping()
+
+
+_WHEELS: dict[asyncio.AbstractEventLoop, KeepaliveWheel] = {}
+
+
 UVICORN_METHODS = ("handle_connect", "start_keepalive", "connection_lost", "receive", "send", "pause_writing",
-                   "resume_writing", "data_received", "handle_parser_exception")
+                   "resume_writing", "data_received", "handle_parser_exception", "schedule_ping",
+                   "stop_keepalive", "send_keepalive_ping")
 
 
 def _looks_compatible() -> bool:
@@ -285,7 +349,19 @@ def _looks_compatible() -> bool:
 
 
 class LeanWebSocketsSansIOProtocol(WebSocketsSansIOProtocol):
+    # Every attribute uvicorn's protocol sets, in slots: it sets 37, past the 30 that CPython's
+    # key-sharing instance dicts hold, so each connection had a dict of its own (about 1.5 KiB).
+    # An attribute a later uvicorn adds still works: it goes to the instance dict. `ping_second` is
+    # ours: the second its next ping is due on the `KeepaliveWheel`.
+    __slots__ = ("app", "app_state", "asgi_version", "client", "close_sent", "close_timeout", "close_timer",
+                 "config", "conn", "connections", "curr_msg_data_type", "default_headers", "disconnected",
+                 "frames", "handshake_complete", "handshake_initiated", "initial_response", "last_ping_rtt",
+                 "logger", "loop", "pending_ping_payload", "ping_interval", "ping_second", "ping_sent_at",
+                 "ping_timeout", "ping_timer", "pong_timer", "queue", "read_paused", "request", "response",
+                 "root_path", "scheme", "scope", "server", "tasks", "transport", "writable")
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.ping_second: int | None = None
         super().__init__(*args, **kwargs)
         if isinstance(self.queue, asyncio.Queue) and self.queue.empty():
             self.queue = ReceiveQueue()  # type: ignore[assignment]
@@ -317,10 +393,43 @@ class LeanWebSocketsSansIOProtocol(WebSocketsSansIOProtocol):
             request = getattr(self, "request", None)
             if request is not None:
                 # websockets' parser generator keeps the request in a local for as long as the
-                # connection lasts: empty its headers, the bulk of it, as well as letting go.
+                # connection lasts: empty its headers and its path (with the query, often a token),
+                # the bulk of it, as well as letting go.
                 request.headers.clear()
+                request.path = ""
             self.request = None  # type: ignore[assignment]
             self.response = None  # type: ignore[assignment]
+
+    def schedule_ping(self) -> None:
+        # uvicorn's own: `loop.call_later(delay, self.send_keepalive_ping)`, a timer per socket.
+        assert self.ping_interval is not None
+        self.ping_second = KeepaliveWheel.of(self.loop).add(self, max(0.0, self.ping_interval - self.last_ping_rtt))
+
+    def stop_keepalive(self) -> None:
+        second, self.ping_second = self.ping_second, None
+        if second is not None:
+            KeepaliveWheel.of(self.loop).discard(self, second)
+        super().stop_keepalive()
+
+    async def receive(self) -> Any:
+        """uvicorn's `receive`, which awaits `queue.get()`, in one coroutine instead of two: an idle
+        socket's reader keeps its chain of coroutines for as long as it waits."""
+        queue = self.queue
+        if not isinstance(queue, ReceiveQueue):
+            return await super().receive()
+        items = queue._items
+        while not items:
+            waiter = queue._waiter = self.loop.create_future()
+            try:
+                await waiter
+            finally:
+                if queue._waiter is waiter:
+                    queue._waiter = None
+        message = items.pop(0)
+        if self.read_paused and not items:
+            self.read_paused = False
+            self.transport.resume_reading()
+        return message
 
     def handle_parser_exception(self) -> None:
         """The client broke the protocol (a frame over `ws_max_size`: 1009, text that is not

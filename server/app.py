@@ -39,7 +39,7 @@ from server.studio.catalog import PackCatalog
 from server.unity_compat import unity_routes
 from server.voice import build_voice
 from server.wiring import build_backends, build_brain, build_cluster, build_knowledge
-from server.ws import SessionSocketFastPath, sweep_idle_sockets
+from server.ws import SessionSocketApp, sweep_idle_sockets
 from session.actor import ActorLimits
 from session.registry import SessionRegistry
 from session.rules import Limits
@@ -176,12 +176,11 @@ def create_app(settings: Settings | None = None, *, brain: Brain | None = None,
                 await anyio.sleep(0.05)  # let writers send their close frames
                 tg.cancel_scope.cancel()
 
-    app = Starlette(
+    app = SessionSocketApp(  # Starlette, which serves the session sockets before its middleware
         routes=[*(extra_routes or []), *routes(), *cluster_routes(), *metrics_routes(), *knowledge_routes(),
                 *studio_routes(), *report_routes(), *learner_routes(), *unity_routes(), *signin_routes(),
                 *class_routes(), *openapi_routes(), *spectator_routes(services)],
-        middleware=[Middleware(SessionSocketFastPath),
-                    Middleware(RequestGuard, audio_clip_bytes=settings.MAX_AUDIO_CLIP_BYTES),
+        middleware=[Middleware(RequestGuard, audio_clip_bytes=settings.MAX_AUDIO_CLIP_BYTES),
                     Middleware(CORSMiddleware, allow_origins=settings.cors_origins,
                                allow_methods=["GET", "POST", "DELETE"],
                                allow_headers=["authorization", "content-type"])],

@@ -30,15 +30,17 @@ _conn_ids = itertools.count(1)
 
 
 class TokenBucket:
-    """Frames allowed per second with a burst; `take()` says whether one more fits now."""
+    """Frames allowed per second with a burst; `take()` says whether one more fits now, and
+    `violations` counts the frames that did not (the reader closes a connection that keeps on)."""
 
-    __slots__ = ("burst", "rate", "stamp", "tokens")
+    __slots__ = ("burst", "rate", "stamp", "tokens", "violations")
 
     def __init__(self, rate: float, burst: int) -> None:
         self.rate = rate
         self.burst = float(burst)
         self.tokens = float(burst)
         self.stamp = time.monotonic()
+        self.violations = 0
 
     def take(self) -> bool:
         now = time.monotonic()
@@ -113,18 +115,18 @@ class WsConnection:
 
     __slots__ = ("_backlog", "_capacity", "_open", "_send", "_spawn", "actor", "close_code",
                  "close_reason", "conn_id", "fmt", "last_frame", "observe", "on_error", "role", "scope",
-                 "session_id", "voice", "websocket")
+                 "session_id", "voice")
 
     def __init__(self, websocket: WebSocket, role: Role, fmt: WireFormat, session_id: str,
                  queue: int, actor: SessionActor | None = None) -> None:
-        self.websocket = websocket
         self.role = role.value
         self.fmt = fmt
         self.session_id = session_id
         self.actor = actor
         self.conn_id = next(_conn_ids)
-        # The raw ASGI send (see `SessionSocketFastPath`): Starlette's per-message state checks
-        # and exception wrappers cost more than the frame itself.
+        # The raw ASGI send (see `SessionSocketApp`): Starlette's per-message state checks and
+        # exception wrappers cost more than the frame itself. Only the send is kept: the Starlette
+        # `WebSocket`, with the handshake's parsed query and headers, goes once it is accepted.
         self._send = websocket._send
         self._capacity = queue
         self._backlog: deque[Envelope] | None = None  # only while a write is blocked
@@ -224,6 +226,10 @@ class WsConnection:
         self._open = False
         self._backlog = None
         self._spawn = None
+
+    async def send_close(self) -> None:
+        """Send the close frame with `close_code` and `close_reason` (after `release`, as the reader ends)."""
+        await self._send({"type": "websocket.close", "code": self.close_code, "reason": self.close_reason})
 
     def error(self, code: ErrorCode, message: str, frame_id: str | None = None) -> None:
         if self.on_error is not None:

@@ -1,7 +1,7 @@
 """The WebSocket endpoint: authenticate, pick the wire format, then pump frames both ways.
 
-Each connection has a reader (this handler) and a `WsConnection` (`server/connection.py`) that the
-session actor writes to without waiting. One timer for all of them closes the idle ones. The reader
+Each connection has a reader (`session_socket`) and a `WsConnection` (`server/connection.py`) that
+the session actor writes to without waiting. One timer for all of them closes the idle ones. The reader
 rate-limits and decodes each frame, then looks up what to do with it in one table (`EDGE`, by the
 frame's type): whether a spectator may send it, and its handler (a pong, audio for the voice, and
 the session's frames to the actor).
@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.applications import Starlette
+from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from privates import raw_receive
@@ -114,74 +115,63 @@ def _peek_id(raw: str | bytes, fmt: WireFormat, max_bytes: int) -> str | None:
         return exc.frame_id
 
 
-class SessionSocketFastPath:
-    """ASGI middleware that hands `/ws/sessions/{id}` to `session_socket` directly.
+class SessionSocketApp(Starlette):
+    """The Starlette app, which serves `/ws/sessions/{id}` itself, before its middleware and routing.
 
-    Placed outermost, it receives uvicorn's own `receive` and `send`, so the many small frames
-    of a session skip Starlette's routing and its exception wrappers, which wrap every message.
-    Everything else, and any other path, goes on to the Starlette app unchanged.
+    The many small frames of a session skip Starlette's routing and its exception wrappers, which
+    wrap every message, and an idle socket keeps none of their coroutines waiting (two frames of
+    about 0.3 KiB each, per socket). Everything else, and any other path, goes to Starlette
+    unchanged; `scope["app"]` is set as Starlette sets it.
     """
 
     PREFIX = "/ws/sessions/"
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
             path: str = scope["path"]
             session_id = path[len(self.PREFIX):] if path.startswith(self.PREFIX) else ""
             if session_id and "/" not in session_id:
+                scope["app"] = self
                 scope["path_params"] = {"session_id": session_id}
                 await session_socket(WebSocket(scope, receive, send))
                 return
-        await self.app(scope, receive, send)
+        await super().__call__(scope, receive, send)
 
 
 async def session_socket(websocket: WebSocket) -> None:
+    """A session socket from its handshake to its close, in one coroutine.
+
+    What an idle socket costs the server is mostly what it keeps while it waits for a frame
+    (docs/performance.md, "An idle socket"): this coroutine and the ones under it, so the reader
+    is this loop itself, each frame is taken by plain functions, and the handshake's objects are
+    let go before the wait.
+    """
     services: Services = websocket.app.state.services
-    settings = services.settings
-    session_id = websocket.path_params["session_id"]
-    try:
-        claims = services.tokens.verify(_token(websocket))
-    except TokenError as exc:
-        await _refuse(websocket, CloseCode.UNAUTHORIZED, f"bad token: {exc}"[:120])
-        return
-    if claims.session_id != session_id:
-        await _refuse(websocket, CloseCode.WRONG_SESSION, "token is for another session")
-        return
-    try:
-        actor = await services.registry.get(session_id)
-    except MirrorUnavailable as exc:
-        await _refuse(websocket, CloseCode.TRY_AGAIN_LATER, str(exc)[:120])
-        return
-    if actor is None:
-        await _refuse(websocket, CloseCode.UNKNOWN_SESSION, "no such session")
-        return
-    fmt, subprotocol = _choose_format(websocket)
-    await websocket.accept(subprotocol=subprotocol)
-    voice = services.voice
-    conn = WsConnection(websocket, claims.role, fmt, session_id, settings.OUTBOUND_QUEUE, actor)
-    spoken: ConnectionVoice | None = None
-    if ((claims.role is Role.PLAYER and (voice.stt is not None or voice.tts is not None))
-            or (voice.tts is not None and wants_speech(websocket))):
-        spoken = conn.voice = ConnectionVoice(conn, voice, speak=wants_speech(websocket),
-                                              visemes=wants_visemes(websocket))
     metrics = websocket.app.state.metrics  # None when metrics are off
-    if metrics is not None:
-        conn.on_error = metrics.error
-        if conn.role == Role.PLAYER.value:  # one player per session: each turn is counted once
-            conn.observe = metrics.observe
+    conn = await _admit(websocket, services)
+    if conn is None:
+        return
+    receive = raw_receive(websocket)  # raw ASGI receive; disconnects are handled right here
+    del websocket  # with its parsed query and headers: nothing past the handshake reads them
+    actor = conn.actor
+    assert actor is not None
+    settings = services.settings
+    bucket = TokenBucket(settings.RATE_LIMIT_PER_SECOND, settings.RATE_LIMIT_BURST)
     services.connections += 1
     services.sockets.add(conn)
     try:
         async with anyio.create_task_group() as tg:
             conn.start(tg)
-            if spoken is not None:
-                spoken.start(tg, services)
+            if isinstance(conn.voice, ConnectionVoice):
+                conn.voice.start(tg, services)
             actor.connect(conn)
             try:
-                await _read(websocket, conn, actor, services)
+                # No timeout here: `sweep_idle_sockets` closes idle connections, all of them on one timer.
+                while True:
+                    message = await receive()
+                    if message["type"] == "websocket.disconnect" or not _take(conn, actor, message, bucket,
+                                                                             settings):
+                        break
             finally:
                 actor.disconnect(conn)
                 tg.cancel_scope.cancel()
@@ -194,50 +184,79 @@ async def session_socket(websocket: WebSocket) -> None:
                 metrics.closed(conn.close_code)
             with anyio.move_on_after(1.0, shield=True):
                 try:
-                    await websocket.close(code=conn.close_code, reason=conn.close_reason)
+                    await conn.send_close()
                 except Exception:  # the peer may be gone already
                     pass
 
 
-async def _read(websocket: WebSocket, conn: WsConnection, actor: SessionActor,
-                services: Services) -> None:
-    settings = services.settings
-    bucket = TokenBucket(settings.RATE_LIMIT_PER_SECOND, settings.RATE_LIMIT_BURST)
-    violations = 0
-    receive = raw_receive(websocket)  # raw ASGI receive; disconnects are handled right here
-    # No timeout here: `sweep_idle_sockets` closes idle connections, all of them on one timer.
-    while True:
-        message = await receive()
-        if message["type"] == "websocket.disconnect":
-            return
-        raw = message.get("text")
-        if raw is None:
-            raw = message.get("bytes") or b""
-        conn.last_frame = time.monotonic()
-        if not bucket.take():
-            violations += 1
-            # RATE_ABUSE_CLOSE_AFTER errors are sent; a frame over the limit after that closes.
-            if violations > settings.RATE_ABUSE_CLOSE_AFTER:
-                conn.close_nowait(CloseCode.RATE_ABUSE, "kept flooding past the rate limit")
-                return
-            conn.error(ErrorCode.RATE_LIMITED,
-                       f"over {settings.RATE_LIMIT_PER_SECOND:g} frames/s",
-                       _peek_id(raw, conn.fmt, settings.MAX_FRAME_BYTES))
-            continue
-        try:
-            frame = decode_frame(raw, conn.fmt, max_bytes=settings.MAX_FRAME_BYTES,
-                                 max_transcript_chars=settings.MAX_TRANSCRIPT_CHARS,
-                                 max_audio_bytes=settings.audio_frame_bytes)
-        except FrameError as exc:
-            conn.error(exc.code, exc.message, exc.frame_id)
-            continue
-        row = EDGE[type(frame)]
-        decoded: Any = frame  # one of the table's types: each has its wire `type` and its `id`
-        if not row.spectators and conn.role != Role.PLAYER.value:
-            # Only `resume` and `ping` are a spectator's: everything else speaks for the learner.
-            conn.error(ErrorCode.FORBIDDEN, f"a {conn.role} connection may not send {decoded.type}", decoded.id)
-            continue
-        row.handle(conn, decoded, actor, settings)
+async def _admit(websocket: WebSocket, services: Services) -> WsConnection | None:
+    """Check the token and the session, accept, and make the connection (None: refused and closed)."""
+    session_id = websocket.path_params["session_id"]
+    try:
+        claims = services.tokens.verify(_token(websocket))
+    except TokenError as exc:
+        await _refuse(websocket, CloseCode.UNAUTHORIZED, f"bad token: {exc}"[:120])
+        return None
+    if claims.session_id != session_id:
+        await _refuse(websocket, CloseCode.WRONG_SESSION, "token is for another session")
+        return None
+    try:
+        actor = await services.registry.get(session_id)
+    except MirrorUnavailable as exc:
+        await _refuse(websocket, CloseCode.TRY_AGAIN_LATER, str(exc)[:120])
+        return None
+    if actor is None:
+        await _refuse(websocket, CloseCode.UNKNOWN_SESSION, "no such session")
+        return None
+    fmt, subprotocol = _choose_format(websocket)
+    await websocket.accept(subprotocol=subprotocol)
+    voice = services.voice
+    conn = WsConnection(websocket, claims.role, fmt, session_id, services.settings.OUTBOUND_QUEUE, actor)
+    if ((claims.role is Role.PLAYER and (voice.stt is not None or voice.tts is not None))
+            or (voice.tts is not None and wants_speech(websocket))):
+        conn.voice = ConnectionVoice(conn, voice, speak=wants_speech(websocket), visemes=wants_visemes(websocket))
+    metrics = websocket.app.state.metrics  # None when metrics are off
+    if metrics is not None:
+        conn.on_error = metrics.error
+        if conn.role == Role.PLAYER.value:  # one player per session: each turn is counted once
+            conn.observe = metrics.observe
+    # The server keeps the ASGI scope for the connection's life: its headers and query (the token
+    # among them), about 1.5 KiB, have been read and are not read again.
+    websocket.scope["headers"] = []
+    websocket.scope["query_string"] = b""
+    return conn
+
+
+def _take(conn: WsConnection, actor: SessionActor, message: Any, bucket: TokenBucket, settings: Settings) -> bool:
+    """Take one message from the client; False when the connection is to close."""
+    raw = message.get("text")
+    if raw is None:
+        raw = message.get("bytes") or b""
+    conn.last_frame = time.monotonic()
+    if not bucket.take():
+        bucket.violations += 1
+        # RATE_ABUSE_CLOSE_AFTER errors are sent; a frame over the limit after that closes.
+        if bucket.violations > settings.RATE_ABUSE_CLOSE_AFTER:
+            conn.close_nowait(CloseCode.RATE_ABUSE, "kept flooding past the rate limit")
+            return False
+        conn.error(ErrorCode.RATE_LIMITED, f"over {settings.RATE_LIMIT_PER_SECOND:g} frames/s",
+                   _peek_id(raw, conn.fmt, settings.MAX_FRAME_BYTES))
+        return True
+    try:
+        frame = decode_frame(raw, conn.fmt, max_bytes=settings.MAX_FRAME_BYTES,
+                             max_transcript_chars=settings.MAX_TRANSCRIPT_CHARS,
+                             max_audio_bytes=settings.audio_frame_bytes)
+    except FrameError as exc:
+        conn.error(exc.code, exc.message, exc.frame_id)
+        return True
+    row = EDGE[type(frame)]
+    decoded: Any = frame  # one of the table's types: each has its wire `type` and its `id`
+    if not row.spectators and conn.role != Role.PLAYER.value:
+        # Only `resume` and `ping` are a spectator's: everything else speaks for the learner.
+        conn.error(ErrorCode.FORBIDDEN, f"a {conn.role} connection may not send {decoded.type}", decoded.id)
+        return True
+    row.handle(conn, decoded, actor, settings)
+    return True
 
 
 # ---------------------------------------------------------------------------- the edge's table

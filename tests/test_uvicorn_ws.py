@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import weakref
+from typing import Any
 
 import pytest
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
@@ -12,7 +13,9 @@ from websockets.http11 import Request
 
 from clients.bots.steady import collector_paused
 from privates import (
+    _WHEELS,
     CorkedTransport,
+    KeepaliveWheel,
     LeanWebSocketsSansIOProtocol,
     ReceiveQueue,
     WritableFlag,
@@ -148,15 +151,43 @@ async def test_a_live_socket_drops_its_handshake_and_uses_the_lean_queue() -> No
             assert len(protocols) == 1
             proto = protocols[0]
             assert proto.request is None and proto.response is None
-            # The request itself lives on in websockets' parser; its headers do not. (The client
-            # runs in this process too: leave its own request out.)
-            mine = [o for o in gc.get_objects() if type(o) is Request and o is not c.ws.request
-                    and o.path.startswith(f"/ws/sessions/{created['session_id']}")]
-            assert len(mine) == 1 and len(mine[0].headers) == 0
+            # Every attribute uvicorn sets is in a slot: no instance dict of its own.
+            assert proto.__dict__ == {}
+            # The request itself lives on in websockets' parser; its headers and its path, with
+            # the token in its query, do not.
+            request = proto.conn.parser.gi_frame.f_locals["request"]
+            assert type(request) is Request
+            assert len(request.headers) == 0 and request.path == ""
+            # Nor does the ASGI scope, which uvicorn keeps, hold the handshake's headers and query.
+            assert proto.scope["headers"] == [] and proto.scope["query_string"] == b""
             assert isinstance(proto.queue, ReceiveQueue)
             assert isinstance(proto.writable, WritableFlag) and proto.writable.is_set()
 
 
+
+
+def _awaiting(coro: Any) -> list[str]:
+    """The names of the coroutines `coro` is suspended in, outermost first."""
+    names = []
+    while coro is not None and hasattr(coro, "cr_code"):
+        names.append(coro.cr_code.co_name)
+        coro = coro.cr_await
+    return names
+
+
+async def test_an_idle_sockets_reader_waits_in_as_few_coroutines_as_the_server_needs() -> None:
+    """What an idle socket keeps is its waiting coroutines: uvicorn's task, the app's entry that
+    serves session sockets before Starlette's middleware, the reader, and the lean receive."""
+    async with running_server() as served:
+        created = await create(served)
+        url = served.ws_url(created["session_id"], created["player_token"])
+        async with client(url) as c:
+            await c.recv()  # the welcome
+            protocols = [o for o in gc.get_objects() if type(o) is LeanWebSocketsSansIOProtocol]
+            assert len(protocols) == 1
+            tasks = list(protocols[0].tasks)
+            assert len(tasks) == 1
+            assert _awaiting(tasks[0].get_coro()) == ["run_asgi", "__call__", "session_socket", "receive"]
 
 async def test_a_closed_socket_frees_websockets_protocol_without_the_collector() -> None:
     """websockets' parser keeps its protocol in a cycle after the close, and server/gcpolicy.py
@@ -176,3 +207,73 @@ async def test_a_closed_socket_frees_websockets_protocol_without_the_collector()
                     break
                 await asyncio.sleep(0.01)
             assert conn() is None, "the closed connection's websockets protocol waits for the collector"
+
+
+class _Pinged:
+    """What the wheel calls of a protocol: `send_keepalive_ping`, and its `ping_second` cleared first."""
+
+    def __init__(self) -> None:
+        self.ping_second: int | None = -1
+        self.pings = 0
+
+    def send_keepalive_ping(self) -> None:
+        assert self.ping_second is None
+        self.pings += 1
+
+
+async def test_the_keepalive_wheel_pings_each_due_socket_once_and_forgets_a_discarded_one() -> None:
+    loop = asyncio.get_running_loop()
+    wheel = KeepaliveWheel.of(loop)
+    due, gone = _Pinged(), _Pinged()
+    first = wheel.add(due, 0.0)
+    second = wheel.add(gone, 0.0)
+    assert first == second  # one timer for the second, however many sockets are due in it
+    wheel.discard(gone, second)
+    for _ in range(150):
+        if due.pings:
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)
+    assert (due.pings, gone.pings) == (1, 0)
+    assert loop not in _WHEELS  # nothing due: the wheel lets go of its loop
+
+
+async def _keepalive_app(scope: Any, receive: Any, send: Any) -> None:
+    if scope["type"] == "websocket":
+        await receive()
+        await send({"type": "websocket.accept"})
+        while (await receive())["type"] != "websocket.disconnect":
+            pass
+
+
+async def test_an_idle_socket_is_pinged_and_answers_without_a_timer_of_its_own() -> None:
+    import uvicorn
+    import websockets
+
+    config = uvicorn.Config(_keepalive_app, host="127.0.0.1", port=0, log_config=None, lifespan="off",
+                            ws=protocol_class("auto"), ws_ping_interval=0.2, ws_ping_timeout=5.0)
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:  # noqa: ASYNC110 (uvicorn sets a flag, not an event)
+            await asyncio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        async with websockets.connect(f"ws://127.0.0.1:{port}/"):  # answers pings by itself
+            await asyncio.sleep(0.05)
+            protocols = [o for o in gc.get_objects() if type(o) is LeanWebSocketsSansIOProtocol]
+            assert len(protocols) == 1
+            proto = protocols[0]
+            for _ in range(300):  # the first ping leaves within a second of the interval
+                if proto.last_ping_rtt > 0 and proto.ping_second is not None:
+                    break
+                await asyncio.sleep(0.01)
+            assert proto.last_ping_rtt > 0, "no pong came back to a ping"
+            assert proto.ping_timer is None and proto.ping_second is not None  # the next ping, on the wheel
+        for _ in range(100):  # the server side sees the close a few loop passes later
+            if asyncio.get_running_loop() not in _WHEELS:
+                break
+            await asyncio.sleep(0.01)
+        assert asyncio.get_running_loop() not in _WHEELS, "a closed socket is still due a ping"
+    finally:
+        server.should_exit = True
+        await task
