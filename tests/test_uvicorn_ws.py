@@ -13,7 +13,6 @@ from websockets.http11 import Request
 
 from clients.bots.steady import collector_paused
 from privates import (
-    _WHEELS,
     CorkedTransport,
     KeepaliveWheel,
     LeanWebSocketsSansIOProtocol,
@@ -21,6 +20,7 @@ from privates import (
     WritableFlag,
     protocol_class,
 )
+from privates.parts import _WHEELS
 from tests.servers import client, create, running_server
 
 pytestmark = pytest.mark.anyio
