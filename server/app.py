@@ -79,7 +79,7 @@ def build_services(settings: Settings, *, brain: Brain | None = None, mirror: Mi
         tips=knowledge if settings.TIP_CARDS else None,
     )
     learners = Learners(backends.learners, registry, backends.mirror, timeout_s=settings.NEO4J_TIMEOUT_MS / 1000,
-                        invite=settings.REVIEWS_INVITE)
+                        invite=settings.REVIEWS_INVITE, due_ahead_s=settings.REVIEWS_DUE_AHEAD_SECONDS)
     return Services(settings=settings, tokens=Tokens(settings.signing_secret, settings.TOKEN_TTL_SECONDS),
                     brain=policy, mirror=backends.mirror, registry=registry, knowledge=knowledge, learners=learners,
                     voice=build_voice(settings), cluster=build_cluster(settings, backends.mirror, registry),

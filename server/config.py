@@ -107,6 +107,10 @@ class Settings(BaseSettings):
     # Whether the vendor brings a learner's due review items back (docs/learning.md). Off, the items are
     # still judged and scheduled: the comparison an evaluation needs.
     REVIEWS_INVITE: bool = True
+    # Items due within this long after a session starts count as due in it: a class that meets in the
+    # afternoon gets what falls due that evening. 0: only what is due. (samvad eval sets days, so a
+    # cohort's sessions minutes apart review what a learner's days apart would.)
+    REVIEWS_DUE_AHEAD_SECONDS: float = Field(0.0, ge=0, le=30 * 86_400)
     LOG_LEVEL: str = "INFO"
     AI_TIMEOUT_MS: int = Field(10_000, ge=100, le=300_000)
     # An attempt with no first token after this long is abandoned and retried within AI_TIMEOUT_MS

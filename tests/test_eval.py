@@ -36,6 +36,15 @@ def test_both_conditions_play_every_learners_sessions(result: dict[str, object])
         assert sum(level["sessions"] for level in figures["levels"].values()) == 18
 
 
+def test_only_the_server_that_re_elicits_invites(result: dict[str, object]) -> None:
+    conditions = result["conditions"]
+    assert isinstance(conditions, dict)
+    # The learners hear the pack's invitation lines as a person would: REVIEWS_INVITE=false never
+    # speaks one, the default does, and the learners then say more lines from memory.
+    assert conditions["no_invite"]["invitations"] == 0 < conditions["invite"]["invitations"]
+    assert conditions["invite"]["lines_from_memory"] > conditions["no_invite"]["lines_from_memory"]
+
+
 def test_the_servers_coaching_holds_where_its_rules_fix_it(result: dict[str, object]) -> None:
     conditions = result["conditions"]
     assert isinstance(conditions, dict)
@@ -49,6 +58,9 @@ def test_the_servers_coaching_holds_where_its_rules_fix_it(result: dict[str, obj
         # ones only can be: the recogniser may not be sure).
         assert counts["revealed"] > 0 and 0 < figures["hint_uptake"] <= 1
         assert figures["false_clarify_rate"] is not None and figures["false_clarify_rate"] <= 0.25
+        # Items made in the first session are judged in the second (REVIEWS_DUE_AHEAD_SECONDS makes
+        # them due minutes later, as days would).
+        assert figures["recall"]["items_with_a_later_session"] > 0 and figures["recall"]["judged_later"] > 0
         spoken = [w for level in figures["levels"].values() for w in level["words_per_minute_by_session"].values()
                   if w is not None]
         assert spoken and all(40 < w < 260 for w in spoken)  # espeak-ng's pace, as the recogniser timed it

@@ -51,7 +51,7 @@ def recall_figures(answers: list[dict[str, Any]]) -> dict[str, Any]:
     """Review items recalled in a session after the one that made them, from each learner's answer of
     the learners API (`items`, each with its review `history`; `progress`, their sessions in order).
     An item made in a learner's last session had no later one and is not counted."""
-    eligible = judged = recalled = 0
+    eligible = judged = recalled = reviews = reviews_recalled = 0
     by_kind: dict[str, list[int]] = {}
     for answer in answers:
         sessions = [p["session_id"] for p in answer.get("progress") or ()]
@@ -62,6 +62,8 @@ def recall_figures(answers: list[dict[str, Any]]) -> dict[str, Any]:
                 continue
             later = [h for h in history[1:] if h.get("recalled") is not None]
             got = any(h["recalled"] for h in later)
+            reviews += len(later)
+            reviews_recalled += sum(1 for h in later if h["recalled"])
             eligible += 1
             judged += bool(later)
             recalled += got
@@ -70,6 +72,8 @@ def recall_figures(answers: list[dict[str, Any]]) -> dict[str, Any]:
             tally[1] += got
     return {"items_with_a_later_session": eligible, "judged_later": judged, "recalled_later": recalled,
             "recall_rate": _share(recalled, eligible),
+            "later_reviews": reviews, "later_reviews_recalled": reviews_recalled,
+            "review_recall_rate": _share(reviews_recalled, reviews),
             "by_kind": {kind: {"items": n, "recalled": r} for kind, (n, r) in sorted(by_kind.items())}}
 
 

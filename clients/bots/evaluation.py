@@ -113,7 +113,13 @@ class Session:
                         situation, price = "accept", quote
                     else:
                         offer = learner.offer(first_quote, offers, quote)
-                revealed = await self.hints() if learner.wants_hint() else None
+                chat = learner.small_talk() if 0 < n and situation != "accept" else None
+                if chat is not None and not self.invite:
+                    reply = await self.say(chat, spoken=False)
+                    stage, quote = reply["negotiation_state"], reply.get("counter_price", quote)
+                    if reply.get("is_terminal") or self.ended is not None:
+                        break
+                revealed = await self.hints() if learner.wants_hint(situation) else None
                 line = learner.line(situation, item, offer=offer, price=price, invited=self.invite,
                                     revealed=revealed)
                 self.log.recalled_lines += line.recalled
@@ -314,7 +320,10 @@ def server(invite: bool, log: Path) -> Any:
     env = {**os.environ, "ADMIN_KEY": ADMIN_KEY, "BRAIN": "rules", "MIRROR": "none", "USE_MOCKS": "false",
            "STT": "pocketsphinx", "TTS": "none", "SILENCE_TIMEOUT_MS": "0", "SESSION_CREATE_PER_SECOND": "1000",
            "RATE_LIMIT_PER_SECOND": "1000", "RATE_LIMIT_BURST": "2000", "LOG_LEVEL": "WARNING",
-           "REVIEWS_INVITE": "true" if invite else "false", "SAMVAD_SECRET": "eval-" + "s" * 40}
+           "REVIEWS_INVITE": "true" if invite else "false", "SAMVAD_SECRET": "eval-" + "s" * 40,
+           # A cohort's sessions come minutes apart; a learner's would be days apart: what falls due
+           # within a week counts as due (docs/learning.md, The evaluation).
+           "REVIEWS_DUE_AHEAD_SECONDS": str(7 * 86_400)}
     log.parent.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve", "--port", str(port)], env=env,
                             stdout=subprocess.DEVNULL, stderr=log.open("w"))

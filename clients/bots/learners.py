@@ -53,6 +53,10 @@ SHAPES: dict[Level, Shape] = {
     Level.ADVANCED: Shape(165, 200, 0.15, 0.4, 0.7, 0.2, 0.03, 0.6, 0.25, 0.5, 0.05, 10),
 }
 GROWTH_WPM = 6.0  # a session's practice
+CHAT_P = 0.5  # a line of small talk instead of the next move ("Your shop is lovely"), at most `CHATS` a session
+CHATS = 2
+SMALL_TALK = ("Your shop is lovely, {address}.", "How is business today, {address}?",
+              "It is very hot today, {address}.", "Everything looks so fresh, {address}.")
 PAUSE_SHRINK = 0.85
 INVITED_P = 0.9  # says a remembered line when the vendor invites it
 
@@ -85,6 +89,7 @@ class SimulatedLearner:
     seed: int
     memory: dict[str, str] = field(default_factory=dict)  # situation -> a line a hint revealed
     sessions: int = 0
+    chats: int = 0  # small talk this session
     _rng: random.Random = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -101,6 +106,7 @@ class SimulatedLearner:
         if self.sessions:
             self.memory = {k: v for k, v in self.memory.items() if self._rng.random() >= self.shape.forget_p}
         self.sessions += 1
+        self.chats = 0
         in_scene = [i for i in self.pack.items if i.in_scene] or list(self.pack.items)
         return self._rng.choice(in_scene)
 
@@ -112,8 +118,19 @@ class SimulatedLearner:
     def pause_ms(self) -> int:
         return round(self.shape.pause_ms * PAUSE_SHRINK ** (self.sessions - 1))
 
-    def wants_hint(self) -> bool:
-        return self._rng.random() < self.shape.hint_p
+    def small_talk(self) -> Line | None:
+        """Now and then a line that moves nothing (a learner being friendly): what a vendor who
+        brings review items back answers with an opening for one (docs/learning.md)."""
+        if self.chats >= CHATS or self._rng.random() >= CHAT_P:
+            return None
+        self.chats += 1
+        address = self.pack.rules.respectful_address[0] if self.pack.rules.respectful_address else "sir"
+        return Line(self._rng.choice(SMALL_TALK).format(address=address), 0.95, "chat")
+
+    def wants_hint(self, situation: str) -> bool:
+        """Whether it asks for help before its line: not when it remembers a line for the moment (it
+        has something to say, even if it does not think to say it)."""
+        return situation not in self.memory and self._rng.random() < self.shape.hint_p
 
     def heard_hint(self, situation: str, text: str) -> bool:
         """A revealed line: it may stick; returns whether the learner will say it now."""

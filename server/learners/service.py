@@ -100,9 +100,10 @@ def _slip_turn(negotiation: Negotiation, slip: Slip) -> int:
 
 class Learners:
     def __init__(self, store: LearnerStore, registry: SessionRegistry, mirror: MirrorBackend, *,
-                 timeout_s: float = 2.0, invite: bool = True) -> None:
+                 timeout_s: float = 2.0, invite: bool = True, due_ahead_s: float = 0.0) -> None:
         self.store = store
         self.invite = invite  # REVIEWS_INVITE: the vendor brings due review items back
+        self.due_ahead_s = due_ahead_s  # REVIEWS_DUE_AHEAD_SECONDS
         self.registry = registry
         self.mirror = mirror
         self.timeout_s = timeout_s
@@ -196,7 +197,7 @@ class Learners:
             log.warning("review items unavailable: the session starts without them",
                         extra={"error": str(exc)[:200]})
             return ()
-        return tuple(item.target() for item in due(items, scenario, self.registry.clock()))
+        return tuple(item.target() for item in due(items, scenario, self.registry.clock() + self.due_ahead_s))
 
     @staticmethod
     def default_level(profile: LearnerProfile | None) -> Level:
