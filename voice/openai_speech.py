@@ -19,6 +19,7 @@ import openai
 
 from brain.transport import DEFAULT_BACKOFF, sdk_client
 from voice.audio import wav_bytes
+from voice.confidence import whisper_confidence
 from voice.errors import SpeechServiceError
 from voice.stt import SceneContext, Transcription
 
@@ -95,11 +96,10 @@ class OpenAISpeech:
                 file=("speech.wav", wav, "audio/wav"), model=self.stt_model,
                 response_format="verbose_json", language=lang if lang else openai.omit)
             segments = getattr(result, "segments", None) or []
-            confidence: float | None = None
-            if segments:
-                # Whisper's own numbers: the mean token probability, less the chance of no speech.
-                probs = [math.exp(min(0.0, s.avg_logprob)) * (1.0 - s.no_speech_prob) for s in segments]
-                confidence = round(sum(probs) / len(probs), 3)
+            # Whisper's own numbers, mapped as voice/confidence.py says (not measurable here).
+            confidence = whisper_confidence([(float(s.avg_logprob), float(s.no_speech_prob),
+                                              float(getattr(s, "compression_ratio", None) or 0.0))
+                                             for s in segments])
             return Transcription(result.text.strip(), confidence, "openai")
 
         try:

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import anyio
 
+from voice.confidence import GENERAL_CALIBRATION, Calibration, Evidence
 from voice.errors import SpeechServiceError
 
 _FILLERS = ("<s>", "</s>", "<sil>", "[NOISE]", "<unk>")
@@ -60,21 +61,28 @@ class PocketsphinxStt:
     """CMU pocketsphinx with the US-English model shipped inside its wheel: no key, no download.
 
     It only knows English, so Hindi words come out as their nearest English sounds, and its word
-    posteriors run low; the confidence is their mean, so the clarify threshold applies to it as to
-    any recogniser (docs/voice.md says how it fares). One decoder, used by one thread at a time.
+    posteriors run low; its confidence is their mean and least, calibrated on the labelled speech
+    set like the scene model's (`GENERAL_CALIBRATION`, voice/confidence.py), so the clarify
+    threshold means the same with it. One decoder, used by one thread at a time.
     """
 
     name = "pocketsphinx"
 
-    def __init__(self) -> None:
+    def __init__(self, calibration: Calibration = GENERAL_CALIBRATION) -> None:
         from pocketsphinx import Decoder
 
         self._decoder: Any = Decoder(samprate=16000, loglevel="FATAL")
         self._lock = threading.Lock()
         self._limiter = anyio.CapacityLimiter(1)
+        self.calibration = calibration
 
     def decode(self, pcm: bytes) -> Transcription:
         """One utterance, in the calling thread (`transcribe` runs it in a worker)."""
+        return self.decode_evidence(pcm)[0]
+
+    def decode_evidence(self, pcm: bytes) -> tuple[Transcription, Evidence]:
+        """The transcript and the evidence its confidence comes from (the benchmark's entry). There
+        is one pass, so the agreement is 1."""
         with self._lock:
             decoder = self._decoder
             decoder.start_utt()
@@ -83,11 +91,10 @@ class PocketsphinxStt:
             hyp = decoder.hyp()
             words = [(seg.word, seg.prob) for seg in decoder.seg()] if hyp is not None else []
         kept = [(w.split("(")[0], p) for w, p in words if w not in _FILLERS and not w.startswith("+")]
+        probs = [min(1.0, max(0.0, p)) if math.isfinite(p) else 0.0 for _, p in kept]
+        evidence = Evidence(sum(probs) / len(probs) if probs else 0.0, min(probs, default=0.0), 1.0, len(kept))
         text = " ".join(w for w, _ in kept)
-        if not kept:
-            return Transcription("", 0.0, self.name)
-        conf = sum(p for _, p in kept) / len(kept)
-        return Transcription(text, round(min(1.0, max(0.0, conf)), 3) if math.isfinite(conf) else 0.0, self.name)
+        return Transcription(text, self.calibration.confidence(evidence), self.name), evidence
 
     async def transcribe(self, pcm: bytes, language: str | None,
                          scene: SceneContext | None = None) -> Transcription:
