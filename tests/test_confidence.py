@@ -73,4 +73,4 @@ def test_whisper_confidence_is_a_probability(segments: list[tuple[float, float, 
     confidence = whisper_confidence(segments)
     assert confidence is not None and 0.0 <= confidence <= 1.0
     if any(c > 2.4 for _, _, c in segments):  # a failed segment weighs the mean down
-        assert confidence <= (WHISPER_FAILED_CAP + len(segments) - 1) / len(segments) + 1e-9
+        assert confidence <= (WHISPER_FAILED_CAP + len(segments) - 1) / len(segments) + 0.0005  # rounded
