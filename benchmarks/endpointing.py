@@ -172,7 +172,7 @@ def stt_turns(cases: list[Case], words: dict[str, TurnWords], noise: str) -> dic
                     if isinstance(event, UtteranceEnded):
                         key = (case.id, event.at_ms)
                         if key not in heard:
-                            context = SceneContext(case.pack, case.language)
+                            context = SceneContext(case.pack, case.language, paused=True)
                             heard[key] = stt.decode(pcm[: int(event.at_ms) * 32], context)[0].text
                         policy.partial(heard[key])
                     elif isinstance(event, TurnEnded):

@@ -102,6 +102,21 @@ def test_the_moment_weighs_the_item_in_hand_and_the_quotes_neighbourhood() -> No
         assert {w for i in scenario.items for w in words_of(i.local)} <= words
 
 
+def test_the_pause_model_has_the_packs_fillers_where_a_learner_says_them() -> None:
+    """Issue #34: the model of a pause inside a turn stops on every filler of the pack, and on a word
+    no sentence ends on; the scene model of final transcripts has none of it."""
+    pack = load_scenario("jaipur-bazaar")
+    plain = {tuple(w) for w, _ in scene_sentences(pack)}
+    paused = scene_sentences(pack, hesitations=True)
+    fillers = {tuple(words_of(f)) for found in pack.fillers.values() for f in found}
+    ends = {tuple(w[-len(f):]) for w, _ in paused for f in fillers if len(w) > len(f)}
+    assert fillers <= ends  # each filler ends some sentence's prefix
+    assert ("i", "will", "give") in {tuple(w) for w, _ in paused} and ("i", "will", "give") not in plain
+    assert not any(w[-1] in {"umm", "matlab"} for w in plain)
+    backchannels = {tuple(words_of(b)) for found in pack.backchannels.values() for b in found}
+    assert backchannels <= {tuple(w) for w, _ in paused}  # said alone
+
+
 def test_the_committed_labels_are_what_the_generator_makes() -> None:
     committed = json.loads(LABELS.read_text("utf-8"))
     assert committed == [asdict(line) for line in labels()], "run python -m tests.speech_set"
@@ -206,6 +221,16 @@ class _General:
 
     def decode(self, pcm: bytes, _context: SceneContext) -> tuple[object, object]:
         return self.stt.decode_evidence(pcm)
+
+
+def test_a_thinking_learners_partial_text_ends_on_the_filler(scene: object) -> None:
+    """At a pause inside a turn (`paused`) the recogniser hears the filler the learner stopped on, so
+    the end-of-turn policy waits (tests/test_turn_end.py holds the policy)."""
+    from voice.turn_words import TurnWords
+
+    heard, _ = scene.decode(spoken("I will give you umm", "en-us"),  # type: ignore[attr-defined]
+                            SceneContext("jaipur-bazaar", "en-IN", paused=True))
+    assert TurnWords.of(load_scenario("jaipur-bazaar")).ends_on_filler(tuple(heard.text.split())), heard
 
 
 @pytest.mark.slow

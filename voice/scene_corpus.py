@@ -30,12 +30,14 @@ W_CUE = 1.0
 W_VENDOR = 0.3
 W_FILLER = 1.0
 W_PRICE = 0.5  # per price phrase; there are many
-# Fillers and backchannels (issue #34), as a share of each sentence's weight: a learner stops on a
-# filler while thinking ("i will give umm"), starts with one ("umm how much"), fills a pause inside
-# a sentence, or says one alone. The partial text at a thinking pause must end on the filler for
-# the end-of-turn policy (voice/turn_end.py) to wait.
-W_PAUSED = 1.0  # the sentence's prefixes followed by a filler, the sentence with a filler inside
-W_LEADING = 0.1  # a filler or backchannel, then the sentence
+# Fillers and backchannels (issue #34), in the pause model only (the model of a decode at a pause
+# inside a turn, `scene_sentences(hesitations=True)`): a learner stops on a filler while thinking
+# ("i will give umm"), or stops where no sentence ends ("i will give"), starts with one ("umm how
+# much"), or says one alone. The partial text at a thinking pause must end on the filler for the
+# end-of-turn policy (voice/turn_end.py) to wait. Final transcripts do not use them: in the scene
+# model they cost 1.5-2 points of English word error rate on the labelled set (docs/voice.md).
+W_PAUSED = 1.0  # a sentence's prefixes with a filler (shared), or stopping where no sentence ends
+W_LEADING = 0.05  # a filler or backchannel, then the sentence
 W_ALONE = 1.0  # per filler or backchannel said alone
 MOMENT = 4.0  # how much more the item in hand and the quote's neighbourhood weigh
 # How an offer is said in English: the issue's "<number> rupees", "I will give you <n>", "<n> final",
@@ -118,8 +120,11 @@ def _item_sentences(scenario: Scenario, item: Item, local: bool) -> Iterator[tup
             yield frame.format(n=spoken_number(n), cur=currency, items=values["items"]), W_PRICE / 4
 
 
-def scene_sentences(scenario: Scenario, context: SceneContext | None = None) -> list[tuple[list[str], float]]:
-    """The weighted word sequences of a scene's language model, the moment's weighed up."""
+def scene_sentences(scenario: Scenario, context: SceneContext | None = None, *,
+                    hesitations: bool = False) -> list[tuple[list[str], float]]:
+    """The weighted word sequences of a scene's language model, the moment's weighed up; with
+    `hesitations`, also the pack's fillers and backchannels where a learner says them (the model
+    of a pause inside a turn: `_hesitations`)."""
     local = context is not None and context_key(context)[1]
     held = scenario.item(context.item) if context is not None else None
     out: list[tuple[str, float]] = []
@@ -139,7 +144,8 @@ def scene_sentences(scenario: Scenario, context: SceneContext | None = None) -> 
             out += [(_fill(line, _item_values(scenario, default, default.tourist_quote[0], default.fair[0])),
                      W_VENDOR) for line in pool]
     out += [(line, W_FILLER) for line in _filler()]
-    out += _hesitations(scenario, out)
+    if hesitations:
+        out += _hesitations(scenario, out)
     out += _offers(scenario, scenario.items, W_PRICE)
     if held is not None:
         out += [(text, w * MOMENT) for text, w in _item_sentences(scenario, held, local)]
@@ -163,12 +169,12 @@ def _turn_words(table: dict[LanguageCode, tuple[str, ...]]) -> list[str]:
 
 def _hesitations(scenario: Scenario, said: list[tuple[str, float]]) -> list[tuple[str, float]]:
     """Where a learner says the pack's fillers and backchannels (issue #34), over its own sentences
-    (`said`, before the offers): each prefix followed by a filler (the partial text of a thinking
-    pause), each prefix that ends where no sentence ends ("i will give", the partial text of a pause
-    mid-sentence), the sentence with that filler inside, a filler or backchannel then the sentence, and
-    each alone (with an offer's opening frames and after a price's last word, once per pack).
-    One filler per place, taken in turn from the pack's list (the commonest more often), so the
-    model grows by a few thousand sentences, not by the fillers' count times every place."""
+    (`said`, before the offers) and a few offers: each prefix followed by a filler (the partial
+    text of a thinking pause), each prefix that stops where no sentence ends ("i will give", the
+    partial text of a pause mid-sentence), a filler or backchannel then the sentence, and each
+    alone (and after an offer's opening frames and a price's last word, once per pack). One filler
+    per place, taken in turn from the pack's list (the commonest more often), so the model grows by
+    a few thousand sentences, not by the fillers' count times every place."""
     fillers, backchannels = _turn_words(scenario.fillers), _turn_words(scenario.backchannels)
     if not fillers:
         return []
@@ -182,10 +188,10 @@ def _hesitations(scenario: Scenario, said: list[tuple[str, float]]) -> list[tupl
             sentences[ws] = sentences.get(ws, 0.0) + weight
     places = 0
     for n, (ws, weight) in enumerate(sorted(sentences.items())):
-        share = weight * W_PAUSED / (len(ws) - 1) / 2
+        share = weight * W_PAUSED / (len(ws) - 1)
         for k in range(1, len(ws)):
             filler = turn[(places := places + 1) % len(turn)]
-            out += [(" ".join((*ws[:k], filler)), share), (" ".join((*ws[:k], filler, *ws[k:])), share)]
+            out.append((" ".join((*ws[:k], filler)), share))
             if ws[k - 1] in CONTINUATIONS:  # a pause where no sentence ends: "i will give ..."
                 out.append((" ".join(ws[:k]), weight * W_PAUSED))
         out.append((" ".join((leading[n % len(leading)], *ws)), weight * W_LEADING))

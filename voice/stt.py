@@ -30,13 +30,15 @@ class Transcription:
 @dataclass(frozen=True, slots=True)
 class SceneContext:
     """What a recogniser may know of the moment, read off the session by its caller: the pack, the
-    learner's language, the item in hand and the vendor's standing quote for it. A backend that
-    cannot use it ignores it (voice/scene_stt.py biases its model to it)."""
+    learner's language, the item in hand and the vendor's standing quote for it, and whether the
+    audio stops at a pause inside the turn (`paused`). A backend that cannot use it ignores it
+    (voice/scene_stt.py biases its model to it, and hears fillers at a pause)."""
 
     scenario: str
     language: str | None = None
     item: str | None = None
     quote: int | None = None
+    paused: bool = False  # a decode at a pause inside a turn (a partial): the learner may be thinking
 
 
 class SpeechToText(Protocol):
