@@ -35,8 +35,8 @@ from voice.scene_corpus import words as words_of
 from voice.stt import SceneContext
 
 WORDS = st.sampled_from(["a", "b", "c", "d", "e"])
-SCENE_EVERY, GENERAL_EVERY = 7, 19  # clean English clips: 28 through the scene model, 10 through the general one
-SCENE_FALSE_REPEAT = 0.35  # measured on all 190 clean clips: see docs/voice.md
+SCENE_EVERY, GENERAL_EVERY = 10, 19  # clean English clips: 19 through the scene model, 10 through the general one
+SCENE_FALSE_REPEAT = 0.25  # on all 190 clean clips: 23 % (docs/voice.md); on this sample 2 of 15
 
 
 # ---------------------------------------------------------------------------- pure parts
@@ -233,14 +233,27 @@ def test_a_thinking_learners_partial_text_ends_on_the_filler(scene: object) -> N
     assert TurnWords.of(load_scenario("jaipur-bazaar")).ends_on_filler(tuple(heard.text.split())), heard
 
 
+@pytest.fixture(scope="module")
+def clear(scene: object) -> dict[str, float | int | None]:
+    """The scene model's figures on the clear sample, decoded once for the tests that read them."""
+    return tally(scene, clear_sample(SCENE_EVERY)).figures()
+
+
 @pytest.mark.slow
-def test_clear_speech_through_the_scene_model_is_seldom_asked_again(scene: object) -> None:
+def test_clear_speech_through_the_scene_model_is_seldom_asked_again(clear: dict[str, float | int | None]) -> None:
     """What passes the threshold is right (the meaning every backend's calibration shares), and a
     line heard right is seldom asked again."""
-    figures = tally(scene, clear_sample(SCENE_EVERY)).figures()
+    figures = clear
     wrong, repeat = figures["wrong_among_accepted"], figures["false_repeat"]
     assert wrong is not None and wrong <= WRONG_AMONG_ACCEPTED, figures
     assert repeat is not None and repeat <= SCENE_FALSE_REPEAT, figures
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="issue #34's 10 % is not met with issue #41's 3 % margin (docs/voice.md)")
+def test_clear_speech_meets_the_issues_false_repeat_target(clear: dict[str, float | int | None]) -> None:
+    repeat = clear["false_repeat"]
+    assert repeat is not None and repeat <= 0.10
 
 
 @pytest.mark.slow
