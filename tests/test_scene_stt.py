@@ -36,7 +36,7 @@ from voice.stt import SceneContext
 
 WORDS = st.sampled_from(["a", "b", "c", "d", "e"])
 SCENE_EVERY, GENERAL_EVERY = 10, 19  # clean English clips: 19 through the scene model, 10 through the general one
-SCENE_FALSE_REPEAT = 0.3  # on all 190 clean clips: 24.5 % (docs/voice.md); on this sample 2 of 15
+SCENE_FALSE_REPEAT = 0.3  # on all 190 clean clips: 24.5 % (docs/voice.md); on this sample 3 of 15
 
 
 # ---------------------------------------------------------------------------- pure parts
