@@ -36,7 +36,7 @@ W_PRICE = 0.5  # per price phrase; there are many
 # much"), or says one alone. The partial text at a thinking pause must end on the filler for the
 # end-of-turn policy (voice/turn_end.py) to wait. Final transcripts do not use them: in the scene
 # model they cost 1.5-2 points of English word error rate on the labelled set (docs/voice.md).
-W_PAUSED = 1.0  # a sentence's prefixes with a filler (shared), or stopping where no sentence ends
+W_PAUSED = 3.0  # a sentence's prefixes with a filler (shared), or stopping where no sentence ends
 W_LEADING = 0.05  # a filler or backchannel, then the sentence
 W_ALONE = 1.0  # per filler or backchannel said alone
 MOMENT = 4.0  # how much more the item in hand and the quote's neighbourhood weigh
