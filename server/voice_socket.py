@@ -433,7 +433,7 @@ class ConnectionVoice:
         try:
             code = language.value if language else None
             heard = ready or await stt.transcribe(pcm, code, SceneContext(hearing.scenario, code, hearing.item,
-                                                                          hearing.quote))
+                                                                          hearing.quote, paused=partial))
         except SpeechServiceError as exc:
             log.warning("speech recognition failed; asking the learner again: %s", exc,
                         extra={"session_id": self.conn.session_id})

@@ -265,6 +265,8 @@ class Tally:
                 "right": _share(self.right, self.n), "accepted": self.accepted,
                 "wrong_above_threshold": _share(self.accepted_wrong, self.n),
                 "wrong_among_accepted": _share(self.accepted_wrong, self.accepted),
+                # "please repeat" to a line heard right: right transcripts under the threshold
+                "false_repeat": _share(self.right - (self.accepted - self.accepted_wrong), self.right),
                 "cpu_ms_per_s": round(1000 * self.cpu / self.seconds, 1) if self.seconds else None}
 
 

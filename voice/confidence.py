@@ -1,6 +1,13 @@
 """A recogniser's confidence that means something: features of one decode, combined and calibrated
 on the labelled speech set (tests/speech_set.py) so that `CONFIDENCE_CLARIFY_THRESHOLD` (0.7)
-separates right transcripts from wrong ones. Pure.
+separates right transcripts from wrong ones, and means the same with every backend (issue #34):
+at or above it, at most `WRONG_AMONG_ACCEPTED` of the transcripts are wrong, and at most
+`WRONG_ACCEPTED` of all of them are wrong and taken. Pure.
+
+Per backend: the scene model (`CALIBRATION`, voice/scene_stt.py) and the general model
+(`GENERAL_CALIBRATION`, `STT_SCENE=false`) are fitted on the set; the OpenAI-compatible service
+cannot be measured here, and its map (`whisper_confidence`) rests on Whisper's own published
+thresholds (docs/voice.md). Vosk's is its word confidences' mean, not calibrated.
 
 Features (`Evidence`): the mean and the least word posterior of the constrained (scene) pass, and
 the agreement between that pass and a free pass over the same words without their order (one
@@ -22,6 +29,9 @@ THRESHOLD = 0.7  # the default CONFIDENCE_CLARIFY_THRESHOLD the calibration aims
 # At most this share of all transcripts may be wrong and still at or above THRESHOLD (issue #41's
 # acceptance is 5 %; the margin is for transcripts the fit has not seen).
 WRONG_ACCEPTED = 0.03
+# And of the transcripts at or above THRESHOLD, at most this share may be wrong: what the threshold
+# means with every backend (a backend that is mostly wrong takes almost nothing as a turn).
+WRONG_AMONG_ACCEPTED = 0.10
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +60,8 @@ class Calibration:
     def confidence(self, evidence: Evidence) -> float:
         if evidence.words == 0:
             return 0.0
+        if self.knot >= 1.0:  # nothing this backend hears is sure enough to be a turn
+            return min(round(THRESHOLD * self.raw(evidence), 3), THRESHOLD - 0.001)
         return round(remap(self.raw(evidence), self.knot), 3)
 
 
@@ -65,6 +77,12 @@ def remap(p: float, knot: float) -> float:
 # (2026-11-26, after the offer frames, the flat pass and espeak-ng's second pronunciations): the
 # bias, then mean posterior, least posterior, agreement, length.
 CALIBRATION = Calibration(weights=(-1.389, 1.867, 1.874, 0.289, 0.015), knot=0.8293)
+# pocketsphinx's general US-English model (`STT_SCENE=false`; one pass, so its agreement is always
+# 1 and its weight is the bias's), fitted the same way with `python -m benchmarks.scene_stt --no-scene
+# --general-every 2 --fit` (2026-11-26) on every 2nd clip's 285 English clips: 11 of them right
+# (word error rate 72 %), and its posteriors do not tell them apart (the highest raw scores are
+# wrong), so no score has at most 10 % wrong above it: the knot is 1.0 and nothing it hears passes.
+GENERAL_CALIBRATION = Calibration(weights=(-3.19, 0.472, 0.066, -0.006, -0.225), knot=1.0)
 
 
 def agreement(a: Sequence[str], b: Sequence[str]) -> float:
@@ -106,17 +124,22 @@ def fit(samples: Sequence[tuple[Evidence, bool]], *, steps: int = 3000, rate: fl
 
 
 def knot_for(model: Calibration, samples: Sequence[tuple[Evidence, bool]],
-             wrong_accepted: float = WRONG_ACCEPTED) -> float:
-    """The least raw score at which at most `wrong_accepted` of all samples are wrong and at or above it."""
+             wrong_accepted: float = WRONG_ACCEPTED, wrong_among: float = WRONG_AMONG_ACCEPTED) -> float:
+    """The least raw score at which, of the samples at or above it, at most `wrong_among` are wrong,
+    and at most `wrong_accepted` of all samples are wrong and at or above it; 1.0 (nothing is
+    taken) when there is none."""
     scored = sorted(((model.raw(e), ok) for e, ok in samples if e.words), key=lambda s: -s[0])
-    wrong = 0
+    wrong = taken = 0
     knot = 1.0
-    for p, ok in scored:  # an empty transcript is never accepted, but counts among all
+    for n, (p, ok) in enumerate(scored):  # an empty transcript is never accepted, but counts among all
         wrong += not ok
+        taken += 1
         if wrong > wrong_accepted * len(samples):
             break
-        knot = p
-    return round(min(knot, 0.999), 4)
+        tied = n + 1 < len(scored) and scored[n + 1][0] == p  # a score is taken with all its equals
+        if not tied and wrong <= wrong_among * taken:
+            knot = p
+    return 1.0 if knot >= 1.0 else round(knot, 4)
 
 
 def curve(points: Sequence[tuple[float, bool]], bins: int = 10) -> list[dict[str, float]]:
@@ -128,3 +151,36 @@ def curve(points: Sequence[tuple[float, bool]], bins: int = 10) -> list[dict[str
         out.append({"from": lo, "to": hi, "n": len(inside),
                     "right": round(sum(inside) / len(inside), 3) if inside else float("nan")})
     return out
+
+
+# The OpenAI-compatible service (Whisper's `verbose_json` segments), which cannot be measured here.
+# Whisper's own decoder (openai/whisper, `transcribe`) retries a segment whose mean token log
+# probability is under -1.0 (`logprob_threshold`), calls one silent when its no-speech probability
+# is over 0.6 (`no_speech_threshold`) and the log probability is that low too, and retries one whose
+# text compresses more than 2.4 times (`compression_ratio_threshold`: a repetition loop).
+# The map keeps the mean token probability, exp(avg_logprob), less the chance of no speech, as the
+# confidence: 0.7 then needs avg_logprob of about -0.36, well inside what Whisper keeps, so the
+# service's doubt is asked again sooner than Whisper itself would retry; a segment Whisper would
+# call failed (a repetition loop, or silent by its test) is put under the threshold.
+WHISPER_LOGPROB_FAILED = -1.0
+WHISPER_NO_SPEECH = 0.6
+WHISPER_COMPRESSION_FAILED = 2.4
+WHISPER_FAILED_CAP = 0.35  # a failed segment's confidence at most (half the threshold)
+
+
+def whisper_confidence(segments: Sequence[tuple[float, float, float]]) -> float | None:
+    """The confidence of a Whisper transcript from its segments' (avg_logprob, no_speech_prob,
+    compression_ratio): their mean of exp(avg_logprob) * (1 - no_speech_prob), each failed one
+    (by Whisper's own tests) capped at `WHISPER_FAILED_CAP`. None without segments."""
+    if not segments:
+        return None
+    scores = []
+    for logprob, no_speech, compression in segments:
+        logprob = logprob if math.isfinite(logprob) else -30.0
+        no_speech = min(1.0, max(0.0, no_speech)) if math.isfinite(no_speech) else 1.0
+        score = math.exp(min(0.0, logprob)) * (1.0 - no_speech)
+        silent = no_speech > WHISPER_NO_SPEECH and logprob < WHISPER_LOGPROB_FAILED
+        if silent or compression > WHISPER_COMPRESSION_FAILED:
+            score = min(score, WHISPER_FAILED_CAP)
+        scores.append(score)
+    return round(sum(scores) / len(scores), 3)

@@ -19,6 +19,7 @@ import openai
 
 from brain.transport import DEFAULT_BACKOFF, sdk_client
 from voice.audio import wav_bytes
+from voice.confidence import whisper_confidence
 from voice.errors import SpeechServiceError
 from voice.stt import SceneContext, Transcription, WordTime
 
@@ -96,11 +97,10 @@ class OpenAISpeech:
                 response_format="verbose_json", timestamp_granularities=["word", "segment"],
                 language=lang if lang else openai.omit)
             segments = getattr(result, "segments", None) or []
-            confidence: float | None = None
-            if segments:
-                # Whisper's own numbers: the mean token probability, less the chance of no speech.
-                probs = [math.exp(min(0.0, s.avg_logprob)) * (1.0 - s.no_speech_prob) for s in segments]
-                confidence = round(sum(probs) / len(probs), 3)
+            # Whisper's own numbers, mapped as voice/confidence.py says (not measurable here).
+            confidence = whisper_confidence([(float(s.avg_logprob), float(s.no_speech_prob),
+                                              float(getattr(s, "compression_ratio", None) or 0.0))
+                                             for s in segments])
             timed = tuple(WordTime(w.word, round(w.start * 1000), round(w.end * 1000))
                           for w in result.words or ())
             return Transcription(result.text.strip(), confidence, "openai", timed)

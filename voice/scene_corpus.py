@@ -18,6 +18,7 @@ from schemas.enums import LanguageCode
 from schemas.scenario import Item, Scenario
 from voice.numerals import price_steps, spoken_number
 from voice.stt import SceneContext
+from voice.turn_words import CONTINUATIONS
 
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)*")
 _FIELD = re.compile(r"\{(\w+)\}")
@@ -29,6 +30,15 @@ W_CUE = 1.0
 W_VENDOR = 0.3
 W_FILLER = 1.0
 W_PRICE = 0.5  # per price phrase; there are many
+# Fillers and backchannels (issue #34), in the pause model only (the model of a decode at a pause
+# inside a turn, `scene_sentences(hesitations=True)`): a learner stops on a filler while thinking
+# ("i will give umm"), or stops where no sentence ends ("i will give"), starts with one ("umm how
+# much"), or says one alone. The partial text at a thinking pause must end on the filler for the
+# end-of-turn policy (voice/turn_end.py) to wait. Final transcripts do not use them: in the scene
+# model they cost 1.5-2 points of English word error rate on the labelled set (docs/voice.md).
+W_PAUSED = 3.0  # a sentence's prefixes with a filler (shared), or stopping where no sentence ends
+W_LEADING = 0.05  # a filler or backchannel, then the sentence
+W_ALONE = 1.0  # per filler or backchannel said alone
 MOMENT = 4.0  # how much more the item in hand and the quote's neighbourhood weigh
 # How an offer is said in English: the issue's "<number> rupees", "I will give you <n>", "<n> final",
 # and the other common ways of putting a price to a seller. Frames with {items} are said per item.
@@ -110,8 +120,11 @@ def _item_sentences(scenario: Scenario, item: Item, local: bool) -> Iterator[tup
             yield frame.format(n=spoken_number(n), cur=currency, items=values["items"]), W_PRICE / 4
 
 
-def scene_sentences(scenario: Scenario, context: SceneContext | None = None) -> list[tuple[list[str], float]]:
-    """The weighted word sequences of a scene's language model, the moment's weighed up."""
+def scene_sentences(scenario: Scenario, context: SceneContext | None = None, *,
+                    hesitations: bool = False) -> list[tuple[list[str], float]]:
+    """The weighted word sequences of a scene's language model, the moment's weighed up; with
+    `hesitations`, also the pack's fillers and backchannels where a learner says them (the model
+    of a pause inside a turn: `_hesitations`)."""
     local = context is not None and context_key(context)[1]
     held = scenario.item(context.item) if context is not None else None
     out: list[tuple[str, float]] = []
@@ -131,6 +144,8 @@ def scene_sentences(scenario: Scenario, context: SceneContext | None = None) -> 
             out += [(_fill(line, _item_values(scenario, default, default.tourist_quote[0], default.fair[0])),
                      W_VENDOR) for line in pool]
     out += [(line, W_FILLER) for line in _filler()]
+    if hesitations:
+        out += _hesitations(scenario, out)
     out += _offers(scenario, scenario.items, W_PRICE)
     if held is not None:
         out += [(text, w * MOMENT) for text, w in _item_sentences(scenario, held, local)]
@@ -138,6 +153,69 @@ def scene_sentences(scenario: Scenario, context: SceneContext | None = None) -> 
         near = [n for n in price_steps(int(context.quote * 0.2), int(context.quote * 1.05))]
         out += [(text, w * MOMENT) for text, w in _offers(scenario, (held or default,), W_PRICE, near)]
     return [(ws, w) for text, w in out if (ws := words(text))]
+
+
+def _turn_words(table: dict[LanguageCode, tuple[str, ...]]) -> list[str]:
+    """A pack's fillers or backchannels, every language's together (learners mix them), the ones
+    listed in more of its languages first ("umm" is in all of them)."""
+    seen: dict[str, int] = {}
+    for found in table.values():
+        for said in found:
+            text = " ".join(words(said))
+            if text:
+                seen[text] = seen.get(text, 0) + 1
+    return sorted(seen, key=lambda t: (-seen[t], t))
+
+
+def _hesitations(scenario: Scenario, said: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Where a learner says the pack's fillers and backchannels (issue #34), over its own sentences
+    (`said`, before the offers) and a few offers: each prefix followed by a filler (the partial
+    text of a thinking pause), each prefix that stops where no sentence ends ("i will give", the
+    partial text of a pause mid-sentence), a filler or backchannel then the sentence, and each
+    alone (and after an offer's opening frames and a price's last word, once per pack). One filler
+    per place, taken in turn from the pack's list (the commonest more often), so the model grows by
+    a few thousand sentences, not by the fillers' count times every place."""
+    fillers, backchannels = _turn_words(scenario.fillers), _turn_words(scenario.backchannels)
+    if not fillers:
+        return []
+    turn = [f for n, f in enumerate(fillers) for _ in range(max(1, 3 - n // 4))]  # the commonest thrice
+    out: list[tuple[str, float]] = [(f, W_ALONE) for f in fillers] + [(b, W_ALONE) for b in backchannels]
+    leading = [*turn, *backchannels]
+    sentences: dict[tuple[str, ...], float] = {}
+    for text, weight in [*said, *_offer_samples(scenario)]:
+        ws = tuple(words(text))
+        if len(ws) > 1:
+            sentences[ws] = sentences.get(ws, 0.0) + weight
+    places = 0
+    for n, (ws, weight) in enumerate(sorted(sentences.items())):
+        share = weight * W_PAUSED / (len(ws) - 1)
+        for k in range(1, len(ws)):
+            filler = turn[(places := places + 1) % len(turn)]
+            out.append((" ".join((*ws[:k], filler)), share))
+            if ws[k - 1] in CONTINUATIONS:  # a pause where no sentence ends: "i will give ..."
+                out.append((" ".join(ws[:k]), weight * W_PAUSED))
+        out.append((" ".join((leading[n % len(leading)], *ws)), weight * W_LEADING))
+    currency = scenario.currency_word
+    numbers = sorted({words(spoken_number(n))[-1] for n in (*range(1, 20), *range(20, 100, 10), 100, 1000)})
+    frames = sorted({f.split("{n}")[0].strip() for f in OFFER_FRAMES if not f.startswith("{n}")})
+    for n, filler in enumerate(turn):
+        out += [(f"{frame} {filler}", W_CUE / len(turn)) for frame in frames]
+        out += [(f"{numbers[n % len(numbers)]} {filler}", W_CUE / len(turn)),
+                (f"{numbers[n % len(numbers)]} {currency} {filler}", W_CUE / len(turn))]
+    return out
+
+
+def _offer_samples(scenario: Scenario) -> list[tuple[str, float]]:
+    """Each way of making an offer (`OFFER_FRAMES`) with a few of the items and their prices, for
+    the places a learner pauses inside one ("how about ninety rupees for the ...")."""
+    out: list[tuple[str, float]] = []
+    for i, frame in enumerate(OFFER_FRAMES):
+        for j, item in enumerate(scenario.items[:3]):
+            prices = item_prices(item)
+            n = prices[(7 * i + j) % len(prices)]
+            out.append((frame.format(n=spoken_number(n), cur=scenario.currency_word,
+                                     items=item.spoken or item.name.lower()), W_CUE))
+    return out
 
 
 def _offers(scenario: Scenario, items: tuple[Item, ...], weight: float,

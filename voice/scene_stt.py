@@ -10,6 +10,10 @@ from the pack's own words, weighted to the moment, and a calibrated confidence.
 - Dictionary. Only the scenes' words: their CMU pronunciations from the model's dictionary, and
   espeak-ng's (voice/g2p.py) for words it lacks. A small dictionary keeps a new search cheap
   (5 ms to load, against 0.5 s over the whole CMU dictionary).
+- Pauses (issue #34). A decode at a pause inside a turn (`SceneContext.paused`: the open
+  microphone's partials) uses the pack's pause model: the scene's sentences and the pack's fillers
+  and backchannels where a learner says them, so a thinking learner's text ends on "umm". Final
+  transcripts keep the scene model, which fillers would cost words (docs/voice.md).
 - Confidence. A second, free pass over the pack's words in any order; its agreement with the
   constrained pass and the constrained pass's word posteriors are combined and calibrated
   (voice/confidence.py).
@@ -40,7 +44,7 @@ from voice.numerals import spoken_number
 from voice.scene_corpus import context_key, scene_sentences, vocabulary
 from voice.stt import FRAME_MS, SceneContext, Transcription, WordTime
 
-MODEL_VERSION = "3"  # bump when the corpus or the model's making changes: cached files are keyed by it
+MODEL_VERSION = "6"  # bump when the corpus or the model's making changes: cached files are keyed by it
 # The decoder's settings: the second, flat pass over the first pass's word lattice, for the scene
 # passes only (`_load`): with the offers' frames in the model it took the English word error rate
 # on every 4th English clip of the labelled set from 18.2 % to 16.7 %, for 25 % more CPU.
@@ -66,9 +70,10 @@ def _pack_digest(name: str) -> str:
 
 
 @lru_cache(maxsize=32)
-def _pack_sentences(name: str, local: bool, digest: str) -> list[tuple[list[str], float]]:
+def _pack_sentences(name: str, local: bool, digest: str, hesitations: bool = False) -> list[tuple[list[str], float]]:
     """A pack's sentences (the same for every decoder: computed once per process and pack)."""
-    return scene_sentences(newest_known(name), SceneContext(name, "local" if local else None))
+    return scene_sentences(newest_known(name), SceneContext(name, "local" if local else None),
+                           hesitations=hesitations)
 
 
 def _model_path() -> str:
@@ -95,7 +100,7 @@ class SceneStt:
         self._limiter = anyio.CapacityLimiter(1)
         self._known: set[str] = set()
         self._moments: OrderedDict[tuple[Any, ...], str] = OrderedDict()
-        self._packs: dict[tuple[str, bool], tuple[str, str]] = {}  # (pack, local) -> (scene, free)
+        self._packs: dict[tuple[str, bool], tuple[str, str, str]] = {}  # (pack, local) -> (scene, free, pause)
         self._lexicon: dict[str, tuple[str, ...]] = {}  # every word the decoder has, with its phones
         dict_file = self.cache / f"seed-{MODEL_VERSION}.dict"
         if not dict_file.exists():
@@ -161,31 +166,38 @@ class SceneStt:
             _write(path, build_arpa(sentences))
         self._load(name, path)
 
-    def _pack(self, scenario: str, local: bool) -> tuple[str, str]:
+    def _pack(self, scenario: str, local: bool) -> tuple[str, str, str]:
+        """The pack's scene model, its free pass and its pause model (the scene with the pack's
+        fillers and backchannels where a learner says them: for decodes at a pause, issue #34)."""
         known = self._packs.get((scenario, local))
         if known is not None:
             return known
         digest = hashlib.sha256(f"{MODEL_VERSION}|{_pack_digest(scenario)}|{local}".encode()).hexdigest()[:20]
-        scene, free = f"scene-{digest}", f"free-{digest}"
+        scene, free, pause = f"scene-{digest}", f"free-{digest}", f"pause-{digest}"
         words = self.cache / f"{scene}.dict"
-        if words.exists() and (self.cache / f"{scene}.arpa").exists() and (self.cache / f"{free}.arpa").exists():
+        if words.exists() and all((self.cache / f"{name}.arpa").exists() for name in (scene, free, pause)):
             # Built before (this process or an earlier one): its words and models are read back.
             self._add(read_dictionary(words.read_text("utf-8")))
-            self._load(scene, self.cache / f"{scene}.arpa")
-            self._load(free, self.cache / f"{free}.arpa")
+            for name in (scene, free, pause):
+                self._load(name, self.cache / f"{name}.arpa")
         else:
             sentences = _pack_sentences(scenario, local, _pack_digest(scenario))
             self._model(scene, sentences, scene)
             bag = sorted(vocabulary(sentences) & self._known)
             self._model(free, [([w], 1.0) for w in bag], free)
-            _write(words, dictionary_text({k: self._lexicon[k] for w in bag for k in (w, f"{w}(2)")
+            paused = _pack_sentences(scenario, local, _pack_digest(scenario), True)
+            self._model(pause, paused, pause)
+            said = sorted(vocabulary(paused) & self._known)
+            _write(words, dictionary_text({k: self._lexicon[k] for w in said for k in (w, f"{w}(2)")
                                            if k in self._lexicon}))
-        self._packs[(scenario, local)] = (scene, free)
-        return scene, free
+        self._packs[(scenario, local)] = (scene, free, pause)
+        return scene, free, pause
 
     def _moment(self, context: SceneContext) -> tuple[str, str]:
         scenario, local, item, quote = key = context_key(context)
-        scene, free = self._pack(scenario, local)
+        scene, free, pause = self._pack(scenario, local)
+        if context.paused:  # the learner may be thinking: the pack's model with its fillers
+            return pause, free
         if not item and quote is None:
             return scene, free
         name = self._moments.get(key)
@@ -243,7 +255,7 @@ class SceneStt:
     async def transcribe(self, pcm: bytes, language: str | None,
                          scene: SceneContext | None = None) -> Transcription:
         if scene is not None and language and scene.language is None:
-            scene = SceneContext(scene.scenario, language, scene.item, scene.quote)
+            scene = SceneContext(scene.scenario, language, scene.item, scene.quote, scene.paused)
         try:
             heard, _ = await anyio.to_thread.run_sync(self.decode, pcm, scene, limiter=self._limiter)
         except (RuntimeError, OSError) as exc:
