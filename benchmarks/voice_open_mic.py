@@ -14,8 +14,8 @@ The clock starts at the line's last voiced sample (the generator knows it: the l
 its speech) and stops at
 
 - `first_audio_ms`: the first `reply.audio` with sound of the turn's reply;
-- `any_audio_ms`: the first `reply.audio` with sound of any kind (a backchannel, marked
-  `backchannel`, once the server plays them; until then the same as the first).
+- `any_audio_ms`: the first `reply.audio` with sound of any kind (a thinking sound, marked
+  `filler`, when the reply is late; otherwise the same as the first).
 
 The server's overhead is the first audio less what the path would take with a server that took
 no time: the end-of-turn wait the policy chose and the fakes' own times, on the wall clock. Where
@@ -126,9 +126,9 @@ async def one_turn(ws: Any, p: Plan) -> dict[str, Any]:
             kind = frame["type"]
             if kind == "reply.audio" and frame["data"]:
                 seen.setdefault("any_audio", time.time())
-                if not frame.get("backchannel"):
+                if not frame.get("filler"):
                     seen.setdefault("first_audio", time.time())
-            if kind == "reply.audio" and not frame.get("backchannel"):
+            if kind == "reply.audio" and not frame.get("filler"):
                 final = final or frame["final"]
             elif kind == "speech":
                 seen["speech"] = time.time()
@@ -155,7 +155,10 @@ def fake_path(base_url: str, row: dict[str, Any]) -> None:
     httpx.post(f"{root}/_fake/reset")
     chat = max(chats, key=lambda c: c["received_wall"])  # the call that answered (a cancelled one came first)
     stt = [r for r in audio if r["path"] == "transcriptions" and r["received_at"] <= chat["received_wall"]][-1]
-    tts = next(r for r in audio if r["path"] == "speech")
+    from schemas.scenario import load_scenario
+
+    thinking = {t for sounds in load_scenario("jaipur-bazaar").thinking_sounds.values() for t in sounds}
+    tts = next(r for r in audio if r["path"] == "speech" and r["input"] not in thinking)  # the reply's, not a filler
     stt_ms = stt["answered_at"] - stt["received_at"]
     chat_ms = (chat["first_sentence_wall"] or chat["finished_wall"]) - chat["received_wall"]
     tts_ms = tts["first_byte_at"] - tts["received_at"]

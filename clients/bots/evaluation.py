@@ -259,13 +259,18 @@ def _uses(said: str, revealed: str) -> bool:
 _KNOWN: dict[str, str] = {}
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?\u2026\u0964])\s+")
+
+
 def _in_knowledge(pack: str, body: str) -> bool:
-    """Whether a grounded card's words are the pack's knowledge's own (letters and digits compared)."""
+    """Whether a grounded card's words are the pack's knowledge's own: each of its sentences (a
+    card's body is some sentences of one chunk, in their order, or one cut short) is in the pack's
+    knowledge files, letters and digits compared."""
     if pack not in _KNOWN:
         texts = [p.read_text("utf-8") for p in sorted((KNOWLEDGE / pack / "knowledge").glob("*")) if p.is_file()]
         _KNOWN[pack] = " ".join(" ".join(_WORDS.findall(t.lower())) for t in texts)
-    words = " ".join(_WORDS.findall(body.lower()))
-    return bool(words) and words in _KNOWN[pack]
+    sentences = [" ".join(_WORDS.findall(part.lower())) for part in _SENTENCE_END.split(body)]
+    return any(sentences) and all(words in _KNOWN[pack] for words in sentences if words)
 
 
 def render(text: str, wpm: float, pause_ms: int) -> bytes:
