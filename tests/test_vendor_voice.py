@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 
 from schemas.frames import Reply, ReplyAudio, ReplyDelta
+from tests.voice_support import RecordingTts
 from voice.playout import LATENCY_S, Playout
 from voice.sentences import SentenceSplitter, split_sentences
 from voice.speaker import FIRST_CLAUSE_WORDS, FillerClip, Speaker
@@ -58,25 +59,13 @@ def test_pieces_are_the_texts_own_words_in_order_however_it_streams(
     assert pieces == split_sentences(text, first)
 
 
-class _Tts:
-    name = "fake"
-    sample_rate = 8000
-
-    def __init__(self) -> None:
-        self.said: list[str] = []
-
-    async def synthesize(self, text: str, language: str | None) -> Any:
-        self.said.append(text)
-        yield b"\x01\x00" * 800  # 0.1 s
-
-
 def _reply(turn: int, text: str) -> Reply:
     return Reply(session_id="s", seq=turn, turn=turn, text=text, happiness_score=50, negotiation_state="GREETING",
                  vendor_mood="neutral", counter_price=None, suggested_user_response="", is_terminal=False)
 
 
 async def test_the_speaker_speaks_the_first_clause_of_a_streamed_reply_before_its_sentence_ends() -> None:
-    tts, sent = _Tts(), list[ReplyAudio]()
+    tts, sent = RecordingTts(800), list[ReplyAudio]()
     speaker = Speaker(tts, sent.append, "s", lambda: "hi-EN")
     line = "Dekhiye bhaiya, yeh sabse acche tamatar hain, bilkul taaze. Saath rupaye kilo."
     async with anyio.create_task_group() as tg:
@@ -95,7 +84,7 @@ async def test_the_speaker_speaks_the_first_clause_of_a_streamed_reply_before_it
 
 
 async def test_a_filler_goes_only_before_the_replys_first_audio_and_once_a_turn() -> None:
-    tts, sent = _Tts(), list[ReplyAudio]()
+    tts, sent = RecordingTts(800), list[ReplyAudio]()
     clock = [100.0]
     speaker = Speaker(tts, sent.append, "s", lambda: "hi-EN")
     speaker.clock = lambda: clock[0]

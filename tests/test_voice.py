@@ -23,7 +23,7 @@ from tests.ci import need_tools
 from tests.fakes import ScriptedBrain, decision
 from tests.openai_server import Behaviour, FakeOpenAI
 from tests.servers import client, create, player, running_server, state
-from tests.voice_support import speech_settings, tone, unity_wav
+from tests.voice_support import RecordingTts, speech_settings, tone, unity_wav
 from voice.audio import decode_clip, levels, parse_wav, to_mono_16k, wav_bytes
 from voice.errors import AudioRejected
 from voice.sentences import SentenceSplitter, split_sentences
@@ -102,22 +102,10 @@ def test_sentences_come_out_as_soon_as_they_end() -> None:
     assert split_sentences("No end") == ["No end"]
 
 
-class _Tts:
-    name = "fake"
-    sample_rate = 8000
-
-    def __init__(self) -> None:
-        self.said: list[str] = []
-
-    async def synthesize(self, text: str, language: str | None) -> Any:
-        self.said.append(text)
-        yield b"\x01\x00" * 10
-
-
 async def test_the_speaker_speaks_streamed_sentences_and_drops_a_withdrawn_stream() -> None:
     import anyio
 
-    tts, sent = _Tts(), []
+    tts, sent = RecordingTts(), []
     speaker = Speaker(tts, sent.append, "s", lambda: "en-IN")
     async with anyio.create_task_group() as tg:
         tg.start_soon(speaker.run)

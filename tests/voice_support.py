@@ -30,3 +30,20 @@ def unity_wav(pcm: bytes, freq: int = 16_000, channels: int = 1) -> bytes:
 def speech_settings(fake: FakeOpenAI, **more: Any) -> dict[str, Any]:
     return {"STT": "openai", "TTS": "openai", "SPEECH_API_KEY": "sk-test", "SPEECH_BASE_URL": fake.base_url,
             "AI_TIMEOUT_MS": 3000, "SILENCE_TIMEOUT_MS": 0, **more}
+
+
+class RecordingTts:
+    """A text-to-speech backend for the speaker's own tests: it keeps what it was asked to say and
+    answers each with `samples` samples of quiet hum at 8 kHz."""
+
+    name = "fake"
+    sample_rate = 8000
+
+    def __init__(self, samples: int = 10) -> None:
+        self.said: list[str] = []
+        self.samples = samples
+
+    async def synthesize(self, text: str, language: str | None) -> Any:
+        self.said.append(text)
+        yield b"\x01\x00" * self.samples
+

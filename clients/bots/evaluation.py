@@ -48,7 +48,7 @@ import orjson
 
 from clients.bots.eval_figures import LEVELS, SessionLog, figures, table
 from clients.bots.learners import Line, SimulatedLearner, situation_for
-from clients.bots.transport import BotError, Wire, create_session, http_request, open_socket, ws_base
+from clients.bots.transport import BotError, Wire, create_session, http_request, open_socket, read_until, ws_base
 from schemas.scenario import Scenario, available_scenarios, load_scenario
 
 __all__ = ["EvalConfig", "main", "run"]
@@ -198,17 +198,7 @@ class Session:
         await self.wire.send(self.ws, frame)
 
     async def wait(self, match: Any, what: str) -> dict[str, Any]:
-        try:
-            async with asyncio.timeout(WAIT_S):
-                while True:
-                    frame = self.wire.decode(await self.ws.recv())
-                    self.seen(frame)
-                    if frame["type"] == "error":
-                        raise BotError(f"error_{frame.get('code')}", str(frame.get("message")))
-                    if match(frame):
-                        return frame
-        except TimeoutError:
-            raise BotError("timeout", f"no {what} within {WAIT_S:g} s") from None
+        return await read_until(self.ws, self.wire, match, limit_s=WAIT_S, what=what, seen=self.seen)
 
     def seen(self, frame: dict[str, Any]) -> None:
         kind = frame["type"]

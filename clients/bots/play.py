@@ -31,7 +31,6 @@ per persona.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import time
 from collections import Counter
@@ -45,7 +44,7 @@ from websockets.asyncio.client import ClientConnection
 from clients.bots.checker import SessionChecker
 from clients.bots.coach_personas import price_spans
 from clients.bots.personas import LearnerView, Move, Persona
-from clients.bots.transport import BotError, Wire, http_request
+from clients.bots.transport import BotError, Wire, http_request, read_until
 
 Match = Callable[[dict[str, Any]], bool]
 COMMAND_EVENTS = {"hint": "hint", "repeat": "repeat", "undo": "undo"}
@@ -183,19 +182,11 @@ class SessionPlay:
 
     async def wait(self, match: Match, what: str) -> dict[str, Any]:
         """Read frames (checking and counting each) until one matches; errors and timeouts raise BotError."""
-        try:
-            async with asyncio.timeout(self.reply_timeout_s):
-                while True:
-                    frame = self.wire.decode(await self.ws.recv())
-                    self.checker.feed(frame)
-                    self.seen(frame)
-                    if frame["type"] == "error":
-                        raise BotError(f"error_{frame.get('code')}", str(frame.get("message")))
-                    if match(frame):
-                        return frame
-        except TimeoutError:
-            raise BotError(f"timeout_{what.replace(' ', '_')}",
-                           f"no {what} within {self.reply_timeout_s:g} s") from None
+        def seen(frame: dict[str, Any]) -> None:
+            self.checker.feed(frame)
+            self.seen(frame)
+
+        return await read_until(self.ws, self.wire, match, limit_s=self.reply_timeout_s, what=what, seen=seen)
 
     async def ack(self, frame_id: str, what: str) -> None:
         if frame_id not in self.acked:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -110,6 +111,23 @@ class Wire:
         if not isinstance(obj, dict):
             raise BotError("bad_server_frame", repr(obj)[:100])
         return obj
+
+
+async def read_until(ws: ClientConnection, wire: Wire, match: Callable[[dict[str, Any]], bool], *,
+                     limit_s: float, what: str, seen: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """Read server frames, each shown to `seen`, until one matches; an `error` frame, or nothing
+    matching within `limit_s`, raises `BotError` (`error_<code>`, `timeout_<what>`)."""
+    try:
+        async with asyncio.timeout(limit_s):
+            while True:
+                frame = wire.decode(await ws.recv())
+                seen(frame)
+                if frame["type"] == "error":
+                    raise BotError(f"error_{frame.get('code')}", str(frame.get("message")))
+                if match(frame):
+                    return frame
+    except TimeoutError:
+        raise BotError(f"timeout_{what.replace(' ', '_')}", f"no {what} within {limit_s:g} s") from None
 
 
 async def open_socket(url: str, subprotocol: str | None, *, limit_s: float = 10.0,
