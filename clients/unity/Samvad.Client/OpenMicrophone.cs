@@ -18,19 +18,7 @@ namespace Samvad.Client
         public OpenMicrophone OpenMicrophone(string id = null, string language = null)
         {
             id = CheckId(id, "mic");
-            var frame = new JObject();
-            frame["type"] = "audio";
-            frame["id"] = id;
-            frame["event"] = "open";
-            frame["format"] = "pcm16";
-            if (language != null) frame["language"] = language;
-            int connection;
-            lock (_gate)
-            {
-                connection = _connectionNumber;
-                SendLiveLocked(frame.ToString(Formatting.None));
-            }
-            return new OpenMicrophone(this, id, connection);
+            return new OpenMicrophone(this, id, StartStream(id, "open", language));
         }
 
         internal int ConnectionNumber { get { lock (_gate) return _connectionNumber; } }
@@ -105,10 +93,7 @@ namespace Samvad.Client
         void Flush()
         {
             if (_pending.Length == 0) return;
-            var frame = new JObject();
-            frame["type"] = "audio";
-            frame["id"] = Id;
-            frame["event"] = "chunk";
+            var frame = SamvadClient.AudioFrame(Id, "chunk");
             frame["data"] = Convert.ToBase64String(_pending.GetBuffer(), 0, (int)_pending.Length);
             _pending.SetLength(0);
             if (_client.SendOpenMicFrame(this, frame.ToString(Formatting.None))) ChunksSent++;
@@ -122,11 +107,7 @@ namespace Samvad.Client
             if (_closed) return;
             Flush();
             _closed = true;
-            var frame = new JObject();
-            frame["type"] = "audio";
-            frame["id"] = Id;
-            frame["event"] = "close";
-            _client.SendOpenMicFrame(this, frame.ToString(Formatting.None));
+            _client.SendOpenMicFrame(this, SamvadClient.AudioFrame(Id, "close").ToString(Formatting.None));
         }
 
         /// <summary>Close and stop raising events.</summary>

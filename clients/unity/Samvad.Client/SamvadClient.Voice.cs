@@ -19,19 +19,7 @@ namespace Samvad.Client
         public MicrophoneStream BeginUtterance(string id = null, string language = null)
         {
             id = CheckId(id, "u");
-            var frame = new JObject();
-            frame["type"] = "audio";
-            frame["id"] = id;
-            frame["event"] = "start";
-            frame["format"] = "pcm16";
-            if (language != null) frame["language"] = language;
-            int connection;
-            lock (_gate)
-            {
-                connection = _connectionNumber;
-                SendLiveLocked(frame.ToString(Formatting.None));
-            }
-            return new MicrophoneStream(this, id, connection, language);
+            return new MicrophoneStream(this, id, StartStream(id, "start", language), language);
         }
 
         /// <summary>One whole utterance (PCM16 mono 16 kHz) as a `clip`: kept and re-sent until
@@ -46,10 +34,7 @@ namespace Samvad.Client
 
         internal PendingFrame EndUtterance(MicrophoneStream stream, byte[] whole)
         {
-            var end = new JObject();
-            end["type"] = "audio";
-            end["id"] = stream.Id;
-            end["event"] = "end";
+            var end = AudioFrame(stream.Id, "end");
             var frame = new PendingFrame(stream.Id, "audio", ClipJson(stream.Id, whole, stream.Language), null);
             lock (_gate)
             {
@@ -74,10 +59,7 @@ namespace Samvad.Client
 
         internal bool SendChunk(MicrophoneStream stream, byte[] pcm, int count)
         {
-            var frame = new JObject();
-            frame["type"] = "audio";
-            frame["id"] = stream.Id;
-            frame["event"] = "chunk";
+            var frame = AudioFrame(stream.Id, "chunk");
             frame["data"] = Convert.ToBase64String(pcm, 0, count);
             lock (_gate)
             {
@@ -94,12 +76,33 @@ namespace Samvad.Client
             return true;
         }
 
-        static string ClipJson(string id, byte[] pcm16, string language)
+        /// <summary>An `audio` frame of stream `id` (its `event`), to add the rest to.</summary>
+        internal static JObject AudioFrame(string id, string audioEvent)
         {
             var frame = new JObject();
             frame["type"] = "audio";
             frame["id"] = id;
-            frame["event"] = "clip";
+            frame["event"] = audioEvent;
+            return frame;
+        }
+
+        /// <summary>Send the frame that opens a PCM16 stream (`start`, or `open` for an open
+        /// microphone) on the live socket; the socket's number, which the stream's chunks must match.</summary>
+        int StartStream(string id, string audioEvent, string language)
+        {
+            var frame = AudioFrame(id, audioEvent);
+            frame["format"] = "pcm16";
+            if (language != null) frame["language"] = language;
+            lock (_gate)
+            {
+                SendLiveLocked(frame.ToString(Formatting.None));
+                return _connectionNumber;
+            }
+        }
+
+        static string ClipJson(string id, byte[] pcm16, string language)
+        {
+            var frame = AudioFrame(id, "clip");
             frame["format"] = "wav";
             frame["data"] = Convert.ToBase64String(Wav.FromPcm16(pcm16, MicrophoneRate));
             if (language != null) frame["language"] = language;
