@@ -25,7 +25,7 @@ from schemas.brain import BrainRequest
 from schemas.review import PracticeTarget
 from schemas.scenario import Scenario
 
-__all__ = ["PRACTICE_TARGETS", "choose", "invitation", "targets_text", "vendor_line"]
+__all__ = ["MOMENTS", "OPENINGS", "PRACTICE_TARGETS", "PRICE_NEWS", "choose", "invitation", "targets_text", "vendor_line"]
 
 # The invitation pool for a target, by its kind and key (a hint's situation, a slip).
 _POOL_OF_KEY = {
@@ -34,20 +34,20 @@ _POOL_OF_KEY = {
     "respect": "invite_respect", "lowball": "invite_offer", "insult": "invite_offer",
 }
 # The lines an invitation may replace: they carry no price or news the learner must hear.
-_OPENINGS = frozenset({"greet", "greet_item", "which_item"})
+OPENINGS = frozenset({"greet", "greet_item", "which_item"})
 _PRICE_LINES = frozenset({"hold", "repeat_quote"})
 # Lines whose only news is a price: an invitation to offer or agree says that price itself, so it
 # may stand in for one, but only at the moment it invites (a lowball's counter, a last price, a
 # bulk price or an agreement carry more than a price and are never replaced).
-_PRICE_NEWS = frozenset({"quote", "counter_fair", "counter_good", "pushback", "reengage"})
+PRICE_NEWS = frozenset({"quote", "counter_fair", "counter_good", "pushback", "reengage"})
 _REPLACES = {
-    "invite_greet": _OPENINGS, "invite_ask": _OPENINGS, "invite_respect": _OPENINGS | _PRICE_LINES,
-    "invite_offer": _PRICE_LINES | _PRICE_NEWS, "invite_accept": _PRICE_LINES | _PRICE_NEWS,
+    "invite_greet": OPENINGS, "invite_ask": OPENINGS, "invite_respect": OPENINGS | _PRICE_LINES,
+    "invite_offer": _PRICE_LINES | PRICE_NEWS, "invite_accept": _PRICE_LINES | PRICE_NEWS,
 }
 # The learner's next moves (the vendor's suggestion, schemas.pack.HINT_KEYS) each invitation opens.
-_MOMENTS = {
+MOMENTS = {
     "invite_greet": frozenset({"greet"}), "invite_ask": frozenset({"ask"}),
-    "invite_respect": frozenset({"greet", "ask"}), "invite_offer": frozenset({"open", "counter"}),
+    "invite_respect": frozenset({"greet", "ask"}), "invite_offer": frozenset({"open", "counter", "take_callback", "return"}),
     "invite_accept": frozenset({"accept"}),
 }
 FIRST_TURN = 2  # turn 1's greeting is a remembered learner's welcome, never an invitation
@@ -74,10 +74,10 @@ def choose(targets: tuple[PracticeTarget, ...], key: str, moment: str, pools: Co
         pool = _POOL_OF_KEY.get(target.key)
         if pool is None or pool not in pools or key not in _REPLACES[pool]:
             continue
-        if key in _OPENINGS and turn < FIRST_TURN:
+        if key in OPENINGS and turn < FIRST_TURN:
             continue
-        fit = 0 if target.key == moment else 1 if moment in _MOMENTS[pool] else 2
-        if key in _PRICE_NEWS and fit == 2:
+        fit = 0 if target.key == moment else 1 if moment in MOMENTS[pool] else 2
+        if key in PRICE_NEWS and fit == 2:
             continue  # the price stays in its own line when the invitation would not fit
         if best is None or fit < best[0]:
             best = (fit, pool)
