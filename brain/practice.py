@@ -25,7 +25,8 @@ from schemas.brain import BrainRequest
 from schemas.review import PracticeTarget
 from schemas.scenario import Scenario
 
-__all__ = ["MOMENTS", "OPENINGS", "PRACTICE_TARGETS", "PRICE_NEWS", "choose", "invitation", "targets_text", "vendor_line"]
+__all__ = ["MOMENTS", "OPENINGS", "PRACTICE_TARGETS", "PRICE_NEWS", "choose", "invitation", "targets_text",
+           "vendor_line"]
 
 # The invitation pool for a target, by its kind and key (a hint's situation, a slip).
 _POOL_OF_KEY = {
@@ -47,8 +48,8 @@ _REPLACES = {
 # The learner's next moves (the vendor's suggestion, schemas.pack.HINT_KEYS) each invitation opens.
 MOMENTS = {
     "invite_greet": frozenset({"greet"}), "invite_ask": frozenset({"ask"}),
-    "invite_respect": frozenset({"greet", "ask"}), "invite_offer": frozenset({"open", "counter", "take_callback", "return"}),
-    "invite_accept": frozenset({"accept"}),
+    "invite_respect": frozenset({"greet", "ask"}), "invite_accept": frozenset({"accept"}),
+    "invite_offer": frozenset({"open", "counter", "take_callback", "return"}),
 }
 FIRST_TURN = 2  # turn 1's greeting is a remembered learner's welcome, never an invitation
 
