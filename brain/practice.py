@@ -3,11 +3,13 @@
 A request may carry `practice`: the learner's due review items not yet produced this session
 (`schemas.review.PracticeTarget`). Both brains use them, and neither says the words for the learner:
 
-- the rule vendor, from turn 2 on, speaks a pack invitation (`invite_*` pools, schemas/pack.py)
-  instead of a line that carries nothing the learner must hear: a plain greeting or a
-  "which one?" invites asking the price, greeting or a respectful address; a held or repeated
-  quote invites an offer or agreement. One target at a time, the first that fits; a pack
-  without the pool does not invite it (`vendor_line`);
+- the rule vendor speaks a pack invitation (`invite_*` pools, schemas/pack.py) instead of a line
+  that carries nothing the learner must hear: from turn 2 on, a plain greeting or a "which one?"
+  invites asking the price, greeting or a respectful address; a held or repeated quote invites
+  an offer or agreement. A line whose only news is a new price (a quote, a plain counter) gives
+  way to an invitation to offer or agree, which says that price itself, when the learner's next
+  move is the one a target practises. One target at a time, the one that fits the moment best
+  (`choose`); a pack without the pool does not invite it (`vendor_line`);
 - the LLM is told in the system prompt what the PRACTICE TARGETS block is (`PRACTICE_TARGETS`,
   the server's own words) and given the targets in that block of the user message
   (`targets_text`), which, like every block, is data to read and never instructions.
@@ -15,13 +17,16 @@ A request may carry `practice`: the learner's due review items not yet produced 
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from brain.delimiters import neutralise
 from brain.recall import remembered_greeting
 from schemas.brain import BrainRequest
 from schemas.review import PracticeTarget
 from schemas.scenario import Scenario
 
-__all__ = ["PRACTICE_TARGETS", "invitation", "targets_text", "vendor_line"]
+__all__ = ["MOMENTS", "OPENINGS", "PRACTICE_TARGETS", "PRICE_NEWS", "choose", "invitation", "targets_text",
+           "vendor_line"]
 
 # The invitation pool for a target, by its kind and key (a hint's situation, a slip).
 _POOL_OF_KEY = {
@@ -30,13 +35,23 @@ _POOL_OF_KEY = {
     "respect": "invite_respect", "lowball": "invite_offer", "insult": "invite_offer",
 }
 # The lines an invitation may replace: they carry no price or news the learner must hear.
-_OPENINGS = frozenset({"greet", "greet_item", "which_item"})
+OPENINGS = frozenset({"greet", "greet_item", "which_item"})
 _PRICE_LINES = frozenset({"hold", "repeat_quote"})
+# Lines whose only news is a price: an invitation to offer or agree says that price itself, so it
+# may stand in for one, but only at the moment it invites (a lowball's counter, a last price, a
+# bulk price or an agreement carry more than a price and are never replaced).
+PRICE_NEWS = frozenset({"quote", "counter_fair", "counter_good", "pushback", "reengage"})
 _REPLACES = {
-    "invite_greet": _OPENINGS, "invite_ask": _OPENINGS, "invite_respect": _OPENINGS | _PRICE_LINES,
-    "invite_offer": _PRICE_LINES, "invite_accept": _PRICE_LINES,
+    "invite_greet": OPENINGS, "invite_ask": OPENINGS, "invite_respect": OPENINGS | _PRICE_LINES,
+    "invite_offer": _PRICE_LINES | PRICE_NEWS, "invite_accept": _PRICE_LINES | PRICE_NEWS,
 }
-FIRST_TURN = 2  # turn 1 is the greeting, and a remembered learner's welcome
+# The learner's next moves (the vendor's suggestion, schemas.pack.HINT_KEYS) each invitation opens.
+MOMENTS = {
+    "invite_greet": frozenset({"greet"}), "invite_ask": frozenset({"ask"}),
+    "invite_respect": frozenset({"greet", "ask"}), "invite_accept": frozenset({"accept"}),
+    "invite_offer": frozenset({"open", "counter", "take_callback", "return"}),
+}
+FIRST_TURN = 2  # turn 1's greeting is a remembered learner's welcome, never an invitation
 
 PRACTICE_TARGETS = "\n".join([
     "## PRACTICE_TARGETS",
@@ -49,24 +64,41 @@ PRACTICE_TARGETS = "\n".join([
 ])
 
 
-def invitation(targets: tuple[PracticeTarget, ...], scenario: Scenario, request: BrainRequest,
-               key: str) -> str | None:
-    """The invitation pool that replaces pool `key` this turn, or None."""
-    if request.turn < FIRST_TURN:
-        return None
-    pools = scenario.lines_for(request.target_language, request.level)
+def choose(targets: tuple[PracticeTarget, ...], key: str, moment: str, pools: Collection[str],
+           turn: int) -> str | None:
+    """The invitation pool to speak instead of pool `key`, or None: of the targets whose pool the
+    pack has and may replace `key`, the one that fits `moment` (the learner's next move) best: a
+    phrase of that very situation, then any target its pool opens that moment for, then (only in
+    place of a line without news) any other; the first of equals. Pure: the same in, the same out."""
+    best: tuple[int, str] | None = None
     for target in targets:
         pool = _POOL_OF_KEY.get(target.key)
-        if pool is not None and pool in pools and key in _REPLACES[pool]:
-            return pool
-    return None
+        if pool is None or pool not in pools or key not in _REPLACES[pool]:
+            continue
+        if key in OPENINGS and turn < FIRST_TURN:
+            continue
+        fit = 0 if target.key == moment else 1 if moment in MOMENTS[pool] else 2
+        if key in PRICE_NEWS and fit == 2:
+            continue  # the price stays in its own line when the invitation would not fit
+        if best is None or fit < best[0]:
+            best = (fit, pool)
+    return best[1] if best is not None else None
 
 
-def vendor_line(request: BrainRequest, scenario: Scenario, key: str) -> tuple[str, dict[str, object]]:
+def invitation(targets: tuple[PracticeTarget, ...], scenario: Scenario, request: BrainRequest,
+               key: str, moment: str = "") -> str | None:
+    """The invitation pool that replaces pool `key` this turn, or None (`choose`)."""
+    pools = scenario.lines_for(request.target_language, request.level)
+    return choose(targets, key, moment, pools, request.turn)
+
+
+def vendor_line(request: BrainRequest, scenario: Scenario, key: str,
+                moment: str = "") -> tuple[str, dict[str, object]]:
     """The rule vendor's pool and extra fields: a remembered learner's greeting on turn 1
-    (brain/recall.py), an invitation to practise when one fits, else `key` unchanged."""
+    (brain/recall.py), an invitation to practise when one fits the moment (the situation of the
+    learner's next line), else `key` unchanged."""
     key, fields = remembered_greeting(request, scenario, key)
-    invited = invitation(request.practice, scenario, request, key) if request.practice else None
+    invited = invitation(request.practice, scenario, request, key, moment) if request.practice else None
     return (invited, fields) if invited is not None else (key, fields)
 
 

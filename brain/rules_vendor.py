@@ -107,10 +107,11 @@ class _Turn:
 
 
 class Suggestion(NamedTuple):
-    """The learner's next line the vendor suggests (a pack hint, filled in) and its English."""
+    """The learner's next line the vendor suggests (a pack hint), its English and its situation."""
 
     text: str
     english: str
+    situation: str = ""
 
 
 NO_SUGGESTION = Suggestion("", "")
@@ -168,7 +169,7 @@ class RuleBasedVendor:
             move = _Move(closing, "close_late", move.price, "turn limit", 0, _hint(turn, "goodbye_late"))
         shift = _bounded(happiness - req.happiness_score + move.bonus, req.offer_assessment, scenario, req)
         score = _clamp(req.happiness_score + shift)
-        key, remembered = vendor_line(req, scenario, move.key)  # one he has met, or what they practise
+        key, remembered = vendor_line(req, scenario, move.key, move.hint.situation)  # one he met, or a practice
         # `heard`: a number the server could not place ("seventy"), for the line that asks about it
         fields = {"price": move.price, "offer": req.learner_offer, "qty": said.quantity, "heard": req.offer_heard,
                   **remembered}
@@ -276,7 +277,7 @@ def _local(t: _Turn) -> str:
 def _hint(t: _Turn, key: str, **fields: object) -> Suggestion:
     """The pack's suggested next line for the learner (`schemas.pack.HINT_KEYS`) and its English, filled in."""
     values: dict[str, object] = {"local": _local(t), "items": spoken_items(t.item, t.scenario), **fields}
-    return Suggestion(t.scenario.hints[key].format(**values), t.scenario.coaching[key].english.format(**values))
+    return Suggestion(t.scenario.hints[key].format(**values), t.scenario.coaching[key].english.format(**values), key)
 
 
 def _ask_hint(t: _Turn) -> Suggestion:
@@ -311,8 +312,7 @@ def _greeting(t: _Turn) -> _Move:
     if said.rude:
         return _Move(Stage.GREETING, "greet_cold", t.quote, "rude greeting", hint=_ask_hint(t))
     key = "greet_item" if item is not None else "greet"
-    hint = _hint(t, "greet")
-    return _Move(Stage.GREETING, key, t.quote, "greeting", hint=hint)
+    return _Move(Stage.GREETING, key, t.quote, "greeting", hint=_hint(t, "greet"))
 
 
 def _inquiry(t: _Turn) -> _Move:

@@ -24,6 +24,7 @@ from pydantic_core import PydanticCustomError
 from schemas.enums import LanguageCode, Level
 from schemas.pack import (
     HINT_KEYS,
+    INVITE_FIELDS,
     LINE_FIELDS,
     LINE_KEYS,
     SAFETY_CATEGORIES,
@@ -64,6 +65,9 @@ DEFAULT_SCENARIO = "jaipur-bazaar"
 SCENARIO_ID = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")  # a pack's id (`Scenario.scenario`), and its folder's name
 MANIFEST = "manifest.json"
 _FIELD = re.compile(r"{(\w+)}")
+# A sentence's end, as the reply gate counts them (session/spoken.py): an invitation must be one
+# sentence, since a beginner's level may say no more, and a cut invitation invites nothing.
+_SENTENCE_END = re.compile(r"[.!?\u0964\u2026]+[\"'\u201d\u2019)\]]*(?:\s|$)")
 
 
 class ScenarioError(ValueError):
@@ -245,6 +249,9 @@ def _check_pools(where: str, pools: dict[str, tuple[str, ...]]) -> list[Problem]
             if extra and key in LINE_FIELDS:
                 problems.append(Problem(f"{where}.{key}", f"{line!r} uses {', '.join(sorted(extra))}, which "
                                         f"this pool does not fill"))
+            if key in INVITE_FIELDS and len(_SENTENCE_END.findall(line.strip())) > 1:
+                problems.append(Problem(f"{where}.{key}", f"{line!r} is more than one sentence (an invitation "
+                                        f"must be one, or a beginner hears it cut short)"))
     return problems
 
 

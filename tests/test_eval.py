@@ -11,7 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from clients.bots.eval_figures import MEASURES, learner_recall, paired
+from clients.bots.learners import RETRIEVAL_KEEP, SimulatedLearner
+from schemas.enums import Level
+from schemas.scenario import load_scenario
 from tests.ci import need_tools
 
 
@@ -64,3 +70,59 @@ def test_the_servers_coaching_holds_where_its_rules_fix_it(result: dict[str, obj
         spoken = [w for level in figures["levels"].values() for w in level["words_per_minute_by_session"].values()
                   if w is not None]
         assert spoken and all(40 < w < 260 for w in spoken)  # espeak-ng's pace, as the recogniser timed it
+
+
+def test_the_conditions_are_compared_learner_by_learner(result: dict[str, object]) -> None:
+    paired = result["paired"]
+    assert isinstance(paired, dict) and set(paired) == set(MEASURES)
+    for got in paired.values():
+        if got["mean_difference"] is None:  # too few learners with items in both conditions
+            continue
+        low, high = got["ci95"]
+        assert got["learners"] <= 9 and low <= got["mean_difference"] <= high
+        assert got["better"] + got["worse"] <= got["learners"]
+
+
+def _answer(learner: str, items: list[list[tuple[str, bool | None, str]]]) -> dict[str, object]:
+    """A learners API answer: three sessions, and items each a history of (session, recalled, rating)."""
+    return {"learner_id": learner, "progress": [{"session_id": s} for s in ("s1", "s2", "s3")],
+            "items": [{"kind": "phrase", "history": [{"session_id": s, "recalled": r, "rating": g} for s, r, g in h]}
+                      for h in items]}
+
+
+def test_a_learners_recall_counts_items_with_a_later_session_and_recall_without_a_hint() -> None:
+    answer = _answer("a", [
+        [("s1", None, "again"), ("s2", True, "hard")],  # recalled, but a hint revealed it that session
+        [("s1", None, "again"), ("s2", False, "again"), ("s3", True, "good")],  # recalled unaided
+        [("s2", None, "again"), ("s3", False, "again")],
+        [("s3", None, "again")],  # made in the last session: no later one, not counted
+    ])
+    assert learner_recall(answer) == {"items": 3, "recalled": 2, "unaided": 1, "reviews": 4,
+                                      "reviews_recalled": 2}
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 10), st.integers(0, 10), st.integers(0, 10)), min_size=2, max_size=40))
+def test_the_paired_difference_is_zero_for_equal_conditions_and_its_interval_holds_it(
+        learners: list[tuple[int, int, int]]) -> None:
+    on = {f"l{n}": {"items": i, "recalled": min(r, i), "unaided": 0, "reviews": 0, "reviews_recalled": 0}
+          for n, (i, r, _) in enumerate(learners)}
+    got = paired(on, on, "item_recall")
+    assert got["mean_difference"] == 0 and got["ci95"] == [0, 0] and got["better"] == got["worse"] == 0
+    better = {k: {**v, "recalled": v["items"]} for k, v in on.items()}  # every item recalled
+    up = paired(better, on, "item_recall")
+    assert up["mean_difference"] >= 0 and up["worse"] == 0
+    assert up["ci95"][0] <= up["mean_difference"] <= up["ci95"][1]
+    assert up["bootstrap_ci95"][0] <= up["mean_difference"] + 1e-9 and up["bootstrap_ci95"][1] >= 0
+
+
+def test_a_simulated_learner_remembers_what_it_retrieves_longer_and_answers_the_invited_moment() -> None:
+    pack = load_scenario("jaipur-bazaar")
+    learner = SimulatedLearner("sim-x", Level.BEGINNER, pack, 0)
+    item = learner.start_session()
+    learner.memory = {"open": "Bhaiya, 60 rupees?", "counter": "Achha bhaiya, 80 final?"}
+    base = learner.forget_p("open")
+    line = learner.line("open", item, offer=70, invited=("open", "counter"))  # invited: this moment first
+    assert line.recalled and line.text == "Bhaiya, 70 rupees?"  # seed 0 retrieves it (INVITED_P, 90 %)
+    assert learner.forget_p("open") == base * RETRIEVAL_KEEP
+    assert learner.forget_p("counter") == base  # not retrieved: forgotten as often as before

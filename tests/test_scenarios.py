@@ -39,6 +39,9 @@ def test_three_packs_ship_and_validate() -> None:
     (lambda m: m["items"][0].pop("floor"), "items[0].floor"),
     (lambda m: m["lines"]["en-IN"].pop("deal"), "lines.en-IN: missing deal"),
     (lambda m: m["lines"]["en-IN"]["hold"].append("Only {offer} today."), "lines.en-IN.hold"),
+    # An invitation is one sentence: a beginner's level may say no more, and a cut one invites nothing.
+    (lambda m: m["lines"]["en-IN"]["invite_offer"].append("It is {price}. Make an offer."),
+     "lines.en-IN.invite_offer: 'It is {price}. Make an offer.' is more than one sentence"),
     (lambda m: m["policy"]["safety"].pop("self_harm"), "policy.safety: missing self_harm"),
     (lambda m: m["rules"].update(insult_cost=2), "rules.insult_cost"),
     (lambda m: m["rules"]["offer_bands"].update(insult_below=0.95), "the bands must rise"),

@@ -46,7 +46,7 @@ from typing import Any
 
 import orjson
 
-from clients.bots.eval_figures import LEVELS, SessionLog, figures, table
+from clients.bots.eval_figures import LEVELS, SessionLog, comparison, figures, table
 from clients.bots.learners import Line, SimulatedLearner, situation_for
 from clients.bots.transport import BotError, Wire, create_session, http_request, open_socket, read_until, ws_base
 from schemas.scenario import Scenario, available_scenarios, load_scenario
@@ -404,6 +404,7 @@ async def run(config: EvalConfig) -> dict[str, Any]:
     for name, (logs, answers, errors) in zip(("invite", "no_invite"), runs, strict=True):
         result["conditions"][name] = {**figures(logs, answers, config.sessions), "errors": errors[:20],
                                       "error_count": len(errors)}
+    result["paired"] = comparison(runs[0][1], runs[1][1], config.seed)
     result["seconds"] = round(time.monotonic() - started, 1)
     return result
 

@@ -12,7 +12,10 @@ its seed. Its shape (`SHAPES`) says how a learner of that level behaves:
 - **speech**: how often a line comes out mumbled (a low recogniser confidence), and how often it
   mixes in the place's words (code switching: the pack's cue words and phrases);
 - **using what it knows**: a remembered line is said in its situation by itself now and then, and
-  whenever the vendor invites it (the practice targets the server brings back).
+  most times the vendor invites it (the practice targets the server brings back);
+- **the testing effect**: a line said from memory (retrieved, not read off a hint) is harder to
+  forget by the next session: each retrieval halves the chance (`RETRIEVAL_KEEP`). Both conditions
+  of `samvad eval` play the same learner; only how often the vendor's words cue a retrieval differs.
 
 What it says is drawn from the pack: its own English lines with the pack's respectful address and
 currency, the place's cue words and phrases when it switches code, and the lines hints revealed.
@@ -28,7 +31,7 @@ from dataclasses import dataclass, field
 from schemas.enums import Level
 from schemas.scenario import Item, Scenario
 
-__all__ = ["SHAPES", "Line", "Shape", "SimulatedLearner", "situation_for"]
+__all__ = ["RETRIEVAL_KEEP", "SHAPES", "Line", "Shape", "SimulatedLearner", "situation_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +62,10 @@ SMALL_TALK = ("Your shop is lovely, {address}.", "How is business today, {addres
               "It is very hot today, {address}.", "Everything looks so fresh, {address}.")
 PAUSE_SHRINK = 0.85
 INVITED_P = 0.9  # says a remembered line when the vendor invites it
+# Retrieval practice strengthens memory more than re-reading (the testing effect: Roediger and
+# Karpicke 2006): each time a line is said from memory, its chance of being forgotten by the next
+# session is multiplied by this. The size is an assumption, not fitted to learners.
+RETRIEVAL_KEEP = 0.5
 
 _NUMBER = re.compile(r"\d[\d,]*")
 
@@ -88,6 +95,7 @@ class SimulatedLearner:
     pack: Scenario
     seed: int
     memory: dict[str, str] = field(default_factory=dict)  # situation -> a line a hint revealed
+    retrievals: dict[str, int] = field(default_factory=dict)  # situation -> times said from memory
     sessions: int = 0
     chats: int = 0  # small talk this session
     _rng: random.Random = field(init=False, repr=False)
@@ -104,11 +112,16 @@ class SimulatedLearner:
     def start_session(self) -> Item:
         """Forget what did not stick since last time; pick the item to haggle for."""
         if self.sessions:
-            self.memory = {k: v for k, v in self.memory.items() if self._rng.random() >= self.shape.forget_p}
+            self.memory = {k: v for k, v in self.memory.items() if self._rng.random() >= self.forget_p(k)}
+            self.retrievals = {k: n for k, n in self.retrievals.items() if k in self.memory}
         self.sessions += 1
         self.chats = 0
         in_scene = [i for i in self.pack.items if i.in_scene] or list(self.pack.items)
         return self._rng.choice(in_scene)
+
+    def forget_p(self, situation: str) -> float:
+        """The chance the line for `situation` is gone by the next session (the testing effect)."""
+        return self.shape.forget_p * RETRIEVAL_KEEP ** self.retrievals.get(situation, 0)
 
     @property
     def words_per_minute(self) -> float:
@@ -161,7 +174,9 @@ class SimulatedLearner:
         if revealed is not None:
             return Line(revealed, 0.95, situation, from_hint=True)
         number = offer if offer is not None else price
-        asked = next((s for s in invited if s in self.memory), None)
+        # The invited line for this moment, else another the invitation opens the way for.
+        asked = situation if situation in invited and situation in self.memory else next(
+            (s for s in invited if s in self.memory), None)
         if asked is not None and self._rng.random() < INVITED_P:
             return self._recall(asked, number)
         if situation in self.memory and self._rng.random() < self.shape.spontaneous_p:
@@ -169,8 +184,9 @@ class SimulatedLearner:
         return Line(self._own(situation, item, offer, price), 0.95, situation)
 
     def _recall(self, situation: str, number: int | None) -> Line:
-        """A remembered line said again, with today's number in it."""
+        """A remembered line said again, with today's number in it: a retrieval (the testing effect)."""
         remembered = self.memory[situation]
+        self.retrievals[situation] = self.retrievals.get(situation, 0) + 1
         text = _NUMBER.sub(str(number), remembered) if number is not None else remembered
         return Line(text, 0.95, situation, recalled=True)
 
