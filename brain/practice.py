@@ -41,6 +41,7 @@ _PRICE_LINES = frozenset({"hold", "repeat_quote"})
 # may stand in for one, but only at the moment it invites (a lowball's counter, a last price, a
 # bulk price or an agreement carry more than a price and are never replaced).
 PRICE_NEWS = frozenset({"quote", "counter_fair", "counter_good", "pushback", "reengage"})
+_SAYS_PRICE = frozenset({"invite_offer", "invite_accept"})  # their lines say the price they stand in for
 _REPLACES = {
     "invite_greet": OPENINGS, "invite_ask": OPENINGS, "invite_respect": OPENINGS | _PRICE_LINES,
     "invite_offer": _PRICE_LINES | PRICE_NEWS, "invite_accept": _PRICE_LINES | PRICE_NEWS,
@@ -65,11 +66,13 @@ PRACTICE_TARGETS = "\n".join([
 
 
 def choose(targets: tuple[PracticeTarget, ...], key: str, moment: str, pools: Collection[str],
-           turn: int) -> str | None:
+           turn: int, new_price: bool = False) -> str | None:
     """The invitation pool to speak instead of pool `key`, or None: of the targets whose pool the
     pack has and may replace `key`, the one that fits `moment` (the learner's next move) best: a
     phrase of that very situation, then any target its pool opens that moment for, then (only in
-    place of a line without news) any other; the first of equals. Pure: the same in, the same out."""
+    place of a line without news) any other; the first of equals. A held or repeated quote whose
+    price the learner has not heard (`new_price`) is news like a quote. Pure: the same in, the same out."""
+    carries_price = key in PRICE_NEWS or (new_price and key in _PRICE_LINES)
     best: tuple[int, str] | None = None
     for target in targets:
         pool = _POOL_OF_KEY.get(target.key)
@@ -78,27 +81,28 @@ def choose(targets: tuple[PracticeTarget, ...], key: str, moment: str, pools: Co
         if key in OPENINGS and turn < FIRST_TURN:
             continue
         fit = 0 if target.key == moment else 1 if moment in MOMENTS[pool] else 2
-        if key in PRICE_NEWS and fit == 2:
-            continue  # the price stays in its own line when the invitation would not fit
+        if carries_price and (fit == 2 or pool not in _SAYS_PRICE):
+            continue  # the price stays in its own line when the invitation would not say it or fit
         if best is None or fit < best[0]:
             best = (fit, pool)
     return best[1] if best is not None else None
 
 
 def invitation(targets: tuple[PracticeTarget, ...], scenario: Scenario, request: BrainRequest,
-               key: str, moment: str = "") -> str | None:
-    """The invitation pool that replaces pool `key` this turn, or None (`choose`)."""
+               key: str, moment: str = "", price: int | None = None) -> str | None:
+    """The invitation pool that replaces pool `key` (saying `price`) this turn, or None (`choose`)."""
     pools = scenario.lines_for(request.target_language, request.level)
-    return choose(targets, key, moment, pools, request.turn)
+    new_price = price is not None and price != request.vendor_quote
+    return choose(targets, key, moment, pools, request.turn, new_price)
 
 
 def vendor_line(request: BrainRequest, scenario: Scenario, key: str,
-                moment: str = "") -> tuple[str, dict[str, object]]:
+                moment: str = "", price: int | None = None) -> tuple[str, dict[str, object]]:
     """The rule vendor's pool and extra fields: a remembered learner's greeting on turn 1
     (brain/recall.py), an invitation to practise when one fits the moment (the situation of the
-    learner's next line), else `key` unchanged."""
+    learner's next line; `price`, the one the line says), else `key` unchanged."""
     key, fields = remembered_greeting(request, scenario, key)
-    invited = invitation(request.practice, scenario, request, key, moment) if request.practice else None
+    invited = invitation(request.practice, scenario, request, key, moment, price) if request.practice else None
     return (invited, fields) if invited is not None else (key, fields)
 
 

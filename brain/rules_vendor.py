@@ -169,7 +169,7 @@ class RuleBasedVendor:
             move = _Move(closing, "close_late", move.price, "turn limit", 0, _hint(turn, "goodbye_late"))
         shift = _bounded(happiness - req.happiness_score + move.bonus, req.offer_assessment, scenario, req)
         score = _clamp(req.happiness_score + shift)
-        key, remembered = vendor_line(req, scenario, move.key, move.hint.situation)  # one he met, or a practice
+        key, remembered = vendor_line(req, scenario, move.key, move.hint.situation, move.price)  # met, or practice
         # `heard`: a number the server could not place ("seventy"), for the line that asks about it
         fields = {"price": move.price, "offer": req.learner_offer, "qty": said.quantity, "heard": req.offer_heard,
                   **remembered}

@@ -4,7 +4,7 @@ in place of a line whose news the invitation would not carry, and never a change
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from brain.practice import MOMENTS, OPENINGS, PRICE_NEWS, choose
@@ -83,6 +83,10 @@ def request(pack: str, turn: int, stage: Stage, targets: tuple[PracticeTarget, .
                         "bye")),
        st.one_of(st.none(), st.integers(40, 400)), st.one_of(st.none(), st.integers(5, 400)),
        st.sampled_from(tuple(OfferAssessment)), st.sampled_from(tuple(Level)))
+# Found by this test after the merge: a held quote that the learner never heard (no standing quote)
+# was given up to an invitation to address him respectfully, and its price went unsaid.
+@example("jaipur-bazaar", 1, Stage.HAGGLING, (target("respect"),), "hello", None, None, OfferAssessment.INSULT,
+         Level.BEGINNER)
 def test_an_invitation_changes_the_words_only(pack: str, turn: int, stage: Stage,
                                               targets: tuple[PracticeTarget, ...], transcript: str,
                                               quote: int | None, offer: int | None,
