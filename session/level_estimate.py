@@ -129,10 +129,17 @@ def places(evidence: LevelEvidence) -> list[int]:
     return found
 
 
+@lru_cache(maxsize=4096)
+def _spread(found: tuple[int, ...]) -> float:
+    """`statistics.pstdev` of the places, kept: it works in exact fractions (about 20 us a call),
+    and the places are at most five small ints, so a few hundred tuples are all there are."""
+    return statistics.pstdev(found) if len(found) > 1 else 0.0
+
+
 def from_evidence(evidence: LevelEvidence) -> LevelEstimate:
     found = places(evidence)
     place = min(4, max(0, round(statistics.fmean(found) + 1e-9)))
-    spread = statistics.pstdev(found) if len(found) > 1 else 0.0
+    spread = _spread(tuple(found))
     coverage = evidence.learner_turns / (evidence.learner_turns + 4)
     confidence = round(coverage * max(0.0, 1.0 - spread / 2), 2)
     band = BANDS[place]

@@ -36,6 +36,7 @@ from schemas.report import (
     EarnedCard,
     Etiquette,
     LearnerReport,
+    LevelEstimate,
     Practised,
     Price,
     SessionReport,
@@ -223,8 +224,7 @@ def report_figures(negotiation: Negotiation) -> tuple[Price, Etiquette, dict[str
     update, history length, outcome, happiness and turn), so the second is not worked out again.
     """
     global _last_figures
-    key = (negotiation.session_id, negotiation.updated_at, len(negotiation.history), negotiation.outcome,
-           negotiation.happiness, negotiation.turn)
+    key = _ended_key(negotiation)
     if negotiation.outcome is not None and _last_figures is not None and _last_figures[0] == key:
         price, etiquette, parts = _last_figures[1]
         return price, etiquette, dict(parts)
@@ -238,12 +238,53 @@ def report_figures(negotiation: Negotiation) -> tuple[Price, Etiquette, dict[str
     return price, etiquette, parts
 
 
+_last_estimate: tuple[tuple[object, ...], LevelEstimate | None] | None = None
+_last_cards: tuple[tuple[object, ...], TipSource | None, tuple[EarnedCard, ...]] | None = None
+
+
+def _ended_key(negotiation: Negotiation) -> tuple[object, ...]:
+    """What an ended session's derived figures depend on, as `report_figures` keys them."""
+    return (negotiation.session_id, negotiation.updated_at, len(negotiation.history), negotiation.outcome,
+            negotiation.happiness, negotiation.turn)
+
+
+def ended_estimate(negotiation: Negotiation) -> LevelEstimate | None:
+    """`estimate` of a session, kept for the last ended one while it is unchanged: its report and its
+    learner's profile both ask for it in the handler that ends it (the key adds what the estimate
+    reads beyond `report_figures`'s: the coaching counters and the spoken figures)."""
+    global _last_estimate
+    if negotiation.outcome is None:
+        return estimate(negotiation)
+    c = negotiation.coaching
+    key = (*_ended_key(negotiation), c.hints, c.hints_offered, c.unclear, c.repeats, c.undos,
+           negotiation.fluency, negotiation.target_language, negotiation.scenario_version)
+    if _last_estimate is not None and _last_estimate[0] == key:
+        return _last_estimate[1]
+    found = estimate(negotiation)  # a frozen model: the two callers may share it
+    _last_estimate = key, found
+    return found
+
+
+def ended_cards(negotiation: Negotiation, tips: TipSource | None) -> tuple[EarnedCard, ...]:
+    """`earned_cards`, kept for the last ended session while it is unchanged (and asked with the same
+    tips), for the same reason as `ended_estimate`."""
+    global _last_cards
+    if negotiation.outcome is None:
+        return earned_cards(negotiation, tips)
+    key = _ended_key(negotiation)
+    if _last_cards is not None and _last_cards[0] == key and _last_cards[1] is tips:
+        return _last_cards[2]
+    cards = earned_cards(negotiation, tips)  # a tuple of frozen models: shared safely
+    _last_cards = key, tips, cards
+    return cards
+
+
 def learner_report(negotiation: Negotiation, tips: TipSource | None) -> LearnerReport:
     """The report of an ended session."""
     assert negotiation.outcome is not None, "a report is made when the session has ended"
     scenario = negotiation.scenario
     price, etiquette, parts = report_figures(negotiation)
-    cards = earned_cards(negotiation, tips)
+    cards = ended_cards(negotiation, tips)
     return LearnerReport(
         session_id=negotiation.session_id, scenario=negotiation.scenario_name,
         scenario_version=negotiation.scenario_version, outcome=negotiation.outcome,
@@ -256,7 +297,7 @@ def learner_report(negotiation: Negotiation, tips: TipSource | None) -> LearnerR
                                 timeouts=negotiation.coaching.timeouts, unclear=negotiation.coaching.unclear),
         clamps=tuple(Clamp(turn=r.turn, flag=flag, explanation=explain(flag))
                      for r in negotiation.history if r.role == "vendor" for flag in r.flags),
-        fluency=negotiation.fluency, estimate=estimate(negotiation),
+        fluency=negotiation.fluency, estimate=ended_estimate(negotiation),
         practised=practised(negotiation, cards),
     )
 

@@ -3,6 +3,8 @@ profile's two-session rule for it, and a played session's report and progress.""
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -126,3 +128,12 @@ async def test_a_played_sessions_report_and_progress_carry_its_estimate() -> Non
         assert (point["estimated_band"], point["estimate_confidence"]) == (got["band"], got["confidence"])
         page = await api(served, "GET", point["report_url"], None)
         assert f'data-band="{got["band"]}"' in page.text and "Estimated level this session" in page.text
+
+
+@given(st.lists(st.integers(min_value=0, max_value=8), max_size=5))
+def test_the_kept_spread_of_places_is_their_population_standard_deviation(found: list[int]) -> None:
+    from session.level_estimate import _spread
+
+    expected = statistics.pstdev(found) if len(found) > 1 else 0.0
+    assert _spread(tuple(found)) == expected
+    assert _spread(tuple(found)) == expected  # and again, from what was kept

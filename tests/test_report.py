@@ -127,3 +127,22 @@ def test_an_ended_sessions_figures_are_kept_only_while_it_is_unchanged() -> None
     other = Negotiation(session_id="memo-2", scenario_name="jaipur-bazaar", created_at=0.0)
     other.outcome, other.happiness = Outcome.WALKED_AWAY, 40
     assert report.report_figures(other) == fresh(other)
+
+
+def test_an_ended_sessions_estimate_is_kept_only_while_what_it_reads_is_unchanged() -> None:
+    from schemas.enums import Outcome
+    from session.level_estimate import estimate
+    from session.negotiation import Negotiation
+    from session.report import ended_estimate
+
+    n = Negotiation(session_id="memo-3", scenario_name="jaipur-bazaar", created_at=0.0)
+    n.begin_turn("Namaste bhaiya, tamatar kitne ka hai?", None, 1.0)
+    n.outcome = Outcome.DEAL
+    first = ended_estimate(n)
+    assert first is not None and first == estimate(n)
+    assert ended_estimate(n) is first  # asked again unchanged: the same answer, not worked out again
+    n.coaching.hints = (2, 1, 0)  # a counter the key sees (the report's own key does not)
+    again = ended_estimate(n)
+    assert again == estimate(n) != first
+    n.outcome = None  # a live session is never kept
+    assert ended_estimate(n) is not ended_estimate(n)

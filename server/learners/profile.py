@@ -57,10 +57,11 @@ def _contested(profile: LearnerProfile, figures: SessionFigures) -> dict[str, ob
     """The confirmed values and what is pending, after `figures` (seed 003's `pending`)."""
     changes: dict[str, object] = {}
     pending = dict(profile.pending)
-    said_now, confirmed = dict(figures), dict(profile)  # field name -> value (pydantic models iterate so)
     for name in CONTESTED_FIELDS:
-        said = said_now[name]
-        if said == confirmed[name]:
+        # By name, not `dict(model)`: iterating a model walks all its fields (about 25 here), which
+        # was most of a fold's cost at scenario b's churn.
+        said = getattr(figures, name)
+        if said == getattr(profile, name):
             pending.pop(name, None)
             continue
         held = pending.get(name)

@@ -34,12 +34,11 @@ from server.learners.reviews import due
 from server.learners.store import LearnerStore, LearnerStoreUnavailable
 from session.actor import SessionActor
 from session.core import START_HAPPINESS
-from session.level_estimate import estimate
 from session.negotiation import Negotiation
 from session.practice import judge, learner_lines
 from session.protocols import TipSource
 from session.registry import SessionRegistry
-from session.report import earned_cards, report_figures, total_score
+from session.report import ended_cards, ended_estimate, report_figures, total_score
 
 if TYPE_CHECKING:
     from server.backends import MirrorBackend
@@ -70,7 +69,7 @@ def session_figures(negotiation: Negotiation, tips: TipSource | None = None) -> 
     said_something = any(r.role == "user" for r in negotiation.history)
     if said_something and not etiquette.respectful_turns and negotiation.scenario.rules.respectful_address:
         slips.append("no_respect")
-    cards = earned_cards(negotiation, tips)
+    cards = ended_cards(negotiation, tips)
     evidence = [*negotiation.coaching.evidence,
                 *(Evidence(source="slip", key=slip, turn=_slip_turn(negotiation, slip)) for slip in slips),
                 *(Evidence(source="card", key=card.card_id, turn=card.turn, text=card.title) for card in cards)]
@@ -86,7 +85,7 @@ def session_figures(negotiation: Negotiation, tips: TipSource | None = None) -> 
         discount_pct=price.discount_pct, score=total_score(parts),
         hints=negotiation.coaching.hints,
         slips=tuple(slips), created_at=negotiation.created_at, ended_at=negotiation.updated_at,
-        fluency=negotiation.fluency, estimate=estimate(negotiation),
+        fluency=negotiation.fluency, estimate=ended_estimate(negotiation),
     )
 
 
