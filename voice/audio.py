@@ -146,7 +146,7 @@ def levels(pcm: bytes, rate: int = RATE_IN, step_ms: int = LEVEL_STEP_MS, most: 
     # Each window's sum of squares in one vectorised pass, exact in int64 as it was in Python ints.
     squares = np.add.reduceat(samples * samples, range(0, len(samples), step)).tolist() if len(samples) else []
     out = []
-    for i, total in zip(range(0, len(samples), step), squares):
+    for i, total in zip(range(0, len(samples), step), squares, strict=True):
         rms = math.sqrt(total / min(step, len(samples) - i)) / 32768.0
         db = 20 * math.log10(rms) if rms > 0 else -60.0
         out.append(round(max(0.0, min(1.0, (db + 60) / 60)), 2))
