@@ -48,6 +48,7 @@ import httpx
 import websockets
 
 from benchmarks.llm_stream import cpu_seconds, start_server, stop, summary
+from schemas.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
@@ -95,7 +96,7 @@ async def one_turn(ws: Any, n: int, speech: bytes) -> dict[str, Any]:
     sentences = visemes = 0
     while not (replied and final):
         frame = json.loads(await ws.recv())
-        if frame["type"] == "reply.audio":
+        if frame["type"] == "reply.audio" and not frame.get("filler"):  # a thinking sound is not the reply
             if first is None and frame["data"]:
                 first = time.time()
             final = final or frame["final"]
@@ -118,7 +119,8 @@ def fake_share(base_url: str, row: dict[str, Any]) -> float:
     audio = httpx.get(f"{root}/_fake/audio").json()
     chats = [c for c in httpx.get(f"{root}/_fake/requests").json() if c["kind"] == "reply"]
     stt = next(r for r in audio if r["path"] == "transcriptions")
-    tts = next(r for r in audio if r["path"] == "speech")
+    thinking = {t for sounds in load_scenario("jaipur-bazaar").thinking_sounds.values() for t in sounds}
+    tts = next(r for r in audio if r["path"] == "speech" and r["input"] not in thinking)  # the reply's
     chat = chats[0]  # the turn's: a running summary (every 10 turns) starts after it
     llm_end = chat["first_sentence_wall"] or chat["finished_wall"]
     httpx.post(f"{root}/_fake/reset")

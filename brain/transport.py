@@ -268,7 +268,7 @@ class ChatTransport:
         skips is what this transport never used: the typed walk of every parameter (aliases,
         dates, files; about 0.4 ms for a 7 KB prompt), the stdlib JSON encoder (orjson
         instead) and the typed response wrappers. The answer is the HTTP response itself; a
-        streamed one is still open, for `_read_stream` or `_read_body`, and the caller closes it.
+        streamed one is still open, for `_read_stream` or `read_body`, and the caller closes it.
         `read_limit=False` drops the read timeout (for a streamed answer, see `__init__`).
         """
         response = await self.client.post(
@@ -283,10 +283,10 @@ class ChatTransport:
             # The raw response, read with orjson: the SDK still sends the request and raises its
             # errors, but its typed `ChatCompletion` (about a tenth of a call's CPU) is not built
             # for the one string and the usage counts that are wanted from it. The SDK is asked to
-            # leave the body unread so that `_read_body` takes it from aiohttp's buffer in one call.
+            # leave the body unread so that `read_body` takes it from aiohttp's buffer in one call.
             raw = await self._post(body, stream=True)
             try:
-                data = await _read_body(raw)
+                data = await read_body(raw)
             except (httpx2.TimeoutException, aiohttp.ServerTimeoutError) as exc:
                 raise openai.APITimeoutError(request=raw.request) from exc
             except (httpx2.RequestError, aiohttp.ClientError, ssl.SSLError) as exc:
@@ -348,7 +348,7 @@ class ChatTransport:
         extractor = FieldExtractor("reply_text", HEAD_FIELDS)
         reader = EventReader()
         aiohttp_response = privates.aiohttp_response(response)
-        chunks = _pieces(response, aiohttp_response).__aiter__()
+        chunks = body_pieces(response, aiohttp_response).__aiter__()
         async for data in chunks:
             for event, payload in reader.feed(data):
                 if payload.startswith(b"[DONE]"):
@@ -389,7 +389,7 @@ class ChatTransport:
                 await privates.rest_reading(aiohttp_response, rest)
 
 
-async def _pieces(response: httpx2.Response, aiohttp_response: Any | None) -> AsyncIterator[bytes]:
+async def body_pieces(response: httpx2.Response, aiohttp_response: Any | None) -> AsyncIterator[bytes]:
     """The streamed body as it arrives.
 
     Read through the SDK, a piece passes four async generators (httpx2's decoding and byte
@@ -407,8 +407,8 @@ async def _pieces(response: httpx2.Response, aiohttp_response: Any | None) -> As
         yield data
 
 
-async def _read_body(response: httpx2.Response) -> bytes:
-    """The whole body of a response the SDK left open, read like `_pieces` reads a stream: from
+async def read_body(response: httpx2.Response) -> bytes:
+    """The whole body of a response the SDK left open, read like `body_pieces` reads a stream: from
     aiohttp's buffer in one call when it is sent as it is, else through `Response.aread`."""
     content = privates.plain_content(response, privates.aiohttp_response(response))
     return await response.aread() if content is None else await content.read()

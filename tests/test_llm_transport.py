@@ -14,7 +14,7 @@ import pytest
 from brain.errors import BrainServiceError
 from brain.llm import FALLBACK_LINES, OpenAIBrain
 from brain.prompt import PROMPT_VERSION
-from brain.transport import DEFAULT_BACKOFF, ChatTransport, _content, _pieces, _read_body, sdk_client
+from brain.transport import DEFAULT_BACKOFF, ChatTransport, _content, body_pieces, read_body, sdk_client
 from privates import aiohttp_response as _aiohttp_response
 from privates import rest_reading as _rest
 from schemas.enums import Stage
@@ -296,7 +296,7 @@ async def test_a_plain_stream_is_read_from_aiohttp_directly_and_an_encoded_one_t
         async with client.chat.completions.with_streaming_response.create(
                 model="gpt-4o", messages=[{"role": "user", "content": "Namaste"}], stream=True) as response:
             http = response.http_response
-            body = b"".join([piece async for piece in _pieces(http, _aiohttp_response(http))])
+            body = b"".join([piece async for piece in body_pieces(http, _aiohttp_response(http))])
             downloaded = response.http_response.num_bytes_downloaded
     finally:
         await client.close()
@@ -318,7 +318,7 @@ async def test_a_whole_answer_is_read_from_aiohttp_directly_unless_it_is_encoded
     try:
         http = await transport._post(transport._body([{"role": "user", "content": "Namaste"}]), stream=True)
         try:
-            body = orjson.loads(await _read_body(http))
+            body = orjson.loads(await read_body(http))
         finally:
             await http.aclose()
         assert orjson.loads(body["choices"][0]["message"]["content"]) == good

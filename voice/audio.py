@@ -12,6 +12,8 @@ import math
 import struct
 from array import array
 
+import numpy as np
+
 from voice.errors import AudioRejected
 
 RATE_IN = 16_000  # what STT engines want and what the Unity build records
@@ -136,15 +138,16 @@ def duration_ms(pcm: bytes, rate: int = RATE_IN) -> int:
 
 def levels(pcm: bytes, rate: int = RATE_IN, step_ms: int = LEVEL_STEP_MS, most: int = 600) -> list[float]:
     """RMS level per `step_ms` window, 0-1 on a log scale (-60 dBFS is 0), at most `most` points."""
-    samples = array("h", pcm[: len(pcm) - len(pcm) % 2])
+    samples = np.frombuffer(pcm, dtype="<i2", count=len(pcm) // 2).astype(np.int64)
     step = max(1, rate * step_ms // 1000)
     windows = max(1, math.ceil(len(samples) / step))
     if windows > most:
         step = math.ceil(len(samples) / most)
+    # Each window's sum of squares in one vectorised pass, exact in int64 as it was in Python ints.
+    squares = np.add.reduceat(samples * samples, range(0, len(samples), step)).tolist() if len(samples) else []
     out = []
-    for i in range(0, len(samples), step):
-        chunk = samples[i:i + step]
-        rms = math.sqrt(sum(s * s for s in chunk) / len(chunk)) / 32768.0
+    for i, total in zip(range(0, len(samples), step), squares, strict=True):
+        rms = math.sqrt(total / min(step, len(samples) - i)) / 32768.0
         db = 20 * math.log10(rms) if rms > 0 else -60.0
         out.append(round(max(0.0, min(1.0, (db + 60) / 60)), 2))
     return out

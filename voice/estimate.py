@@ -26,10 +26,10 @@ Pure: fed PCM and cut by sample counts; no I/O, no clock.
 from __future__ import annotations
 
 import math
-import operator
-from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from voice.visemes import Pairs, Phone, Viseme, _put
 
@@ -135,11 +135,14 @@ class VisemeEstimate:
         data = self._carry + pcm
         size = 2 * self._frame
         whole = len(data) - len(data) % size
-        samples = array("h", data[:whole])
         self._carry = data[whole:]
-        for i in range(0, len(samples), self._frame):
-            frame = samples[i:i + self._frame:ENERGY_STEP]
-            loud = sum(map(operator.mul, frame, frame)) >= self._quiet_energy
+        if not whole:
+            return
+        # Each frame's energy in one vectorised pass: the sums of squares are exact in int64, as
+        # they were summed in Python ints, so the frames found loud are the same.
+        frames = np.frombuffer(data, dtype="<i2", count=whole // 2).reshape(-1, self._frame)
+        picked = frames[:, ::ENERGY_STEP].astype(np.int64)
+        for loud in (np.einsum("ij,ij->i", picked, picked) >= self._quiet_energy).tolist():
             self._on_frame(self._frames * FRAME_MS, loud)
             self._frames += 1
 

@@ -157,9 +157,9 @@ class _Estimated:
         estimate = self._estimate
         if estimate is None:
             return ()
-        for pcm in self._pending:
-            estimate.feed(pcm)
-        self._pending.clear()
+        if self._pending:  # in one piece: the estimate carries a partial frame over anyway
+            estimate.feed(b"".join(self._pending))
+            self._pending.clear()
         if last:
             estimate.finish()
         return estimate.cut(samples, last=last)

@@ -5,19 +5,33 @@ deadline are the chat's (brain/transport.py): 5xx, 429, timeouts and dropped con
 retried twice, after 1 s then 2 s (or the server's Retry-After when shorter than the time left),
 within `AI_TIMEOUT_MS` for the whole call; any other 4xx fails at once. Speech is retried only
 before its first byte went out. SDK exceptions become `SpeechServiceError` here and nowhere else.
+
+Both calls go through the SDK's generic request method (`client.post`, as the chat's do, see
+docs/llm.md): the SDK builds the request (its headers, authentication, the multipart form of a
+transcription) and raises its own errors for an error status, but the answer is read as bytes:
+a transcription's JSON with orjson, without the typed `TranscriptionVerbose` and its segment and
+word models, and speech from aiohttp's buffer as it arrives (`brain.transport.body_pieces`),
+without the SDK's and httpx2's five async generators per piece. A dropped connection or a
+timeout while the body is read becomes the SDK's `APIConnectionError` or `APITimeoutError`, so
+that `_translate` stays the one boundary.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
+import aiohttp
 import anyio
+import httpx2
 import openai
+import orjson
 
-from brain.transport import DEFAULT_BACKOFF, sdk_client
+import privates
+from brain.transport import DEFAULT_BACKOFF, body_pieces, read_body, sdk_client
 from voice.audio import wav_bytes
 from voice.confidence import whisper_confidence
 from voice.errors import SpeechServiceError
@@ -60,6 +74,9 @@ class OpenAISpeech:
     def __init__(self, *, api_key: str, base_url: str | None, stt_model: str, tts_model: str,
                  tts_voice: str, timeout_s: float, backoff: Sequence[float] = DEFAULT_BACKOFF) -> None:
         self.client = sdk_client(api_key=api_key or "none", base_url=base_url, timeout_s=timeout_s)
+        base = self.client.base_url  # the endpoints joined as the SDK joins them, once
+        self._transcriptions_url = str(base.copy_with(raw_path=base.raw_path + b"audio/transcriptions"))
+        self._speech_url = str(base.copy_with(raw_path=base.raw_path + b"audio/speech"))
         self.stt_model = stt_model
         self.tts_model = tts_model
         self.tts_voice = tts_voice
@@ -91,19 +108,29 @@ class OpenAISpeech:
         wav = wav_bytes(pcm, 16_000)
         lang = _LANG.get(language or "")
 
+        form: dict[str, object] = {"model": self.stt_model, "response_format": "verbose_json",
+                                    "timestamp_granularities": ["word", "segment"]}
+        if lang:
+            form["language"] = lang
+
         async def once() -> Transcription:
-            result = await self.client.audio.transcriptions.create(
-                file=("speech.wav", wav, "audio/wav"), model=self.stt_model,
-                response_format="verbose_json", timestamp_granularities=["word", "segment"],
-                language=lang if lang else openai.omit)
-            segments = getattr(result, "segments", None) or []
-            # Whisper's own numbers, mapped as voice/confidence.py says (not measurable here).
-            confidence = whisper_confidence([(float(s.avg_logprob), float(s.no_speech_prob),
-                                              float(getattr(s, "compression_ratio", None) or 0.0))
-                                             for s in segments])
-            timed = tuple(WordTime(w.word, round(w.start * 1000), round(w.end * 1000))
-                          for w in result.words or ())
-            return Transcription(result.text.strip(), confidence, "openai", timed)
+            # The SDK's multipart form (`Content-Type: multipart/form-data` is how its own
+            # `transcriptions.create` asks for it), the answer left unread for `read_body`.
+            response = await self.client.post(
+                self._transcriptions_url, cast_to=httpx2.Response, body=form,
+                files=[("file", ("speech.wav", wav, "audio/wav"))],
+                options={"headers": {"Content-Type": "multipart/form-data"}},
+                stream=True, stream_cls=openai.AsyncStream[Any])
+            http = cast(httpx2.Response, response)
+            try:
+                data = await _body_or_sdk_error(http, read_body(http))
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await http.aclose()
+            try:
+                return parse_transcription(orjson.loads(data))
+            except (ValueError, TypeError, KeyError) as exc:  # orjson's JSONDecodeError is a ValueError
+                raise _Transient(f"malformed transcription: {str(exc)[:120]}") from exc
 
         try:
             with anyio.fail_after(self.timeout_s):
@@ -141,17 +168,29 @@ class OpenAITts:
             try:
                 try:
                     with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
-                        async with speech.client.audio.speech.with_streaming_response.create(
-                                model=speech.tts_model, voice=speech.tts_voice, input=text,
-                                response_format="pcm") as response:
+                        response = cast(httpx2.Response, await speech.client.post(
+                            speech._speech_url, cast_to=httpx2.Response, content=orjson.dumps({
+                                "model": speech.tts_model, "voice": speech.tts_voice, "input": text,
+                                "response_format": "pcm"}),
+                            options={"headers": {"Accept": "application/octet-stream",
+                                                 "Content-Type": "application/json"}},
+                            stream=True, stream_cls=openai.AsyncStream[Any]))
+                        try:
                             carry = b""
-                            async for chunk in response.iter_bytes():  # as it arrives: no batching
+                            pieces = body_pieces(response, privates.aiohttp_response(response)).__aiter__()
+                            while True:  # as it arrives: no batching
+                                chunk = await _body_or_sdk_error(response, _next_piece(pieces))
+                                if chunk is None:
+                                    break
                                 chunk = carry + chunk
                                 cut = len(chunk) - len(chunk) % 2
                                 carry = chunk[cut:]
                                 if cut:
                                     sent = True
                                     yield chunk[:cut]
+                        finally:
+                            with anyio.CancelScope(shield=True):
+                                await response.aclose()
                     return
                 except openai.OpenAIError as exc:
                     raise _translate(exc) from exc
@@ -166,3 +205,31 @@ class OpenAITts:
                 log.warning("speech failed, retrying in %.2f s: %s", wait, exc)
                 await anyio.sleep(wait)
                 attempt += 1
+
+
+def parse_transcription(result: Any) -> Transcription:
+    """A `verbose_json` transcription (Whisper's `text`, `segments` and `words`) as ours."""
+    if not isinstance(result, dict):
+        raise ValueError("not a JSON object")
+    segments = result.get("segments") or ()
+    # Whisper's own numbers, mapped as voice/confidence.py says (not measurable here).
+    confidence = whisper_confidence([(float(s["avg_logprob"]), float(s["no_speech_prob"]),
+                                      float(s.get("compression_ratio") or 0.0)) for s in segments])
+    timed = tuple(WordTime(w["word"], round(w["start"] * 1000), round(w["end"] * 1000))
+                  for w in result.get("words") or ())
+    return Transcription(str(result["text"]).strip(), confidence, "openai", timed)
+
+
+async def _next_piece(pieces: AsyncIterator[bytes]) -> bytes | None:
+    return await anext(pieces, None)
+
+
+async def _body_or_sdk_error(response: httpx2.Response, reading: Awaitable[T]) -> T:
+    """Read (part of) a body the SDK left open; a transport failure meanwhile is the SDK's error,
+    as it would be had the SDK read it."""
+    try:
+        return await reading
+    except (httpx2.TimeoutException, aiohttp.ServerTimeoutError) as exc:
+        raise openai.APITimeoutError(request=response.request) from exc
+    except (httpx2.RequestError, aiohttp.ClientError, ssl.SSLError) as exc:
+        raise openai.APIConnectionError(request=response.request) from exc
