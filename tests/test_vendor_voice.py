@@ -107,6 +107,14 @@ async def test_a_filler_goes_only_before_the_replys_first_audio_and_once_a_turn(
     assert speaker.fillers == 2
 
 
+def test_a_thinking_sound_is_due_after_the_learners_last_word_and_never_before_the_turn_is_taken() -> None:
+    from voice.fillers import sound_at
+
+    assert sound_at(10.0, None, 0.3) == pytest.approx(10.3)  # push-to-talk: from its `end`
+    assert sound_at(10.0, 700.0, 0.3) == 10.0  # the open microphone waited longer: as the turn is taken
+    assert sound_at(10.0, 100.0, 0.3) == pytest.approx(10.2)  # a shorter wait: the rest of it after
+
+
 def test_the_playout_follows_the_loudspeaker_and_counts_heard_characters_as_clients_do() -> None:
     p = Playout()
     p.sent(3, -1, 0, 0.5, 10.0, final=False)  # a filler: half a second, no characters
