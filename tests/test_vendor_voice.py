@@ -83,6 +83,60 @@ async def test_the_speaker_speaks_the_first_clause_of_a_streamed_reply_before_it
     assert sent[-1].final and FIRST_CLAUSE_WORDS == 4
 
 
+def _gated(line: str, step: int = 4) -> list[str]:
+    """What the reply gate (session/spoken.py) lets out of `line` streamed `step` characters at a
+    time, piece by piece, as the session sends its `reply.delta`s."""
+    from session.spoken import ReplyGate, _no_numbers
+
+    gate = ReplyGate(_no_numbers, _no_numbers)
+    out = [gate.feed(line[at:at + step]) for at in range(0, len(line), step)] + [gate.finish()]
+    return [piece for piece in out if piece]
+
+
+async def test_the_first_clause_is_synthesized_while_the_gate_still_holds_its_mark() -> None:
+    line = "Haan ji, everything here is fresh from the farm today; tell me what you need. Saath rupaye kilo."
+    pieces = _gated(line)
+    # The gate releases the clause and keeps its ";" for the next one: the splitter cannot cut yet.
+    assert pieces[:2] == ["Haan ji", ", everything here is fresh from the farm today"]
+    tts, sent = RecordingTts(800), list[ReplyAudio]()
+    speaker = Speaker(tts, sent.append, "s", lambda: "en-IN")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(speaker.run)
+        for n, piece in enumerate(pieces):
+            speaker.observe(ReplyDelta(session_id="s", turn=1, text=piece, end=n == len(pieces) - 1))
+            await anyio.sleep(0.02)
+            if n == 1:  # asked for with a comma before its mark came; nothing of it sent yet
+                assert tts.said == ["Haan ji, everything here is fresh from the farm today,"] and sent == []
+        speaker.observe(_reply(1, "".join(pieces)))
+        await anyio.sleep(0.05)
+        speaker.close()
+    assert "".join(pieces) == line
+    # Spoken from that audio, once: the piece's text is the reply's own, with its ";".
+    assert tts.said == ["Haan ji, everything here is fresh from the farm today,", "tell me what you need.",
+                        "Saath rupaye kilo."]
+    firsts = [e for e in sent if e.chunk == 0 and e.text]
+    assert [e.text for e in firsts][0] == "Haan ji, everything here is fresh from the farm today;"
+    assert " ".join(e.text for e in firsts) == line and speaker.ahead == 1
+
+
+async def test_a_first_piece_synthesized_ahead_that_the_words_outgrow_is_dropped_unheard() -> None:
+    tts, sent = RecordingTts(800), list[ReplyAudio]()
+    speaker = Speaker(tts, sent.append, "s", lambda: "en-IN")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(speaker.run)
+        await anyio.sleep(0)
+        speaker.observe(ReplyDelta(session_id="s", turn=1, text="Look at these fine red"))  # not a clause end
+        await anyio.sleep(0.02)
+        speaker.observe(ReplyDelta(session_id="s", turn=1, text=" tomatoes, bhaiya. Sixty rupees.", end=True))
+        speaker.observe(_reply(1, "Look at these fine red tomatoes, bhaiya. Sixty rupees."))
+        await anyio.sleep(0.05)
+        speaker.close()
+    assert tts.said[0] == "Look at these fine red,"  # asked ahead, and dropped: the clause went on
+    assert [e.text for e in sent if e.chunk == 0 and e.text] == ["Look at these fine red tomatoes,", "bhaiya.",
+                                                                  "Sixty rupees."]
+    assert speaker.ahead == 0
+
+
 async def test_a_filler_goes_only_before_the_replys_first_audio_and_once_a_turn() -> None:
     tts, sent = RecordingTts(800), list[ReplyAudio]()
     clock = [100.0]
