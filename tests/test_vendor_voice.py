@@ -115,7 +115,7 @@ async def test_the_first_clause_is_synthesized_while_the_gate_still_holds_its_ma
     assert tts.said == ["Haan ji, everything here is fresh from the farm today,", "tell me what you need.",
                         "Saath rupaye kilo."]
     firsts = [e for e in sent if e.chunk == 0 and e.text]
-    assert [e.text for e in firsts][0] == "Haan ji, everything here is fresh from the farm today;"
+    assert firsts[0].text == "Haan ji, everything here is fresh from the farm today;"
     assert " ".join(e.text for e in firsts) == line and speaker.ahead == 1
 
 
@@ -124,7 +124,7 @@ async def test_a_first_piece_synthesized_ahead_that_the_words_outgrow_is_dropped
     speaker = Speaker(tts, sent.append, "s", lambda: "en-IN")
     async with anyio.create_task_group() as tg:
         tg.start_soon(speaker.run)
-        await anyio.sleep(0)
+        await anyio.sleep(0.01)  # its task has started
         speaker.observe(ReplyDelta(session_id="s", turn=1, text="Look at these fine red"))  # not a clause end
         await anyio.sleep(0.02)
         speaker.observe(ReplyDelta(session_id="s", turn=1, text=" tomatoes, bhaiya. Sixty rupees.", end=True))
@@ -397,3 +397,42 @@ async def test_over_the_socket_backchannels_let_him_speak_and_interruptions_stop
                 assert speech["id"] == heard["in_reply_to"].removesuffix(".barge")
                 at = c.seen.index(heard)
                 assert not [f for f in c.seen[at:] if f["type"] == "reply.audio" and f["turn"] == turn]
+
+
+class _Deltas:
+    """A delta sink that keeps what it is given (schemas.brain.DeltaSink)."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    async def delta(self, text: str) -> None:
+        self.texts.append(text)
+
+    async def withdraw(self, reason: str) -> None:
+        self.texts.clear()
+
+    async def end(self) -> None:
+        pass
+
+    async def decided(self, head: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("pieces", "out_at"), [
+    (["Haan", " ji", ", every", "thing here is", " fresh today", "; tell"], 5),  # a clause of 4 words
+    (["Namaste", ", come", ", come", "! My"], 3),  # a sentence, however short
+    (["Arre", " bhaiya", ", ", "suno"], None),  # a short clause is not the voice's first piece
+])
+async def test_the_model_is_read_eagerly_until_the_voices_first_piece_is_out(pieces: list[str],
+                                                                            out_at: int | None) -> None:
+    from types import SimpleNamespace
+
+    from brain.turn import FIRST_PIECE_WORDS, Turn
+
+    assert FIRST_PIECE_WORDS == FIRST_CLAUSE_WORDS  # the brain's count of the speaker's first piece
+    turn = Turn(SimpleNamespace(session_id="s", turn=1), _Deltas(), deadline=1e9)
+    seen = []
+    for piece in pieces:
+        await turn.push(piece)
+        seen.append(turn.clause_out)
+    assert (seen.index(True) if True in seen else None) == out_at
