@@ -8,8 +8,10 @@ machine at the same moments.
 
 Each turn streams, on an open microphone and in real time (100 ms chunks, as the Unity client's
 OpenMicrophone sends them), an espeak-ng line and then silence, as a hands-free client does. The
-server finds the end of the turn itself: 300 ms of silence ends the utterance (the fake transcribes
-it, and with speculation the brain is asked then), and the level's end-of-turn wait ends the turn.
+server finds the end of the turn itself: the first 96 ms of silence are a glance (voice/turn_end.py,
+rule 2) at which the fake transcribes the turn so far and, with speculation, the brain is asked;
+the level's end-of-turn wait ends the turn (the fake hears the line with its `?`: a finished
+sentence, so the shorter wait of rule 3).
 The clock starts at the line's last voiced sample (the generator knows it: the line is trimmed to
 its speech) and stops at
 
@@ -20,13 +22,19 @@ its speech) and stops at
 The server's overhead is the first audio less what the path would take with a server that took
 no time: the end-of-turn wait the policy chose and the fakes' own times, on the wall clock. Where
 the policy decided is found by running the server's own open microphone (voice/open_mic.py, Silero)
-over the same stream in this process before the run, chunk for chunk: the utterance's end `U` and
+over the same stream in this process before the run, chunk for chunk: the pause's decode `U` (its
+glance; `utterance_end_ms` in the figures) and
 the turn's end `E` are the send times of the chunks that completed them. Then, with the fakes'
-transcription (`stt`), chat to the first sentence (`chat`) and speech to the first byte (`tts`):
+transcription (`stt`), chat to the speaker's first piece (`chat`: its first clause of four words,
+or its first sentence, as voice/sentences.py cuts `reply_text` while the fake streams it) and
+speech to the first byte (`tts`):
 
 - the turn took the speculative call (its chat request came before `E`):
   floor = max(E, U + stt + chat) + tts (the speech waits for the turn, and for the words);
 - otherwise: floor = E + chat + tts (+ stt when the turn's own transcription came after `E`).
+
+Figures (docs/performance.md, "The open-microphone turn"): 2026-11-27,
+`python -m benchmarks.voice_turn --open-mic --turns 20`.
 """
 
 from __future__ import annotations
@@ -56,7 +64,7 @@ class Plan:
 
     line: bytes  # the line, then silence to a whole number of ALIGN_MS
     voiced_ms: float  # the line's last voiced sample, from the turn's start
-    heard_chunk: int  # the chunk whose arrival ends the utterance (the pause's partial decode)
+    heard_chunk: int  # the chunk whose arrival completes the pause's glance (its partial decode)
     finished_chunk: int  # and the one that ends the turn
     waited_ms: float  # the wait the policy chose
     chunk_ms: int
@@ -160,18 +168,18 @@ def fake_path(base_url: str, row: dict[str, Any]) -> None:
     thinking = {t for sounds in load_scenario("jaipur-bazaar").thinking_sounds.values() for t in sounds}
     tts = next(r for r in audio if r["path"] == "speech" and r["input"] not in thinking)  # the reply's, not a filler
     stt_ms = stt["answered_at"] - stt["received_at"]
-    chat_ms = (chat["first_sentence_wall"] or chat["finished_wall"]) - chat["received_wall"]
+    piece = chat.get("first_piece_wall") or chat["finished_wall"]  # the speaker's first piece, a clause
+    chat_ms = piece - chat["received_wall"]
     tts_ms = tts["first_byte_at"] - tts["received_at"]
     speculated = chat["received_wall"] < row["ended"]
     if speculated:
         floor = max(row["ended"], row["heard"] + stt_ms + chat_ms) + tts_ms
     else:
         floor = row["ended"] + (stt_ms if stt["received_at"] > row["ended"] else 0.0) + chat_ms + tts_ms
-    sentence = chat["first_sentence_wall"] or chat["finished_wall"]
     row["legs_ms"] = [round(ms * 1000, 1) for ms in (  # the server's own steps on the path
         stt["received_at"] - row["heard"],  # the pause's chunk -> the transcription asked
         chat["received_wall"] - (stt["answered_at"] if speculated else row["ended"]),  # -> the brain asked
-        tts["received_at"] - max(row["ended"], sentence),  # the turn taken and the first sentence -> speech asked
+        tts["received_at"] - max(row["ended"], piece),  # the turn taken and the first piece's words -> speech asked
         row["first_audio"] - tts["first_byte_at"])]  # the first byte -> the client
     row.update(speculated=speculated, chat_calls=len(chats), floor_ms=(floor - row["voice"]) * 1000,
                overhead_ms=(row["first_audio"] - floor) * 1000,

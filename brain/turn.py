@@ -32,6 +32,18 @@ _WORD_END = frozenset(" \n\t.,!?;:।")
 # a time once each is whole (session/spoken.py), and the server speaks each sentence as soon as it
 # is whole (docs/voice.md); holding its end for the interval would delay the vendor's voice.
 _CLAUSE_END = re.compile(r"[.!?\u0964\u2026,;:\u2013\u2014][\"')\]\u201d\u2019*_`~]*\s")
+# The voice speaks a reply's first clause once it holds this many words, or its first sentence
+# (voice/speaker.py's FIRST_CLAUSE_WORDS; tests/test_vendor_voice.py holds them equal): the
+# transport reads the model eagerly until that piece is out (`clause_out`).
+FIRST_PIECE_WORDS = 4
+
+
+def _first_piece(text: str) -> bool:
+    """Whether `text` holds the voice's first piece: a sentence, or a clause of `FIRST_PIECE_WORDS`."""
+    for match in _CLAUSE_END.finditer(text):
+        if text[match.start()] in ".!?\u0964\u2026" or len(text[:match.start()].split()) >= FIRST_PIECE_WORDS:
+            return True
+    return False
 
 
 class Asked(Protocol):
@@ -63,7 +75,7 @@ class Turn:
         self.live: list[str] = []  # pushed to the sink and not withdrawn
         self.held: list[str] = []  # pushed by the transport, not sent to the sink yet
         self.tail = ""  # the last character pushed
-        self.clause_out = False  # a whole clause went to the sink: the session can say something
+        self.clause_out = False  # the voice's first piece went to the sink: it can be spoken
         self.interval_s = interval_s
         self.sent_at = 0.0  # perf_counter of the last delta
         self.streamed = False
@@ -95,8 +107,8 @@ class Turn:
         if self.first_delta_ms is None:
             self.first_delta_ms = round((now - self.started) * 1000, 3)
             self.tail = text[-1]
-            self.clause_out = _CLAUSE_END.search(text) is not None
             await self._send(text, now)  # the first words never wait
+            self.clause_out = _first_piece(text)
             return
         # A clause ends at its mark and the space after it, which may come in the next piece: the
         # text up to that space goes at once, the rest of the piece waits as any piece does.
@@ -105,10 +117,10 @@ class Turn:
         for match in _CLAUSE_END.finditer(prev + text):
             cut = match.end() - len(prev)
         if cut > 0:
-            self.clause_out = True
             self.held.append(text[:cut])
             await self._send("".join(self.held), now)
             self.held.clear()
+            self.clause_out = self.clause_out or _first_piece("".join(self.live))
             text = text[cut:]
             if not text:
                 return

@@ -11,7 +11,8 @@ heard to the actor (a sequenced `speech` event, replayed on resume) and submits 
 idempotency and clarification.
 
 Issue #34 adds two things here. A spoken turn whose reply has no audio `THINKING_SOUND_AFTER_MS`
-after it ended gets one of the pack's thinking sounds (`FillerBank`, voice/fillers.py). And an
+after the learner's last word (and not before the turn is taken) gets one of the pack's thinking
+sounds (`FillerBank`, voice/fillers.py). And an
 open microphone's speech over the vendor is judged on the server (`Microphone`'s `BargedIn`): a
 backchannel lets him go on, an interruption stops the speaker and is reported to the actor as the
 client's `playback` would be, so the `heard` event and what follows are a client barge-in's.
@@ -52,6 +53,7 @@ from server.microphone import MicJob, Microphone
 from session.messages import Recognised
 from voice.audio import BYTES_PER_SECOND_IN, decode_clip, duration_ms, levels
 from voice.errors import AudioRejected, SpeechServiceError
+from voice.fillers import sound_at
 from voice.fluency import measure, pack_fillers
 from voice.open_mic import BargedIn
 from voice.speaker import Speaker
@@ -171,10 +173,10 @@ class ConnectionVoice:
         if found:
             tg.start_soon(bank.prepare, self.vendor_language, self._sounds[1])
 
-    async def _think_aloud(self, utterance_id: str, ended: float) -> None:
-        """`filler_after_s` after the learner's turn ended: a thinking sound, if the turn was
-        acknowledged as one and its reply has no audio yet (the speaker checks that)."""
-        await anyio.sleep(max(0.0, ended + self.voice.filler_after_s - time.perf_counter()))
+    async def _think_aloud(self, utterance_id: str, at: float) -> None:
+        """At `at` (perf_counter): a thinking sound, if the turn was acknowledged as one and its
+        reply has no audio yet (the speaker checks that)."""
+        await anyio.sleep(max(0.0, at - time.perf_counter()))
         turn = self._awaiting.pop(utterance_id, None)
         bank, speaker = self.voice.fillers, self.speaker
         if turn is None or bank is None or speaker is None:
@@ -471,7 +473,8 @@ class ConnectionVoice:
                 self.speaker.turn_ended(None)
             self.error(ErrorCode.RATE_LIMITED, "the session is busy; retry shortly", job.id)
         elif expect and self._tg is not None:
-            self._tg.start_soon(self._think_aloud, job.id, job.ended)
+            due = sound_at(job.ended, end_of_turn_ms, self.voice.filler_after_s)
+            self._tg.start_soon(self._think_aloud, job.id, due)
 
     def release(self) -> None:
         # Called after the connection's task group has ended: both ends of each stream are let go,

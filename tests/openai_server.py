@@ -45,6 +45,7 @@ from brain.partial_json import FieldExtractor
 from tests import fake_decision
 from tests.openai_audio import fake_speech, fake_transcriptions
 from voice.sentences import SentenceSplitter
+from voice.speaker import FIRST_CLAUSE_WORDS
 
 Content = str | dict[str, Any] | Callable[[dict[str, Any]], "str | dict[str, Any]"] | None
 
@@ -116,6 +117,7 @@ class Recorded:
     first_reply_char_wall: float | None = None
     first_sentence_wall: float | None = None  # when reply_text's first sentence was complete (voice)
     first_clause_wall: float | None = None  # when its first clause was (a mark and a space, or its end)
+    first_piece_wall: float | None = None  # when the speaker's first piece (a clause of 4 words) was
     finished_wall: float | None = None
     content: str = ""
     headers: dict[str, str] = field(default_factory=dict)  # the request's, names in lower case
@@ -394,6 +396,7 @@ class _SSE:
         record, behaviour = self.record, self.behaviour
         extractor = FieldExtractor("reply_text")
         sentences = SentenceSplitter()
+        pieces = SentenceSplitter(FIRST_CLAUSE_WORDS)
         words = ""  # reply_text so far
         start = anyio.current_time() + self.ttft
         sent = 0
@@ -417,6 +420,9 @@ class _SSE:
             if record.first_sentence_wall is None and (
                     (piece and sentences.feed(piece)) or (extractor.done and record.first_reply_char_wall)):
                 record.first_sentence_wall = now
+            if record.first_piece_wall is None and (
+                    (piece and pieces.feed(piece)) or (extractor.done and record.first_reply_char_wall)):
+                record.first_piece_wall = now
             if piece:
                 words += piece
             if record.first_clause_wall is None and (

@@ -16,7 +16,7 @@ from schemas.scenario import load_scenario
 from tests.turn_set import LABELS, Case, Truth, cases, load_cases, render, replay_barge, replay_turn, vad_frames
 from voice.barge_in import BargeIn, BargeTiming, VerdictKind
 from voice.errors import AudioRejected
-from voice.turn_end import UTTERANCE_END_MS, EndOfTurn, Timing, TurnEnded, UtteranceEnded
+from voice.turn_end import UTTERANCE_END_MS, EndOfTurn, Paused, Timing, TurnEnded, UtteranceEnded
 from voice.turn_words import TurnWords, words
 from voice.vad import VadFrame, VadStream, default_detector
 
@@ -56,7 +56,8 @@ def ended(events: list[object]) -> TurnEnded | None:
 def test_an_utterance_ends_at_300_ms_of_silence_and_the_turn_at_the_levels_wait() -> None:
     policy = EndOfTurn(JAIPUR, Level.INTERMEDIATE)
     events = run(policy, timeline((False, 300), (True, 900), (False, 3000)), {900: "theek hai bhaiya"})
-    first, second = events
+    glance, first, second = events
+    assert isinstance(glance, Paused) and Timing().glance_ms <= glance.at_ms - glance.speech_end_ms < 130
     assert isinstance(first, UtteranceEnded) and first.at_ms - first.speech_end_ms == pytest.approx(UTTERANCE_END_MS)
     assert isinstance(second, TurnEnded) and not second.thinking
     assert second.start_ms == 300 and second.speech_end_ms == 1200
@@ -74,7 +75,7 @@ def test_a_two_second_thinking_pause_after_a_filler_or_mid_sentence_does_not_end
                  {800: text, 3400: text + " ninety"})
     turn = ended(events)
     assert turn is not None and turn.speech_end_ms == 3600  # after the second part, not in the pause
-    assert [type(e) for e in events] == [UtteranceEnded, UtteranceEnded, TurnEnded]
+    assert [type(e) for e in events] == [Paused, UtteranceEnded, Paused, UtteranceEnded, TurnEnded]
 
 
 def test_the_same_pause_after_a_finished_sentence_ends_the_turn() -> None:
@@ -87,6 +88,31 @@ def test_a_beginner_is_waited_for_longer_than_an_advanced_learner() -> None:
     frames = timeline((True, 900), (False, 4000))
     at = {level: ended(run(EndOfTurn(JAIPUR, level), frames, {900: "okay done"})) for level in Level}
     assert at[Level.ADVANCED].at_ms < at[Level.INTERMEDIATE].at_ms < at[Level.BEGINNER].at_ms  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("level", list(Level))
+def test_a_finished_sentence_ends_the_turn_sooner_but_never_before_the_utterances_end(level: Level) -> None:
+    frames = timeline((True, 900), (False, 4000))
+    plain = ended(run(EndOfTurn(JAIPUR, level), frames, {900: "I will give you ninety"}))
+    stop = ended(run(EndOfTurn(JAIPUR, level), frames, {900: "I will give you ninety."}))
+    asked = ended(run(EndOfTurn(JAIPUR, level), frames, {900: "How much are the tomatoes today?"}))
+    assert plain is not None and stop is not None and asked is not None
+    assert stop.waited_ms == asked.waited_ms == Timing().complete[level] < plain.waited_ms
+    assert stop.at_ms - stop.speech_end_ms >= UTTERANCE_END_MS and not stop.thinking
+
+
+@pytest.mark.parametrize("text", ["I will give you umm.", "Can you give me a discount on the.", "I was thinking..."])
+def test_a_stop_after_a_filler_or_a_dangling_word_or_an_ellipsis_is_no_finished_sentence(text: str) -> None:
+    frames = timeline((True, 900), (False, 4000))
+    turn = ended(run(EndOfTurn(JAIPUR, Level.ADVANCED), frames, {900: text}))
+    assert turn is not None and turn.waited_ms > Timing().complete[Level.ADVANCED]
+
+
+def test_a_glance_comes_once_per_silence_and_a_short_dip_inside_speech_gives_none() -> None:
+    policy = EndOfTurn(JAIPUR, Level.ADVANCED)
+    events = run(policy, timeline((True, 600), (False, 60), (True, 600), (False, 150), (True, 600), (False, 3000)))
+    assert [type(e) for e in events] == [Paused, Paused, UtteranceEnded, TurnEnded]
+    assert policy.resumes == 0  # a glance is no utterance's end (rule 5)
 
 
 def test_a_click_does_not_start_a_turn() -> None:
@@ -114,6 +140,10 @@ def test_a_slow_speaker_is_given_longer_between_sentences() -> None:
 def test_waits_that_break_the_order_are_refused() -> None:
     with pytest.raises(ValueError, match="done <= thinking"):
         Timing(done={level: 3000.0 for level in Level}, thinking={level: 2000.0 for level in Level})
+    with pytest.raises(ValueError, match="complete <= done"):
+        Timing(complete={level: 900.0 for level in Level})
+    with pytest.raises(ValueError, match="glance_ms"):
+        Timing(glance_ms=UTTERANCE_END_MS)
     with pytest.raises(ValueError, match="min_speech_ms"):
         BargeTiming(backchannel_ms=2000, hard_ms=1000)
 
@@ -285,7 +315,8 @@ def test_on_the_set_few_thinking_pauses_are_cut_and_finished_turns_end(noise: in
     assert thinking >= 40 and len(cut) <= 0.05 * thinking, cut
     assert len(delays) >= 0.95 * cued  # the others ended, after the learner had finished
     median = sorted(delays)[len(delays) // 2]
-    assert Timing().done[level] <= median <= Timing().done[level] + 600
+    # Most lines end on a stop the recogniser writes: the shorter wait of a finished sentence.
+    assert Timing().complete[level] <= median <= Timing().done[level] + 600
 
 
 @pytest.mark.parametrize("noise", [None, 20])

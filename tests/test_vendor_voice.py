@@ -83,6 +83,60 @@ async def test_the_speaker_speaks_the_first_clause_of_a_streamed_reply_before_it
     assert sent[-1].final and FIRST_CLAUSE_WORDS == 4
 
 
+def _gated(line: str, step: int = 4) -> list[str]:
+    """What the reply gate (session/spoken.py) lets out of `line` streamed `step` characters at a
+    time, piece by piece, as the session sends its `reply.delta`s."""
+    from session.spoken import ReplyGate, _no_numbers
+
+    gate = ReplyGate(_no_numbers, _no_numbers)
+    out = [gate.feed(line[at:at + step]) for at in range(0, len(line), step)] + [gate.finish()]
+    return [piece for piece in out if piece]
+
+
+async def test_the_first_clause_is_synthesized_while_the_gate_still_holds_its_mark() -> None:
+    line = "Haan ji, everything here is fresh from the farm today; tell me what you need. Saath rupaye kilo."
+    pieces = _gated(line)
+    # The gate releases the clause and keeps its ";" for the next one: the splitter cannot cut yet.
+    assert pieces[:2] == ["Haan ji", ", everything here is fresh from the farm today"]
+    tts, sent = RecordingTts(800), list[ReplyAudio]()
+    speaker = Speaker(tts, sent.append, "s", lambda: "en-IN")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(speaker.run)
+        for n, piece in enumerate(pieces):
+            speaker.observe(ReplyDelta(session_id="s", turn=1, text=piece, end=n == len(pieces) - 1))
+            await anyio.sleep(0.02)
+            if n == 1:  # asked for with a comma before its mark came; nothing of it sent yet
+                assert tts.said == ["Haan ji, everything here is fresh from the farm today,"] and sent == []
+        speaker.observe(_reply(1, "".join(pieces)))
+        await anyio.sleep(0.05)
+        speaker.close()
+    assert "".join(pieces) == line
+    # Spoken from that audio, once: the piece's text is the reply's own, with its ";".
+    assert tts.said == ["Haan ji, everything here is fresh from the farm today,", "tell me what you need.",
+                        "Saath rupaye kilo."]
+    firsts = [e for e in sent if e.chunk == 0 and e.text]
+    assert firsts[0].text == "Haan ji, everything here is fresh from the farm today;"
+    assert " ".join(e.text for e in firsts) == line and speaker.ahead == 1
+
+
+async def test_a_first_piece_synthesized_ahead_that_the_words_outgrow_is_dropped_unheard() -> None:
+    tts, sent = RecordingTts(800), list[ReplyAudio]()
+    speaker = Speaker(tts, sent.append, "s", lambda: "en-IN")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(speaker.run)
+        await anyio.sleep(0.01)  # its task has started
+        speaker.observe(ReplyDelta(session_id="s", turn=1, text="Look at these fine red"))  # not a clause end
+        await anyio.sleep(0.02)
+        speaker.observe(ReplyDelta(session_id="s", turn=1, text=" tomatoes, bhaiya. Sixty rupees.", end=True))
+        speaker.observe(_reply(1, "Look at these fine red tomatoes, bhaiya. Sixty rupees."))
+        await anyio.sleep(0.05)
+        speaker.close()
+    assert tts.said[0] == "Look at these fine red,"  # asked ahead, and dropped: the clause went on
+    assert [e.text for e in sent if e.chunk == 0 and e.text] == ["Look at these fine red tomatoes,", "bhaiya.",
+                                                                  "Sixty rupees."]
+    assert speaker.ahead == 0
+
+
 async def test_a_filler_goes_only_before_the_replys_first_audio_and_once_a_turn() -> None:
     tts, sent = RecordingTts(800), list[ReplyAudio]()
     clock = [100.0]
@@ -105,6 +159,14 @@ async def test_a_filler_goes_only_before_the_replys_first_audio_and_once_a_turn(
     assert {e.sentence for e in sent[1:-1]} == {0} and not any(e.filler for e in sent[1:-1])
     assert sent[-1].filler and sent[-1].visemes == () and sent[-1].visemes_source == ""
     assert speaker.fillers == 2
+
+
+def test_a_thinking_sound_is_due_after_the_learners_last_word_and_never_before_the_turn_is_taken() -> None:
+    from voice.fillers import sound_at
+
+    assert sound_at(10.0, None, 0.3) == pytest.approx(10.3)  # push-to-talk: from its `end`
+    assert sound_at(10.0, 700.0, 0.3) == 10.0  # the open microphone waited longer: as the turn is taken
+    assert sound_at(10.0, 100.0, 0.3) == pytest.approx(10.2)  # a shorter wait: the rest of it after
 
 
 def test_the_playout_follows_the_loudspeaker_and_counts_heard_characters_as_clients_do() -> None:
@@ -335,3 +397,42 @@ async def test_over_the_socket_backchannels_let_him_speak_and_interruptions_stop
                 assert speech["id"] == heard["in_reply_to"].removesuffix(".barge")
                 at = c.seen.index(heard)
                 assert not [f for f in c.seen[at:] if f["type"] == "reply.audio" and f["turn"] == turn]
+
+
+class _Deltas:
+    """A delta sink that keeps what it is given (schemas.brain.DeltaSink)."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    async def delta(self, text: str) -> None:
+        self.texts.append(text)
+
+    async def withdraw(self, reason: str) -> None:
+        self.texts.clear()
+
+    async def end(self) -> None:
+        pass
+
+    async def decided(self, head: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("pieces", "out_at"), [
+    (["Haan", " ji", ", every", "thing here is", " fresh today", "; tell"], 5),  # a clause of 4 words
+    (["Namaste", ", come", ", come", "! My"], 3),  # a sentence, however short
+    (["Arre", " bhaiya", ", ", "suno"], None),  # a short clause is not the voice's first piece
+])
+async def test_the_model_is_read_eagerly_until_the_voices_first_piece_is_out(pieces: list[str],
+                                                                            out_at: int | None) -> None:
+    from types import SimpleNamespace
+
+    from brain.turn import FIRST_PIECE_WORDS, Turn
+
+    assert FIRST_PIECE_WORDS == FIRST_CLAUSE_WORDS  # the brain's count of the speaker's first piece
+    turn = Turn(SimpleNamespace(session_id="s", turn=1), _Deltas(), deadline=1e9)
+    seen = []
+    for piece in pieces:
+        await turn.push(piece)
+        seen.append(turn.clause_out)
+    assert (seen.index(True) if True in seen else None) == out_at

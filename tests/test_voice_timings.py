@@ -43,10 +43,10 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 async def first_audio(c: Client, turn: int) -> dict[str, Any]:
-    """The first `reply.audio` of the reply to `turn` that has sound."""
+    """The first `reply.audio` of the reply to `turn` that has sound (a thinking sound is none of it)."""
     while True:
         frame = await c.until("reply.audio", wait=20, turn=turn)
-        if frame["data"]:
+        if frame["data"] and not frame["filler"]:
             return frame
 
 

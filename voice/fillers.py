@@ -20,10 +20,18 @@ from voice.lipsync import LipSync, NoVisemes
 from voice.speaker import FillerClip
 from voice.tts import TextToSpeech
 
-__all__ = ["FillerBank", "synthesize_clip"]
+__all__ = ["FillerBank", "sound_at", "synthesize_clip"]
 
 log = logging.getLogger("samvad.voice")
 MAX_SOUNDS = 64  # kept per server: packs have a handful per language
+
+
+def sound_at(ended: float, end_of_turn_ms: float | None, after_s: float) -> float:
+    """When a late reply's thinking sound is due: `after_s` after the learner's last word, and not
+    before the turn was taken at `ended` (seconds on one clock). An open microphone's turn ended
+    `end_of_turn_ms` of silence after that word, so its sound goes as the turn is taken once the wait
+    was as long; a push-to-talk turn (None) ended at its `end`, the last word as far as we know."""
+    return max(ended, ended - (end_of_turn_ms or 0.0) / 1000 + after_s)
 
 
 async def synthesize_clip(tts: TextToSpeech, lipsync: LipSync, text: str, language: str | None) -> FillerClip:

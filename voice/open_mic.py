@@ -5,9 +5,11 @@ A hands-free client streams PCM16 without saying where an utterance ends (`audio
 the end-of-turn policy over its decisions (voice/turn_end.py), and keeps the audio of the turn in
 progress, from a little before its first speech. It says, as the audio arrives:
 
-- `Heard`: an utterance of the turn ended (300 ms of silence), but not the turn. The caller
-  decodes the turn so far, sends it as `speech.partial`, and gives the text back (`partial`), which
-  tells the policy whether the learner stopped on a filler or mid-sentence;
+- `Heard`: the learner paused (rule 2's glance, about 100 ms of silence; the utterance's end, 300
+  ms, only when speech came after the glance), but the turn goes on. The caller decodes the turn
+  so far, sends it as `speech.partial` (and the session may ask the brain ahead), and gives the
+  text back (`partial`), which tells the policy whether the learner stopped on a filler,
+  mid-sentence or at a sentence's end;
 - `Finished`: the turn ended. Its utterance id is the stream's id and the turn's number
   (`mic.3`), which becomes the transcript's: acknowledged and idempotent like any other;
 - `BargedIn`, while the vendor speaks (the caller says so with each chunk, `vendor_speaking`) and
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 
 from voice.barge_in import BargeIn, VerdictKind
 from voice.errors import AudioRejected
-from voice.turn_end import EndOfTurn, TurnEnded, UtteranceEnded
+from voice.turn_end import EndOfTurn, Paused, TurnEnded, UtteranceEnded
 from voice.vad import Detector, VadStream
 
 __all__ = ["BYTES_PER_MS", "PRE_ROLL_MS", "BargedIn", "Finished", "Heard", "MicEvent", "OpenMic"]
@@ -90,6 +92,7 @@ class OpenMic:
         self._base_ms = 0.0
         self._interrupting = False  # the barge-in run under way was decided an interruption
         self._lead: tuple[float, float] | None = None  # the last backchannel run: kept for a turn that follows
+        self._heard_to: float | None = None  # the speech end the last `Heard` covered
 
     @property
     def utterance_id(self) -> str:
@@ -132,7 +135,12 @@ class OpenMic:
                 if not barge.in_run:
                     self._interrupting = False
             for event in self.end_of_turn.frame(frame):
-                if isinstance(event, UtteranceEnded):
+                if isinstance(event, (Paused, UtteranceEnded)):
+                    if event.speech_end_ms == self._heard_to:
+                        continue  # the glance at this silence heard all of it already
+                    if isinstance(event, Paused) and barge is not None and barge.in_run and not self._interrupting:
+                        continue  # a run over the vendor not yet judged: likely a backchannel, no turn
+                    self._heard_to = event.speech_end_ms
                     events.append(Heard(self.utterance_id, self._turn_audio(event.at_ms), event.at_ms,
                                         event.speech_end_ms))
                 elif isinstance(event, TurnEnded):

@@ -59,6 +59,11 @@ class SentenceSplitter:
                 return boundary
         return None
 
+    @property
+    def pending(self) -> str:
+        """The text fed and not yet cut into a piece."""
+        return self._buf
+
     def flush(self) -> str:
         rest, self._buf = self._buf.strip(), ""
         if rest:

@@ -21,6 +21,15 @@ first audio started: clients play chunks in order). `playout` follows the client
 Visemes (voice/lipsync.py) ride on the chunks they describe: each chunk's are cut just before it is
 sent, so they go, and are dropped by a barge-in, with their audio.
 
+The reply's first piece is synthesized ahead (`_Ahead`) when its words are complete but the
+splitter cannot cut it yet: session/spoken.py's gate releases a clause without its trailing mark
+(the mark goes with the next clause, rule 6), and a sentence's stop needs the space that comes with
+the next clause. So once the pending text holds `FIRST_CLAUSE_WORDS` words up to a released clause,
+or a stop, the voice is asked for it then (a clause with a comma), and the piece, once cut, is
+spoken from that audio if its words are those (with any clause mark, `;` and `:` said as the
+comma); otherwise the early synthesis is cancelled and the piece is asked as usual. Nothing is
+sent before the piece is cut, so nothing is heard that the reply lacks.
+
 The player's speaker is told when each of the learner's spoken turns ended (`turn_ended`); the
 first reply begun after it answers it, and that reply's first piece of audio carries `timings`: the
 speech service's time to its first byte and the time since the turn ended (docs/voice.md,
@@ -30,11 +39,14 @@ speech service's time to its first byte and the time since the turn ended (docs/
 from __future__ import annotations
 
 import logging
+import math
+import re
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
+from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel
 
@@ -66,6 +78,33 @@ class FillerClip:
     tts: str
     visemes: tuple[tuple[int, int], ...] = ()
     visemes_source: str = ""
+
+
+_STOP = re.compile(r"[.!?\u0964\u2026][\"')\]]*$")  # a sentence's stop, its space not yet come
+_CLAUSE_MARKS = ",;:"
+
+
+@dataclass(eq=False)
+class _Ahead:
+    """The reply's first piece asked of the voice before the splitter could cut it."""
+
+    gen: int
+    turn: int
+    words: str  # the piece as far as it is known: a clause without its mark, or a sentence
+    clause: bool  # `words` wait for a clause mark (synthesized with a comma)
+    voicing: Voicing
+    asked: float
+    audio: MemoryObjectReceiveStream[bytes]
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    first_byte: float | None = None
+    failed: SpeechServiceError | None = None
+
+    def fits(self, item: _Sentence) -> bool:
+        if item.gen != self.gen or item.turn != self.turn or item.index != 0:
+            return False
+        if not self.clause:
+            return item.text == self.words
+        return item.text[:-1] == self.words and item.text[-1:] in tuple(_CLAUSE_MARKS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +146,9 @@ class Speaker:
         self.fillers = 0  # statistics
         self.voiced_turn: int | None = None  # the turn of the last reply audio (not a filler) sent
         self._filled_turn: int | None = None
+        self._ahead: _Ahead | None = None
+        self._tg: TaskGroup | None = None  # `run`'s, for the first piece synthesized ahead
+        self.ahead = 0  # statistics: first pieces synthesized ahead and spoken from it
         self.playout = Playout()
         self.clock: Callable[[], float] = time.perf_counter
 
@@ -131,6 +173,8 @@ class Speaker:
                 rest = self._splitter.flush()
                 if rest:
                     self._enqueue(rest, final=False)
+            elif self._index == 0:
+                self._synthesize_ahead()
         elif isinstance(event, ReplyWithdrawn):
             if event.turn == self._turn:
                 self._gen += 1
@@ -192,8 +236,59 @@ class Speaker:
     def _cut(self) -> None:
         if self._scope is not None:
             self._scope.cancel()
+        self._drop_ahead()
+
+    def _synthesize_ahead(self) -> None:
+        """Ask the voice for the reply's first piece now, if its words are complete and the
+        splitter waits only for its mark or its stop's space (see the module's docstring)."""
+        pending = self._splitter.pending.strip()
+        tg, turn = self._tg, self._turn
+        if tg is None or turn is None or self._ahead is not None or not pending:
+            return
+        stop = bool(_STOP.search(pending))
+        if not stop and (len(pending.split()) < FIRST_CLAUSE_WORDS or not pending[-1].isalnum()):
+            return
+        text = pending if stop else pending + ","
+        send, receive = anyio.create_memory_object_stream[bytes](math.inf)  # one piece's audio
+        ahead = _Ahead(self._gen, turn, pending, not stop, self.lipsync.voicing(text, self._language()),
+                       time.perf_counter(), receive)
+        self._ahead = ahead
+        tg.start_soon(self._fetch_ahead, ahead, send)
+
+    async def _fetch_ahead(self, ahead: _Ahead, send: MemoryObjectSendStream[bytes]) -> None:
+        with ahead.scope, send:
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(ahead.voicing.prepare)
+                    async for pcm in ahead.voicing.audio():
+                        if ahead.first_byte is None:
+                            ahead.first_byte = time.perf_counter()
+                        await send.send(pcm)
+            except SpeechServiceError as exc:  # raised where the piece is spoken, as a voice's own
+                ahead.failed = exc
+            except anyio.BrokenResourceError:
+                pass  # its piece was dropped or cut off
+
+    def _drop_ahead(self) -> None:
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead.scope.cancel()
+            ahead.audio.close()
+
+    def _take_ahead(self, item: _Sentence) -> _Ahead | None:
+        ahead = self._ahead
+        if ahead is None or ahead.turn != item.turn or ahead.gen != item.gen:
+            return None
+        self._ahead = None
+        if ahead.fits(item):
+            self.ahead += 1
+            return ahead
+        ahead.scope.cancel()
+        ahead.audio.close()
+        return None
 
     def _new_reply(self, turn: int) -> None:
+        self._drop_ahead()
         if self._ended is not None:  # the first reply begun since a spoken turn ended answers it
             self._timed, self._ended = (turn, *self._ended), None
         self._turn = turn
@@ -218,6 +313,15 @@ class Speaker:
     # ----------------------------------------------------------------- the task
 
     async def run(self) -> None:
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            try:
+                await self._run()
+            finally:
+                self._tg = None
+                self._drop_ahead()
+
+    async def _run(self) -> None:
         async with self._receive:
             async for item in self._receive:
                 if item.gen != self._gen or item.gen == self._failed_gen:
@@ -242,21 +346,28 @@ class Speaker:
             self._send_chunk(ReplyAudio(session_id=self.session_id, turn=item.turn, sentence=item.index, chunk=0,
                                   sample_rate=self.tts.sample_rate, last=True, final=item.final, tts=self.tts.name))
             return
-        voicing = self.lipsync.voicing(item.text, self._language())
+        ahead = self._take_ahead(item) if item.index == 0 else None
+        voicing = ahead.voicing if ahead is not None else self.lipsync.voicing(item.text, self._language())
         failed: SpeechServiceError | None = None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(voicing.prepare)  # an estimate's silent pass runs while the TTS answers
-            try:
-                await self._stream(item, voicing)
-            except SpeechServiceError as exc:  # raised as itself, not in a group, for `run`
-                failed = exc
-                tg.cancel_scope.cancel()
+        try:
+            async with anyio.create_task_group() as tg:
+                if ahead is None:
+                    tg.start_soon(voicing.prepare)  # an estimate's silent pass runs while the TTS answers
+                try:
+                    await self._stream(item, voicing, ahead)
+                except SpeechServiceError as exc:  # raised as itself, not in a group, for `run`
+                    failed = exc
+                    tg.cancel_scope.cancel()
+        finally:
+            if ahead is not None:  # spoken, or cut off by a barge-in: the rest is not wanted
+                ahead.scope.cancel()
+                ahead.audio.close()
         if failed is not None:
             raise failed
 
-    async def _stream(self, item: _Sentence, voicing: Voicing) -> None:
+    async def _stream(self, item: _Sentence, voicing: Voicing, ahead: _Ahead | None = None) -> None:
         chunk = 0
-        asked = time.perf_counter()
+        asked = time.perf_counter() if ahead is None else ahead.asked
         first_byte: float | None = None  # s from asking the voice to its first audio
 
         async def send(data: bytes, *, last: bool) -> bool:
@@ -279,13 +390,14 @@ class Speaker:
             chunk += 1
             return True
 
-        source = voicing.audio()
+        source = voicing.audio() if ahead is None else _drained(ahead)
         if not self.by_sentence:
             source = _once(b"".join([pcm async for pcm in source]))
         held = b""  # one piece held back, so the sentence's last piece can say `last`
         async for pcm in source:
             if first_byte is None:
-                first_byte = time.perf_counter() - asked
+                got = ahead.first_byte if ahead is not None and ahead.first_byte is not None else time.perf_counter()
+                first_byte = got - asked
             data = held + pcm
             while len(data) > CHUNK_BYTES:
                 if not await send(data[:CHUNK_BYTES], last=False):
@@ -313,3 +425,12 @@ class Speaker:
 
 async def _once(pcm: bytes) -> AsyncIterator[bytes]:
     yield pcm
+
+
+async def _drained(ahead: _Ahead) -> AsyncIterator[bytes]:
+    """The audio synthesized ahead, as it came and comes; its voice's failure, raised here."""
+    async with ahead.audio:
+        async for pcm in ahead.audio:
+            yield pcm
+    if ahead.failed is not None:
+        raise ahead.failed

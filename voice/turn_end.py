@@ -8,9 +8,14 @@ Rules (seed 002's thresholds, `SILENCE_UTTERANCE_END_MS` and `SILENCE_THINKING_M
 1. Speech starts a turn only after `min_speech_ms` of it: a click, a cough's edge or one noisy
    window does not.
 2. 300 ms of silence after speech ends an utterance (`UtteranceEnded`): the recogniser may settle
-   its text. It does not yet end the turn.
+   its text. It does not yet end the turn. Before it, `Timing.glance_ms` of silence (three of
+   Silero's windows) is a glance (`Paused`, once per silence): the recogniser may read the words so
+   far and the brain be asked ahead (session/speculation.py), a few hundred ms sooner than at the
+   utterance's end. It counts for nothing else (rule 5 counts utterance ends only).
 3. The turn ends when the silence since the last speech reaches the wait (`TurnEnded`). The wait
-   is the level's (`Timing.done`): a beginner is given longer than an advanced learner.
+   is the level's (`Timing.done`): a beginner is given longer than an advanced learner. Words that
+   end a sentence (a recogniser that punctuates put `.`, `?` or `!` after them, and rule 4 does
+   not hold) are a finished utterance: the level's shorter `Timing.complete` wait applies instead.
 4. A learner whose words so far stop on a filler ("umm", "matlab", "eto": the pack's `fillers`) or
    where no sentence ends ("I will give you ninety for the") is thinking: the wait is the level's
    thinking wait (`Timing.thinking`), longer than seed 002's 2 s thinking pause.
@@ -27,10 +32,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from schemas.enums import Level
-from voice.turn_words import TurnWords, words
+from voice.turn_words import TurnWords, ends_sentence, words
 from voice.vad import VadFrame
 
-__all__ = ["THINKING_MS", "UTTERANCE_END_MS", "EndOfTurn", "Timing", "TurnEnded", "TurnEvent", "UtteranceEnded"]
+__all__ = ["THINKING_MS", "UTTERANCE_END_MS", "EndOfTurn", "Paused", "Timing", "TurnEnded", "TurnEvent",
+           "UtteranceEnded"]
 
 UTTERANCE_END_MS = 300.0  # seed 002: SILENCE_UTTERANCE_END_MS, "mark speech complete"
 THINKING_MS = 2000.0  # seed 002: SILENCE_THINKING_MS, "wait (user may be thinking)"
@@ -43,10 +49,15 @@ class Timing:
     done: dict[Level, float] = field(default_factory=lambda: {
         Level.ADVANCED: 500.0, Level.INTERMEDIATE: 700.0, Level.BEGINNER: 1000.0})
     """Rule 3: the words look finished (or there are none to read)."""
+    complete: dict[Level, float] = field(default_factory=lambda: {
+        Level.ADVANCED: 300.0, Level.INTERMEDIATE: 400.0, Level.BEGINNER: 600.0})
+    """Rule 3, words that end a sentence: the utterance's end for an advanced learner, a little over
+    it for others."""
     thinking: dict[Level, float] = field(default_factory=lambda: {
         Level.ADVANCED: 2600.0, Level.INTERMEDIATE: 2900.0, Level.BEGINNER: 3400.0})
     """Rule 4: past seed 002's 2 s thinking pause, with room for a slow speaker."""
     min_speech_ms: float = 90.0
+    glance_ms: float = 96.0  # rule 2: three 32 ms windows of Silero's; under UTTERANCE_END_MS
     resume_step_ms: float = 150.0
     resume_max_ms: float = 600.0
     # Rule 6: espeak-ng at 110 words a minute says 3-10 letters a second of speech and leaves up to
@@ -56,8 +67,18 @@ class Timing:
 
     def __post_init__(self) -> None:
         for level in Level:
-            if not UTTERANCE_END_MS <= self.done[level] <= self.thinking[level]:
-                raise ValueError(f"{level.value}: need {UTTERANCE_END_MS} <= done <= thinking")
+            if not UTTERANCE_END_MS <= self.complete[level] <= self.done[level] <= self.thinking[level]:
+                raise ValueError(f"{level.value}: need {UTTERANCE_END_MS} <= complete <= done <= thinking")
+        if not 0.0 < self.glance_ms < UTTERANCE_END_MS:
+            raise ValueError(f"need 0 < glance_ms < {UTTERANCE_END_MS}")
+
+
+@dataclass(frozen=True, slots=True)
+class Paused:
+    """Rule 2's glance: `Timing.glance_ms` of silence at `at_ms` after speech that ended at `speech_end_ms`."""
+
+    at_ms: float
+    speech_end_ms: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +101,7 @@ class TurnEnded:
     thinking: bool
 
 
-TurnEvent = UtteranceEnded | TurnEnded
+TurnEvent = Paused | UtteranceEnded | TurnEnded
 
 
 class EndOfTurn:
@@ -99,7 +120,9 @@ class EndOfTurn:
         self._voiced = 0.0  # ms of speech in the turn (rule 6)
         self._last_speech: float | None = None  # end of the last speech window of the turn
         self._utterance_ended = False
+        self._glanced = False  # rule 2's glance at this silence was taken
         self._said: tuple[str, ...] = ()
+        self._finished = False  # the text ends a sentence (rule 3)
         self._over = False
 
     @property
@@ -115,6 +138,7 @@ class EndOfTurn:
     def partial(self, text: str) -> None:
         """The recogniser's latest text of this turn (it replaces the earlier one)."""
         self._said = words(text)
+        self._finished = ends_sentence(text)
 
     def wait_ms(self) -> tuple[float, bool]:
         """The silence that ends the turn now, and whether it is a thinking wait (rule 4)."""
@@ -125,7 +149,8 @@ class EndOfTurn:
         if said and self._voiced >= 1000 and (
                 sum(map(len, said)) * 1000 / self._voiced < self.timing.slow_letters_per_s):  # rule 6
             extra += self.timing.slow_ms
-        return min(self.timing.done[self.level] + extra, self.timing.thinking[self.level]), False
+        base = (self.timing.complete if said and self._finished else self.timing.done)[self.level]  # rule 3
+        return min(base + extra, self.timing.thinking[self.level]), False
 
     def frame(self, vad: VadFrame) -> list[TurnEvent]:
         """One voice-activity decision; the events it causes (none, or one)."""
@@ -143,6 +168,7 @@ class EndOfTurn:
             if self._utterance_ended:  # rule 5: back after a pause
                 self.resumes += 1
                 self._utterance_ended = False
+            self._glanced = False
             self._last_speech = vad.end_ms
             self._voiced += vad.end_ms - vad.start_ms
             return []
@@ -155,8 +181,11 @@ class EndOfTurn:
             self._over = True
             return [TurnEnded(vad.end_ms, self._start, self._last_speech, wait, thinking)]
         if silence >= UTTERANCE_END_MS and not self._utterance_ended:
-            self._utterance_ended = True
+            self._utterance_ended = self._glanced = True
             return [UtteranceEnded(vad.end_ms, self._last_speech)]
+        if silence >= self.timing.glance_ms and not self._glanced:  # rule 2's glance
+            self._glanced = True
+            return [Paused(vad.end_ms, self._last_speech)]
         return []
 
     def cut(self, at_ms: float) -> TurnEnded | None:

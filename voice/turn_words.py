@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 from schemas.scenario import Scenario
 
-__all__ = ["CONTINUATIONS", "TurnWords", "words"]
+__all__ = ["CONTINUATIONS", "TurnWords", "ends_sentence", "words"]
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_SENTENCE_END = re.compile(r"[.!?\u0964](?<!\.\.\.)[\"')\]]*\s*$")  # a stop, not an ellipsis's trailing off
 
 # Words a sentence does not end on: articles, prepositions, conjunctions, subject pronouns,
 # possessives, auxiliaries, and Hindi's postpositions and conjunctions. A word that often does
@@ -34,6 +35,12 @@ def words(text: str) -> tuple[str, ...]:
     """A partial transcript as the lists compare it: lower case, letters and digits, punctuation
     gone ("Haan-ji, 90!" -> haan ji 90)."""
     return tuple(_WORD.findall(text.lower()))
+
+
+def ends_sentence(text: str) -> bool:
+    """Whether a recogniser that punctuates put a sentence's end after the words ("How much is
+    this?"); "I was thinking..." trails off and does not end one."""
+    return bool(_SENTENCE_END.search(text))
 
 
 @dataclass(frozen=True, slots=True)
