@@ -384,7 +384,7 @@ class ChatTransport:
                             await turn.decided(extractor.values)
             if aiohttp_response is not None and (turn.clause_out or extractor.done):
                 # What was read is handled; the next read can wait for more to arrive. Not before
-                # the first clause is whole: the session says nothing of the words until then.
+                # the voice's first piece is out (brain/turn.py, `clause_out`): it waits for it.
                 rest = _TAIL_REST_S if extractor.done and extractor.head_done else turn.interval_s
                 await privates.rest_reading(aiohttp_response, rest)
 
