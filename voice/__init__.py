@@ -26,7 +26,8 @@
 - `fluency`: words a minute, pauses, runs and fillers from the recogniser's word times (docs/learning.md).
 - `errors`: the package's exceptions.
 
-It imports `schemas` and the brain's transport settings (`brain.transport`), nothing above them.
+It imports `schemas`, the brain's transport settings (`brain.transport`) and `privates` (the SDK's
+aiohttp response, for the speech calls' byte reads), nothing above them.
 """
 
 from voice.audio import decode_clip, levels, parse_wav, wav_bytes
