@@ -13,7 +13,7 @@ from schemas.brain import BrainRequest
 from schemas.enums import LanguageCode, Level, Outcome, Stage
 from schemas.learner import LearnerRecall, SessionFigures
 from schemas.policy import mood_for
-from schemas.review import Evidence, Practice, PracticeTarget
+from schemas.review import Evidence, Practice, PracticeTarget, ReviewItem
 from schemas.scenario import load_scenario
 from server.learners.reviews import MAX_TARGETS, due, item_id, items_after, retention
 from server.learners.store import MemoryLearnerStore
@@ -52,6 +52,23 @@ async def test_evidence_makes_an_item_once_and_a_session_reviews_it_once() -> No
     await store.record(figures("s3", T0 + 4 * DAY, practice=(Practice(item_id=item.item_id, recalled=False),)))
     assert (await store.items("asha"))[0].reps == 2
     assert await store.erase("asha") and await store.items("asha") == []
+
+
+def test_items_after_a_session_folded_in_before_is_nothing_whatever_came_between() -> None:
+    """The fold's own guard (the stores guard with the profile's session ids as well)."""
+    slip = Evidence(source="slip", key="lowball", turn=1)
+    items: dict[str, ReviewItem] = {}
+    s1 = figures("s1", T0, evidence=(HINT,))
+    items.update((i.item_id, i) for i in items_after(items, s1))
+    judged = Practice(item_id=next(iter(items)), recalled=True, turn=2, said="kitne?", rating="good")
+    s2 = figures("s2", T0 + 2 * DAY, practice=(judged,))  # a judgement alone
+    s3 = figures("s3", T0 + 3 * DAY, evidence=(slip,))  # another item
+    for later in (s2, s3):
+        assert items_after(items, later) != []
+        items.update((i.item_id, i) for i in items_after(items, later))
+    assert sorted(h.session_id for i in items.values() for h in i.history) == ["s1", "s2", "s3"]
+    for again in (s2, s1, s3):  # a retried fold, or a rebuild replaying old sessions
+        assert items_after(items, again) == []
 
 
 def test_slips_become_behaviour_items_with_the_packs_words() -> None:

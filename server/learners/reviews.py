@@ -94,23 +94,25 @@ def _shape(evidence: Evidence, scenario: Scenario) -> tuple[ItemKind, str, str, 
 
 def items_after(items: Mapping[str, ReviewItem], figures: SessionFigures) -> list[ReviewItem]:
     """The items this session made or changed, scheduled at the session's end (see the module doc)."""
-    if any(entry.session_id == figures.session_id for item in items.values() for entry in item.history):
-        return []  # this session was folded in already
     scenario = load_scenario(figures.scenario)
+    judged: dict[str, Practice] = {p.item_id: p for p in figures.practice if p.rating is not None}
+    shaped = [(evidence, shape) for evidence in figures.evidence
+              if (shape := _shape(evidence, scenario))[0] != "phrase" or shape[3]]  # a phrase needs cue words
+    ids = [item_id(figures.learner_id, figures.scenario, kind, key) for _, (kind, key, _, _) in shaped]
+    # A session folded in before has a review in every item it touched: only those are read, so the
+    # check costs what the session touched, not the learner's whole past.
+    if any(entry.session_id == figures.session_id for iid in {*judged, *ids} if iid in items
+           for entry in items[iid].history):
+        return []  # this session was folded in already
     at = figures.ended_at
     worst: dict[str, RatingName] = {}
     recalled: dict[str, bool | None] = {}
     changed: dict[str, ReviewItem] = {}
-    judged: dict[str, Practice] = {p.item_id: p for p in figures.practice if p.rating is not None}
     for practice in judged.values():
         if practice.item_id in items and practice.rating is not None:
             worst[practice.item_id] = practice.rating
             recalled[practice.item_id] = practice.recalled
-    for evidence in figures.evidence:
-        kind, key, phrase, cues = _shape(evidence, scenario)
-        if kind == "phrase" and not cues:
-            continue  # nothing to judge it by (a line of numbers and names)
-        iid = item_id(figures.learner_id, figures.scenario, kind, key)
+    for (evidence, (kind, key, phrase, cues)), iid in zip(shaped, ids, strict=True):
         item = changed.get(iid) or items.get(iid) or ReviewItem(
             item_id=iid, learner_id=figures.learner_id, scenario=figures.scenario,
             language=figures.target_language, kind=kind, key=key, source=evidence.source, phrase=phrase,
