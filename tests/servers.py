@@ -274,3 +274,12 @@ def checked(frames: list[dict[str, Any]]) -> Any:
 def without(snapshot: dict[str, Any], *keys: str) -> dict[str, Any]:
     """A session state without `keys` (what a command may change: its seq, its clock)."""
     return {k: v for k, v in snapshot.items() if k not in keys}
+
+
+async def accepting_app(scope: Any, receive: Any, send: Any) -> None:
+    """A bare ASGI app for uvicorn's own tests: accepts a WebSocket and waits for its close."""
+    if scope["type"] == "websocket":
+        await receive()
+        await send({"type": "websocket.accept"})
+        while (await receive())["type"] != "websocket.disconnect":
+            pass

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from tests.browser_support import ARTIFACTS, WAIT_MS, new_page, sign_in
-from tests.servers import create, player, running_server
+from tests.servers import create, running_server
 from tests.test_learners_api import ADMIN as ADMIN_KEY
-from tests.test_learners_api import DEAL, WALK, api, play, profile_after
+from tests.test_learners_api import DEAL, WALK, api, hints_before_a_line, play, profile_after
 
 pytestmark = [pytest.mark.browser, pytest.mark.anyio, pytest.mark.usefixtures("collect_servers")]
 
@@ -121,13 +121,7 @@ async def test_the_learners_page_shows_each_review_items_retention(browser: Any)
         host = served.base_url.removeprefix("http://")
         assert served.services is not None
         created = await create(served, learner_id="mira")
-        async with await player(served, created) as c:
-            await c.until("welcome")
-            await c.send({"type": "scene", "id": "hold", "object_grabbed": "Tomato"})
-            await c.until("ack", id="hold")
-            for n in range(3):
-                await c.send({"type": "command", "id": f"h{n}", "name": "hint"})
-                await c.until("hint", in_reply_to=f"h{n}")
+        await hints_before_a_line(served, created)
         await play(served, created, WALK)  # no bhaiya in any line, and a lowball: two slips as well
         await profile_after(served, "mira", 1)
         answer = (await api(served, "GET", "/api/learners/mira")).json()

@@ -29,6 +29,19 @@ async def served() -> AsyncIterator[Served]:
         yield s
 
 
+async def hints_before_a_line(served: Served, created: dict[str, Any], count: int = 3) -> dict[str, Any]:
+    """Holds the tomato and asks for `count` hints before the learner's first line; the last hint
+    (the third reveals the pack's whole line)."""
+    async with await player(served, created) as c:
+        await c.until("welcome")
+        await c.send({"type": "scene", "id": "hold", "object_grabbed": "Tomato"})
+        await c.until("ack", id="hold")
+        for n in range(count):
+            await c.send({"type": "command", "id": f"h{n}", "name": "hint"})
+            last: dict[str, Any] = await c.until("hint", in_reply_to=f"h{n}")
+    return last
+
+
 async def play(served: Served, created: dict[str, Any], lines: tuple[str, ...]) -> list[dict[str, Any]]:
     """Hold a tomato and say `lines` until the session ends; every frame the player received."""
     async with await player(served, created) as c:

@@ -26,7 +26,7 @@ import pytest
 from schemas.scenario import load_scenario
 from server.learners.graph import Neo4jLearnerStore
 from tests.servers import Served, create, player, running_server
-from tests.test_learners_api import ADMIN, DEAL, api, play
+from tests.test_learners_api import ADMIN, DEAL, api, hints_before_a_line, play
 
 pytestmark = pytest.mark.anyio
 
@@ -102,13 +102,7 @@ async def test_a_revealed_hint_comes_back_is_recalled_across_scripts_and_is_resc
 
     # 1. Three hints before the first line: the third reveals the pack's greeting line.
     first = await create(served, learner_id=who)
-    async with await player(served, first) as c:
-        await c.until("welcome")
-        await c.send({"type": "scene", "id": "hold", "object_grabbed": "Tomato"})
-        await c.until("ack", id="hold")
-        for n in range(3):
-            await c.send({"type": "command", "id": f"h{n}", "name": "hint"})
-            reveal = await c.until("hint", in_reply_to=f"h{n}")
+    reveal = await hints_before_a_line(served, first)
     assert reveal["kind"] == "reveal" and reveal["situation"] == "greet"
     assert reveal["text"] == "Namaste bhaiya, ye tamatar kitne ka hai?"
     await play(served, first, DEAL)

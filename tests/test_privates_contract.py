@@ -32,6 +32,7 @@ import privates
 from brain.transport import sdk_client
 from tests.llm_support import decision
 from tests.openai_server import FakeOpenAI, reply
+from tests.servers import accepting_app
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -120,18 +121,10 @@ def test_uvicorn_has_every_method_the_lean_http_protocol_overrides_or_calls() ->
     assert privates.http_protocol_class("h11") == "h11"
 
 
-async def _accept_and_close(scope: Any, receive: Any, send: Any) -> None:
-    if scope["type"] == "websocket":
-        await receive()
-        await send({"type": "websocket.accept"})
-        while (await receive())["type"] != "websocket.disconnect":
-            pass
-
-
 async def _http_protocols_left_after_a_websocket(http: Any) -> int:
     """Open and close one WebSocket against uvicorn with `http`, the cyclic collector off; count
     the HTTP protocols still in memory then (reference counting freed the others)."""
-    config = uvicorn.Config(_accept_and_close, host="127.0.0.1", port=0, log_config=None, lifespan="off",
+    config = uvicorn.Config(accepting_app, host="127.0.0.1", port=0, log_config=None, lifespan="off",
                             http=http, ws=privates.protocol_class("auto"), ws_ping_interval=None)
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())

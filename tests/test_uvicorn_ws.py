@@ -21,7 +21,7 @@ from privates import (
     protocol_class,
 )
 from privates.parts import _WHEELS
-from tests.servers import client, create, running_server
+from tests.servers import accepting_app, client, create, running_server
 
 pytestmark = pytest.mark.anyio
 
@@ -238,19 +238,11 @@ async def test_the_keepalive_wheel_pings_each_due_socket_once_and_forgets_a_disc
     assert loop not in _WHEELS  # nothing due: the wheel lets go of its loop
 
 
-async def _keepalive_app(scope: Any, receive: Any, send: Any) -> None:
-    if scope["type"] == "websocket":
-        await receive()
-        await send({"type": "websocket.accept"})
-        while (await receive())["type"] != "websocket.disconnect":
-            pass
-
-
 async def test_an_idle_socket_is_pinged_and_answers_without_a_timer_of_its_own() -> None:
     import uvicorn
     import websockets
 
-    config = uvicorn.Config(_keepalive_app, host="127.0.0.1", port=0, log_config=None, lifespan="off",
+    config = uvicorn.Config(accepting_app, host="127.0.0.1", port=0, log_config=None, lifespan="off",
                             ws=protocol_class("auto"), ws_ping_interval=0.2, ws_ping_timeout=5.0)
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
