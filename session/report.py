@@ -26,6 +26,8 @@ The three suggestions come from fixed rules, first applicable first, in the orde
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 from schemas.enums import OfferAssessment, Outcome, Stage
 from schemas.flags import explain
@@ -212,71 +214,61 @@ def total_score(parts: dict[str, int]) -> int:
     return max(0, min(100, sum(parts.values())))
 
 
-_last_figures: tuple[tuple[object, ...], tuple[Price, Etiquette, dict[str, int]]] | None = None
+# The last ended session's derived figures, each worked out once: a session that ends asks for
+# them twice in the same handler, for its report and for its learner's profile. Kept while the
+# session is unchanged (`_ended_key`); a new key drops them all.
+T = TypeVar("T")
+_kept: tuple[tuple[object, ...], dict[object, Any]] | None = None
+
+
+def _ended_key(negotiation: Negotiation) -> tuple[object, ...]:
+    """What an ended session's derived figures read that may still change: its id, last update,
+    history length, outcome, happiness and turn, the coaching counters and the spoken figures."""
+    c = negotiation.coaching
+    return (negotiation.session_id, negotiation.updated_at, len(negotiation.history), negotiation.outcome,
+            negotiation.happiness, negotiation.turn, c.hints, c.hints_offered, c.unclear, c.repeats, c.undos,
+            negotiation.fluency, negotiation.target_language, negotiation.scenario_version)
+
+
+def _once(negotiation: Negotiation, what: object, make: Callable[[], T]) -> T:
+    """`make()` for an ended session, kept under `what` while it is the last ended one, unchanged;
+    a live session's is always worked out (frozen models and tuples: callers may share them)."""
+    global _kept
+    if negotiation.outcome is None:
+        return make()
+    key = _ended_key(negotiation)
+    if _kept is None or _kept[0] != key:
+        _kept = key, {}
+    memo = _kept[1]
+    if what not in memo:
+        memo[what] = make()
+    return cast(T, memo[what])
 
 
 def report_figures(negotiation: Negotiation) -> tuple[Price, Etiquette, dict[str, int]]:
     """The price, the etiquette and the score's parts of an ended session: the part of its report
-    that a learner's profile keeps (`server/learners`), for half the cost of the whole report.
+    that a learner's profile keeps (`server/learners`), for half the cost of the whole report;
+    worked out once per ended session (`_once`). Each caller gets its own parts."""
+    price, etiquette, parts = _once(negotiation, "figures", lambda: _report_figures(negotiation))
+    return price, etiquette, dict(parts)
 
-    A session that ends asks twice in the same handler, for its report and for its learner's
-    profile: the answer for the last ended session is kept while it is unchanged (its id, last
-    update, history length, outcome, happiness and turn), so the second is not worked out again.
-    """
-    global _last_figures
-    key = _ended_key(negotiation)
-    if negotiation.outcome is not None and _last_figures is not None and _last_figures[0] == key:
-        price, etiquette, parts = _last_figures[1]
-        return price, etiquette, dict(parts)
+
+def _report_figures(negotiation: Negotiation) -> tuple[Price, Etiquette, dict[str, int]]:
     scenario = negotiation.scenario
     price = _price(negotiation, scenario)
     etiquette = _etiquette(negotiation, scenario)
     learner_turns = sum(1 for r in negotiation.history if r.role == "user")
-    parts = score(price, etiquette, learner_turns, negotiation.happiness)
-    if negotiation.outcome is not None:
-        _last_figures = key, (price, etiquette, dict(parts))
-    return price, etiquette, parts
-
-
-_last_estimate: tuple[tuple[object, ...], LevelEstimate | None] | None = None
-_last_cards: tuple[tuple[object, ...], TipSource | None, tuple[EarnedCard, ...]] | None = None
-
-
-def _ended_key(negotiation: Negotiation) -> tuple[object, ...]:
-    """What an ended session's derived figures depend on, as `report_figures` keys them."""
-    return (negotiation.session_id, negotiation.updated_at, len(negotiation.history), negotiation.outcome,
-            negotiation.happiness, negotiation.turn)
+    return price, etiquette, score(price, etiquette, learner_turns, negotiation.happiness)
 
 
 def ended_estimate(negotiation: Negotiation) -> LevelEstimate | None:
-    """`estimate` of a session, kept for the last ended one while it is unchanged: its report and its
-    learner's profile both ask for it in the handler that ends it (the key adds what the estimate
-    reads beyond `report_figures`'s: the coaching counters and the spoken figures)."""
-    global _last_estimate
-    if negotiation.outcome is None:
-        return estimate(negotiation)
-    c = negotiation.coaching
-    key = (*_ended_key(negotiation), c.hints, c.hints_offered, c.unclear, c.repeats, c.undos,
-           negotiation.fluency, negotiation.target_language, negotiation.scenario_version)
-    if _last_estimate is not None and _last_estimate[0] == key:
-        return _last_estimate[1]
-    found = estimate(negotiation)  # a frozen model: the two callers may share it
-    _last_estimate = key, found
-    return found
+    """`estimate` of a session, worked out once per ended session (`_once`)."""
+    return _once(negotiation, "estimate", lambda: estimate(negotiation))
 
 
 def ended_cards(negotiation: Negotiation, tips: TipSource | None) -> tuple[EarnedCard, ...]:
-    """`earned_cards`, kept for the last ended session while it is unchanged (and asked with the same
-    tips), for the same reason as `ended_estimate`."""
-    global _last_cards
-    if negotiation.outcome is None:
-        return earned_cards(negotiation, tips)
-    key = _ended_key(negotiation)
-    if _last_cards is not None and _last_cards[0] == key and _last_cards[1] is tips:
-        return _last_cards[2]
-    cards = earned_cards(negotiation, tips)  # a tuple of frozen models: shared safely
-    _last_cards = key, tips, cards
-    return cards
+    """`earned_cards`, worked out once per ended session and tips (`_once`)."""
+    return _once(negotiation, ("cards", id(tips)), lambda: earned_cards(negotiation, tips))
 
 
 def learner_report(negotiation: Negotiation, tips: TipSource | None) -> LearnerReport:

@@ -112,7 +112,7 @@ def test_an_ended_sessions_figures_are_kept_only_while_it_is_unchanged() -> None
     from session.negotiation import Negotiation
 
     def fresh(n: Negotiation) -> tuple[Any, ...]:
-        report._last_figures = None
+        report._kept = None
         return report.report_figures(n)
 
     n = Negotiation(session_id="memo-1", scenario_name="jaipur-bazaar", created_at=0.0)
