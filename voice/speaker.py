@@ -106,6 +106,11 @@ class _Ahead:
             return item.text == self.words
         return item.text[:-1] == self.words and item.text[-1:] in tuple(_CLAUSE_MARKS)
 
+    def drop(self) -> None:
+        """Stops the synthesis and lets its audio go (spoken, unwanted or cut off)."""
+        self.scope.cancel()
+        self.audio.close()
+
 
 @dataclass(frozen=True, slots=True)
 class _Sentence:
@@ -272,8 +277,7 @@ class Speaker:
     def _drop_ahead(self) -> None:
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
-            ahead.scope.cancel()
-            ahead.audio.close()
+            ahead.drop()
 
     def _take_ahead(self, item: _Sentence) -> _Ahead | None:
         ahead = self._ahead
@@ -283,8 +287,7 @@ class Speaker:
         if ahead.fits(item):
             self.ahead += 1
             return ahead
-        ahead.scope.cancel()
-        ahead.audio.close()
+        ahead.drop()
         return None
 
     def _new_reply(self, turn: int) -> None:
@@ -360,8 +363,7 @@ class Speaker:
                     tg.cancel_scope.cancel()
         finally:
             if ahead is not None:  # spoken, or cut off by a barge-in: the rest is not wanted
-                ahead.scope.cancel()
-                ahead.audio.close()
+                ahead.drop()
         if failed is not None:
             raise failed
 
