@@ -283,3 +283,20 @@ async def accepting_app(scope: Any, receive: Any, send: Any) -> None:
         await send({"type": "websocket.accept"})
         while (await receive())["type"] != "websocket.disconnect":
             pass
+
+
+@contextlib.asynccontextmanager
+async def bare_uvicorn(**config: Any) -> AsyncIterator[int]:
+    """uvicorn itself serving `accepting_app` on a loopback port (yielded) with `config`; stopped after."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(accepting_app, host="127.0.0.1", port=0, log_config=None,
+                                           lifespan="off", **config))
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:  # noqa: ASYNC110 (uvicorn sets a flag, not an event)
+            await asyncio.sleep(0.01)
+        yield server.servers[0].sockets[0].getsockname()[1]
+    finally:
+        server.should_exit = True
+        await task

@@ -32,7 +32,7 @@ import privates
 from brain.transport import sdk_client
 from tests.llm_support import decision
 from tests.openai_server import FakeOpenAI, reply
-from tests.servers import accepting_app
+from tests.servers import bare_uvicorn
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -124,28 +124,24 @@ def test_uvicorn_has_every_method_the_lean_http_protocol_overrides_or_calls() ->
 async def _http_protocols_left_after_a_websocket(http: Any) -> int:
     """Open and close one WebSocket against uvicorn with `http`, the cyclic collector off; count
     the HTTP protocols still in memory then (reference counting freed the others)."""
-    config = uvicorn.Config(accepting_app, host="127.0.0.1", port=0, log_config=None, lifespan="off",
-                            http=http, ws=privates.protocol_class("auto"), ws_ping_interval=None)
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
     try:
-        while not server.started:  # noqa: ASYNC110 (uvicorn sets a flag, not an event)
-            await asyncio.sleep(0.01)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        gc.collect()
-        gc.disable()
-        try:
-            async with websockets.connect(f"ws://127.0.0.1:{port}/"):
-                pass
-            for _ in range(20):  # the server side sees the close a few loop passes later
-                await asyncio.sleep(0.01)
-            return sum(issubclass(type(o), HttpToolsProtocol) for o in gc.get_objects())  # proxies too
-        finally:
-            gc.enable()
+        async with bare_uvicorn(http=http, ws=privates.protocol_class("auto"), ws_ping_interval=None) as port:
+            return await _count_after_one_socket(port)
     finally:
-        server.should_exit = True
-        await task
         gc.collect()
+
+
+async def _count_after_one_socket(port: int) -> int:
+    gc.collect()
+    gc.disable()
+    try:
+        async with websockets.connect(f"ws://127.0.0.1:{port}/"):
+            pass
+        for _ in range(20):  # the server side sees the close a few loop passes later
+            await asyncio.sleep(0.01)
+        return sum(issubclass(type(o), HttpToolsProtocol) for o in gc.get_objects())  # proxies too
+    finally:
+        gc.enable()
 
 
 @pytest.mark.anyio

@@ -21,7 +21,7 @@ from privates import (
     protocol_class,
 )
 from privates.parts import _WHEELS
-from tests.servers import accepting_app, client, create, running_server
+from tests.servers import bare_uvicorn, client, create, running_server
 
 pytestmark = pytest.mark.anyio
 
@@ -239,17 +239,9 @@ async def test_the_keepalive_wheel_pings_each_due_socket_once_and_forgets_a_disc
 
 
 async def test_an_idle_socket_is_pinged_and_answers_without_a_timer_of_its_own() -> None:
-    import uvicorn
     import websockets
 
-    config = uvicorn.Config(accepting_app, host="127.0.0.1", port=0, log_config=None, lifespan="off",
-                            ws=protocol_class("auto"), ws_ping_interval=0.2, ws_ping_timeout=5.0)
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    try:
-        while not server.started:  # noqa: ASYNC110 (uvicorn sets a flag, not an event)
-            await asyncio.sleep(0.01)
-        port = server.servers[0].sockets[0].getsockname()[1]
+    async with bare_uvicorn(ws=protocol_class("auto"), ws_ping_interval=0.2, ws_ping_timeout=5.0) as port:
         async with websockets.connect(f"ws://127.0.0.1:{port}/"):  # answers pings by itself
             await asyncio.sleep(0.05)
             protocols = [o for o in gc.get_objects() if type(o) is LeanWebSocketsSansIOProtocol]
@@ -266,6 +258,3 @@ async def test_an_idle_socket_is_pinged_and_answers_without_a_timer_of_its_own()
                 break
             await asyncio.sleep(0.01)
         assert asyncio.get_running_loop() not in _WHEELS, "a closed socket is still due a ping"
-    finally:
-        server.should_exit = True
-        await task
