@@ -11,8 +11,9 @@ numbers, so it is tested without an event loop.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import TypeVar
 
 from schemas.brain import BrainRequest, BrainResult
@@ -40,7 +41,7 @@ from session.context import graph_context
 from session.core import SessionCore
 from session.fold import apply, pending_of, record_of
 from session.numbers import number_lexicon, read_numbers
-from session.offers import assess_reading, read_offer, reading_fields
+from session.offers import OfferReading, assess_reading, read_offer, reading_fields
 from session.practice import invitations
 from session.records import PendingTurn, TurnOutcome, TurnRecord
 from session.rules import Limits, Position, Proposal, Verdict, mood_for, validate
@@ -51,6 +52,10 @@ from session.wording import nothing_said_line, price_rule, unbind_unsaid, words_
 # lines a running summary reads, so that what falls out of them is in the summary, even a late one.
 HISTORY_LINES = 40
 RETURNING_AFTER_SECONDS = 2 * 3600  # seed 001: a "welcome back" after two hours away
+# Learner lines remembered per set of languages, with what was read in them: learners say the same
+# short lines again and again ("kitne ka hai?", "theek hai", the same offers), and reading one costs
+# tens of microseconds; a few MB at most.
+LINES_REMEMBERED = 4096
 _WORD = re.compile(r"[a-z]+")
 C = TypeVar("C", bound=Change)
 
@@ -68,6 +73,26 @@ def _item_words(scenario: str, version: int) -> tuple[dict[str, str], tuple[tupl
                 else:
                     singles.setdefault(form, item.name)
     return singles, tuple(phrases)
+
+OfferReader = Callable[[str, int | None, str | None, int | None], tuple[OfferReading | None, tuple[int, ...]]]
+
+
+@cache
+def offer_reader(languages: tuple[LanguageCode, ...]) -> OfferReader:
+    """What a learner's line offers in these languages, and every number said in it (rounded), for
+    `(text, standing quote, unit, last offer)`. Pure, so what a line gave is remembered: the
+    reading is a frozen value of those four inputs and the languages' lexicon."""
+    lexicon = number_lexicon(languages)
+
+    @lru_cache(maxsize=LINES_REMEMBERED)
+    def read(text: str, standing: int | None, unit: str | None,
+             last_offer: int | None) -> tuple[OfferReading | None, tuple[int, ...]]:
+        numbers = read_numbers(text, lexicon)  # once: for the offer, and the numbers the vendor may echo
+        reading = read_offer(text, standing, lexicon, unit=unit, last_offer=last_offer, numbers=numbers)
+        return reading, tuple(round(m.value) for m in numbers[0])
+
+    return read
+
 
 CLOSING_LINES = {
     Outcome.DEAL: "We already shook on it, friend. Enjoy your purchase and come back soon!",
@@ -166,15 +191,13 @@ class Negotiation(SessionCore):
             else self.item
         standing = self.quotes.get(item) if item else None
         catalog = self.scenario.item(item)
-        lexicon = number_lexicon(self.scenario.vendor.languages)
-        read = read_numbers(text, lexicon)  # once: for the offer, and the numbers the vendor may echo
-        reading = read_offer(text, standing, lexicon, unit=catalog.unit if catalog else None,
-                             last_offer=self.last_offer, numbers=read)
+        reading, said = offer_reader(self.scenario.vendor.languages)(
+            text, standing, catalog.unit if catalog else None, self.last_offer)
         return LearnerTurnTaken(
             *self.stamp(now), id=client_id, turn=self.turn + 1, text=text, item=item,
             offer=reading.price if reading is not None and reading.sure else None,
             assessment=assess_reading(reading, standing, self.scenario.rules.offer_bands), reading=reading,
-            said=tuple(round(m.value) for m in read[0]), session_item=session_item, quote=standing,
+            said=said, session_item=session_item, quote=standing,
             stage=self.stage, happiness=self.happiness, object_grabbed=self.object_grabbed, before=before)
 
     def preview_request(self, text: str, now: float) -> BrainRequest:

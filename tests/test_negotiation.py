@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from schemas.brain import BrainResult
-from schemas.enums import OfferAssessment, Outcome, Stage
+from schemas.enums import LanguageCode, OfferAssessment, Outcome, Stage
 from schemas.frames import MoodChanged, Reply, SessionEnded, StageChanged
-from session.negotiation import Negotiation, fallback_decision
+from session.negotiation import Negotiation, fallback_decision, offer_reader
+from session.numbers import number_lexicon, read_numbers
+from session.offers import read_offer
 from session.rules import Limits
 from tests.fakes import decision
 
@@ -166,3 +168,21 @@ def test_the_brain_sees_the_last_lines_of_history_and_only_those_stay_cached() -
     # Cached: exactly the lines of the last request (the newest record, the last answer, is not).
     cached = [i for i, h in enumerate(n.history) if h._line is not None]
     assert cached == list(range(len(n.history) - 2 - HISTORY_LINES, len(n.history) - 2))
+
+
+def test_a_remembered_line_reads_as_a_fresh_reading_does_whatever_the_quote_and_last_offer() -> None:
+    languages = (LanguageCode("en-IN"), LanguageCode("hi-EN"))
+    lexicon = number_lexicon(languages)
+    read = offer_reader(languages)
+    lines = ("70 percent of your price?", "do sau pachaas", "meet me in the middle", "100 less", "theek hai",
+             "half of it, 2 kilo")
+    for _ in range(2):  # the second round comes from the memo
+        for text in lines:
+            for standing, unit, last in ((200, "kg", None), (300, "kg", 120), (None, "piece", 50)):
+                fresh = read_offer(text, standing, lexicon, unit=unit, last_offer=last)
+                said = tuple(round(m.value) for m in read_numbers(text, lexicon)[0])
+                assert read(text, standing, unit, last) == (fresh, said)
+    # The same words against another quote are another offer, not the remembered one.
+    line = "70 percent of your price?"
+    low, high = read(line, 200, "kg", None)[0], read(line, 300, "kg", None)[0]
+    assert low is not None and high is not None and (low.price, high.price) == (140, 210)
