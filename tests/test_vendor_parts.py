@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from brain.intents import read_intents
+from brain.intents import Cue, _tables, read_intents
 from brain.rules_vendor import acceptable_price, mood_band
 from clients.bots.personas import (
     EXPECTED_OUTCOMES,
@@ -156,3 +158,16 @@ def test_two_fresh_personas_say_the_same_lines(name: str) -> None:
     said = [first.next_line(v) for v in views]
     assert said == [second.next_line(v) for v in views]
     assert all(line.strip() for line in said)
+
+
+_CUE_WORDS = sorted({w for cue in _tables(SCENARIO.cues).values() for m in cue.multis for w in m.split()}
+                    | {"x", "ram", "kam"})
+
+
+@given(st.lists(st.sampled_from(_CUE_WORDS), max_size=12))
+def test_a_cue_phrase_is_found_by_the_compiled_search_exactly_when_a_scan_finds_it(words: list[str]) -> None:
+    padded = f" {' '.join(words)} "
+    for cue in _tables(SCENARIO.cues).values():
+        assert isinstance(cue, Cue)
+        found = cue.search is not None and cue.search.search(padded) is not None
+        assert found == any(m in padded for m in cue.multis)
