@@ -98,24 +98,35 @@ def target_vocabulary(scenario: str, version: int) -> dict[LanguageCode, frozens
     return found
 
 
-def _target_share(lines: list[str], target: LanguageCode, vocabulary: dict[LanguageCode, frozenset[str]]
-                  ) -> float | None:
-    """The share of the learner's words that the pack knows as the target language's, among those it
-    knows in any language (Devanagari counts as Hindi); None when it knows none of them."""
-    ours = vocabulary.get(target, frozenset())
+LINES_REMEMBERED = 4096  # learner lines whose word counts are kept: the same short lines come back
+
+
+@lru_cache(maxsize=32)
+def _any_language(scenario: str, version: int) -> frozenset[str]:
+    """Every word the pack knows in some language: `target_vocabulary`'s sets as one."""
+    return frozenset().union(*target_vocabulary(scenario, version).values())
+
+
+@lru_cache(maxsize=LINES_REMEMBERED)
+def _line_words(line: str, target: LanguageCode, scenario: str, version: int) -> tuple[int, int, int]:
+    """A learner line's words: how many, how many the pack knows in any language, and how many of
+    those it knows as the target language's (Devanagari counts as Hindi). Kept per line: a pure
+    function of the line and the pack, and learners say the same short lines again and again."""
+    ours = target_vocabulary(scenario, version).get(target, frozenset())
+    everything = _any_language(scenario, version)
     hindi = target in (LanguageCode.HI_IN, LanguageCode.HI_EN)
+    words = _words(line)
     known = target_words = 0
-    for line in lines:
-        for word in _words(line):
-            if _DEVANAGARI.match(word):
-                known += 1
-                target_words += hindi
-            elif word in ours:
-                known += 1
-                target_words += 1
-            elif any(word in words for words in vocabulary.values()):
-                known += 1
-    return round(target_words / known, 3) if known else None
+    for word in words:
+        if _DEVANAGARI.match(word):
+            known += 1
+            target_words += hindi
+        elif word in ours:
+            known += 1
+            target_words += 1
+        elif word in everything:
+            known += 1
+    return len(words), known, target_words
 
 
 def places(evidence: LevelEvidence) -> list[int]:
@@ -157,10 +168,14 @@ def estimate(negotiation: Negotiation) -> LevelEstimate | None:
              + OFFERED_WEIGHT * coaching.hints_offered)
     repairs = coaching.unclear + coaching.repeats + coaching.undos
     spoken = negotiation.fluency
+    counts = [_line_words(line, negotiation.target_language, negotiation.scenario_name, negotiation.scenario_version)
+              for line in lines]
+    known = sum(c[1] for c in counts)
     evidence = LevelEvidence(
-        learner_turns=n, mean_words=round(sum(len(_words(t)) for t in lines) / n, 2),
-        target_share=_target_share(lines, negotiation.target_language,
-                                   target_vocabulary(negotiation.scenario_name, negotiation.scenario_version)),
+        learner_turns=n, mean_words=round(sum(c[0] for c in counts) / n, 2),
+        # The share of the learner's words the pack knows as the target language's, among those it
+        # knows in any language; None when it knows none of them.
+        target_share=round(sum(c[2] for c in counts) / known, 3) if known else None,
         hints_per_turn=round(hints / n, 3), repairs_per_turn=round(repairs / n, 3),
         words_per_minute=spoken.words_per_minute if spoken is not None else None)
     return from_evidence(evidence)

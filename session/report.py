@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any, TypeVar, cast
 
 from schemas.enums import OfferAssessment, Outcome, Stage
@@ -44,7 +45,7 @@ from schemas.report import (
     SessionReport,
     StageSpan,
 )
-from schemas.scenario import Scenario
+from schemas.scenario import Scenario, load_scenario
 from session.level_estimate import estimate
 from session.negotiation import Negotiation
 from session.practice import judge, learner_lines
@@ -60,6 +61,7 @@ FALLBACK_SUGGESTIONS = (
 )
 
 
+LINES_REMEMBERED = 4096  # learner lines whose manners are kept (`_manners`)
 _NOT_ALNUM = re.compile(r"[\W_]+")  # \w is str.isalnum() and the underscore
 
 
@@ -71,6 +73,16 @@ def _words(text: str) -> str:
 def _respect_used(padded: str, scenario: Scenario) -> list[str]:
     polite = ("please", "thank you", "thanks")
     return [w for w in (*scenario.rules.respectful_address, *polite) if f" {w.lower()} " in padded]
+
+
+@lru_cache(maxsize=LINES_REMEMBERED)
+def _manners(text: str, scenario: str, version: int) -> tuple[tuple[str, ...], bool]:
+    """A learner line's respectful words, and whether it holds a taboo phrase. Kept per line: a pure
+    function of the line and the pack, and learners say the same short lines again and again."""
+    pack = load_scenario(scenario, version)
+    padded = _words(text)
+    taboo = any(f" {p.lower()} " in padded for p in pack.rules.taboo_phrases)
+    return tuple(_respect_used(padded, pack)), taboo
 
 
 def _price(negotiation: Negotiation, scenario: Scenario) -> Price:
@@ -112,10 +124,10 @@ def _stages(negotiation: Negotiation) -> tuple[StageSpan, ...]:
     return tuple(spans)
 
 
-def _etiquette(negotiation: Negotiation, scenario: Scenario) -> Etiquette:
+def _etiquette(negotiation: Negotiation) -> Etiquette:
     learner = [r for r in negotiation.history if r.role == "user"]
-    padded = [_words(r.text) for r in learner]  # once per turn, not once per phrase
-    used = [_respect_used(p, scenario) for p in padded]
+    manners = [_manners(r.text, negotiation.scenario_name, negotiation.scenario_version) for r in learner]
+    used = [found for found, _ in manners]
     words = sorted({w for found in used for w in found})
     visited = [c.to_stage for c in negotiation.stage_changes]
     walked = Stage.WALKAWAY in visited
@@ -124,7 +136,7 @@ def _etiquette(negotiation: Negotiation, scenario: Scenario) -> Etiquette:
     return Etiquette(
         respectful_turns=sum(1 for found in used if found), respectful_words=tuple(words),
         insults=negotiation.insults,
-        taboo=sum(1 for words in padded if any(f" {p.lower()} " in words for p in scenario.rules.taboo_phrases)),
+        taboo=sum(1 for _, taboo in manners if taboo),
         lowballs=sum(1 for r in learner if r.assessment is OfferAssessment.LOWBALL),
         walked_away=walked, came_back=came_back,
     )
@@ -256,7 +268,7 @@ def report_figures(negotiation: Negotiation) -> tuple[Price, Etiquette, dict[str
 def _report_figures(negotiation: Negotiation) -> tuple[Price, Etiquette, dict[str, int]]:
     scenario = negotiation.scenario
     price = _price(negotiation, scenario)
-    etiquette = _etiquette(negotiation, scenario)
+    etiquette = _etiquette(negotiation)
     learner_turns = sum(1 for r in negotiation.history if r.role == "user")
     return price, etiquette, score(price, etiquette, learner_turns, negotiation.happiness)
 
