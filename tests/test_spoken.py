@@ -29,7 +29,7 @@ from schemas.scenario import available_scenarios, load_scenario
 from session.actor import ActorLimits, SessionActor
 from session.mirror import MemoryMirror
 from session.negotiation import Negotiation
-from session.spoken import PriceRule, ReplyGate, speakable, spoken
+from session.spoken import _SUSPECT, PriceRule, ReplyGate, _suspect, speakable, spoken
 from session.wording import speech_numbers
 from tests.fakes import FakeConnection, hosted
 from voice.speaker import Speaker
@@ -376,3 +376,18 @@ def test_the_rule_vendors_words_already_agree_with_its_numbers(scenario: str) ->
             assert not {"text_price_rewritten", "text_price_dropped", "quote_unsaid", "vendor_mood"} & set(reply.flags)
             assert out.rewrites == ()
             assert reply.text == result.decision.reply_text
+
+
+_SUSPECT_PIECES = st.sampled_from([
+    "rs", "Mr", "mrs", "DR", "st", "no", "vs", "approx", "Approx", "sh", "smt", "xapprox", "yours", "http:",
+    "HTTPS:", "www.", ".com", ".IN", "x.co", ".coma", "bhaiya", "120", "a", " ", "  ", ".", ". ", ", ", "!", "?",
+    "-", "+", "*", "_", "`", "#", ">", "[", "]", "~", "@", "\n", "\t", "\x1c", ":", ";", "\u0964", "\u2013",
+    "\u2022", "\u0967", "\u0936", "\u017f", "\u212a", "\u0130",
+])
+
+
+@given(st.lists(_SUSPECT_PIECES, max_size=16).map("".join))
+@example("xapprox. fine")
+@example("a approx. fine")
+def test_the_quick_look_at_a_line_finds_what_the_whole_pattern_finds(text: str) -> None:
+    assert _suspect(text) == (_SUSPECT.search(text) is not None)
