@@ -168,9 +168,19 @@ def _tables(cues: Cues | None) -> dict[str, Cue]:
     return tables
 
 
+LINES_REMEMBERED = 4096  # learner lines whose intents are kept, per pack's cue words
+
+
 def read_intents(text: str, scenario: Scenario | None = None) -> Intents:
     """Spot the learner's intents in a transcript (with the scenario pack's cue words, if given)."""
-    tables = _tables(scenario.cues if scenario is not None else None)
+    return _read(text, scenario.cues if scenario is not None else None)
+
+
+@lru_cache(maxsize=LINES_REMEMBERED)
+def _read(text: str, cues: Cues | None) -> Intents:
+    """`read_intents`, kept per line and cue words (the intents are frozen): learners say the same
+    short lines again and again."""
+    tables = _tables(cues)
     tokens = _WORD.findall(text.lower().replace("'", "").replace("\u2019", ""))
     words = frozenset(tokens)
     padded = f" {' '.join(tokens)} "
