@@ -190,8 +190,11 @@ class Learners:
         """The learner's review items of `scenario` due now, as targets; none when the store does
         not answer in time (the session plays on without them)."""
         try:
-            with anyio.fail_after(self.timeout_s):
-                items = await self.store.items(learner_id)
+            if self.store.immediate:
+                items = await self.store.items(learner_id)  # no I/O: no time limit (a cancel scope) to keep
+            else:
+                with anyio.fail_after(self.timeout_s):
+                    items = await self.store.items(learner_id)
         except (LearnerStoreUnavailable, TimeoutError) as exc:
             log.warning("review items unavailable: the session starts without them",
                         extra={"error": str(exc)[:200]})
