@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any, Protocol
 
 from brain.knowledge.library import KnowledgeLibrary, index_ready
@@ -77,12 +77,23 @@ def _compiled(scenario: str, version: int = 1) -> tuple[tuple[tuple[str, SafetyR
     return safety, objections
 
 
+LINES_REMEMBERED = 4096  # learner lines whose route is kept (`_route`)
+
+
 def route(scenario: str, transcript: str, version: int = 1) -> Route:
     """The P0 or P2 rule that the learner's words trigger, or an empty route."""
     try:
-        safety, objections = _compiled(scenario, version)
+        _compiled(scenario, version)
     except KeyError:
         return Route("")
+    return _route(scenario, version, transcript)
+
+
+@lru_cache(maxsize=LINES_REMEMBERED)
+def _route(scenario: str, version: int, transcript: str) -> Route:
+    """`route` for a known scenario, kept per line (a route is frozen, as is the scenario's policy,
+    `_compiled`): learners say the same short lines again and again, and each pattern is a search."""
+    safety, objections = _compiled(scenario, version)
     text = transcript.lower().replace("'", "").replace("\u2019", "")
     for name, rule, pattern in safety:
         if pattern.search(text):
