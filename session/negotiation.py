@@ -74,6 +74,23 @@ def _item_words(scenario: str, version: int) -> tuple[dict[str, str], tuple[tupl
                     singles.setdefault(form, item.name)
     return singles, tuple(phrases)
 
+
+@lru_cache(maxsize=LINES_REMEMBERED)
+def _named_item(scenario: str, version: int, text: str) -> str | None:
+    """The item a learner line names, if any; kept per line, as `_item_words` is per pack."""
+    # Whole words only: "daam" (price) must not read as "aam" (mango), nor "akela" as "kela".
+    words = _WORD.findall(text.lower())
+    singles, phrases = _item_words(scenario, version)
+    for word in words:
+        if word in singles:
+            return singles[word]
+    if phrases:
+        padded = f" {' '.join(words)} "
+        for phrase, name in phrases:
+            if phrase in padded:
+                return name
+    return None
+
 OfferReader = Callable[[str, int | None, str | None, int | None], tuple[OfferReading | None, tuple[int, ...]]]
 
 
@@ -158,17 +175,9 @@ class Negotiation(SessionCore):
             target_language=target_language or self.target_language))
 
     def _mentioned_item(self, text: str) -> str | None:
-        # Whole words only: "daam" (price) must not read as "aam" (mango), nor "akela" as "kela".
-        words = _WORD.findall(text.lower())
-        singles, phrases = _item_words(self.scenario_name, self.scenario_version)
-        for word in words:
-            if word in singles:
-                return singles[word]
-        if phrases:
-            padded = f" {' '.join(words)} "
-            for phrase, name in phrases:
-                if phrase in padded:
-                    return name
+        named = _named_item(self.scenario_name, self.scenario_version, text)
+        if named is not None:
+            return named
         found = self.scenario.item(self.object_grabbed)
         return found.name if found else None
 
