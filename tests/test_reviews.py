@@ -5,6 +5,9 @@ PRACTICE TARGETS block (docs/learning.md)."""
 from __future__ import annotations
 
 import pytest
+from fsrs import Card, Rating, State
+from hypothesis import given
+from hypothesis import strategies as st
 
 from brain.delimiters import PRACTICE_BLOCK, close_line, open_line
 from brain.prompt import build_system_prompt, build_user_message
@@ -15,7 +18,7 @@ from schemas.learner import LearnerRecall, SessionFigures
 from schemas.policy import mood_for
 from schemas.review import Evidence, Practice, PracticeTarget, ReviewItem
 from schemas.scenario import load_scenario
-from server.learners.reviews import MAX_TARGETS, due, item_id, items_after, retention
+from server.learners.reviews import MAX_TARGETS, SCHEDULER, _review, _time, due, item_id, items_after, retention
 from server.learners.store import MemoryLearnerStore
 
 pytestmark = pytest.mark.anyio
@@ -154,3 +157,34 @@ async def test_an_unclear_line_becomes_a_phrase_item_of_its_words() -> None:
     assert unclear["kind"] == "phrase" and unclear["phrase"] == "Dhanyavaad didi, sabzi taaza hai"
     assert unclear["cues"] == ["dhanyavaad", "sabzi", "taaza"] and unclear["key"] == "unclear:dhanyavaad sabzi taaza"
     assert [h["rating"] for h in unclear["history"]] == ["again"]
+
+
+_RATED = {"again": Rating.Again, "hard": Rating.Hard, "good": Rating.Good, "easy": Rating.Easy}
+
+
+@st.composite
+def _cards(draw: st.DrawFn) -> ReviewItem:
+    """A review item in any state our scheduler leaves one in: new, or reviewed before at some time."""
+    due_at = draw(st.floats(T0, T0 + 400 * DAY))
+    base = ReviewItem(item_id="i", learner_id="l", scenario="jaipur-bazaar", language="hi-EN", kind="phrase",
+                      key="k", source="hint", phrase="kitne ka hai", created_at=T0, due=due_at)
+    if draw(st.booleans()):
+        return base  # new: learning, step 0, never reviewed
+    state = draw(st.sampled_from([1, 2, 3]))
+    return base.model_copy(update={
+        "state": state, "step": None if state == 2 else 0,
+        "stability": draw(st.floats(0.001, 36500.0)), "difficulty": draw(st.floats(1.0, 10.0)),
+        "last_review": draw(st.floats(T0 - 400 * DAY, T0))})
+
+
+@given(_cards(), st.sampled_from(sorted(_RATED)), st.floats(T0, T0 + 800 * DAY))
+def test_a_remembered_schedule_is_the_one_the_scheduler_gives(item: ReviewItem, rating: str, at: float) -> None:
+    card = Card(card_id=1, state=State(item.state), step=item.step, stability=item.stability,
+                difficulty=item.difficulty, due=_time(item.due),
+                last_review=_time(item.last_review) if item.last_review is not None else None)
+    expected, _ = SCHEDULER.review_card(card, _RATED[rating], _time(at))
+    reviewed = _review(item, rating, at, "s9", None)  # type: ignore[arg-type]
+    assert (reviewed.state, reviewed.step, reviewed.stability, reviewed.difficulty, reviewed.due) == (
+        int(expected.state), expected.step, expected.stability, expected.difficulty, expected.due.timestamp())
+    again = _review(item, rating, at, "s9", None)  # type: ignore[arg-type]  # now from the memo
+    assert (again.stability, again.difficulty, again.due) == (reviewed.stability, reviewed.difficulty, reviewed.due)

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 
 from fsrs import Card, Rating, Scheduler, State
 
@@ -54,14 +55,39 @@ def _card(item: ReviewItem) -> Card:
                 last_review=_time(item.last_review) if item.last_review is not None else None)
 
 
+# What FSRS's `review_card` reads of a card and a review (with no fuzzing): the card's state, step,
+# stability and difficulty, the whole days since its last review (None before the first), and the
+# rating. Its answer is the new state, step, stability and difficulty, and the interval to the
+# next review, added to the review's time.
+_Scheduled = tuple[int, int | None, float, float, timedelta]
+_REFERENCE = datetime(2000, 1, 1, tzinfo=UTC)  # where a remembered schedule is worked out
+SCHEDULES_REMEMBERED = 4096
+
+
+@lru_cache(maxsize=SCHEDULES_REMEMBERED)
+def _scheduled(state: int, step: int | None, stability: float | None, difficulty: float | None,
+               days: int | None, rating: RatingName) -> _Scheduled:
+    """One FSRS review as a pure function of what it reads, kept: new items (the most reviewed)
+    always schedule alike, and learners with the same history do too (`test_reviews` holds this to
+    the scheduler's own answer)."""
+    last = None if days is None else _REFERENCE - timedelta(days=days)
+    card = Card(card_id=1, state=State(state), step=step, stability=stability, difficulty=difficulty,
+                due=_REFERENCE, last_review=last)
+    reviewed, _ = SCHEDULER.review_card(card, _RATINGS[rating], _REFERENCE)
+    assert reviewed.stability is not None and reviewed.difficulty is not None
+    return int(reviewed.state), reviewed.step, reviewed.stability, reviewed.difficulty, reviewed.due - _REFERENCE
+
+
 def _review(item: ReviewItem, rating: RatingName, at: float, session_id: str, recalled: bool | None) -> ReviewItem:
-    card, _ = SCHEDULER.review_card(_card(item), _RATINGS[rating], _time(at))
-    assert card.stability is not None and card.difficulty is not None
-    due_at = card.due.timestamp()
-    entry = ReviewEntry(at=at, session_id=session_id, rating=rating, recalled=recalled, stability=card.stability,
-                        difficulty=card.difficulty, due=due_at)
+    when = _time(at)
+    days = (when - _time(item.last_review)).days if item.last_review is not None else None
+    state, step, stability, difficulty, interval = _scheduled(item.state, item.step, item.stability,
+                                                              item.difficulty, days, rating)
+    due_at = (when + interval).timestamp()
+    entry = ReviewEntry(at=at, session_id=session_id, rating=rating, recalled=recalled, stability=stability,
+                        difficulty=difficulty, due=due_at)
     return item.model_copy(update={
-        "state": int(card.state), "step": card.step, "stability": card.stability, "difficulty": card.difficulty,
+        "state": state, "step": step, "stability": stability, "difficulty": difficulty,
         "due": due_at, "last_review": at, "reps": item.reps + 1,
         "lapses": item.lapses + (1 if rating == "again" and item.reps > 0 else 0),
         "history": (*item.history, entry),
