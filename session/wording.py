@@ -8,7 +8,7 @@ negotiation it serves (`Negotiation.complete_turn`, `Negotiation.price_rule`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 
@@ -73,6 +73,20 @@ def price_rule(scenario: Scenario, item: str | None, position: Position, proposa
     return PriceRule(verdict.quote, frozenset(v for v in facts if v is not None), rejected, plausible)
 
 
+@cache
+def _judge(scenario: str) -> Callable[[str, PriceRule, int], Spoken]:
+    """`spoken` in the scenario's languages, what a line gave under a ruling remembered: the rule
+    vendor says its pack's lines at the same few prices under the same few rulings, turn after
+    turn, in every session (a `Spoken` is frozen, as are the text, the rule and the limit)."""
+    numbers, prices = speech_numbers(scenario)
+
+    @lru_cache(maxsize=LINES_REMEMBERED)
+    def judge(text: str, rule: PriceRule, max_sentences: int) -> Spoken:
+        return spoken(text, rule, numbers, prices, max_sentences)
+
+    return judge
+
+
 def reply_gate(scenario: str, max_sentences: int) -> ReplyGate:
     """A gate for the words of a turn in flight, streamed as the brain writes them."""
     numbers, prices = speech_numbers(scenario)
@@ -94,8 +108,7 @@ def words_of(text: str, rule: PriceRule, gate: ReplyGate | None, scenario: str, 
         tail = gate.decide(rule) if gate.rule is None else ""
         tail += gate.finish()
         return Words(gate.result(), tail, True)
-    numbers, prices = speech_numbers(scenario)
-    return Words(spoken(text, rule, numbers, prices, max_sentences), "", False)
+    return Words(_judge(scenario)(text, rule, max_sentences), "", False)
 
 
 def nothing_said_line(scenario: Scenario, language: LanguageCode | None, level: Level, index: int,

@@ -30,7 +30,7 @@ from session.actor import ActorLimits, SessionActor
 from session.mirror import MemoryMirror
 from session.negotiation import Negotiation
 from session.spoken import _SUSPECT, PriceRule, ReplyGate, _suspect, speakable, spoken
-from session.wording import speech_numbers
+from session.wording import speech_numbers, words_of
 from tests.fakes import FakeConnection, hosted
 from voice.speaker import Speaker
 
@@ -391,3 +391,13 @@ _SUSPECT_PIECES = st.sampled_from([
 @example("a approx. fine")
 def test_the_quick_look_at_a_line_finds_what_the_whole_pattern_finds(text: str) -> None:
     assert _suspect(text) == (_SUSPECT.search(text) is not None)
+
+
+def test_a_line_judged_again_under_another_ruling_is_judged_afresh() -> None:
+    line = "Theek hai, 120 rupaye kilo."
+    kept = words_of(line, PriceRule(120), None, "jaipur-bazaar", 3, fallback=False).said
+    for _ in range(2):  # the second time from the memo
+        again = words_of(line, PriceRule(150), None, "jaipur-bazaar", 3, fallback=False).said
+        assert again == spoken(line, PriceRule(150), *speech_numbers("jaipur-bazaar"), 3)
+    assert kept.text == line and kept.says_quote
+    assert "120" not in again.text and again.rewrites
