@@ -14,7 +14,7 @@ The pure core (synchronous: no await, no sockets, no clock reads):
 - `context`: the graph context a brain is given, computed from the history.
 - `summary`: the running summary's state, cadence and undo, and the summary the server writes itself.
 - `spoken`: the vendor's words made speakable and true to the engine's numbers, a clause at a
-  time as they stream (`ReplyGate`), or whole.
+  time as they stream (`ReplyGate`), or whole; `plain`: whether a line needs the gate at all.
 - `wording`: the ruling on what a turn's words may say (which prices), from the negotiation's facts.
 - `numbers`: every number in a line, in the pack's languages, with where it stands.
 - `number_tokens`, `number_lexicon`: the number reader's tokens, and its words in every pack's

@@ -38,6 +38,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from session.plain import suspect
+
 __all__ = [
     "MAX_SENTENCES",
     "PLAUSIBLE",
@@ -454,43 +456,14 @@ def _digits_like(value: int, said: str) -> str:
     return text.translate(_TO_DEVANAGARI) if _DEVANAGARI.search(said) else text
 
 
-# Whatever could make the gate change a line other than its prices: markup, a line break or odd
-# spaces, a link, a space before punctuation, a dash between clauses. A line with none of them and
-# no more sentences than it may have is said as written unless it names a price the rule refuses
-# (a few microseconds instead of the gate's tens; `tests/test_spoken.py` checks that both agree).
-_SUSPECT = re.compile(
-    r"[*_`#>\[\]~\u2022@\u2013\u2014]|[^\S ]|https?:|www\.|\.(?:com|in|org|net|io|co|info|biz|shop|store|app|jp"
-    r"|ma|fr|uk|de|me)\b|\s[,.!?;:\u0964]|  |^\s|\s$|^[-+\d]|^\W*$|\b(?:rs|mr|mrs|dr|st|no|vs|approx|sh|smt)\.\s",
-    re.IGNORECASE,
-)
 _SENTENCE_ENDS = re.compile(r"[.!?\u0964\u2026]+[\"'\u201d\u2019)\]]*\s")
-# `_SUSPECT` in pieces, for a line in ASCII, lowercased (exactly what IGNORECASE matches there): one
-# alternation of many branches tried at every position, case-folded, cost 14 us a line; these
-# pieces each let the engine skip to a character it looks for, about 3 us in all.
-_ASCII_SUSPECT_CHARS = re.compile(r"[*_`#>\[\]~@]|[^\S ]|\s[,.!?;:]|  ")
-_ASCII_LINK = re.compile(r"https?:|www\.|\.(?:com|in|org|net|io|co|info|biz|shop|store|app|jp|ma|fr|uk|de|me)\b")
-_DOT_SPACE = re.compile(r"\.\s")
-_ABBREVIATION_BEFORE = re.compile(r"\b(?:rs|mr|mrs|dr|st|no|vs|approx|sh|smt)\Z")
-_WORD_CHAR = re.compile(r"\w")
-
-
-def _suspect(text: str) -> bool:
-    """Whether `_SUSPECT` finds anything in `text`: the gate must read the line word by word."""
-    if not text.isascii():
-        return _SUSPECT.search(text) is not None
-    if not text or text[0].isspace() or text[-1].isspace() or text[0] in "-+" or text[0].isdecimal():
-        return True  # ^\s, \s$, ^[-+\d] (and an empty line, which ^\W*$ finds)
-    low = text.lower()
-    if _ASCII_SUSPECT_CHARS.search(low) or _ASCII_LINK.search(low) or not _WORD_CHAR.search(low):
-        return True
-    return any(_ABBREVIATION_BEFORE.search(low, max(0, m.start() - 6), m.start()) for m in _DOT_SPACE.finditer(low))
 
 
 def spoken(text: str, rule: PriceRule | None, numbers: Finder, prices: Finder,
            max_sentences: int = MAX_SENTENCES) -> Spoken:
     """The whole reply judged at once: what a streamed reply's released pieces join up to."""
     rule = rule if rule is not None else PriceRule(None)
-    if text and not _suspect(text) and len(_SENTENCE_ENDS.findall(text)) < max_sentences:
+    if text and not suspect(text) and len(_SENTENCE_ENDS.findall(text)) < max_sentences:
         named = [round(m.value) for m in prices(text) if rule.names(m)]
         if all(rule.keeps(value) for value in named):
             return Spoken(text, (), (), False, rule.quote in named)

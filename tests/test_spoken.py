@@ -29,7 +29,8 @@ from schemas.scenario import available_scenarios, load_scenario
 from session.actor import ActorLimits, SessionActor
 from session.mirror import MemoryMirror
 from session.negotiation import Negotiation
-from session.spoken import _SUSPECT, PriceRule, ReplyGate, _suspect, speakable, spoken
+from session.plain import SUSPECT, suspect
+from session.spoken import PriceRule, ReplyGate, speakable, spoken
 from session.wording import speech_numbers, words_of
 from tests.fakes import FakeConnection, hosted
 from voice.speaker import Speaker
@@ -390,7 +391,7 @@ _SUSPECT_PIECES = st.sampled_from([
 @example("xapprox. fine")
 @example("a approx. fine")
 def test_the_quick_look_at_a_line_finds_what_the_whole_pattern_finds(text: str) -> None:
-    assert _suspect(text) == (_SUSPECT.search(text) is not None)
+    assert suspect(text) == (SUSPECT.search(text) is not None)
 
 
 def test_a_line_judged_again_under_another_ruling_is_judged_afresh() -> None:
@@ -401,3 +402,15 @@ def test_a_line_judged_again_under_another_ruling_is_judged_afresh() -> None:
         assert again == spoken(line, PriceRule(150), *speech_numbers("jaipur-bazaar"), 3)
     assert kept.text == line and kept.says_quote
     assert "120" not in again.text and again.rewrites
+
+
+@pytest.mark.parametrize("text", ["Mr. Sharma sells silk here.", "Only Rs. 150 for you, friend.",
+                                  "Ask Dr. Rao, he bought three."])
+@pytest.mark.parametrize("pieces", [1, 3])
+def test_an_abbreviations_full_stop_ends_no_sentence(text: str, pieces: int) -> None:
+    """A one-sentence reply with "Mr." or "Rs." in it is said whole, streamed or not."""
+    gate = ReplyGate(NUMBERS, PRICES, 1, PriceRule(150))
+    step = -(-len(text) // pieces)
+    out = "".join(gate.feed(text[i:i + step]) for i in range(0, len(text), step)) + gate.finish()
+    assert out == text
+    assert spoken(text, PriceRule(150), NUMBERS, PRICES, 1).text == text
