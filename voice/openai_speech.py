@@ -22,6 +22,7 @@ import logging
 import math
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 import aiohttp
@@ -40,6 +41,12 @@ from voice.stt import SceneContext, Transcription, WordTime
 log = logging.getLogger("samvad.voice")
 T = TypeVar("T")
 OPENAI_PCM_RATE = 24_000  # `response_format="pcm"`: 24 kHz 16-bit little-endian mono
+# Speech is read in pieces no more often than needed to keep the listener fed (`_Pace`): a read may
+# wait once the audio passed on is this far ahead of its loudspeaker (0.5 s: a clause's worth of
+# margin for a late packet or a busy loop), and waits at most this long (a fifth of a second's audio
+# arriving at once, a few reads a second).
+PACE_MARGIN_S = 0.5
+PACE_REST_S = 0.2
 _LANG = {"hi-IN": "hi", "kn-IN": "kn", "ta-IN": "ta", "en-IN": "en", "en": "en", "hi-EN": "hi",
          "ja-JP": "ja", "ar-MA": "ar", "fr-MA": "fr"}
 
@@ -177,8 +184,10 @@ class OpenAITts:
                             stream=True, stream_cls=openai.AsyncStream[Any]))
                         try:
                             carry = b""
-                            pieces = body_pieces(response, privates.aiohttp_response(response)).__aiter__()
-                            while True:  # as it arrives: no batching
+                            raw = privates.aiohttp_response(response)
+                            pieces = body_pieces(response, raw).__aiter__()
+                            pace = _Pace(OPENAI_PCM_RATE)
+                            while True:  # what has arrived, in one piece
                                 chunk = await _body_or_sdk_error(response, _next_piece(pieces))
                                 if chunk is None:
                                     break
@@ -188,6 +197,9 @@ class OpenAITts:
                                 if cut:
                                     sent = True
                                     yield chunk[:cut]
+                                    rest = pace.rest(cut, anyio.current_time())
+                                    if rest > 0:
+                                        await privates.rest_reading(raw, rest)
                         finally:
                             with anyio.CancelScope(shield=True):
                                 await response.aclose()
@@ -205,6 +217,32 @@ class OpenAITts:
                 log.warning("speech failed, retrying in %.2f s: %s", wait, exc)
                 await anyio.sleep(wait)
                 attempt += 1
+
+
+@dataclass(slots=True)
+class _Pace:
+    """How long the speech's socket may rest between reads (`OpenAITts.synthesize`).
+
+    A speech service streams faster than real time, in small pieces (the fake: 0.1 s of audio
+    every 25 ms), and every read of a piece costs the server a wake-up,
+    aiohttp's parser, and the generators up to the speaker. The listener needs only to be kept
+    ahead of its loudspeaker: once the audio passed on is more than `PACE_MARGIN_S` ahead of the
+    time since its first piece went (the earliest the loudspeaker could have started), the next
+    read waits, up to `PACE_REST_S`, and takes what arrived meanwhile in one piece. The first
+    pieces are read as they come, so the first audio is not later.
+    """
+
+    rate: int
+    first: float | None = None
+    seconds: float = 0.0  # of audio passed on
+
+    def rest(self, passed: int, now: float) -> float:
+        """Seconds the next read may wait, `passed` bytes (PCM16) having just been passed on at `now`."""
+        if self.first is None:
+            self.first = now
+        self.seconds += passed / (2 * self.rate)
+        ahead = self.seconds - (now - self.first)
+        return min(PACE_REST_S, ahead - PACE_MARGIN_S)
 
 
 def parse_transcription(result: Any) -> Transcription:
