@@ -28,8 +28,8 @@ from tests.openai_server import Behaviour, FakeOpenAI
 from tests.servers import client, create, player, running_server, state
 from tests.voice_support import RecordingTts, speech_settings, tone, unity_wav
 from voice.audio import decode_clip, levels, parse_wav, to_mono_16k, wav_bytes
-from voice.errors import AudioRejected
-from voice.openai_speech import PACE_MARGIN_S, PACE_REST_S, OpenAISpeech, OpenAITts, _Pace
+from voice.errors import AudioRejected, SpeechServiceError
+from voice.openai_speech import PACE_MARGIN_S, PACE_REST_S, OpenAISpeech, OpenAIStt, OpenAITts, _Pace
 from voice.sentences import SentenceSplitter, split_sentences
 from voice.speaker import Speaker
 
@@ -361,6 +361,27 @@ async def test_fast_speech_is_read_in_fewer_pieces_and_the_first_as_it_comes(ope
     assert b"".join(pieces) == whole
     assert len(pieces[0]) == 4800  # the first piece alone: the first audio is not held back
     assert len(pieces) < sent / 2, (len(pieces), sent)
+
+
+async def test_speech_failures_are_ours_a_busy_service_is_asked_again_a_refusal_names_its_message(
+        openai_fake: FakeOpenAI) -> None:
+    openai_fake.tts_queue.extend([Behaviour(kind="status", status=503, headers={"retry-after": "0.01"}),
+                                  Behaviour(kind="status", status=400, message="no such voice")])
+    speech = OpenAISpeech(api_key="sk-test", base_url=openai_fake.base_url, stt_model="whisper-1",
+                          tts_model="tts-1", tts_voice="alloy", timeout_s=5, backoff=(0.01, 0.01))
+    gone = OpenAISpeech(api_key="sk-test", base_url="http://127.0.0.1:9/v1", stt_model="whisper-1",
+                        tts_model="tts-1", tts_voice="alloy", timeout_s=5, backoff=(0.01,))
+    try:
+        with pytest.raises(SpeechServiceError, match="HTTP 400: no such voice"):
+            [pcm async for pcm in OpenAITts(speech).synthesize("Haan ji.", "en-IN")]
+        assert [r["path"] for r in openai_fake.audio_requests] == ["speech", "speech"]
+        assert b"".join([pcm async for pcm in OpenAITts(speech).synthesize("Haan ji.", "en-IN")]) == speech_pcm(
+            "Haan ji.")  # the connection kept after the refusals still serves
+        with pytest.raises(SpeechServiceError, match=r"transcription failed: .* \(after 1 retries\)"):
+            await OpenAIStt(gone).transcribe(tone(0.1), "en-IN")  # nobody listens there
+    finally:
+        await speech.aclose()
+        await gone.aclose()
 
 
 async def test_limits_are_refused_with_their_codes_and_change_nothing(openai_fake: FakeOpenAI) -> None:
