@@ -13,9 +13,10 @@ reply is synthesized once it is complete and sent once synthesized, as seed 000 
 
 The server's share is the first-audio time less the fakes' own time on that path, read from the
 fake's records on the same wall clock: the transcription (received -> answered), the chat
-(received -> the first sentence of `reply_text` complete, or the end of the stream) and the
-speech (received -> first byte). What remains is the server: decoding, the SDK calls, the
-actor's turn, the sentence cutting, and the four hops over loopback.
+(received -> the speaker's first piece of `reply_text` complete, a clause of four words or a
+sentence; whole: the end of the stream) and the speech (received -> first byte). What remains
+is the server: decoding, the SDK calls, the actor's turn, the sentence cutting, and the four
+hops over loopback.
 
     python -m benchmarks.voice_turn               # 30 turns per mode
     python -m benchmarks.voice_turn --turns 10
@@ -111,10 +112,11 @@ async def one_turn(ws: Any, n: int, speech: bytes) -> dict[str, Any]:
             "sentences": sentences, "visemes": visemes}
 
 
-def fake_share(base_url: str, row: dict[str, Any]) -> float:
+def fake_share(base_url: str, row: dict[str, Any], by_sentence: bool = True) -> float:
     """The fakes' own time on the first-audio path of the last turn, in ms; the server's four
-    legs go into `row` (end -> STT request, STT answer -> chat request, first sentence -> speech
-    request, first speech byte -> the client)."""
+    legs go into `row` (end -> STT request, STT answer -> chat request, first piece -> speech
+    request (below zero when it was asked ahead, before it could be cut), first speech byte ->
+    the client)."""
     root = base_url.removesuffix("/v1")
     audio = httpx.get(f"{root}/_fake/audio").json()
     chats = [c for c in httpx.get(f"{root}/_fake/requests").json() if c["kind"] == "reply"]
@@ -122,7 +124,11 @@ def fake_share(base_url: str, row: dict[str, Any]) -> float:
     thinking = {t for sounds in load_scenario("jaipur-bazaar").thinking_sounds.values() for t in sounds}
     tts = next(r for r in audio if r["path"] == "speech" and r["input"] not in thinking)  # the reply's
     chat = chats[0]  # the turn's: a running summary (every 10 turns) starts after it
-    llm_end = chat["first_sentence_wall"] or chat["finished_wall"]
+    # The speaker's first piece (a clause of four words, or a sentence), not the first sentence: it
+    # is what the server speaks first, and its audio is asked before it can be cut (the open
+    # microphone's floor counts it the same way, benchmarks/voice_open_mic.py).
+    piece = chat.get("first_piece_wall") or chat["first_sentence_wall"] if by_sentence else None
+    llm_end = piece or chat["finished_wall"]
     httpx.post(f"{root}/_fake/reset")
     row["legs_ms"] = [round((b - a) * 1000, 1) for a, b in (
         (row["ended"], stt["received_at"]), (stt["answered_at"], chat["received_wall"]),
@@ -137,7 +143,7 @@ async def voice_session(host: str) -> str:
     return f"ws://{host}/ws/sessions/{created['session_id']}?token={created['player_token']}&voice=1"
 
 
-async def run_mode(base_url: str, host: str, turns: int, pid: int) -> dict[str, Any]:
+async def run_mode(base_url: str, host: str, turns: int, pid: int, by_sentence: bool = True) -> dict[str, Any]:
     speech = tone(1.0)
     # Warm up: two turns of another session through every path once (imports, caches, the
     # connections to the fake) before anything is measured; a server is not measured cold.
@@ -153,7 +159,7 @@ async def run_mode(base_url: str, host: str, turns: int, pid: int) -> dict[str, 
         cpu_before = cpu_seconds(pid)
         for n in range(turns):
             row = await one_turn(ws, n, speech)
-            row["fakes_ms"] = await anyio.to_thread.run_sync(fake_share, base_url, row)
+            row["fakes_ms"] = await anyio.to_thread.run_sync(fake_share, base_url, row, by_sentence)
             row["overhead_ms"] = row["first_audio_ms"] - row["fakes_ms"]
             rows.append(row)
         cpu = cpu_seconds(pid) - cpu_before
@@ -183,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         for mode, by_sentence in (("by_sentence", True), ("whole", False)):
             server, host = start_samvad(base_url, by_sentence, ARTIFACTS / f"voice_turn.{mode}.log")
             try:
-                results[mode] = anyio.run(run_mode, base_url, host, args.turns, server.pid)
+                results[mode] = anyio.run(run_mode, base_url, host, args.turns, server.pid, by_sentence)
             finally:
                 stop(server)
             print(mode, json.dumps(results[mode]), flush=True)

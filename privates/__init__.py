@@ -20,11 +20,10 @@ The privates, what they reach into, who uses them, and what happens when they ar
 - `raw_receive` (starlette): `WebSocket._receive`. For server/ws.py's reader, which still reads
   `websocket._receive` itself until it moves to this (issue #32's socket edge).
 - `aiohttp_response` (httpx2, openai's vendored aiohttp transport): `Response.stream._stream.
-  _aiohttp_response`. brain/transport.py, and voice/openai_speech.py's speech calls. Gone: None, and
-  the SDK's own reads.
+  _aiohttp_response`. brain/transport.py. Gone: None, and the SDK's own reads.
 - `plain_content` (aiohttp): `ClientResponse.content`. brain/transport.py. Gone: the SDK's reads.
-- `rest_reading` (aiohttp): `ClientResponse.connection.transport`. brain/transport.py. Gone: no
-  pause between reads.
+- `rest_reading` (aiohttp): `ClientResponse.connection.transport`. brain/transport.py, and
+  voice/openai_speech.py's speech reads. Gone: no pause between reads.
 
 The uvicorn protocol (server/uvicorn_ws.py before it moved here) is uvicorn's websockets sans-I/O
 protocol, holding less per idle connection. The stock protocol keeps, for the life of every

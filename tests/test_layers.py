@@ -32,7 +32,7 @@ ALLOWED: dict[str, dict[str, frozenset[str]]] = {
     "schemas": {},
     "session": {"schemas": ANY},  # the session declares what it needs from a brain as a Protocol
     "brain": {"schemas": ANY, "privates": ANY},  # the SDK's and aiohttp's internals, in one place
-    # brain's transport only, and the SDK's aiohttp response for the speech calls' byte reads
+    # brain's transport only (its retry policy), and aiohttp's read pause for the paced speech reads
     "voice": {"schemas": ANY, "brain": frozenset({"brain.transport"}), "privates": frozenset({"privates"})},
     "clients": {"schemas": ANY, "session": ANY},  # the bots' checker reuses the pure rule tables
     "server": {"schemas": ANY, "session": ANY, "brain": ANY, "voice": ANY, "clients": ANY, "privates": ANY},

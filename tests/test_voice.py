@@ -17,15 +17,19 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from schemas.frames import Reply, ReplyDelta, ReplyWithdrawn
 from tests.ci import need_tools
 from tests.fakes import ScriptedBrain, decision
+from tests.openai_audio import speech_pcm
 from tests.openai_server import Behaviour, FakeOpenAI
 from tests.servers import client, create, player, running_server, state
 from tests.voice_support import RecordingTts, speech_settings, tone, unity_wav
 from voice.audio import decode_clip, levels, parse_wav, to_mono_16k, wav_bytes
-from voice.errors import AudioRejected
+from voice.errors import AudioRejected, SpeechServiceError
+from voice.openai_speech import PACE_MARGIN_S, PACE_REST_S, OpenAISpeech, OpenAIStt, OpenAITts, _Pace
 from voice.sentences import SentenceSplitter, split_sentences
 from voice.speaker import Speaker
 
@@ -317,6 +321,67 @@ async def test_a_barge_in_stops_the_vendors_voice(openai_fake: FakeOpenAI) -> No
             assert [f for f in await c.quiet(0.8) if f["type"] == "reply.audio"] == []
         spoken = [r for r in openai_fake.audio_requests if r["path"] == "speech"]
         assert len(spoken) == 1  # the later sentences were never synthesized
+
+
+@given(st.floats(1.0, 20.0), st.floats(0.02, 0.5), st.floats(0.5, 12.0))
+def test_speech_read_at_the_paced_rests_never_leaves_the_loudspeaker_waiting(
+        speed: float, piece_s: float, length_s: float) -> None:
+    """A service at `speed` times real time sends `piece_s` pieces; the reader takes what has
+    arrived and then rests as `_Pace` says. The loudspeaker, playing from the first piece on,
+    always has audio when a read comes, and no rest is longer than PACE_REST_S."""
+    rate = 24_000
+    arrivals = [(i * piece_s / speed, min(piece_s, length_s - i * piece_s)) for i in range(int(length_s / piece_s) + 1)
+                if length_s - i * piece_s > 0]
+    pace, now, taken, passed, first = _Pace(rate), arrivals[0][0], 0, 0.0, arrivals[0][0]
+    while taken < len(arrivals):
+        assert passed >= now - first - 1e-9  # what was passed on has not all been played yet
+        ready = [seconds for at, seconds in arrivals[taken:] if at <= now + 1e-12]
+        if not ready:
+            now = arrivals[taken][0]
+            continue
+        taken += len(ready)
+        passed += sum(ready)
+        rest = pace.rest(round(sum(ready) * rate) * 2, now)
+        assert rest <= PACE_REST_S
+        if rest > 0:
+            assert passed - (now - first) - rest >= PACE_MARGIN_S - 1e-3
+        now += max(rest, 0.0)
+
+
+async def test_fast_speech_is_read_in_fewer_pieces_and_the_first_as_it_comes(openai_fake: FakeOpenAI) -> None:
+    openai_fake.tts_realtime = 4.0  # 0.1 s of audio every 25 ms, as benchmarks.voice_turn paces it
+    speech = OpenAISpeech(api_key="sk-test", base_url=openai_fake.base_url, stt_model="whisper-1",
+                          tts_model="tts-1", tts_voice="alloy", timeout_s=10)
+    try:
+        pieces = [pcm async for pcm in OpenAITts(speech).synthesize(LONG_LINE, "en-IN")]
+    finally:
+        await speech.aclose()
+    whole = speech_pcm(LONG_LINE)
+    sent = -(-len(whole) // 4800)  # the fake's pieces
+    assert b"".join(pieces) == whole
+    assert len(pieces[0]) == 4800  # the first piece alone: the first audio is not held back
+    assert len(pieces) < sent / 2, (len(pieces), sent)
+
+
+async def test_speech_failures_are_ours_a_busy_service_is_asked_again_a_refusal_names_its_message(
+        openai_fake: FakeOpenAI) -> None:
+    openai_fake.tts_queue.extend([Behaviour(kind="status", status=503, headers={"retry-after": "0.01"}),
+                                  Behaviour(kind="status", status=400, message="no such voice")])
+    speech = OpenAISpeech(api_key="sk-test", base_url=openai_fake.base_url, stt_model="whisper-1",
+                          tts_model="tts-1", tts_voice="alloy", timeout_s=5, backoff=(0.01, 0.01))
+    gone = OpenAISpeech(api_key="sk-test", base_url="http://127.0.0.1:9/v1", stt_model="whisper-1",
+                        tts_model="tts-1", tts_voice="alloy", timeout_s=5, backoff=(0.01,))
+    try:
+        with pytest.raises(SpeechServiceError, match="HTTP 400: no such voice"):
+            [pcm async for pcm in OpenAITts(speech).synthesize("Haan ji.", "en-IN")]
+        assert [r["path"] for r in openai_fake.audio_requests] == ["speech", "speech"]
+        assert b"".join([pcm async for pcm in OpenAITts(speech).synthesize("Haan ji.", "en-IN")]) == speech_pcm(
+            "Haan ji.")  # the connection kept after the refusals still serves
+        with pytest.raises(SpeechServiceError, match=r"transcription failed: .* \(after 1 retries\)"):
+            await OpenAIStt(gone).transcribe(tone(0.1), "en-IN")  # nobody listens there
+    finally:
+        await speech.aclose()
+        await gone.aclose()
 
 
 async def test_limits_are_refused_with_their_codes_and_change_nothing(openai_fake: FakeOpenAI) -> None:

@@ -7,7 +7,8 @@
     +-- SpeechServiceError      an STT or TTS backend failed for good (a 4xx, or retries used up,
                                 or espeak-ng missing or failing). The caller degrades to text.
 
-SDK exceptions are translated into `SpeechServiceError` in one place, `voice.openai_speech._call`.
+A speech service's failures (transport errors, error statuses) become `SpeechServiceError` in one
+place, `voice.openai_speech` (`OpenAISpeech._post` and its `_call`).
 """
 
 from __future__ import annotations

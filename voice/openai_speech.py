@@ -1,19 +1,21 @@
-"""OpenAI-compatible speech: `audio.transcriptions` and `audio.speech` through the official SDK.
+"""OpenAI-compatible speech: `audio.transcriptions` and `audio.speech`, over aiohttp.
 
 Any server that speaks those two routes works (`SPEECH_BASE_URL`). The retry policy and the
 deadline are the chat's (brain/transport.py): 5xx, 429, timeouts and dropped connections are
 retried twice, after 1 s then 2 s (or the server's Retry-After when shorter than the time left),
 within `AI_TIMEOUT_MS` for the whole call; any other 4xx fails at once. Speech is retried only
-before its first byte went out. SDK exceptions become `SpeechServiceError` here and nowhere else.
+before its first byte went out. A transport failure or an error status becomes ours in one place,
+`OpenAISpeech._post` (and a failed read of a body, where it is read).
 
-Both calls go through the SDK's generic request method (`client.post`, as the chat's do, see
-docs/llm.md): the SDK builds the request (its headers, authentication, the multipart form of a
-transcription) and raises its own errors for an error status, but the answer is read as bytes:
-a transcription's JSON with orjson, without the typed `TranscriptionVerbose` and its segment and
-word models, and speech from aiohttp's buffer as it arrives (`brain.transport.body_pieces`),
-without the SDK's and httpx2's five async generators per piece. A dropped connection or a
-timeout while the body is read becomes the SDK's `APIConnectionError` or `APITimeoutError`, so
-that `_translate` stays the one boundary.
+The two routes are plain HTTP: a multipart form or a small JSON body out, JSON or raw PCM back.
+They are asked over one aiohttp session per server (its pool keeps the connections alive), not
+through the SDK's generic request as the chat is: building a request in the SDK (its options
+model, headers and URL joining, then httpx2 over the same aiohttp) cost 1.25 ms of CPU per call
+against 0.4 ms for the whole exchange over aiohttp alone, and a spoken turn makes three, two of
+them on the way to the first audio (docs/performance.md). What the SDK did for them is written
+out here: the bearer key, the form's fields (`timestamp_granularities[]` as the SDK names a
+list), and the error's `message` from the body. A transcription's `verbose_json` is read with
+orjson; speech is read from aiohttp's buffer as it arrives, paced (`_Pace`).
 """
 
 from __future__ import annotations
@@ -21,17 +23,16 @@ from __future__ import annotations
 import logging
 import math
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, TypeVar, cast
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import aiohttp
 import anyio
-import httpx2
-import openai
 import orjson
 
 import privates
-from brain.transport import DEFAULT_BACKOFF, body_pieces, read_body, sdk_client
+from brain.transport import DEFAULT_BACKOFF
 from voice.audio import wav_bytes
 from voice.confidence import whisper_confidence
 from voice.errors import SpeechServiceError
@@ -39,9 +40,18 @@ from voice.stt import SceneContext, Transcription, WordTime
 
 log = logging.getLogger("samvad.voice")
 T = TypeVar("T")
+DEFAULT_BASE_URL = "https://api.openai.com/v1"  # the SDK's, when neither base URL is set
 OPENAI_PCM_RATE = 24_000  # `response_format="pcm"`: 24 kHz 16-bit little-endian mono
+# Speech is read in pieces no more often than needed to keep the listener fed (`_Pace`): a read may
+# wait once the audio passed on is this far ahead of its loudspeaker (0.5 s: a clause's worth of
+# margin for a late packet or a busy loop), and waits at most this long (a fifth of a second's audio
+# arriving at once, a few reads a second).
+PACE_MARGIN_S = 0.5
+PACE_REST_S = 0.2
 _LANG = {"hi-IN": "hi", "kn-IN": "kn", "ta-IN": "ta", "en-IN": "en", "en": "en", "hi-EN": "hi",
          "ja-JP": "ja", "ar-MA": "ar", "fr-MA": "fr"}
+# What a dropped connection, a refused one, a TLS failure or aiohttp's own timeout raise.
+_TRANSPORT_ERRORS = (aiohttp.ClientError, ssl.SSLError, OSError)
 
 
 class _Transient(Exception):
@@ -50,50 +60,77 @@ class _Transient(Exception):
         self.retry_after = retry_after
 
 
-def _translate(exc: openai.OpenAIError) -> SpeechServiceError | _Transient:
-    """The one place an SDK exception is mapped to ours."""
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        if status == 429 or status >= 500:
+def _status_error(status: int, headers: Mapping[str, str], body: bytes) -> SpeechServiceError | _Transient:
+    """An error status as ours: 429 and 5xx are worth another try, any other is final."""
+    if status == 429 or status >= 500:
+        wait: float | None
+        try:
+            wait = float(headers.get("retry-after") or "nan")
+        except ValueError:
             wait = None
-            raw = exc.response.headers.get("retry-after")
-            try:
-                wait = float(raw) if raw is not None else None
-            except ValueError:
-                wait = None
-            return _Transient(f"HTTP {status}", wait if wait is not None and math.isfinite(wait) else None)
-        return SpeechServiceError(f"HTTP {status}: {str(exc.message)[:200]}")
-    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, openai.APIError)):
-        return _Transient(type(exc).__name__)
-    return SpeechServiceError(f"{type(exc).__name__}: {str(exc)[:200]}")
+        return _Transient(f"HTTP {status}", wait if wait is not None and math.isfinite(wait) else None)
+    return SpeechServiceError(f"HTTP {status}: {_message(body)[:200]}")
+
+
+def _message(body: bytes) -> str:
+    """The error's `message` (OpenAI's `{"error": {"message": ...}}`), else the body as text."""
+    try:
+        error = orjson.loads(body).get("error")
+    except (ValueError, AttributeError):
+        error = None
+    message = error.get("message") if isinstance(error, dict) else None
+    return message if isinstance(message, str) else body.decode("utf-8", "replace")
 
 
 class OpenAISpeech:
-    """Both directions against one OpenAI-compatible server; `stt` and `tts` views share the client."""
+    """Both directions against one OpenAI-compatible server; `stt` and `tts` views share the session."""
 
     def __init__(self, *, api_key: str, base_url: str | None, stt_model: str, tts_model: str,
                  tts_voice: str, timeout_s: float, backoff: Sequence[float] = DEFAULT_BACKOFF) -> None:
-        self.client = sdk_client(api_key=api_key or "none", base_url=base_url, timeout_s=timeout_s)
-        base = self.client.base_url  # the endpoints joined as the SDK joins them, once
-        self._transcriptions_url = str(base.copy_with(raw_path=base.raw_path + b"audio/transcriptions"))
-        self._speech_url = str(base.copy_with(raw_path=base.raw_path + b"audio/speech"))
+        root = (base_url or DEFAULT_BASE_URL).rstrip("/")
+        self._transcriptions_url = root + "/audio/transcriptions"
+        self._speech_url = root + "/audio/speech"
+        self._headers = {"Authorization": f"Bearer {api_key or 'none'}"}
+        self._session: aiohttp.ClientSession | None = None
         self.stt_model = stt_model
         self.tts_model = tts_model
         self.tts_voice = tts_voice
         self.timeout_s = timeout_s
         self.backoff = tuple(backoff)
 
+    def _http(self) -> aiohttp.ClientSession:
+        """The session, made on first use (aiohttp wants a running loop); the calls' own deadline
+        (`anyio.fail_after`) bounds them, not aiohttp's default five minutes."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession(headers=self._headers, timeout=aiohttp.ClientTimeout(total=None))
+        return self._session
+
     async def aclose(self) -> None:
-        await self.client.close()
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    async def _post(self, url: str, **request: Any) -> aiohttp.ClientResponse:
+        """POST; the response once its status is a success (the caller reads and releases it)."""
+        try:
+            response = await self._http().post(url, **request)
+        except _TRANSPORT_ERRORS as exc:
+            raise _Transient(type(exc).__name__) from exc
+        if response.status < 400:
+            return response
+        try:
+            body = await response.read()
+        except _TRANSPORT_ERRORS:
+            body = b""
+        finally:
+            response.release()
+        raise _status_error(response.status, response.headers, body)
 
     async def _call(self, what: str, attempt_once: Callable[[], Awaitable[T]], deadline: float) -> T:
         attempt = 0
         while True:
             try:
-                try:
-                    return await attempt_once()
-                except openai.OpenAIError as exc:
-                    raise _translate(exc) from exc
+                return await attempt_once()
             except _Transient as exc:
                 remaining = deadline - anyio.current_time()
                 wait = exc.retry_after if exc.retry_after is not None else (
@@ -108,25 +145,22 @@ class OpenAISpeech:
         wav = wav_bytes(pcm, 16_000)
         lang = _LANG.get(language or "")
 
-        form: dict[str, object] = {"model": self.stt_model, "response_format": "verbose_json",
-                                    "timestamp_granularities": ["word", "segment"]}
-        if lang:
-            form["language"] = lang
-
         async def once() -> Transcription:
-            # The SDK's multipart form (`Content-Type: multipart/form-data` is how its own
-            # `transcriptions.create` asks for it), the answer left unread for `read_body`.
-            response = await self.client.post(
-                self._transcriptions_url, cast_to=httpx2.Response, body=form,
-                files=[("file", ("speech.wav", wav, "audio/wav"))],
-                options={"headers": {"Content-Type": "multipart/form-data"}},
-                stream=True, stream_cls=openai.AsyncStream[Any])
-            http = cast(httpx2.Response, response)
+            form = aiohttp.FormData()  # a new one per attempt: aiohttp writes a form once
+            form.add_field("model", self.stt_model)
+            form.add_field("response_format", "verbose_json")
+            for granularity in ("word", "segment"):
+                form.add_field("timestamp_granularities[]", granularity)
+            if lang:
+                form.add_field("language", lang)
+            form.add_field("file", wav, filename="speech.wav", content_type="audio/wav")
+            response = await self._post(self._transcriptions_url, data=form)
             try:
-                data = await _body_or_sdk_error(http, read_body(http))
+                data = await response.read()
+            except _TRANSPORT_ERRORS as exc:
+                raise _Transient(type(exc).__name__) from exc
             finally:
-                with anyio.CancelScope(shield=True):
-                    await http.aclose()
+                response.release()
             try:
                 return parse_transcription(orjson.loads(data))
             except (ValueError, TypeError, KeyError) as exc:  # orjson's JSONDecodeError is a ValueError
@@ -162,25 +196,25 @@ class OpenAITts:
     async def synthesize(self, text: str, language: str | None) -> AsyncIterator[bytes]:
         speech = self.speech
         deadline = anyio.current_time() + speech.timeout_s
+        body = orjson.dumps({"model": speech.tts_model, "voice": speech.tts_voice, "input": text,
+                             "response_format": "pcm"})
+        headers = {"Accept": "application/octet-stream", "Content-Type": "application/json"}
         attempt = 0
         while True:
             sent = False
             try:
                 try:
                     with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
-                        response = cast(httpx2.Response, await speech.client.post(
-                            speech._speech_url, cast_to=httpx2.Response, content=orjson.dumps({
-                                "model": speech.tts_model, "voice": speech.tts_voice, "input": text,
-                                "response_format": "pcm"}),
-                            options={"headers": {"Accept": "application/octet-stream",
-                                                 "Content-Type": "application/json"}},
-                            stream=True, stream_cls=openai.AsyncStream[Any]))
+                        response = await speech._post(speech._speech_url, data=body, headers=headers)
                         try:
                             carry = b""
-                            pieces = body_pieces(response, privates.aiohttp_response(response)).__aiter__()
-                            while True:  # as it arrives: no batching
-                                chunk = await _body_or_sdk_error(response, _next_piece(pieces))
-                                if chunk is None:
+                            pace = _Pace(OPENAI_PCM_RATE)
+                            while True:  # what has arrived, in one piece
+                                try:
+                                    chunk = await response.content.readany()
+                                except _TRANSPORT_ERRORS as exc:
+                                    raise _Transient(type(exc).__name__) from exc
+                                if not chunk:
                                     break
                                 chunk = carry + chunk
                                 cut = len(chunk) - len(chunk) % 2
@@ -188,12 +222,12 @@ class OpenAITts:
                                 if cut:
                                     sent = True
                                     yield chunk[:cut]
+                                    rest = pace.rest(cut, anyio.current_time())
+                                    if rest > 0:
+                                        await privates.rest_reading(response, rest)
                         finally:
-                            with anyio.CancelScope(shield=True):
-                                await response.aclose()
+                            response.release()  # its connection back to the pool, or closed if cut off
                     return
-                except openai.OpenAIError as exc:
-                    raise _translate(exc) from exc
                 except TimeoutError as exc:
                     raise SpeechServiceError("speech timed out") from exc
             except _Transient as exc:
@@ -205,6 +239,32 @@ class OpenAITts:
                 log.warning("speech failed, retrying in %.2f s: %s", wait, exc)
                 await anyio.sleep(wait)
                 attempt += 1
+
+
+@dataclass(slots=True)
+class _Pace:
+    """How long the speech's socket may rest between reads (`OpenAITts.synthesize`).
+
+    A speech service streams faster than real time, in small pieces (the fake: 0.1 s of audio
+    every 25 ms), and every read of a piece costs the server a wake-up,
+    aiohttp's parser, and the generators up to the speaker. The listener needs only to be kept
+    ahead of its loudspeaker: once the audio passed on is more than `PACE_MARGIN_S` ahead of the
+    time since its first piece went (the earliest the loudspeaker could have started), the next
+    read waits, up to `PACE_REST_S`, and takes what arrived meanwhile in one piece. The first
+    pieces are read as they come, so the first audio is not later.
+    """
+
+    rate: int
+    first: float | None = None
+    seconds: float = 0.0  # of audio passed on
+
+    def rest(self, passed: int, now: float) -> float:
+        """Seconds the next read may wait, `passed` bytes (PCM16) having just been passed on at `now`."""
+        if self.first is None:
+            self.first = now
+        self.seconds += passed / (2 * self.rate)
+        ahead = self.seconds - (now - self.first)
+        return min(PACE_REST_S, ahead - PACE_MARGIN_S)
 
 
 def parse_transcription(result: Any) -> Transcription:
@@ -220,16 +280,3 @@ def parse_transcription(result: Any) -> Transcription:
     return Transcription(str(result["text"]).strip(), confidence, "openai", timed)
 
 
-async def _next_piece(pieces: AsyncIterator[bytes]) -> bytes | None:
-    return await anext(pieces, None)
-
-
-async def _body_or_sdk_error(response: httpx2.Response, reading: Awaitable[T]) -> T:
-    """Read (part of) a body the SDK left open; a transport failure meanwhile is the SDK's error,
-    as it would be had the SDK read it."""
-    try:
-        return await reading
-    except (httpx2.TimeoutException, aiohttp.ServerTimeoutError) as exc:
-        raise openai.APITimeoutError(request=response.request) from exc
-    except (httpx2.RequestError, aiohttp.ClientError, ssl.SSLError) as exc:
-        raise openai.APIConnectionError(request=response.request) from exc
