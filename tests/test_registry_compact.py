@@ -6,6 +6,7 @@ welcome's final state, the room it holds, and that erasure, the metrics and the 
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from typing import Any
 
@@ -79,6 +80,8 @@ async def test_an_ended_session_left_alone_becomes_a_record_and_a_late_reconnect
         [record] = registry.ended()
         assert record.session_id == sid and record.stage is Stage.CLOSURE and record.learner_id == "asha"
         assert registry.statistics()["ended_records"] == 1 and registry.statistics()["live"] == 2
+        gc.collect()  # the pass that finds the packed record holds atoms only, and stops tracking it
+        assert [gc.is_tracked(packed) for packed in registry._ended.values()] == [False]
 
         back = await registry.get(sid)
         assert back is not None and back is not ended and registry.live(sid) is back and not registry.ended()
@@ -185,6 +188,24 @@ def test_a_record_is_only_of_an_ended_session_and_the_bytes_keep_no_unsent_chang
     limits = Limits(max_turns=7)
     rebuilt = from_bytes(to_bytes(negotiation), limits)
     assert rebuilt == negotiation and rebuilt.limits is limits
+
+
+async def test_a_packed_record_is_untracked_by_the_collector_and_unpacks_to_the_same_record() -> None:
+    now = [1000.0]
+    registry = registry_at(now)
+    async with anyio.create_task_group() as tg:
+        await tg.start(registry.run)
+        ended = registry.create(learner_id="asha")
+        await play(ended, end=True)
+        record = EndedSession.of(ended.negotiation, ended.last_activity)
+        tg.cancel_scope.cancel()
+    assert gc.is_tracked(record)  # a slotted instance always is
+    packed = record.pack()
+    gc.collect()
+    assert not gc.is_tracked(packed)
+    back = EndedSession.unpack(packed)
+    assert back == record and back.stage is Stage.CLOSURE and back.outcome is record.outcome is not None
+    assert back.negotiation(Limits()) == ended.negotiation
 
 
 async def test_over_http_a_swapped_session_gives_the_same_report_lobby_row_and_metrics_and_erasure_finds_it() -> None:
