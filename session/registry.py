@@ -52,6 +52,10 @@ from session.timers import SilenceTimers
 
 log = logging.getLogger("samvad.registry")
 
+# Idle records are looked for at most this often: a short grace sweeps every few seconds, and a
+# walk over the tens of thousands of records a busy server keeps takes milliseconds each time.
+RECORDS_SWEEP_S = 30.0
+
 
 class CapacityError(Exception):
     """The server holds MAX_SESSIONS sessions already, and none of them has ended unwatched."""
@@ -107,6 +111,7 @@ class SessionRegistry:
         self._ready_event: anyio.Event | None = None  # set to wake the dispatcher
         self._spare: deque[str] = deque()  # ended sessions to make room with, idle longest first
         self._no_spare_until = float("-inf")  # a pass found no spare session: none looked for till then
+        self._records_swept_at = float("-inf")  # idle records last looked for (RECORDS_SWEEP_S)
         self.created = 0
         self.evicted = 0
         self.evicted_for_room = 0
@@ -349,7 +354,7 @@ class SessionRegistry:
 
     def evict_idle(self) -> int:
         """Drop the sessions idle too long; swap the ended ones nobody has had open for the grace
-        for their records. The number dropped."""
+        for their records. The number dropped. Idle records are looked for every RECORDS_SWEEP_S."""
         now = self.clock()
         evicted = 0
         for actor in list(self._actors.values()):
@@ -361,6 +366,9 @@ class SessionRegistry:
                 continue
             self._evict(actor, "session idle")
             evicted += 1
+        if now - self._records_swept_at < RECORDS_SWEEP_S:
+            return evicted
+        self._records_swept_at = now
         for sid in [s for s, p in self._ended.items() if now - last_activity_of(p) >= self.idle_seconds]:
             self._drop_record(sid, "session idle")
             evicted += 1

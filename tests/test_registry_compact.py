@@ -23,7 +23,7 @@ from session.changes import SessionStarted
 from session.ended import EndedSession, from_bytes, to_bytes
 from session.mirror import MemoryMirror
 from session.negotiation import Negotiation
-from session.registry import SessionRegistry
+from session.registry import RECORDS_SWEEP_S, SessionRegistry
 from session.report import learner_report
 from session.rules import Limits
 from tests.fakes import FakeConnection, ScriptedBrain
@@ -150,6 +150,26 @@ async def test_records_hold_their_place_make_room_first_and_go_when_idle() -> No
         assert registry.evict_idle() == 1  # an idle record goes like an idle ended actor
         assert newer.session_id not in registry and await registry.get(newer.session_id) is None
         assert registry.remove(newer.session_id) is False
+        tg.cancel_scope.cancel()
+
+
+async def test_idle_records_are_looked_for_every_records_sweep_not_at_every_sweep() -> None:
+    """A short grace sweeps every few seconds; the walk over every record is made far less often."""
+    now = [1000.0]
+    registry = SessionRegistry(ScriptedBrain(), MemoryMirror(), idle_seconds=20, ended_grace_seconds=10,
+                               clock=lambda: now[0])
+    async with anyio.create_task_group() as tg:
+        await tg.start(registry.run)
+        ended = registry.create()
+        await play(ended, end=True)
+        now[0] = ended.last_activity + 11
+        assert registry.evict_idle() == 0  # swapped for its record; the records looked for now
+        sid = ended.session_id
+        assert registry.record(sid) is not None
+        now[0] = ended.last_activity + 20  # idle, but the records were looked for 9 s ago
+        assert registry.evict_idle() == 0 and sid in registry
+        now[0] += RECORDS_SWEEP_S
+        assert registry.evict_idle() == 1 and sid not in registry
         tg.cancel_scope.cancel()
 
 
