@@ -42,9 +42,11 @@ The policy:
   pause is in proportion to what it walks, so it runs only when it is expected to stop the world
   for at most `FULL_PAUSE_BUDGET_MS`, and is offered again every `FULL_RETRY_S` until then; after
   `FULL_MAX_DEFER_S` it runs whatever it costs. The expectation is the objects the collector tracks
-  in the oldest generation (`len(gc.get_objects(2))`) times the milliseconds per object the last
-  pass took. Counting is a walk too, a quarter to a third of the pass's own (10-18 ms at 72,000-
-  122,000 objects under load), so it is done only when a pass is due. Until issue #33 the
+  in the oldest generation (`len(gc.get_objects(2))`) times the milliseconds per object of the
+  slowest of the last `PASSES_REMEMBERED` passes (one pass to the next varied 0.43-0.66 us an
+  object under load). Counting is a walk too, a sixth to a third of the pass's own (6-28 ms at
+  50,000-107,000 objects under load), done only when a pass is due, and the pass follows it at
+  once: the two stop the world together, so the count's time is part of the budget. Until issue #33 the
   expectation was the blocks allocated since start-up (`sys.getallocatedblocks`), which counts what
   the collector does not walk as well: the ended sessions kept as tuples of atoms, the learner
   profiles kept as bytes (session/ended.py, server/learners/store.py), a million blocks for 72,000
@@ -61,6 +63,7 @@ import gc
 import logging
 import sys
 import time
+from collections import deque
 from typing import Any
 
 log = logging.getLogger("samvad.gc")
@@ -77,17 +80,19 @@ FULL_MAX_DEFER_S = 6 * 3600.0
 # took 0.84-0.9 us an object, more cache misses). About 67,000 objects fit in the budget.
 INITIAL_MS_PER_OBJECT = 6.0e-4
 
+PASSES_REMEMBERED = 3
+
 _installed = False
-_ms_per_object = INITIAL_MS_PER_OBJECT
+_ms_per_object: deque[float] = deque(maxlen=PASSES_REMEMBERED)  # the last passes', newest last
 
 
 def install() -> None:
     """Apply the policy to this process (the server's; tests leave the collector alone)."""
-    global _installed, _ms_per_object
+    global _installed
     gc.collect()
     gc.freeze()
     gc.set_threshold(YOUNG_THRESHOLD, GEN1_EVERY, NEVER)
-    _ms_per_object = INITIAL_MS_PER_OBJECT
+    _ms_per_object.clear()
     _installed = True
 
 
@@ -111,23 +116,26 @@ def old_objects() -> int:
 
 def expected_pause_ms() -> float:
     """What a full pass would stop the world for now, going by the last one."""
-    return old_objects() * _ms_per_object
+    return old_objects() * _per_object()
 
 
-def full_pass_due(expected_ms: float, waited_s: float) -> bool:
+def _per_object() -> float:
+    return max(_ms_per_object, default=INITIAL_MS_PER_OBJECT)
+
+
+def full_pass_due(expected_ms: float, waited_s: float, count_ms: float = 0.0) -> bool:
     """Whether the planned pass runs now: short enough, or put off for long enough."""
-    return expected_ms <= FULL_PAUSE_BUDGET_MS or waited_s >= FULL_MAX_DEFER_S
+    return count_ms + expected_ms <= FULL_PAUSE_BUDGET_MS or waited_s >= FULL_MAX_DEFER_S
 
 
 def full_collection(waited_s: float = 0.0) -> dict[str, Any] | None:
     """Collect everything built since start-up, if it is due; None when it is put off."""
-    global _ms_per_object
     counting = time.perf_counter()
     objects = old_objects()
     count_ms = round((time.perf_counter() - counting) * 1000, 1)
-    expected = objects * _ms_per_object
+    expected = objects * _per_object()
     blocks = sys.getallocatedblocks()  # the heap's size, logged beside what the pass walks
-    if not full_pass_due(expected, waited_s):
+    if not full_pass_due(expected, waited_s, count_ms):
         log.info("full garbage collection deferred", extra={
             "expected_ms": round(expected, 1), "objects": objects, "count_ms": count_ms, "blocks": blocks,
             "waited_s": waited_s})
@@ -136,7 +144,7 @@ def full_collection(waited_s: float = 0.0) -> dict[str, Any] | None:
     collected = gc.collect()
     ms = (time.perf_counter() - started) * 1000
     if objects >= 10_000:  # a pass over a nearly empty generation times the fixed costs, not the walk
-        _ms_per_object = ms / objects
+        _ms_per_object.append(ms / objects)
     figures = {"ms": round(ms, 1), "collected": collected, "objects": objects, "count_ms": count_ms,
                "blocks": blocks, "expected_ms": round(expected, 1), "waited_s": waited_s}
     log.info("full garbage collection", extra=figures)

@@ -56,6 +56,9 @@ def test_the_planned_pass_waits_while_it_would_be_long_but_not_for_ever() -> Non
     assert not gcpolicy.full_pass_due(budget + 0.1, 0.0)
     assert not gcpolicy.full_pass_due(10 * budget, most - 1)
     assert gcpolicy.full_pass_due(10 * budget, most)
+    # the count before the pass stops the world with it: its time is part of the budget
+    assert gcpolicy.full_pass_due(budget - 10, 0.0, count_ms=10)
+    assert not gcpolicy.full_pass_due(budget - 10, 0.0, count_ms=10.1)
 
 
 def test_a_long_pass_is_put_off_and_logged(caplog: pytest.LogCaptureFixture) -> None:
