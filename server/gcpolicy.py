@@ -43,18 +43,17 @@ The policy:
   for at most `FULL_PAUSE_BUDGET_MS`, and is offered again every `FULL_RETRY_S` until then; after
   `FULL_MAX_DEFER_S` it runs whatever it costs. The expectation is the objects the collector tracks
   in the oldest generation (`len(gc.get_objects(2))`) times the milliseconds per object of the
-  slowest of the last `PASSES_REMEMBERED` passes (one pass to the next varied 0.43-0.66 us an
-  object under load). Counting is a walk too, a sixth to a third of the pass's own (6-28 ms at
-  50,000-107,000 objects under load), done only when a pass is due, and the pass follows it at
-  once: the two stop the world together, so the count's time is part of the budget. Until issue #33 the
+  slowest of the last `PASSES_REMEMBERED` passes (one pass to the next varied 0.43-0.66 us an object
+  under load). Counting is a walk too, a sixth to a third of the pass's own (6-28 ms at
+  50,000-107,000 objects under load), done only when a pass is due, and the pass follows it at once:
+  the two stop the world together, so the count's time is part of the budget. Until issue #33 the
   expectation was the blocks allocated since start-up (`sys.getallocatedblocks`), which counts what
   the collector does not walk as well: the ended sessions kept as tuples of atoms, the learner
   profiles kept as bytes (session/ended.py, server/learners/store.py), a million blocks for 72,000
   tracked objects, so the estimate stayed high and no planned pass ran while serving. Waiting costs
-  little: the server's cyclic garbage is rare (each
-  session's sockets and state are freed by reference counting; privates/ breaks the cycles
-  uvicorn and websockets leave), so a deferred pass leaves next to nothing unreclaimed. Each pass,
-  and each deferral, is logged with its figures.
+  little: the server's cyclic garbage is rare (each session's sockets and state are freed by
+  reference counting; privates/ breaks the cycles uvicorn and websockets leave), so a deferred pass
+  leaves next to nothing unreclaimed. Each pass, and each deferral, is logged with its figures.
 """
 
 from __future__ import annotations

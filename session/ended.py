@@ -22,8 +22,8 @@ zlib halves what pickle writes (about 2.1 KB to 1.3 KB for five turns).
 The registry holds each record packed (`EndedSession.pack`): a plain tuple of strings, numbers,
 None and the bytes, the stage and outcome by their values. CPython's collector stops tracking a
 tuple that holds only such atoms at the first pass that sees it, so the tens of thousands of
-records a busy server keeps are never walked by a pass (a slotted instance, like `EndedSession`
-itself, is always tracked: its pass over them was most of the planned full pass, issue #33).
+records a busy server keeps are never walked by a pass (issue #33; a slotted instance, like
+`EndedSession` itself, is always tracked).
 `EndedSession.unpack` makes the record again for a caller; `learner_of`, `stage_of` and
 `last_activity_of` read one fact of a packed record without making it.
 """

@@ -9,13 +9,14 @@ answer the progress series with the report's definitions of score and discount.
 Errors: a store that cannot be reached raises `LearnerStoreUnavailable`; everything else is a bug.
 
 The in-memory store keeps each profile, progress point and review item pickled, as `bytes`, and
-makes the model again on read, as the registry keeps an ended session (session/ended.py; issue
-#33). Kept as models, a learner's profile, the figures of each of their sessions and each review
-item with its history were hundreds of objects that CPython's collector tracks and that the
-planned full pass walks, and about 9 KiB per new learner; bytes in dicts of strings and tuples of
-atoms are not tracked at all. Pickle, not JSON: a model comes back without being validated again,
-and the bytes never leave the process, so pickle's danger (code named in untrusted bytes) does not
-arise. Only the progress point of a session is kept: it is all that `progress` reads of it.
+makes the model again on read, as the registry keeps an ended session (session/ended.py; issue #33).
+Kept as models, a learner's profile, the figures of each of their sessions and each review item with
+its history were hundreds of objects that CPython's collector tracks and that the planned full pass
+walks, and some 30 KiB per new learner of five turns (docs/performance.md); bytes in dicts of
+strings and tuples of atoms are not tracked at all, 7.9 KB for that learner. Pickle, not JSON: a
+model comes back without being validated again, and the bytes never leave the process, so pickle's
+danger (code named in untrusted bytes) does not arise. Only the progress point of a session is kept:
+it is all that `progress` reads of it.
 """
 
 from __future__ import annotations
@@ -148,9 +149,8 @@ class MemoryLearnerStore:
 
     async def learners(self) -> list[LearnerRow]:
         rows, last = [], {}
-        for learner_id in self._profiles:
-            profile = await self.get(learner_id)
-            assert profile is not None
+        for learner_id, packed in self._profiles.items():
+            profile = _unpack(packed, LearnerProfile)
             series = await self.progress(learner_id)
             direction, delta = trend([p.score for p in series])
             rows.append(LearnerRow(learner_id=learner_id, level=profile.level, sessions=profile.sessions,
