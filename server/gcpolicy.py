@@ -45,8 +45,10 @@ The policy:
   in the oldest generation (`len(gc.get_objects(2))`) times the milliseconds per object of the
   slowest of the last `PASSES_REMEMBERED` passes (one pass to the next varied 0.43-0.66 us an object
   under load). Counting is a walk too, a sixth to a third of the pass's own (6-28 ms at
-  50,000-107,000 objects under load), done only when a pass is due, and the pass follows it at once:
-  the two stop the world together, so the count's time is part of the budget. Until issue #33 the
+  50,000-185,000 objects under load), done only when a pass is due, and the app lets the sockets
+  run between the count and the pass, so that they are two pauses, not one (a first 20-minute run
+  with the two back to back and the count inside the 40 ms budget deferred every pass: the troughs
+  of the bots' load came to 33 ms expected plus 8 ms of count). Until issue #33 the
   expectation was the blocks allocated since start-up (`sys.getallocatedblocks`), which counts what
   the collector does not walk as well: the ended sessions kept as tuples of atoms, the learner
   profiles kept as bytes (session/ended.py, server/learners/store.py), a million blocks for 72,000
@@ -122,19 +124,25 @@ def _per_object() -> float:
     return max(_ms_per_object, default=INITIAL_MS_PER_OBJECT)
 
 
-def full_pass_due(expected_ms: float, waited_s: float, count_ms: float = 0.0) -> bool:
+def full_pass_due(expected_ms: float, waited_s: float) -> bool:
     """Whether the planned pass runs now: short enough, or put off for long enough."""
-    return count_ms + expected_ms <= FULL_PAUSE_BUDGET_MS or waited_s >= FULL_MAX_DEFER_S
+    return expected_ms <= FULL_PAUSE_BUDGET_MS or waited_s >= FULL_MAX_DEFER_S
 
 
-def full_collection(waited_s: float = 0.0) -> dict[str, Any] | None:
-    """Collect everything built since start-up, if it is due; None when it is put off."""
-    counting = time.perf_counter()
+def count_old() -> tuple[int, float]:
+    """`old_objects()`, and the milliseconds the count took."""
+    started = time.perf_counter()
     objects = old_objects()
-    count_ms = round((time.perf_counter() - counting) * 1000, 1)
+    return objects, round((time.perf_counter() - started) * 1000, 1)
+
+
+def full_collection(waited_s: float = 0.0, counted: tuple[int, float] | None = None) -> dict[str, Any] | None:
+    """Collect everything built since start-up, if it is due; None when it is put off. `counted`:
+    `count_old()` made just before (the app lets the sockets run between the two)."""
+    objects, count_ms = count_old() if counted is None else counted
     expected = objects * _per_object()
     blocks = sys.getallocatedblocks()  # the heap's size, logged beside what the pass walks
-    if not full_pass_due(expected, waited_s, count_ms):
+    if not full_pass_due(expected, waited_s):
         log.info("full garbage collection deferred", extra={
             "expected_ms": round(expected, 1), "objects": objects, "count_ms": count_ms, "blocks": blocks,
             "waited_s": waited_s})
