@@ -103,8 +103,8 @@ def one_run(args: argparse.Namespace, tag: str, extra: dict[str, str]) -> dict[s
     planned = [json.loads(line) for line in log.read_text(errors="replace").splitlines()
                if '"full garbage collection' in line]
     return {"gc": json.loads(found[-1]), "turns_per_s": played["turns_per_s"],
-            "planned_full_passes": [{k: p.get(k) for k in ("msg", "ms", "collected", "blocks", "expected_ms",
-                                                           "waited_s")} for p in planned],
+            "planned_full_passes": [{k: p.get(k) for k in ("msg", "ms", "collected", "objects", "count_ms",
+                                                           "blocks", "expected_ms", "waited_s")} for p in planned],
             "latency_ms": {k: latency[k] for k in ("p50", "p95", "p99", "max")},
             "errors": played["errors"]["count"], "violations": played["violations"]["count"],
             "cpu_s": bots["cpu_s"]}

@@ -25,7 +25,7 @@ not the issue's):
   frames (the report and the learner's profile are made then), the socket closed; server CPU per
   session. The same server's RSS before and after gives the memory of an ended session kept for
   its report. The server keeps an ended session as a compact record after a grace of
-  LIFE_GRACE_S (SESSION_ENDED_GRACE_SECONDS, 60 s by default), and both figures wait for it: at
+  LIFE_GRACE_S (SESSION_ENDED_GRACE_SECONDS, 2 s by default), and both figures wait for it: at
   churn, nearly every ended session a server holds is past its grace, and each is swapped once.
 * llm: `python -m benchmarks.capacity` at N=1,000 three times streamed, once at N=2,000, and once
   at N=1,000 with --no-stream: first-words overhead p99, errors, and server CPU per turn against

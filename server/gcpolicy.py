@@ -41,12 +41,21 @@ The policy:
   86 ms to walk on the 2-core machine): nothing built before serving is expected to die. Its
   pause is in proportion to what it walks, so it runs only when it is expected to stop the world
   for at most `FULL_PAUSE_BUDGET_MS`, and is offered again every `FULL_RETRY_S` until then; after
-  `FULL_MAX_DEFER_S` it runs whatever it costs. The expectation is the heap that has grown since
-  start-up (`sys.getallocatedblocks`, counted in well under a millisecond) times the milliseconds
-  per block the last pass took. Waiting costs little: the server's cyclic garbage is rare (each
-  session's sockets and state are freed by reference counting; privates/ breaks the cycles
-  uvicorn and websockets leave), so a deferred pass leaves next to nothing unreclaimed. Each pass,
-  and each deferral, is logged with its figures.
+  `FULL_MAX_DEFER_S` it runs whatever it costs. The expectation is the objects the collector tracks
+  in the oldest generation (`len(gc.get_objects(2))`) times the milliseconds per object of the
+  slowest of the last `PASSES_REMEMBERED` passes (one pass to the next varied 0.43-0.66 us an object
+  under load). Counting is a walk too, a sixth to a third of the pass's own (6-28 ms at
+  50,000-185,000 objects under load), done only when a pass is due, and the app lets the sockets
+  run between the count and the pass, so that they are two pauses, not one (a first 20-minute run
+  with the two back to back and the count inside the 40 ms budget deferred every pass: the troughs
+  of the bots' load came to 33 ms expected plus 8 ms of count). Until issue #33 the
+  expectation was the blocks allocated since start-up (`sys.getallocatedblocks`), which counts what
+  the collector does not walk as well: the ended sessions kept as tuples of atoms, the learner
+  profiles kept as bytes (session/ended.py, server/learners/store.py), a million blocks for 72,000
+  tracked objects, so the estimate stayed high and no planned pass ran while serving. Waiting costs
+  little: the server's cyclic garbage is rare (each session's sockets and state are freed by
+  reference counting; privates/ breaks the cycles uvicorn and websockets leave), so a deferred pass
+  leaves next to nothing unreclaimed. Each pass, and each deferral, is logged with its figures.
 """
 
 from __future__ import annotations
@@ -55,6 +64,7 @@ import gc
 import logging
 import sys
 import time
+from collections import deque
 from typing import Any
 
 log = logging.getLogger("samvad.gc")
@@ -65,26 +75,25 @@ NEVER = 2**31 - 1  # gen1 passes before CPython's own full pass: never, in pract
 FULL_PAUSE_BUDGET_MS = 40.0  # issue #33: no pause over 50 ms
 FULL_RETRY_S = 30.0
 FULL_MAX_DEFER_S = 6 * 3600.0
-# Before the first pass has been timed: milliseconds per block allocated since start-up, the
-# slowest of three forced planned passes with 1,000 bot sessions on the shared 2-core machine
-# (`benchmarks/gc_pauses.py --young 100 --full-every 15 --force-full`: 298 ms at 439,000 blocks,
-# 526 ms at 844,000, 429 ms at 1,028,000; docs/performance.md, issue #33). About 57,000 blocks
-# fit in the budget.
-INITIAL_MS_PER_BLOCK = 7.0e-4
+# Before the first pass has been timed: milliseconds per tracked object in the oldest generation,
+# from full passes at 1,000 bot sessions on the shared 2-core machine (issue #33, a probe in the
+# server: 38.9 ms at 72,000 objects, 59.0 at 105,000, 61.8 at 122,000; heaps of 550,000-925,000
+# took 0.84-0.9 us an object, more cache misses). About 67,000 objects fit in the budget.
+INITIAL_MS_PER_OBJECT = 6.0e-4
+
+PASSES_REMEMBERED = 3
 
 _installed = False
-_startup_blocks = 0
-_ms_per_block = INITIAL_MS_PER_BLOCK
+_ms_per_object: deque[float] = deque(maxlen=PASSES_REMEMBERED)  # the last passes', newest last
 
 
 def install() -> None:
     """Apply the policy to this process (the server's; tests leave the collector alone)."""
-    global _installed, _startup_blocks, _ms_per_block
+    global _installed
     gc.collect()
     gc.freeze()
     gc.set_threshold(YOUNG_THRESHOLD, GEN1_EVERY, NEVER)
-    _startup_blocks = sys.getallocatedblocks()
-    _ms_per_block = INITIAL_MS_PER_BLOCK
+    _ms_per_object.clear()
     _installed = True
 
 
@@ -100,9 +109,19 @@ def installed() -> bool:
     return _installed
 
 
+def old_objects() -> int:
+    """The objects a planned pass would walk: those the collector tracks in the oldest generation
+    (the frozen start-up objects are not in it). A walk of its own; see the module."""
+    return len(gc.get_objects(generation=2))
+
+
 def expected_pause_ms() -> float:
     """What a full pass would stop the world for now, going by the last one."""
-    return max(0, sys.getallocatedblocks() - _startup_blocks) * _ms_per_block
+    return old_objects() * _per_object()
+
+
+def _per_object() -> float:
+    return max(_ms_per_object, default=INITIAL_MS_PER_OBJECT)
 
 
 def full_pass_due(expected_ms: float, waited_s: float) -> bool:
@@ -110,21 +129,30 @@ def full_pass_due(expected_ms: float, waited_s: float) -> bool:
     return expected_ms <= FULL_PAUSE_BUDGET_MS or waited_s >= FULL_MAX_DEFER_S
 
 
-def full_collection(waited_s: float = 0.0) -> dict[str, Any] | None:
-    """Collect everything built since start-up, if it is due; None when it is put off."""
-    global _ms_per_block
-    blocks = max(1, sys.getallocatedblocks() - _startup_blocks)
-    expected = blocks * _ms_per_block
+def count_old() -> tuple[int, float]:
+    """`old_objects()`, and the milliseconds the count took."""
+    started = time.perf_counter()
+    objects = old_objects()
+    return objects, round((time.perf_counter() - started) * 1000, 1)
+
+
+def full_collection(waited_s: float = 0.0, counted: tuple[int, float] | None = None) -> dict[str, Any] | None:
+    """Collect everything built since start-up, if it is due; None when it is put off. `counted`:
+    `count_old()` made just before (the app lets the sockets run between the two)."""
+    objects, count_ms = count_old() if counted is None else counted
+    expected = objects * _per_object()
+    blocks = sys.getallocatedblocks()  # the heap's size, logged beside what the pass walks
     if not full_pass_due(expected, waited_s):
-        log.info("full garbage collection deferred", extra={"expected_ms": round(expected, 1),
-                                                            "blocks": blocks, "waited_s": waited_s})
+        log.info("full garbage collection deferred", extra={
+            "expected_ms": round(expected, 1), "objects": objects, "count_ms": count_ms, "blocks": blocks,
+            "waited_s": waited_s})
         return None
     started = time.perf_counter()
     collected = gc.collect()
     ms = (time.perf_counter() - started) * 1000
-    if blocks >= 10_000:  # a pass over a nearly empty heap times the fixed costs, not the walk
-        _ms_per_block = ms / blocks
-    figures = {"ms": round(ms, 1), "collected": collected, "blocks": blocks,
-               "expected_ms": round(expected, 1), "waited_s": waited_s}
+    if objects >= 10_000:  # a pass over a nearly empty generation times the fixed costs, not the walk
+        _ms_per_object.append(ms / objects)
+    figures = {"ms": round(ms, 1), "collected": collected, "objects": objects, "count_ms": count_ms,
+               "blocks": blocks, "expected_ms": round(expected, 1), "waited_s": waited_s}
     log.info("full garbage collection", extra=figures)
     return figures

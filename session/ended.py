@@ -18,6 +18,14 @@ danger, running code named in untrusted bytes, does not arise: these bytes are m
 process and never leave it. What is the server's or a cache, not the session's, is left out (the
 limits, the pack, the brain's copies of history lines) and put back or rebuilt on load.
 zlib halves what pickle writes (about 2.1 KB to 1.3 KB for five turns).
+
+The registry holds each record packed (`EndedSession.pack`): a plain tuple of strings, numbers,
+None and the bytes, the stage and outcome by their values. CPython's collector stops tracking a
+tuple that holds only such atoms at the first pass that sees it, so the tens of thousands of
+records a busy server keeps are never walked by a pass (issue #33; a slotted instance, like
+`EndedSession` itself, is always tracked).
+`EndedSession.unpack` makes the record again for a caller; `learner_of`, `stage_of` and
+`last_activity_of` read one fact of a packed record without making it.
 """
 
 from __future__ import annotations
@@ -36,7 +44,8 @@ from session.negotiation import Negotiation
 from session.records import TurnRecord
 from session.rules import Limits
 
-__all__ = ["EndedSession", "from_bytes", "last_turn_at", "to_bytes"]
+__all__ = ["EndedSession", "Packed", "from_bytes", "last_activity_of", "last_turn_at", "learner_of", "stage_of",
+           "to_bytes"]
 
 # Not the session's: the server's limits (given back on load), the changes already handed to the
 # mirror (none, once the actor has taken them), and two caches rebuilt on first use.
@@ -141,3 +150,38 @@ class EndedSession:
     def negotiation(self, limits: Limits) -> Negotiation:
         """The negotiation as it ended (a new copy each call)."""
         return from_bytes(self.state, limits)
+
+    def pack(self) -> Packed:
+        """The record as a tuple of atoms, which the collector stops tracking (see the module)."""
+        values = [getattr(self, name) for name in _FIELDS]
+        values[_STAGE] = self.stage.value
+        values[_OUTCOME] = None if self.outcome is None else self.outcome.value
+        return tuple(values)
+
+    @classmethod
+    def unpack(cls, packed: Packed) -> EndedSession:
+        """The record `pack` was given."""
+        values = list(packed)
+        values[_STAGE] = Stage(values[_STAGE])
+        values[_OUTCOME] = None if values[_OUTCOME] is None else Outcome(values[_OUTCOME])
+        return cls(*values)
+
+
+Packed = tuple[Any, ...]  # `EndedSession.pack()`: the fields in order, the enums by value
+_FIELDS = tuple(f.name for f in fields(EndedSession))
+_STAGE, _OUTCOME = _FIELDS.index("stage"), _FIELDS.index("outcome")
+_LEARNER, _LAST_ACTIVITY = _FIELDS.index("learner_id"), _FIELDS.index("last_activity")
+
+
+def learner_of(packed: Packed) -> str | None:
+    learner: str | None = packed[_LEARNER]
+    return learner
+
+
+def stage_of(packed: Packed) -> Stage:
+    return Stage(packed[_STAGE])
+
+
+def last_activity_of(packed: Packed) -> float:
+    at: float = packed[_LAST_ACTIVITY]
+    return at

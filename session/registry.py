@@ -9,6 +9,10 @@ KiB instead of 12 (benchmarks/ended_memory.py). `get` rebuilds an actor from it,
 after a restart: a late reconnect gets its welcome with the final state, and a `resume` a
 snapshot, not a replay.
 
+The registry holds each record packed, as a tuple of atoms that CPython's collector stops tracking
+(`EndedSession.pack`), so that the planned full pass does not walk the tens of thousands a busy
+server keeps (server/gcpolicy.py).
+
 Sessions in memory are the live actors (`actors`, `live`) and those records (`ended`, `record`);
 `len`, `in`, `of_learner` and `by_stage` count both, so that a session swapped for its record is
 never taken for one that has gone.
@@ -40,13 +44,17 @@ from schemas.scenario import DEFAULT_SCENARIO
 from session.actor import ActorLimits, SessionActor
 from session.changes import SessionStarted
 from session.core import START_HAPPINESS
-from session.ended import EndedSession
+from session.ended import EndedSession, Packed, last_activity_of, learner_of, stage_of
 from session.negotiation import Negotiation
 from session.protocols import Brain, Mirror, TipSource
 from session.rules import Limits
 from session.timers import SilenceTimers
 
 log = logging.getLogger("samvad.registry")
+
+# Idle records are looked for at most this often: a short grace sweeps every few seconds, and a
+# walk over the tens of thousands of records a busy server keeps takes milliseconds each time.
+RECORDS_SWEEP_S = 30.0
 
 
 class CapacityError(Exception):
@@ -96,13 +104,14 @@ class SessionRegistry:
         self.clock = clock
         self.listeners: list[Callable[[SessionActor], None]] = []
         self._actors: dict[str, SessionActor] = {}
-        self._ended: dict[str, EndedSession] = {}  # ended sessions swapped for their records
+        self._ended: dict[str, Packed] = {}  # ended sessions swapped for their records, packed (untracked)
         self._recovering: dict[str, anyio.Event] = {}
         self._tg: TaskGroup | None = None
         self._ready: deque[SessionActor] = deque()  # actors with messages, in the order they asked
         self._ready_event: anyio.Event | None = None  # set to wake the dispatcher
         self._spare: deque[str] = deque()  # ended sessions to make room with, idle longest first
         self._no_spare_until = float("-inf")  # a pass found no spare session: none looked for till then
+        self._records_swept_at = float("-inf")  # idle records last looked for (RECORDS_SWEEP_S)
         self.created = 0
         self.evicted = 0
         self.evicted_for_room = 0
@@ -247,9 +256,9 @@ class SessionRegistry:
             if actor.negotiation.is_terminal:
                 actor.last_activity = max(actor.last_activity, self.clock())
             return actor
-        record = self._ended.get(session_id)
-        if record is not None:
-            return self._revive(record)
+        packed = self._ended.get(session_id)
+        if packed is not None:
+            return self._revive(EndedSession.unpack(packed))
         if self.loader is None:
             return None
         waiting = self._recovering.get(session_id)
@@ -291,7 +300,7 @@ class SessionRegistry:
             return False
         record = EndedSession.of(actor.negotiation, actor.last_activity)
         del self._actors[actor.session_id]
-        self._ended[record.session_id] = record
+        self._ended[record.session_id] = record.pack()
         actor.detach()
         actor.close()  # anything still holding the actor posts into a closed inbox, which drops it
         self.swapped += 1
@@ -313,23 +322,24 @@ class SessionRegistry:
 
     def ended(self) -> list[EndedSession]:
         """The ended sessions kept as records (`actors` lists the rest)."""
-        return list(self._ended.values())
+        return [EndedSession.unpack(packed) for packed in self._ended.values()]
 
     def of_learner(self, learner_id: str) -> list[str]:
         """The ids of every session in memory of the learner, with an actor or as a record."""
         ids = [sid for sid, a in self._actors.items() if a.negotiation.learner_id == learner_id]
-        ids.extend(sid for sid, r in self._ended.items() if r.learner_id == learner_id)
+        ids.extend(sid for sid, packed in self._ended.items() if learner_of(packed) == learner_id)
         return ids
 
     def by_stage(self) -> Counter[Stage]:
         """Sessions in memory by stage, records included."""
         stages = Counter(a.negotiation.stage for a in self._actors.values())
-        stages.update(r.stage for r in self._ended.values())
+        stages.update(stage_of(packed) for packed in self._ended.values())
         return stages
 
     def record(self, session_id: str) -> EndedSession | None:
         """The record an ended session is kept as; None when it has an actor, or is not in memory."""
-        return self._ended.get(session_id)
+        packed = self._ended.get(session_id)
+        return None if packed is None else EndedSession.unpack(packed)
 
     def __len__(self) -> int:
         return len(self._actors) + len(self._ended)
@@ -344,7 +354,7 @@ class SessionRegistry:
 
     def evict_idle(self) -> int:
         """Drop the sessions idle too long; swap the ended ones nobody has had open for the grace
-        for their records. The number dropped."""
+        for their records. The number dropped. Idle records are looked for every RECORDS_SWEEP_S."""
         now = self.clock()
         evicted = 0
         for actor in list(self._actors.values()):
@@ -356,8 +366,11 @@ class SessionRegistry:
                 continue
             self._evict(actor, "session idle")
             evicted += 1
-        for record in [r for r in self._ended.values() if now - r.last_activity >= self.idle_seconds]:
-            self._drop_record(record, "session idle")
+        if now - self._records_swept_at < RECORDS_SWEEP_S:
+            return evicted
+        self._records_swept_at = now
+        for sid in [s for s, p in self._ended.items() if now - last_activity_of(p) >= self.idle_seconds]:
+            self._drop_record(sid, "session idle")
             evicted += 1
         return evicted
 
@@ -376,16 +389,15 @@ class SessionRegistry:
                 if now < self._no_spare_until:
                     return False
                 ended = [(a.last_activity, sid) for sid, a in self._actors.items() if _spare(a)]
-                ended.extend((r.last_activity, sid) for sid, r in self._ended.items())
+                ended.extend((last_activity_of(p), sid) for sid, p in self._ended.items())
                 ended.sort()
                 if not ended:
                     self._no_spare_until = now + 1.0
                     return False
                 spare.extend(sid for _, sid in ended)
             sid = spare.popleft()
-            record = self._ended.get(sid)
-            if record is not None:
-                self._drop_record(record, "room for a new session")
+            if sid in self._ended:
+                self._drop_record(sid, "room for a new session")
                 self.evicted_for_room += 1
                 return True
             actor = self._actors.get(sid)
@@ -399,10 +411,10 @@ class SessionRegistry:
         self.evicted += 1
         log.info("session evicted", extra={"session_id": actor.session_id, "reason": reason})
 
-    def _drop_record(self, record: EndedSession, reason: str) -> None:
-        self.remove(record.session_id, CloseCode.EVICTED, reason)
+    def _drop_record(self, session_id: str, reason: str) -> None:
+        self.remove(session_id, CloseCode.EVICTED, reason)
         self.evicted += 1
-        log.info("session evicted", extra={"session_id": record.session_id, "reason": reason})
+        log.info("session evicted", extra={"session_id": session_id, "reason": reason})
 
     def statistics(self) -> dict[str, int]:
         return {

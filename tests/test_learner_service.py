@@ -8,16 +8,14 @@ from typing import Any
 import anyio
 import pytest
 
-from schemas.enums import LanguageCode, Level
-from schemas.learner import LearnerProfile
+from schemas.enums import LanguageCode, Level, Outcome
+from schemas.learner import LearnerProfile, SessionFigures
 from server.backends import InMemoryMirror
 from server.learners.service import Learners
 from server.learners.store import MemoryLearnerStore
 
 pytestmark = pytest.mark.anyio
 
-PROFILE = LearnerProfile(learner_id="asha", level=Level.BEGINNER, input_language=LanguageCode.EN,
-                         target_language=LanguageCode.EN)
 
 
 class _HangingStore:
@@ -44,7 +42,11 @@ async def test_a_store_that_does_not_answer_in_time_gives_no_profile() -> None:
 
 async def test_the_memory_store_answers_at_once() -> None:
     store = MemoryLearnerStore()
-    store._profiles["asha"] = PROFILE
+    profile = await store.record(SessionFigures(
+        session_id="s1", learner_id="asha", scenario="jaipur-bazaar", level=Level.BEGINNER,
+        input_language=LanguageCode.EN, target_language=LanguageCode.EN, outcome=Outcome.DEAL, item="Tomato",
+        turns=4, first_quote=150, paid=70, discount_pct=53.3, score=60, hints=(1, 0, 0), slips=(),
+        created_at=1000.0, ended_at=1060.0))
     learners = _learners(store, timeout_s=0.05)
-    assert await learners.profile("asha") == PROFILE
+    assert await learners.profile("asha") == profile
     assert await learners.profile("ravi") is None

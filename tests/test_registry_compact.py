@@ -6,6 +6,7 @@ welcome's final state, the room it holds, and that erasure, the metrics and the 
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +23,7 @@ from session.changes import SessionStarted
 from session.ended import EndedSession, from_bytes, to_bytes
 from session.mirror import MemoryMirror
 from session.negotiation import Negotiation
-from session.registry import SessionRegistry
+from session.registry import RECORDS_SWEEP_S, SessionRegistry
 from session.report import learner_report
 from session.rules import Limits
 from tests.fakes import FakeConnection, ScriptedBrain
@@ -79,6 +80,8 @@ async def test_an_ended_session_left_alone_becomes_a_record_and_a_late_reconnect
         [record] = registry.ended()
         assert record.session_id == sid and record.stage is Stage.CLOSURE and record.learner_id == "asha"
         assert registry.statistics()["ended_records"] == 1 and registry.statistics()["live"] == 2
+        gc.collect()  # the pass that finds the packed record holds atoms only, and stops tracking it
+        assert [gc.is_tracked(packed) for packed in registry._ended.values()] == [False]
 
         back = await registry.get(sid)
         assert back is not None and back is not ended and registry.live(sid) is back and not registry.ended()
@@ -150,6 +153,26 @@ async def test_records_hold_their_place_make_room_first_and_go_when_idle() -> No
         tg.cancel_scope.cancel()
 
 
+async def test_idle_records_are_looked_for_every_records_sweep_not_at_every_sweep() -> None:
+    """A short grace sweeps every few seconds; the walk over every record is made far less often."""
+    now = [1000.0]
+    registry = SessionRegistry(ScriptedBrain(), MemoryMirror(), idle_seconds=20, ended_grace_seconds=10,
+                               clock=lambda: now[0])
+    async with anyio.create_task_group() as tg:
+        await tg.start(registry.run)
+        ended = registry.create()
+        await play(ended, end=True)
+        now[0] = ended.last_activity + 11
+        assert registry.evict_idle() == 0  # swapped for its record; the records looked for now
+        sid = ended.session_id
+        assert registry.record(sid) is not None
+        now[0] = ended.last_activity + 20  # idle, but the records were looked for 9 s ago
+        assert registry.evict_idle() == 0 and sid in registry
+        now[0] += RECORDS_SWEEP_S
+        assert registry.evict_idle() == 1 and sid not in registry
+        tg.cancel_scope.cancel()
+
+
 async def test_the_registrys_views_count_records_with_the_actors() -> None:
     now = [1000.0]
     registry = registry_at(now)
@@ -185,6 +208,24 @@ def test_a_record_is_only_of_an_ended_session_and_the_bytes_keep_no_unsent_chang
     limits = Limits(max_turns=7)
     rebuilt = from_bytes(to_bytes(negotiation), limits)
     assert rebuilt == negotiation and rebuilt.limits is limits
+
+
+async def test_a_packed_record_is_untracked_by_the_collector_and_unpacks_to_the_same_record() -> None:
+    now = [1000.0]
+    registry = registry_at(now)
+    async with anyio.create_task_group() as tg:
+        await tg.start(registry.run)
+        ended = registry.create(learner_id="asha")
+        await play(ended, end=True)
+        record = EndedSession.of(ended.negotiation, ended.last_activity)
+        tg.cancel_scope.cancel()
+    assert gc.is_tracked(record)  # a slotted instance always is
+    packed = record.pack()
+    gc.collect()
+    assert not gc.is_tracked(packed)
+    back = EndedSession.unpack(packed)
+    assert back == record and back.stage is Stage.CLOSURE and back.outcome is record.outcome is not None
+    assert back.negotiation(Limits()) == ended.negotiation
 
 
 async def test_over_http_a_swapped_session_gives_the_same_report_lobby_row_and_metrics_and_erasure_finds_it() -> None:

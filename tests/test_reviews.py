@@ -4,6 +4,9 @@ PRACTICE TARGETS block (docs/learning.md)."""
 
 from __future__ import annotations
 
+import gc
+from types import FunctionType, ModuleType
+
 import pytest
 from fsrs import Card, Rating, State
 from hypothesis import given
@@ -18,6 +21,7 @@ from schemas.learner import LearnerRecall, SessionFigures
 from schemas.policy import mood_for
 from schemas.review import Evidence, Practice, PracticeTarget, ReviewItem
 from schemas.scenario import load_scenario
+from server.learners.profile import fold, progress_point
 from server.learners.reviews import MAX_TARGETS, SCHEDULER, _review, _time, due, item_id, items_after, retention
 from server.learners.store import MemoryLearnerStore
 
@@ -55,6 +59,42 @@ async def test_evidence_makes_an_item_once_and_a_session_reviews_it_once() -> No
     await store.record(figures("s3", T0 + 4 * DAY, practice=(Practice(item_id=item.item_id, recalled=False),)))
     assert (await store.items("asha"))[0].reps == 2
     assert await store.erase("asha") and await store.items("asha") == []
+
+
+def tracked_reachable(root: object) -> int:
+    """The objects the collector tracks that `root` reaches, classes, modules and functions aside."""
+    seen, todo, tracked = {id(root)}, [root], 0
+    while todo:
+        obj = todo.pop()
+        tracked += gc.is_tracked(obj)
+        for ref in gc.get_referents(obj):
+            if id(ref) not in seen and not isinstance(ref, type | ModuleType | FunctionType):
+                seen.add(id(ref))
+                todo.append(ref)
+    return tracked
+
+
+async def test_the_memory_store_gives_back_what_the_fold_gives_and_keeps_nothing_the_collector_walks() -> None:
+    """It keeps every model packed as bytes (issue #33), and a read makes it again, equal."""
+    slip = Evidence(source="slip", key="lowball", turn=1)
+    store, profile, items = MemoryLearnerStore(), None, dict[str, ReviewItem]()
+    sessions = [figures(f"s{n}", T0 + n * DAY, evidence=(HINT, slip) if n % 3 else (HINT,)) for n in range(8)]
+    tracked = []
+    for f in reversed(sessions):  # ended in the other order than they started
+        profile = fold(profile, f)
+        items.update((i.item_id, i) for i in items_after(items, f))
+        assert await store.record(f) == profile
+        assert await store.record(f) == profile  # again: nothing changes
+        gc.collect()
+        tracked.append(tracked_reachable(store))
+    assert await store.get("asha") == profile
+    assert await store.items("asha") == sorted(items.values(), key=lambda i: i.item_id)
+    assert await store.progress("asha") == [progress_point(f) for f in sessions]
+    for other in ("ravi", "meera", "john"):
+        await store.record(figures("s0", T0, evidence=(HINT, slip)).model_copy(update={"learner_id": other}))
+    gc.collect()
+    # The store, its attributes and its dicts: the same few objects however much it holds.
+    assert tracked_reachable(store) == tracked[0] <= 5 and set(tracked) == {tracked[0]}
 
 
 def test_items_after_a_session_folded_in_before_is_nothing_whatever_came_between() -> None:

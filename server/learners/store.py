@@ -7,11 +7,27 @@ profiles for the life of the process and loses them on a restart, and `Neo4jLear
 answer the progress series with the report's definitions of score and discount.
 
 Errors: a store that cannot be reached raises `LearnerStoreUnavailable`; everything else is a bug.
+
+The in-memory store keeps each profile, progress point and review item as JSON bytes, and makes the
+model again on read, as the registry keeps an ended session (session/ended.py; issue #33). Kept as
+models, a learner's profile, the figures of each of their sessions and each review item with its
+history were hundreds of objects that CPython's collector tracks and that the planned full pass
+walks, and some 30 KiB per new learner of five turns (docs/performance.md); bytes in dicts of
+strings and tuples of bytes are not tracked at all, about 6.5 KB for that learner. JSON through
+pydantic's own serializer, not pickle: two to four times faster both ways for these models (a
+profile of one session 4.5 us out and 7 us back, against 14 and 19; of 180 sessions 111 and 200
+us against 385 and 351), and a third smaller. A record still reads and writes the learner's
+profile and the items the session touched whole, so its cost grows with the learner's history,
+which a model kept as it was did not (docs/performance.md). Only the progress point of a session
+is kept: it is all that `progress` reads of it.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Iterator, Mapping
+from typing import Protocol, TypeVar
+
+from pydantic import BaseModel
 
 from schemas.learner import LearnerProfile, LearnerRow, ProgressPoint, SessionFigures
 from schemas.review import ReviewItem
@@ -19,6 +35,8 @@ from server.learners.profile import fold, progress_point, trend
 from server.learners.reviews import items_after
 
 __all__ = ["LearnerStore", "LearnerStoreUnavailable", "MemoryLearnerStore"]
+
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 class LearnerStoreUnavailable(Exception):
@@ -64,47 +82,86 @@ class LearnerStore(Protocol):
         ...
 
 
+def _pack(model: BaseModel) -> bytes:
+    return model.model_dump_json().encode()
+
+
+def _unpack(data: bytes, kind: type[_Model]) -> _Model:
+    return kind.model_validate_json(data)
+
+
+class _Items(Mapping[str, ReviewItem]):
+    """A learner's packed review items, each made a model when first read and kept for this view's
+    life (`items_after` reads only the items a session touched, some of them several times)."""
+
+    def __init__(self, packed: Mapping[str, bytes]) -> None:
+        self._packed = packed
+        self._read: dict[str, ReviewItem] = {}
+
+    def __getitem__(self, item_id: str) -> ReviewItem:
+        item = self._read.get(item_id)
+        if item is None:
+            item = self._read[item_id] = _unpack(self._packed[item_id], ReviewItem)
+        return item
+
+    def __contains__(self, item_id: object) -> bool:
+        return item_id in self._packed
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._packed)
+
+    def __len__(self) -> int:
+        return len(self._packed)
+
+
 class MemoryLearnerStore:
-    """Profiles in this process's memory. Nothing survives a restart; /health says so."""
+    """Profiles in this process's memory, packed (see the module). Nothing survives a restart;
+    /health says so."""
 
     name = "memory"
     durable = False
     immediate = True  # dict lookups
 
     def __init__(self) -> None:
-        self._profiles: dict[str, LearnerProfile] = {}
-        self._sessions: dict[str, list[SessionFigures]] = {}
-        self._items: dict[str, dict[str, ReviewItem]] = {}
+        self._profiles: dict[str, bytes] = {}
+        # Per learner, each session's progress point packed, in the order the sessions ended: a
+        # tuple of bytes (of tuples, the collector stops tracking the outer one a pass later).
+        self._sessions: dict[str, tuple[bytes, ...]] = {}
+        self._items: dict[str, dict[str, bytes]] = {}
 
     async def get(self, learner_id: str) -> LearnerProfile | None:
-        return self._profiles.get(learner_id)
+        packed = self._profiles.get(learner_id)
+        return None if packed is None else _unpack(packed, LearnerProfile)
 
     async def record(self, figures: SessionFigures) -> LearnerProfile:
-        before = self._profiles.get(figures.learner_id)
+        before = await self.get(figures.learner_id)
         profile = fold(before, figures)
         if profile is not before:
-            self._profiles[figures.learner_id] = profile
-            self._sessions.setdefault(figures.learner_id, []).append(figures)
-            items = self._items.setdefault(figures.learner_id, {})
-            items.update((item.item_id, item) for item in items_after(items, figures))
+            learner = figures.learner_id
+            self._profiles[learner] = _pack(profile)
+            self._sessions[learner] = (*self._sessions.get(learner, ()), _pack(progress_point(figures)))
+            items = self._items.setdefault(learner, {})
+            items.update((item.item_id, _pack(item)) for item in items_after(_Items(items), figures))
         return profile
 
     async def items(self, learner_id: str) -> list[ReviewItem]:
-        return sorted(self._items.get(learner_id, {}).values(), key=lambda i: i.item_id)
+        packed = self._items.get(learner_id, {})
+        return [_unpack(packed[item_id], ReviewItem) for item_id in sorted(packed)]
 
     async def progress(self, learner_id: str) -> list[ProgressPoint]:
-        sessions = sorted(self._sessions.get(learner_id, []), key=lambda f: (f.created_at, f.session_id))
-        return [progress_point(f) for f in sessions]
+        points = [_unpack(point, ProgressPoint) for point in self._sessions.get(learner_id, ())]
+        return sorted(points, key=lambda p: (p.at, p.session_id))  # by when the sessions started
 
     async def learners(self) -> list[LearnerRow]:
-        rows = []
-        for learner_id, profile in self._profiles.items():
+        rows, last = [], {}
+        for learner_id, packed in self._profiles.items():
+            profile = _unpack(packed, LearnerProfile)
             series = await self.progress(learner_id)
             direction, delta = trend([p.score for p in series])
             rows.append(LearnerRow(learner_id=learner_id, level=profile.level, sessions=profile.sessions,
                                    latest=series[-1] if series else None, trend=direction, trend_delta=delta))
+            last[learner_id] = profile.last_at
         # As the Neo4j store orders them: the latest session to end first.
-        last = {learner_id: profile.last_at for learner_id, profile in self._profiles.items()}
         return sorted(rows, key=lambda r: (-last[r.learner_id], r.learner_id))
 
     async def erase(self, learner_id: str) -> bool:
