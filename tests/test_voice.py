@@ -2,7 +2,8 @@
 sentence by sentence, limits are refused with their codes, and backends that fail degrade to text.
 
 The OpenAI-compatible backends run against the fake server (tests/openai_server.py) over real
-HTTP with the real SDK; the embedded defaults run the real pocketsphinx and espeak-ng.
+HTTP (the brain through the real SDK, speech through voice/openai_speech.py's aiohttp session); the
+embedded defaults run the real pocketsphinx and espeak-ng.
 """
 
 from __future__ import annotations
@@ -17,19 +18,15 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from schemas.frames import Reply, ReplyDelta, ReplyWithdrawn
 from tests.ci import need_tools
 from tests.fakes import ScriptedBrain, decision
-from tests.openai_audio import speech_pcm
 from tests.openai_server import Behaviour, FakeOpenAI
 from tests.servers import client, create, player, running_server, state
-from tests.voice_support import RecordingTts, speech_settings, tone, unity_wav
+from tests.voice_support import RecordingTts, say, speech_settings, tone, unity_wav, voiced
 from voice.audio import decode_clip, levels, parse_wav, to_mono_16k, wav_bytes
-from voice.errors import AudioRejected, SpeechServiceError
-from voice.openai_speech import PACE_MARGIN_S, PACE_REST_S, OpenAISpeech, OpenAIStt, OpenAITts, _Pace
+from voice.errors import AudioRejected
 from voice.sentences import SentenceSplitter, split_sentences
 from voice.speaker import Speaker
 
@@ -135,20 +132,6 @@ def _reply(turn: int, text: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- over the socket
 
 
-def voiced(served: Any, created: dict[str, Any], **kw: Any) -> Any:
-    """The player's socket, asking for the vendor's voice (`?voice=1`)."""
-    return client(served.ws_url(created["session_id"], created["player_token"]) + "&voice=1", **kw)
-
-
-async def say(c: Any, frame_id: str, pcm: bytes, *, chunk: int = 6400) -> None:
-    """A streamed utterance: start, chunks of 0.2 s, end (base64 in JSON, bytes in msgpack)."""
-    def data(b: bytes) -> Any:
-        return b if c.msgpack else base64.b64encode(b).decode()
-
-    await c.send({"type": "audio", "id": frame_id, "event": "start", "format": "pcm16"})
-    for i in range(0, len(pcm), chunk):
-        await c.send({"type": "audio", "id": frame_id, "event": "chunk", "data": data(pcm[i:i + chunk])})
-    await c.send({"type": "audio", "id": frame_id, "event": "end"})
 
 
 async def test_a_spoken_utterance_is_a_turn_with_its_transcript_and_the_reply_is_spoken(
@@ -268,43 +251,6 @@ async def test_a_recorded_opus_clip_in_msgpack_is_a_turn(openai_fake: FakeOpenAI
             await c.until("reply", in_reply_to="clip1")
 
 
-async def test_a_failed_transcription_asks_again_with_a_flag(openai_fake: FakeOpenAI) -> None:
-    openai_fake.stt_queue.append(Behaviour(kind="status", status=400, message="bad audio"))
-    async with running_server(**speech_settings(openai_fake, TTS="none")) as served:
-        created = await create(served)
-        async with voiced(served, created) as c:
-            await c.until("welcome")
-            await say(c, "u1", tone(0.5))
-            heard = await c.until("speech", id="u1")
-            assert heard["fallback"] is True and heard["text"] == "" and heard["confidence"] == 0.0
-            assert (await c.until("reply", in_reply_to="u1"))["mark"] == "clarify"
-
-
-async def test_a_transient_transcription_failure_is_retried(openai_fake: FakeOpenAI) -> None:
-    openai_fake.stt_queue.append(Behaviour(kind="status", status=503, headers={"retry-after": "0.05"}))
-    async with running_server(**speech_settings(openai_fake, TTS="none")) as served:
-        created = await create(served)
-        async with voiced(served, created) as c:
-            await c.until("welcome")
-            await say(c, "u1", tone(0.5))
-            heard = await c.until("speech", id="u1")
-            assert heard["fallback"] is False and heard["text"] == openai_fake.stt_text
-    assert sum(r["path"] == "transcriptions" for r in openai_fake.audio_requests) == 2
-
-
-async def test_failed_speech_degrades_to_text_with_a_flag(openai_fake: FakeOpenAI) -> None:
-    openai_fake.tts_queue.append(Behaviour(kind="status", status=400, message="no voice"))
-    async with running_server(**speech_settings(openai_fake, THINKING_SOUND_AFTER_MS=0)) as served:
-        created = await create(served)
-        async with voiced(served, created) as c:
-            await c.until("welcome")
-            await c.send({"type": "transcript", "id": "t1", "text": "Namaste bhaiya"})
-            reply = await c.until("reply", in_reply_to="t1")
-            audio = await c.until("reply.audio", turn=reply["turn"])
-            assert audio["degraded"] is True and audio["final"] is True and audio["data"] == ""
-            assert reply["text"]
-
-
 async def test_a_barge_in_stops_the_vendors_voice(openai_fake: FakeOpenAI) -> None:
     openai_fake.tts_realtime = 1.0  # speech streams at the pace it is spoken
     brain = ScriptedBrain(lambda r: decision(LONG_LINE, 50, r.stage))
@@ -321,67 +267,6 @@ async def test_a_barge_in_stops_the_vendors_voice(openai_fake: FakeOpenAI) -> No
             assert [f for f in await c.quiet(0.8) if f["type"] == "reply.audio"] == []
         spoken = [r for r in openai_fake.audio_requests if r["path"] == "speech"]
         assert len(spoken) == 1  # the later sentences were never synthesized
-
-
-@given(st.floats(1.0, 20.0), st.floats(0.02, 0.5), st.floats(0.5, 12.0))
-def test_speech_read_at_the_paced_rests_never_leaves_the_loudspeaker_waiting(
-        speed: float, piece_s: float, length_s: float) -> None:
-    """A service at `speed` times real time sends `piece_s` pieces; the reader takes what has
-    arrived and then rests as `_Pace` says. The loudspeaker, playing from the first piece on,
-    always has audio when a read comes, and no rest is longer than PACE_REST_S."""
-    rate = 24_000
-    arrivals = [(i * piece_s / speed, min(piece_s, length_s - i * piece_s)) for i in range(int(length_s / piece_s) + 1)
-                if length_s - i * piece_s > 0]
-    pace, now, taken, passed, first = _Pace(rate), arrivals[0][0], 0, 0.0, arrivals[0][0]
-    while taken < len(arrivals):
-        assert passed >= now - first - 1e-9  # what was passed on has not all been played yet
-        ready = [seconds for at, seconds in arrivals[taken:] if at <= now + 1e-12]
-        if not ready:
-            now = arrivals[taken][0]
-            continue
-        taken += len(ready)
-        passed += sum(ready)
-        rest = pace.rest(round(sum(ready) * rate) * 2, now)
-        assert rest <= PACE_REST_S
-        if rest > 0:
-            assert passed - (now - first) - rest >= PACE_MARGIN_S - 1e-3
-        now += max(rest, 0.0)
-
-
-async def test_fast_speech_is_read_in_fewer_pieces_and_the_first_as_it_comes(openai_fake: FakeOpenAI) -> None:
-    openai_fake.tts_realtime = 4.0  # 0.1 s of audio every 25 ms, as benchmarks.voice_turn paces it
-    speech = OpenAISpeech(api_key="sk-test", base_url=openai_fake.base_url, stt_model="whisper-1",
-                          tts_model="tts-1", tts_voice="alloy", timeout_s=10)
-    try:
-        pieces = [pcm async for pcm in OpenAITts(speech).synthesize(LONG_LINE, "en-IN")]
-    finally:
-        await speech.aclose()
-    whole = speech_pcm(LONG_LINE)
-    sent = -(-len(whole) // 4800)  # the fake's pieces
-    assert b"".join(pieces) == whole
-    assert len(pieces[0]) == 4800  # the first piece alone: the first audio is not held back
-    assert len(pieces) < sent / 2, (len(pieces), sent)
-
-
-async def test_speech_failures_are_ours_a_busy_service_is_asked_again_a_refusal_names_its_message(
-        openai_fake: FakeOpenAI) -> None:
-    openai_fake.tts_queue.extend([Behaviour(kind="status", status=503, headers={"retry-after": "0.01"}),
-                                  Behaviour(kind="status", status=400, message="no such voice")])
-    speech = OpenAISpeech(api_key="sk-test", base_url=openai_fake.base_url, stt_model="whisper-1",
-                          tts_model="tts-1", tts_voice="alloy", timeout_s=5, backoff=(0.01, 0.01))
-    gone = OpenAISpeech(api_key="sk-test", base_url="http://127.0.0.1:9/v1", stt_model="whisper-1",
-                        tts_model="tts-1", tts_voice="alloy", timeout_s=5, backoff=(0.01,))
-    try:
-        with pytest.raises(SpeechServiceError, match="HTTP 400: no such voice"):
-            [pcm async for pcm in OpenAITts(speech).synthesize("Haan ji.", "en-IN")]
-        assert [r["path"] for r in openai_fake.audio_requests] == ["speech", "speech"]
-        assert b"".join([pcm async for pcm in OpenAITts(speech).synthesize("Haan ji.", "en-IN")]) == speech_pcm(
-            "Haan ji.")  # the connection kept after the refusals still serves
-        with pytest.raises(SpeechServiceError, match=r"transcription failed: .* \(after 1 retries\)"):
-            await OpenAIStt(gone).transcribe(tone(0.1), "en-IN")  # nobody listens there
-    finally:
-        await speech.aclose()
-        await gone.aclose()
 
 
 async def test_limits_are_refused_with_their_codes_and_change_nothing(openai_fake: FakeOpenAI) -> None:

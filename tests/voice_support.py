@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import math
 import struct
 from array import array
 from typing import Any
 
 from tests.openai_server import FakeOpenAI
+from tests.servers import client
 
 
 def tone(seconds: float, rate: int = 16_000, freq: float = 440.0) -> bytes:
@@ -47,3 +49,18 @@ class RecordingTts:
         self.said.append(text)
         yield b"\x01\x00" * self.samples
 
+
+def voiced(served: Any, created: dict[str, Any], **kw: Any) -> Any:
+    """The player's socket, asking for the vendor's voice (`?voice=1`)."""
+    return client(served.ws_url(created["session_id"], created["player_token"]) + "&voice=1", **kw)
+
+
+async def say(c: Any, frame_id: str, pcm: bytes, *, chunk: int = 6400) -> None:
+    """A streamed utterance: start, chunks of 0.2 s, end (base64 in JSON, bytes in msgpack)."""
+    def data(b: bytes) -> Any:
+        return b if c.msgpack else base64.b64encode(b).decode()
+
+    await c.send({"type": "audio", "id": frame_id, "event": "start", "format": "pcm16"})
+    for i in range(0, len(pcm), chunk):
+        await c.send({"type": "audio", "id": frame_id, "event": "chunk", "data": data(pcm[i:i + chunk])})
+    await c.send({"type": "audio", "id": frame_id, "event": "end"})
