@@ -23,28 +23,26 @@ LONG_LINE = ("Arre bhaiya, these are the best tomatoes in Jaipur. Fresh from the
              "For you, sixty rupees a kilo.")
 
 
-async def test_a_failed_transcription_asks_again_with_a_flag(openai_fake: FakeOpenAI) -> None:
-    openai_fake.stt_queue.append(Behaviour(kind="status", status=400, message="bad audio"))
+@pytest.mark.parametrize(("behaviour", "asked"), [
+    (Behaviour(kind="status", status=400, message="bad audio"), 1),
+    (Behaviour(kind="status", status=503, headers={"retry-after": "0.05"}), 2),
+], ids=["refused", "busy"])
+async def test_a_refused_transcription_asks_again_with_a_flag_and_a_busy_one_is_retried(
+        openai_fake: FakeOpenAI, behaviour: Behaviour, asked: int) -> None:
+    openai_fake.stt_queue.append(behaviour)
     async with running_server(**speech_settings(openai_fake, TTS="none")) as served:
         created = await create(served)
         async with voiced(served, created) as c:
             await c.until("welcome")
             await say(c, "u1", tone(0.5))
             heard = await c.until("speech", id="u1")
-            assert heard["fallback"] is True and heard["text"] == "" and heard["confidence"] == 0.0
-            assert (await c.until("reply", in_reply_to="u1"))["mark"] == "clarify"
-
-
-async def test_a_transient_transcription_failure_is_retried(openai_fake: FakeOpenAI) -> None:
-    openai_fake.stt_queue.append(Behaviour(kind="status", status=503, headers={"retry-after": "0.05"}))
-    async with running_server(**speech_settings(openai_fake, TTS="none")) as served:
-        created = await create(served)
-        async with voiced(served, created) as c:
-            await c.until("welcome")
-            await say(c, "u1", tone(0.5))
-            heard = await c.until("speech", id="u1")
-            assert heard["fallback"] is False and heard["text"] == openai_fake.stt_text
-    assert sum(r["path"] == "transcriptions" for r in openai_fake.audio_requests) == 2
+            reply = await c.until("reply", in_reply_to="u1")
+    if asked == 1:  # refused: nothing was heard, and the vendor asks again
+        assert heard["fallback"] is True and heard["text"] == "" and heard["confidence"] == 0.0
+        assert reply["mark"] == "clarify"
+    else:
+        assert heard["fallback"] is False and heard["text"] == openai_fake.stt_text
+    assert sum(r["path"] == "transcriptions" for r in openai_fake.audio_requests) == asked
 
 
 async def test_failed_speech_degrades_to_text_with_a_flag(openai_fake: FakeOpenAI) -> None:
