@@ -65,7 +65,7 @@ def sdk_client(*, api_key: str, base_url: str | None, timeout_s: float) -> opena
 # --------------------------------------------------------------------------- the one boundary
 
 
-def _retry_after(headers: Mapping[str, str]) -> float | None:
+def retry_after(headers: Mapping[str, str]) -> float | None:
     """Seconds the server asked us to wait (`retry-after-ms`, or `retry-after` in seconds or as
     an HTTP date), or None."""
     raw_ms = headers.get("retry-after-ms")
@@ -116,7 +116,7 @@ def _translate(exc: openai.OpenAIError) -> BrainServiceError | BrainTransientErr
         status = exc.status_code
         message = f"HTTP {status}: {_short(exc.message)}"
         if status == 429 or status >= 500:
-            wait = _retry_after(exc.response.headers)
+            wait = retry_after(exc.response.headers)
             return BrainTransientError(message, status=status, retry_after=wait)
         return BrainServiceError(message, status=status, request_id=exc.request_id)
     if isinstance(exc, openai.APITimeoutError) and _failed_connection(exc) is None:

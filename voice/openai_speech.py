@@ -21,7 +21,6 @@ orjson; speech is read from aiohttp's buffer as it arrives, paced (`_Pace`).
 from __future__ import annotations
 
 import logging
-import math
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ import anyio
 import orjson
 
 import privates
-from brain.transport import DEFAULT_BACKOFF
+from brain.transport import DEFAULT_BACKOFF, retry_after
 from voice.audio import wav_bytes
 from voice.confidence import whisper_confidence
 from voice.errors import SpeechServiceError
@@ -63,12 +62,7 @@ class _Transient(Exception):
 def _status_error(status: int, headers: Mapping[str, str], body: bytes) -> SpeechServiceError | _Transient:
     """An error status as ours: 429 and 5xx are worth another try, any other is final."""
     if status == 429 or status >= 500:
-        wait: float | None
-        try:
-            wait = float(headers.get("retry-after") or "nan")
-        except ValueError:
-            wait = None
-        return _Transient(f"HTTP {status}", wait if wait is not None and math.isfinite(wait) else None)
+        return _Transient(f"HTTP {status}", retry_after(headers))
     return SpeechServiceError(f"HTTP {status}: {_message(body)[:200]}")
 
 
