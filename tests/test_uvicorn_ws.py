@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import json
 import weakref
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -18,6 +21,7 @@ from privates import (
     LeanWebSocketsSansIOProtocol,
     ReceiveQueue,
     WritableFlag,
+    frame_writer,
     protocol_class,
 )
 from privates.parts import _WHEELS
@@ -258,3 +262,72 @@ async def test_an_idle_socket_is_pinged_and_answers_without_a_timer_of_its_own()
                 break
             await asyncio.sleep(0.01)
         assert asyncio.get_running_loop() not in _WHEELS, "a closed socket is still due a ping"
+
+
+# Lengths on each side of the header's three sizes (7 bits, 16 bits, 64 bits), and UTF-8 text
+# whose encoding is longer than its characters.
+_PAYLOADS: list[str | bytes] = ["", "a" * 125, "b" * 126, "c" * 65535, "d" * 65536, "\u0915" * 30000,
+                                b"\x00\xff" * 40000, b"\x81\x7e"]
+
+
+async def _writing_app(scope: Any, receive: Any, send: Any) -> None:
+    """Accept, write every payload in one callback straight to the transport where it can (through
+    uvicorn's `send` where it cannot), then say which went which way, through `send`."""
+    if scope["type"] != "websocket":
+        return
+    await receive()  # websocket.connect
+    await send({"type": "websocket.accept"})
+    write = frame_writer(send)
+    assert write is not None
+    proto = send.__self__
+    proto.writable.clear()  # as when the transport is backed up: `send` must wait, so no direct write
+    backed_up = write("while backed up")
+    proto.writable.set()
+    direct = []
+    for payload in _PAYLOADS:
+        direct.append(write(payload))
+        if not direct[-1]:
+            key = "text" if isinstance(payload, str) else "bytes"
+            await send({"type": "websocket.send", key: payload})
+    await send({"type": "websocket.send", "text": json.dumps({"direct": direct, "backed_up": backed_up})})
+    await receive()  # until the client closes
+
+
+@contextlib.asynccontextmanager
+async def _serving(app: Any) -> AsyncIterator[int]:
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, lifespan="off",
+                                           ws=protocol_class("auto")))
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:  # noqa: ASYNC110 (uvicorn sets a flag, not an event)
+            await asyncio.sleep(0.01)
+        yield server.servers[0].sockets[0].getsockname()[1]
+    finally:
+        server.should_exit = True
+        await task
+
+
+@pytest.mark.parametrize("compression", [None, "deflate"])
+async def test_frames_written_straight_to_the_transport_arrive_whole_and_in_order(compression: str | None) -> None:
+    """Several frames written in one callback leave in one corked write, and the client still reads
+    each as its own message, in order, text as text and bytes as bytes. With permessage-deflate the
+    frames must be compressed, so every one goes through uvicorn's `send` instead."""
+    import websockets
+
+    async with _serving(_writing_app) as port:
+        async with websockets.connect(f"ws://127.0.0.1:{port}/", compression=compression, max_size=None) as ws:
+            got = [await asyncio.wait_for(ws.recv(), 10) for _ in _PAYLOADS]
+            told = json.loads(await asyncio.wait_for(ws.recv(), 10))
+    assert got == _PAYLOADS
+    assert told["backed_up"] is False
+    assert told["direct"] == [compression is None] * len(_PAYLOADS)
+
+
+def test_frame_writer_is_only_for_the_lean_protocols_own_send() -> None:
+    async def send(message: Any) -> None:
+        """An ASGI send of some other server, or one wrapped by middleware."""
+
+    assert frame_writer(send) is None
+    assert frame_writer(WebSocketsSansIOProtocol.send) is None
