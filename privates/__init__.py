@@ -16,7 +16,8 @@ The privates, what they reach into, who uses them, and what happens when they ar
   `expect_continuation_frame`, `extensions`, `debug` and pending `writes`. server/connection.py.
   Gone: None, and every frame goes through uvicorn's `send`, as before.
 - `LeanHttpToolsProtocol` (uvicorn): the `parser` of uvicorn's httptools protocol, dropped once
-  the protocol has handed its socket to a WebSocket protocol. server/cli.py (`UVICORN_HTTP`).
+  the protocol has handed its socket to a WebSocket protocol, and its `transport`, corked (and
+  handed to the WebSocket protocol plain). server/cli.py (`UVICORN_HTTP`).
   Gone: `http_protocol_class` hands uvicorn its own protocol, and each upgraded connection waits
   for the collector's full pass.
 - `CalmServer` (uvicorn): `Server.main_loop` replaced, `on_tick` called with uvicorn's 100 ms tick
@@ -338,7 +339,7 @@ def protocol_class(name: str) -> Any:
 # session, nearly all the cyclic garbage the full pass found. Nothing reads the parser after the
 # upgrade (the transport hands its data to the new protocol), so the subclass drops it there.
 
-HTTPTOOLS_METHODS = ("data_received", "handle_websocket_upgrade", "connection_lost")
+HTTPTOOLS_METHODS = ("data_received", "handle_websocket_upgrade", "connection_lost", "connection_made")
 
 
 def _http_looks_compatible() -> bool:
@@ -347,9 +348,21 @@ def _http_looks_compatible() -> bool:
 
 
 class LeanHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, which lets go of its parser once a WebSocket has the socket."""
+    """uvicorn's httptools protocol, which lets go of its parser once a WebSocket has the socket,
+    and whose writes are corked (`CorkedTransport`): uvicorn writes a response's head and its body
+    in two writes, two `write(2)`s for every `POST /api/sessions`, and now they leave as one.
+    `close` sends what waits first, so `Connection: close` and the refusals are unchanged."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(CorkedTransport(transport, self.loop))  # type: ignore[arg-type]
 
     def handle_websocket_upgrade(self) -> None:
+        # The WebSocket protocol corks the socket itself: it gets the plain transport (nothing
+        # of this protocol's waits in the cork by then; a flush makes sure).
+        corked = self.transport
+        if isinstance(corked, CorkedTransport):
+            corked.flush()
+            self.transport = corked._transport
         super().handle_websocket_upgrade()
         self.parser = None  # type: ignore[assignment]  # as uvicorn's own connection_lost does
 

@@ -18,6 +18,7 @@ from clients.bots.steady import collector_paused
 from privates import (
     CorkedTransport,
     KeepaliveWheel,
+    LeanHttpToolsProtocol,
     LeanWebSocketsSansIOProtocol,
     ReceiveQueue,
     WritableFlag,
@@ -166,6 +167,9 @@ async def test_a_live_socket_drops_its_handshake_and_uses_the_lean_queue() -> No
             assert proto.scope["headers"] == [] and proto.scope["query_string"] == b""
             assert isinstance(proto.queue, ReceiveQueue)
             assert isinstance(proto.writable, WritableFlag) and proto.writable.is_set()
+            # Corked once: the HTTP protocol, corked itself, hands the upgraded socket over plain.
+            assert isinstance(proto.transport, CorkedTransport)
+            assert not isinstance(proto.transport._transport, CorkedTransport)
 
 
 
@@ -331,3 +335,49 @@ def test_frame_writer_is_only_for_the_lean_protocols_own_send() -> None:
 
     assert frame_writer(send) is None
     assert frame_writer(WebSocketsSansIOProtocol.send) is None
+
+
+class _RecordingSocket(_Recording):
+    """What uvicorn's HTTP protocol also calls of its transport."""
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+async def _created(scope: Any, receive: Any, send: Any) -> None:
+    await receive()
+    await send({"type": "http.response.start", "status": 201,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"13")]})
+    await send({"type": "http.response.body", "body": b'{"ok": true} '})
+
+
+@pytest.mark.parametrize("keep_alive", [True, False])
+async def test_an_http_responses_head_and_body_leave_in_one_write(keep_alive: bool) -> None:
+    import uvicorn
+    from uvicorn.server import ServerState
+
+    config = uvicorn.Config(_created, lifespan="off", log_config=None)
+    config.load()
+    proto = LeanHttpToolsProtocol(config, ServerState(), {}, _loop=asyncio.get_running_loop())
+    raw = _RecordingSocket()
+    proto.connection_made(raw)
+    closing = b"" if keep_alive else b"Connection: close\r\n"
+    request = b"POST /api/sessions HTTP/1.1\r\nHost: x\r\n" + closing + b"Content-Length: 0\r\n\r\n"
+    try:
+        for _ in range(2 if keep_alive else 1):  # a kept-alive connection answers the next request alike
+            before = len(raw.calls)
+            proto.data_received(request)
+            for _ in range(50):
+                if len(raw.calls) > before:
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)
+            calls = raw.calls[before:]
+            assert calls[0][0] == "write" and [kind for kind, _ in calls[1:]] == ([] if keep_alive else ["close"])
+            written = calls[0][1]
+            assert written.startswith(b"HTTP/1.1 201 Created\r\n") and written.endswith(b'\r\n\r\n{"ok": true} ')
+    finally:
+        proto.connection_lost(None)
