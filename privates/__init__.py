@@ -107,6 +107,7 @@ WRITTEN_FOR: dict[str, str] = {
 # Each private, and the distributions whose internals it reaches into.
 PRIVATES: dict[str, tuple[str, ...]] = {
     "LeanWebSocketsSansIOProtocol": ("uvicorn", "websockets"),
+    "frame_writer": ("uvicorn", "websockets"),
     "LeanHttpToolsProtocol": ("uvicorn",),
     "CalmServer": ("uvicorn",),
     "raw_receive": ("starlette",),
