@@ -11,8 +11,13 @@ The privates, what they reach into, who uses them, and what happens when they ar
   `conn.parser`, `request`, `response`, `handshake_complete`, `close_sent`, `read_paused` and
   `close_timer` of uvicorn's sans-I/O protocol, and the names of all its attributes (`__slots__`).
   server/cli.py (`UVICORN_WS`). Gone: `protocol_class` hands uvicorn its own protocol.
+- `frame_writer` (uvicorn, websockets): the ASGI `send` of a lean protocol is its bound method;
+  the frame is written as websockets writes it, after checking websockets' `state`,
+  `expect_continuation_frame`, `extensions`, `debug` and pending `writes`. server/connection.py.
+  Gone: None, and every frame goes through uvicorn's `send`, as before.
 - `LeanHttpToolsProtocol` (uvicorn): the `parser` of uvicorn's httptools protocol, dropped once
-  the protocol has handed its socket to a WebSocket protocol. server/cli.py (`UVICORN_HTTP`).
+  the protocol has handed its socket to a WebSocket protocol, and its `transport`, corked (and
+  handed to the WebSocket protocol plain). server/cli.py (`UVICORN_HTTP`).
   Gone: `http_protocol_class` hands uvicorn its own protocol, and each upgraded connection waits
   for the collector's full pass.
 - `CalmServer` (uvicorn): `Server.main_loop` replaced, `on_tick` called with uvicorn's 100 ms tick
@@ -37,7 +42,11 @@ connection, and its keepalive pings go on one timer per second for all sockets (
 not on a timer per socket (docs/performance.md, "An idle socket"). It also fails a
 connection the way websockets' own server does (see `handle_parser_exception`), so that a client
 always reads the close code. Its writes are corked (`CorkedTransport`): the frames one callback of
-the event loop sends to a socket go out in one write. Everything else is uvicorn's own code.
+the event loop sends to a socket go out in one write. A data frame can skip uvicorn's `send` and
+websockets' frame objects altogether (`write_data_nowait`, reached through `frame_writer`): while
+the socket is open, writable and plain (no extension such as permessage-deflate, nothing of
+websockets' own waiting to go), a server's unmasked frame is two bytes of header, or four or ten,
+and the payload, which is all `send` would have written. Everything else is uvicorn's own code.
 `protocol_class()` returns the stock class unchanged if the installed uvicorn does not look the way
 the subclass expects, so an upgrade degrades to the plain protocol instead of breaking.
 
@@ -50,6 +59,8 @@ This package imports nothing of ours: brain/ and server/ both use it (tests/test
 from __future__ import annotations
 
 import asyncio
+import struct
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -58,6 +69,7 @@ from starlette.types import Receive
 from starlette.websockets import WebSocket
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol  # httptools: uvicorn[standard]
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.protocol import OPEN
 
 from privates.parts import CorkedTransport, KeepaliveWheel, ReceiveQueue, WritableFlag
 
@@ -72,6 +84,7 @@ __all__ = [
     "ReceiveQueue",
     "WritableFlag",
     "aiohttp_response",
+    "frame_writer",
     "http_protocol_class",
     "plain_content",
     "protocol_class",
@@ -94,6 +107,7 @@ WRITTEN_FOR: dict[str, str] = {
 # Each private, and the distributions whose internals it reaches into.
 PRIVATES: dict[str, tuple[str, ...]] = {
     "LeanWebSocketsSansIOProtocol": ("uvicorn", "websockets"),
+    "frame_writer": ("uvicorn", "websockets"),
     "LeanHttpToolsProtocol": ("uvicorn",),
     "CalmServer": ("uvicorn",),
     "raw_receive": ("starlette",),
@@ -244,6 +258,33 @@ class LeanWebSocketsSansIOProtocol(WebSocketsSansIOProtocol):
             self.transport.resume_reading()
         return message
 
+    def write_data_nowait(self, payload: str | bytes) -> bool:
+        """Write `payload` as one text (a str) or binary frame at once, as `send` would have written
+        it; False, with nothing written, when `send` must do it instead: the transport is backed up
+        (`send` waits), the handshake or the close is under way, or websockets would change or
+        add to the frame (an extension, a fragmented message, debug logging, bytes of its own
+        waiting to go). Only for a server's frames: they are never masked (RFC 6455, 5.1)."""
+        conn = self.conn
+        if (not self.writable.is_set() or self.disconnected or not self.handshake_complete or self.close_sent
+                or self.initial_response is not None or conn.state is not OPEN or conn.extensions
+                or conn.expect_continuation_frame or conn.debug or conn.writes):
+            return False
+        if isinstance(payload, str):
+            data, head = payload.encode(), 0x81  # FIN and the text opcode
+        else:
+            data, head = payload, 0x82  # FIN and the binary opcode
+        length = len(data)
+        if length < 126:
+            header = struct.pack("!BB", head, length)
+        elif length < 65536:
+            header = struct.pack("!BBH", head, 126, length)
+        else:
+            header = struct.pack("!BBQ", head, 127, length)
+        transport = self.transport
+        transport.write(header)  # corked: header and payload leave in one write, with the callback's other frames
+        transport.write(data)
+        return True
+
     def handle_parser_exception(self) -> None:
         """The client broke the protocol (a frame over `ws_max_size`: 1009, text that is not
         UTF-8: 1007, a malformed frame: 1002): websockets' `fail()` has queued the close frame and
@@ -272,6 +313,16 @@ class LeanWebSocketsSansIOProtocol(WebSocketsSansIOProtocol):
             self.close_timer = self.loop.call_later(self.close_timeout, self.transport.close)
 
 
+def frame_writer(send: Any) -> Callable[[str | bytes], bool] | None:
+    """The lean protocol's `write_data_nowait` when `send` is that protocol's ASGI send (its bound
+    `send`, with no middleware between), else None: then every frame goes through `send`."""
+    protocol = getattr(send, "__self__", None)
+    if isinstance(protocol, LeanWebSocketsSansIOProtocol) and getattr(send, "__func__", None) is (
+            LeanWebSocketsSansIOProtocol.send):
+        return protocol.write_data_nowait
+    return None
+
+
 def protocol_class(name: str) -> Any:
     """What to hand uvicorn as `ws=` for the setting UVICORN_WS=`name`."""
     if name in ("auto", "websockets-sansio") and _looks_compatible():
@@ -289,7 +340,7 @@ def protocol_class(name: str) -> Any:
 # session, nearly all the cyclic garbage the full pass found. Nothing reads the parser after the
 # upgrade (the transport hands its data to the new protocol), so the subclass drops it there.
 
-HTTPTOOLS_METHODS = ("data_received", "handle_websocket_upgrade", "connection_lost")
+HTTPTOOLS_METHODS = ("data_received", "handle_websocket_upgrade", "connection_lost", "connection_made")
 
 
 def _http_looks_compatible() -> bool:
@@ -298,9 +349,21 @@ def _http_looks_compatible() -> bool:
 
 
 class LeanHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, which lets go of its parser once a WebSocket has the socket."""
+    """uvicorn's httptools protocol, which lets go of its parser once a WebSocket has the socket,
+    and whose writes are corked (`CorkedTransport`): uvicorn writes a response's head and its body
+    in two writes, two `write(2)`s for every `POST /api/sessions`, and now they leave as one.
+    `close` sends what waits first, so `Connection: close` and the refusals are unchanged."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(CorkedTransport(transport, self.loop))  # type: ignore[arg-type]
 
     def handle_websocket_upgrade(self) -> None:
+        # The WebSocket protocol corks the socket itself: it gets the plain transport (nothing
+        # of this protocol's waits in the cork by then; a flush makes sure).
+        corked = self.transport
+        if isinstance(corked, CorkedTransport):
+            corked.flush()
+            self.transport = corked._transport
         super().handle_websocket_upgrade()
         self.parser = None  # type: ignore[assignment]  # as uvicorn's own connection_lost does
 

@@ -18,6 +18,7 @@ from anyio import CancelScope
 from anyio.abc import TaskGroup
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from privates import frame_writer
 from schemas.codec import Envelope, WireFormat
 from schemas.enums import Role
 from schemas.errors import CloseCode, ErrorCode
@@ -113,7 +114,7 @@ class WsConnection:
     session does ever waits on a connection.
     """
 
-    __slots__ = ("_backlog", "_capacity", "_open", "_send", "_spawn", "actor", "close_code",
+    __slots__ = ("_backlog", "_capacity", "_open", "_send", "_spawn", "_write_frame", "actor", "close_code",
                  "close_reason", "conn_id", "fmt", "last_frame", "observe", "on_error", "role", "scope",
                  "session_id", "voice")
 
@@ -128,6 +129,10 @@ class WsConnection:
         # exception wrappers cost more than the frame itself. Only the send is kept: the Starlette
         # `WebSocket`, with the handshake's parsed query and headers, goes once it is accepted.
         self._send = websocket._send
+        # With the lean uvicorn protocol, a frame the socket can take now is written straight to
+        # its corked transport, without the ASGI message, uvicorn's `send` coroutine or
+        # websockets' frame objects (privates.frame_writer); otherwise it goes through `_send`.
+        self._write_frame = frame_writer(self._send)
         self._capacity = queue
         self._backlog: deque[Envelope] | None = None  # only while a write is blocked
         self._spawn: Callable[..., object] | None = None
@@ -169,6 +174,9 @@ class WsConnection:
                 self.close_nowait(CloseCode.SLOW_CONSUMER, "outbound queue overflowed")
                 return False
             backlog.append(envelope)
+            return True
+        write_frame = self._write_frame
+        if write_frame is not None and write_frame(envelope.encode(self.fmt)):
             return True
         pending: Awaitable[None] = self._send(self._message(envelope))
         if isinstance(pending, Coroutine):

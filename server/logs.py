@@ -2,7 +2,9 @@
 
 Level policy: ERROR for bugs and crashes nobody can catch; WARNING for rule overrides, brain
 fallbacks, dropped consumers and mirror trouble; INFO for session and connection lifecycle and
-one record per turn (with its timings); DEBUG for per-frame traffic.
+one record per turn that called a model (its ledger: calls, tokens, timings); DEBUG for per-frame
+traffic and the record of a turn without a model call (the rule brain's: /metrics has its count
+and timings).
 """
 
 from __future__ import annotations

@@ -137,7 +137,8 @@ def answered(shell: Shell, ask: Answered, conn: Connection | None, since: float)
 
 
 def log_turn(negotiation: Negotiation, reply: Reply, outcome: TurnOutcome, result: BrainResult) -> None:
-    """Log an answered turn: what the engine overrode or rewrote, a fallback, and the end's summary."""
+    """Log an answered turn: what the engine overrode or rewrote, a fallback, the turn (INFO when it
+    called a model, else DEBUG) and the end's summary."""
     extra = {
         "session_id": negotiation.session_id, "turn": reply.turn, "stage": reply.negotiation_state.value,
         # The frozen model's own field dict, shared rather than dumped: its values are plain
@@ -152,7 +153,14 @@ def log_turn(negotiation: Negotiation, reply: Reply, outcome: TurnOutcome, resul
                     extra={**extra, "rule": rewrite.reason, "proposed": rewrite.proposed, "applied": rewrite.applied})
     if result.fallback:
         log.warning("brain fell back: %s", result.error, extra=extra)
-    log.info("turn", extra=extra)
+    if reply.timings is not None and reply.timings.llm_calls:
+        log.info("turn", extra=extra)  # what the turn cost: the model's calls and tokens
+    else:
+        # A turn without a model call (the rule brain, a fallback's scripted line) tells an
+        # operator nothing that /metrics does not (turns and their pipeline timings, per brain),
+        # and at a thousand turns a second its record was the costliest line of the turn's
+        # logging (docs/performance.md, "Rule turn at churn"): DEBUG.
+        log.debug("turn", extra=extra)
     summary = negotiation.summary()
     if summary is not None:
         log.info("session ended", extra={**extra, "summary": summary.model_dump(mode="json")})

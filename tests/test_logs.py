@@ -1,4 +1,5 @@
-"""Logs are JSON lines; turn records carry the session, the turn and its timings."""
+"""Logs are JSON lines; turn records carry the session, the turn and its timings (INFO when the turn
+called a model, DEBUG when it did not)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ import io
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.lowlevel
 import pytest
 
+from schemas.brain import BrainRequest, BrainResult, DeltaSink, Ledger
 from schemas.enums import Stage
 from schemas.frames import TranscriptFrame
 from server.logs import configure_logging
@@ -23,13 +26,20 @@ from tests.servers import client, close_code, create, server_process
 pytestmark = pytest.mark.anyio
 
 
-async def test_turn_and_override_records() -> None:
+class _ModelBrain(ScriptedBrain):
+    """A scripted brain whose answers say they took one model call, as an LLM brain's ledger does."""
+
+    async def propose(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainResult:
+        result = await super().propose(request, on_delta)
+        return result.model_copy(update={"ledger": Ledger(llm_calls=1, prompt_tokens=900, completion_tokens=40)})
+
+
+async def _records_of_one_turn(level: str, brain: ScriptedBrain) -> list[dict[str, Any]]:
     out = io.StringIO()
     root = logging.getLogger()
     saved = root.handlers[:], root.level
-    configure_logging("INFO", out)
+    configure_logging(level, out)
     try:
-        brain = ScriptedBrain(lambda r: decision("Deal!", 99, Stage.DEAL))  # +49 and an illegal stage
         actor = SessionActor(Negotiation(session_id="log-1", scenario_name="jaipur-bazaar", created_at=0.0),
                              brain, MemoryMirror())
         player = FakeConnection()
@@ -41,11 +51,33 @@ async def test_turn_and_override_records() -> None:
                     await anyio.sleep(0.005)
             actor.stop()
     finally:
-        root.handlers[:], level = saved
-        root.setLevel(level)
-    records = [json.loads(line) for line in out.getvalue().splitlines()]
+        root.handlers[:], saved_level = saved
+        root.setLevel(saved_level)
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+async def test_a_turn_that_called_a_model_is_an_info_record_with_its_ledger() -> None:
+    records = await _records_of_one_turn("INFO", _ModelBrain(lambda r: decision("Namaste ji", 50, Stage.GREETING)))
     turn = next(r for r in records if r["msg"] == "turn")
     assert turn["level"] == "INFO" and turn["session_id"] == "log-1" and turn["turn"] == 1
+    assert (turn["timings"]["llm_calls"], turn["timings"]["prompt_tokens"]) == (1, 900)
+
+
+async def test_a_turn_without_a_model_call_is_a_debug_record() -> None:
+    """The rule brain's turn: its count and timings are in /metrics; at INFO it is not logged."""
+    at_info = await _records_of_one_turn("INFO", ScriptedBrain(lambda r: decision("Namaste ji", 50, Stage.GREETING)))
+    assert not [r for r in at_info if r["msg"] == "turn"]
+    assert {"connection opened"} <= {r["msg"] for r in at_info}
+    at_debug = await _records_of_one_turn("DEBUG", ScriptedBrain(lambda r: decision("Namaste ji", 50, Stage.GREETING)))
+    turn = next(r for r in at_debug if r["msg"] == "turn")
+    assert turn["level"] == "DEBUG" and turn["timings"]["llm_calls"] == 0
+
+
+async def test_turn_and_override_records() -> None:
+    # +49 and an illegal stage
+    records = await _records_of_one_turn("DEBUG", ScriptedBrain(lambda r: decision("Deal!", 99, Stage.DEAL)))
+    turn = next(r for r in records if r["msg"] == "turn")
+    assert turn["level"] == "DEBUG" and turn["session_id"] == "log-1" and turn["turn"] == 1
     assert {"brain_ms", "validation_ms", "total_ms", "queue_ms"} <= set(turn["timings"])
     overrides = {r["rule"]: r for r in records if r["msg"].startswith("rules override")}
     assert overrides["max_mood_delta"]["level"] == "WARNING"
@@ -92,7 +124,8 @@ async def test_a_running_server_never_logs_a_session_token(tmp_path: Path) -> No
     assert token not in text and created["spectator_token"][:-3] not in text
     records = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
     messages = [r["msg"] for r in records if r.get("session_id") == sid]
-    assert {"session created", "connection opened", "turn", "connection closed", "connection refused"} <= set(messages)
+    assert {"session created", "connection opened", "connection closed", "connection refused"} <= set(messages)
+    assert "turn" not in messages  # the rule brain's turn is a DEBUG record
     assert not any(r["logger"] == "uvicorn.error" and "WebSocket" in r["msg"] for r in records)
 
 

@@ -114,6 +114,18 @@ def test_uvicorns_protocol_keeps_the_state_the_lean_protocol_replaces_and_reads(
     assert isinstance(lean.transport, privates.CorkedTransport), "LeanWebSocketsSansIOProtocol: the transport"
 
 
+def test_the_direct_frame_write_finds_the_state_it_checks(
+        protocols: tuple[WebSocketsSansIOProtocol, privates.LeanWebSocketsSansIOProtocol]) -> None:
+    stock, lean = protocols
+    for name in ("writable", "disconnected", "handshake_complete", "close_sent", "initial_response", "transport"):
+        assert hasattr(stock, name), f"frame_writer: uvicorn's protocol has no `{name}`"
+    for name in ("state", "extensions", "expect_continuation_frame", "debug", "writes"):
+        assert hasattr(stock.conn, name), f"frame_writer: websockets' protocol has no `{name}`"
+    assert isinstance(stock.conn.writes, list) and stock.conn.side is websockets.protocol.SERVER
+    assert privates.frame_writer(lean.send) == lean.write_data_nowait
+    assert privates.frame_writer(stock.send) is None  # uvicorn's own protocol: every frame through `send`
+
+
 def test_uvicorn_has_every_method_the_lean_http_protocol_overrides_or_calls() -> None:
     missing = [name for name in privates.HTTPTOOLS_METHODS if not callable(getattr(HttpToolsProtocol, name, None))]
     assert missing == [], f"LeanHttpToolsProtocol: uvicorn's httptools protocol has no {missing}"

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import json
 import weakref
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -15,9 +18,11 @@ from clients.bots.steady import collector_paused
 from privates import (
     CorkedTransport,
     KeepaliveWheel,
+    LeanHttpToolsProtocol,
     LeanWebSocketsSansIOProtocol,
     ReceiveQueue,
     WritableFlag,
+    frame_writer,
     protocol_class,
 )
 from privates.parts import _WHEELS
@@ -162,6 +167,9 @@ async def test_a_live_socket_drops_its_handshake_and_uses_the_lean_queue() -> No
             assert proto.scope["headers"] == [] and proto.scope["query_string"] == b""
             assert isinstance(proto.queue, ReceiveQueue)
             assert isinstance(proto.writable, WritableFlag) and proto.writable.is_set()
+            # Corked once: the HTTP protocol, corked itself, hands the upgraded socket over plain.
+            assert isinstance(proto.transport, CorkedTransport)
+            assert not isinstance(proto.transport._transport, CorkedTransport)
 
 
 
@@ -258,3 +266,118 @@ async def test_an_idle_socket_is_pinged_and_answers_without_a_timer_of_its_own()
                 break
             await asyncio.sleep(0.01)
         assert asyncio.get_running_loop() not in _WHEELS, "a closed socket is still due a ping"
+
+
+# Lengths on each side of the header's three sizes (7 bits, 16 bits, 64 bits), and UTF-8 text
+# whose encoding is longer than its characters.
+_PAYLOADS: list[str | bytes] = ["", "a" * 125, "b" * 126, "c" * 65535, "d" * 65536, "\u0915" * 30000,
+                                b"\x00\xff" * 40000, b"\x81\x7e"]
+
+
+async def _writing_app(scope: Any, receive: Any, send: Any) -> None:
+    """Accept, write every payload in one callback straight to the transport where it can (through
+    uvicorn's `send` where it cannot), then say which went which way, through `send`."""
+    if scope["type"] != "websocket":
+        return
+    await receive()  # websocket.connect
+    await send({"type": "websocket.accept"})
+    write = frame_writer(send)
+    assert write is not None
+    proto = send.__self__
+    proto.writable.clear()  # as when the transport is backed up: `send` must wait, so no direct write
+    backed_up = write("while backed up")
+    proto.writable.set()
+    direct = []
+    for payload in _PAYLOADS:
+        direct.append(write(payload))
+        if not direct[-1]:
+            key = "text" if isinstance(payload, str) else "bytes"
+            await send({"type": "websocket.send", key: payload})
+    await send({"type": "websocket.send", "text": json.dumps({"direct": direct, "backed_up": backed_up})})
+    await receive()  # until the client closes
+
+
+@contextlib.asynccontextmanager
+async def _serving(app: Any) -> AsyncIterator[int]:
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, lifespan="off",
+                                           ws=protocol_class("auto")))
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:  # noqa: ASYNC110 (uvicorn sets a flag, not an event)
+            await asyncio.sleep(0.01)
+        yield server.servers[0].sockets[0].getsockname()[1]
+    finally:
+        server.should_exit = True
+        await task
+
+
+@pytest.mark.parametrize("compression", [None, "deflate"])
+async def test_frames_written_straight_to_the_transport_arrive_whole_and_in_order(compression: str | None) -> None:
+    """Several frames written in one callback leave in one corked write, and the client still reads
+    each as its own message, in order, text as text and bytes as bytes. With permessage-deflate the
+    frames must be compressed, so every one goes through uvicorn's `send` instead."""
+    import websockets
+
+    async with _serving(_writing_app) as port:
+        async with websockets.connect(f"ws://127.0.0.1:{port}/", compression=compression, max_size=None) as ws:
+            got = [await asyncio.wait_for(ws.recv(), 10) for _ in _PAYLOADS]
+            told = json.loads(await asyncio.wait_for(ws.recv(), 10))
+    assert got == _PAYLOADS
+    assert told["backed_up"] is False
+    assert told["direct"] == [compression is None] * len(_PAYLOADS)
+
+
+def test_frame_writer_is_only_for_the_lean_protocols_own_send() -> None:
+    async def send(message: Any) -> None:
+        """An ASGI send of some other server, or one wrapped by middleware."""
+
+    assert frame_writer(send) is None
+    assert frame_writer(WebSocketsSansIOProtocol.send) is None
+
+
+class _RecordingSocket(_Recording):
+    """What uvicorn's HTTP protocol also calls of its transport."""
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+async def _created(scope: Any, receive: Any, send: Any) -> None:
+    await receive()
+    await send({"type": "http.response.start", "status": 201,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"13")]})
+    await send({"type": "http.response.body", "body": b'{"ok": true} '})
+
+
+@pytest.mark.parametrize("keep_alive", [True, False])
+async def test_an_http_responses_head_and_body_leave_in_one_write(keep_alive: bool) -> None:
+    import uvicorn
+    from uvicorn.server import ServerState
+
+    config = uvicorn.Config(_created, lifespan="off", log_config=None)
+    config.load()
+    proto = LeanHttpToolsProtocol(config, ServerState(), {}, _loop=asyncio.get_running_loop())
+    raw = _RecordingSocket()
+    proto.connection_made(raw)
+    closing = b"" if keep_alive else b"Connection: close\r\n"
+    request = b"POST /api/sessions HTTP/1.1\r\nHost: x\r\n" + closing + b"Content-Length: 0\r\n\r\n"
+    try:
+        for _ in range(2 if keep_alive else 1):  # a kept-alive connection answers the next request alike
+            before = len(raw.calls)
+            proto.data_received(request)
+            for _ in range(50):
+                if len(raw.calls) > before:
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)
+            calls = raw.calls[before:]
+            assert calls[0][0] == "write" and [kind for kind, _ in calls[1:]] == ([] if keep_alive else ["close"])
+            written = calls[0][1]
+            assert written.startswith(b"HTTP/1.1 201 Created\r\n") and written.endswith(b'\r\n\r\n{"ok": true} ')
+    finally:
+        proto.connection_lost(None)
