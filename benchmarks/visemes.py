@@ -65,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
             t2 = time.process_time()
             api = espeak.synthesize(line, "en-gb-x-rp", 140)  # the "API" audio: not the server's cost
             t3 = time.process_time()
-            silent = espeak.synthesize(line, "en-us", 160)
-            guess = VisemeEstimate(phrases_of(silent.phones, silent.rate, len(silent.pcm) // 2), api.rate, memory)
+            silent = espeak.timings(line, "en-us", 160)  # the server's silent pass (each line afresh)
+            guess = VisemeEstimate(phrases_of(silent.phones, silent.rate, silent.samples), api.rate, memory)
             sent = 0
             sizes = chunk_sizes(len(api.pcm))
             for i, size in enumerate(sizes):

@@ -21,6 +21,7 @@ hops over loopback.
     python -m benchmarks.voice_turn               # 30 turns per mode
     python -m benchmarks.voice_turn --turns 10
     python -m benchmarks.voice_turn --open-mic    # hands-free: speculation on and off, alternated
+    python -m benchmarks.voice_turn --no-visemes  # the client opts out (`?visemes=0`): their cost
 
 `--open-mic` measures the open microphone instead (benchmarks/voice_open_mic.py): from the
 learner's last voiced sample, with the server's own end-of-turn wait, SPECULATE=true against
@@ -137,24 +138,26 @@ def fake_share(base_url: str, row: dict[str, Any], by_sentence: bool = True) -> 
             + (tts["first_byte_at"] - tts["received_at"])) * 1000
 
 
-async def voice_session(host: str) -> str:
+async def voice_session(host: str, visemes: bool = True) -> str:
     async with httpx.AsyncClient(base_url=f"http://{host}") as client:
         created = (await client.post("/api/sessions", json={})).json()
-    return f"ws://{host}/ws/sessions/{created['session_id']}?token={created['player_token']}&voice=1"
+    return (f"ws://{host}/ws/sessions/{created['session_id']}?token={created['player_token']}&voice=1"
+            + ("" if visemes else "&visemes=0"))
 
 
-async def run_mode(base_url: str, host: str, turns: int, pid: int, by_sentence: bool = True) -> dict[str, Any]:
+async def run_mode(base_url: str, host: str, turns: int, pid: int, by_sentence: bool = True,
+                   visemes: bool = True) -> dict[str, Any]:
     speech = tone(1.0)
     # Warm up: two turns of another session through every path once (imports, caches, the
     # connections to the fake) before anything is measured; a server is not measured cold.
-    async with websockets.connect(await voice_session(host), max_size=None) as ws:
+    async with websockets.connect(await voice_session(host, visemes), max_size=None) as ws:
         json.loads(await ws.recv())  # welcome
         for n in range(2):
             await one_turn(ws, n, speech)
     async with httpx.AsyncClient() as client:  # the fake's records start with the measured turns
         await client.post(base_url.removesuffix("/v1") + "/_fake/reset")
     rows = []
-    async with websockets.connect(await voice_session(host), max_size=None) as ws:
+    async with websockets.connect(await voice_session(host, visemes), max_size=None) as ws:
         json.loads(await ws.recv())  # welcome
         cpu_before = cpu_seconds(pid)
         for n in range(turns):
@@ -176,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.voice_turn", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=30)
+    parser.add_argument("--no-visemes", action="store_true", help="the client opts out of visemes (?visemes=0)")
     parser.add_argument("--open-mic", action="store_true", help="hands-free turns, speculation on and off")
     parser.add_argument("--level", default="intermediate", help="--open-mic: the learner's level (its wait)")
     parser.add_argument("--chunk-ms", type=int, default=100, help="--open-mic: the client's chunk")
@@ -183,13 +187,14 @@ def main(argv: list[str] | None = None) -> int:
     ARTIFACTS.mkdir(exist_ok=True)
     if args.open_mic:
         return open_mic(args.turns, args.level, args.chunk_ms)
-    results: dict[str, Any] = {"pacing": PACING, "turns": args.turns}
+    results: dict[str, Any] = {"pacing": PACING, "turns": args.turns, "visemes": not args.no_visemes}
     fake, base_url = start_fake(ARTIFACTS / "voice_turn.fake.log")
     try:
         for mode, by_sentence in (("by_sentence", True), ("whole", False)):
             server, host = start_samvad(base_url, by_sentence, ARTIFACTS / f"voice_turn.{mode}.log")
             try:
-                results[mode] = anyio.run(run_mode, base_url, host, args.turns, server.pid, by_sentence)
+                results[mode] = anyio.run(run_mode, base_url, host, args.turns, server.pid, by_sentence,
+                                          not args.no_visemes)
             finally:
                 stop(server)
             print(mode, json.dumps(results[mode]), flush=True)

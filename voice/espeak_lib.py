@@ -51,6 +51,16 @@ class Synthesis:
     unknown: tuple[str, ...] = ()  # phoneme names the viseme table did not know (shown as sil)
 
 
+@dataclass(frozen=True, slots=True)
+class Timings:
+    """A silent pass: the phonemes in order and the length in samples at `rate`, no audio (what
+    another voice's viseme estimate needs: voice/estimate.py)."""
+
+    rate: int
+    samples: int
+    phones: tuple[Phone, ...]
+
+
 def library_path() -> str | None:
     """The library's file name when it can be loaded, else None."""
     try:
@@ -82,6 +92,8 @@ class Espeak:
         self._lib = lib
         self._lock = threading.Lock()
         self._pcm = bytearray()
+        self._keep = True  # False for a silent pass: its samples are counted, not copied
+        self._samples = 0
         self._events: list[tuple[int, int, str]] = []
         self._callback = _Callback(self._on_synth)  # kept: the library holds only a raw pointer
         lib.espeak_SetSynthCallback(self._callback)
@@ -89,7 +101,9 @@ class Espeak:
     def _on_synth(self, wav: ctypes._Pointer[ctypes.c_short], count: int,
                   events: ctypes._Pointer[_Event]) -> int:
         if count > 0 and wav:
-            self._pcm += ctypes.string_at(wav, 2 * count)
+            self._samples += count
+            if self._keep:
+                self._pcm += ctypes.string_at(wav, 2 * count)
         i = 0
         while events[i].type != _EVENT_END_OF_LIST:
             event = events[i]
@@ -101,19 +115,29 @@ class Espeak:
 
     def synthesize(self, text: str, voice: str, words_per_minute: int) -> Synthesis:
         """Speak `text` with `voice` (an espeak-ng voice name) in one pass. Blocking: tens of ms."""
+        pcm, _, events = self._run(text, voice, words_per_minute, keep=True)
+        return _synthesis(pcm, self.rate, events)
+
+    def timings(self, text: str, voice: str, words_per_minute: int) -> Timings:
+        """The same pass with its audio counted and dropped: the phonemes' samples and the length."""
+        _, samples, events = self._run(text, voice, words_per_minute, keep=False)
+        return Timings(self.rate, samples, _synthesis(b"", self.rate, events).phones)
+
+    def _run(self, text: str, voice: str, words_per_minute: int, *,
+             keep: bool) -> tuple[bytes, int, list[tuple[int, int, str]]]:
         data = text.encode("utf-8")
         with self._lock:
-            self._pcm, self._events = bytearray(), []
+            self._pcm, self._events, self._keep, self._samples = bytearray(), [], keep, 0
             if self._lib.espeak_SetVoiceByName(voice.encode("ascii")) != 0:
                 raise SpeechServiceError(f"espeak-ng has no voice {voice!r}")
             self._lib.espeak_SetParameter(_RATE, words_per_minute, 0)
             status = self._lib.espeak_Synth(data, len(data) + 1, 0, _POS_CHARACTER, 0, _CHARS_UTF8 | _ENDPAUSE,
                                             None, None)
-            pcm, events = bytes(self._pcm), self._events
-            self._pcm, self._events = bytearray(), []
+            pcm, samples, events = bytes(self._pcm), self._samples, self._events
+            self._pcm, self._events, self._keep = bytearray(), [], True
         if status != 0:
             raise SpeechServiceError(f"espeak_Synth failed ({status})")
-        return _synthesis(pcm, self.rate, events)
+        return pcm, samples, events
 
 
 def _synthesis(pcm: bytes, rate: int, events: list[tuple[int, int, str]]) -> Synthesis:

@@ -23,7 +23,7 @@ import anyio
 
 from voice.align import Aligner, aligned_phones
 from voice.errors import SpeechServiceError
-from voice.espeak_lib import Synthesis
+from voice.espeak_lib import Synthesis, Timings
 from voice.estimate import RateMemory, VisemeEstimate, phrases_of
 from voice.tts import EspeakTts, TextToSpeech, espeak_voice
 from voice.visemes import Pairs, Phone, cut_phones
@@ -113,7 +113,7 @@ class _Estimated:
         self._owner, self._text, self._language = owner, text, language
         self._ready = anyio.Event()
         self._estimate: VisemeEstimate | None = None
-        self._silent: Synthesis | None = None
+        self._silent: Timings | None = None
         self._pending: list[bytes] = []
         self._received: list[bytes] = []  # kept for an alignment only
         self._complete = False  # the TTS has sent the whole sentence
@@ -124,10 +124,9 @@ class _Estimated:
     async def prepare(self) -> None:
         """espeak-ng's silent pass, while the TTS is still answering (its first byte takes longer)."""
         try:
-            silent = await self._owner.espeak.speak(self._text, self._language)
+            silent = await self._owner.espeak.timings(self._text, self._language)
             self._silent = silent
-            samples = len(silent.pcm) // 2
-            self._estimate = VisemeEstimate(phrases_of(silent.phones, silent.rate, samples),
+            self._estimate = VisemeEstimate(phrases_of(silent.phones, silent.rate, silent.samples),
                                             self._owner.tts.sample_rate, self._owner.memory)
         except SpeechServiceError as exc:
             log.warning("no viseme estimate for a sentence: %s", exc)
@@ -165,7 +164,7 @@ class _Estimated:
         return estimate.cut(samples, last=last)
 
 
-    async def _align(self, silent: Synthesis, pcm: bytes) -> tuple[Phone, ...] | None:
+    async def _align(self, silent: Timings, pcm: bytes) -> tuple[Phone, ...] | None:
         aligner, rate = self._owner.aligner, self._owner.tts.sample_rate
         if aligner is None:
             return None
@@ -174,7 +173,7 @@ class _Estimated:
             spans = aligner.words(self._text, pcm, rate)
             if spans is None:
                 return None
-            return aligned_phones(silent.phones, silent.rate, len(silent.pcm) // 2, spans, rate)
+            return aligned_phones(silent.phones, silent.rate, silent.samples, spans, rate)
 
         return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
 
