@@ -280,3 +280,15 @@ async def test_over_http_a_swapped_session_gives_the_same_report_lobby_row_and_m
         assert erased.status_code == 200, erased.text
         assert sid not in registry
         assert (await http.get(f"/api/sessions/{sid}/report", headers=bearer)).status_code == 404
+
+
+async def test_a_short_grace_is_swept_four_times_within_it() -> None:
+    """An ended actor waits out its grace and at most a quarter more before its swap, not up to a
+    second grace: at churn the actors waiting are most of what a server holds for its ended
+    sessions (issue #33, docs/performance.md)."""
+    async with running_server(SESSION_ENDED_GRACE_SECONDS=2.0) as served:
+        assert served.services is not None
+        assert served.services.registry.sweep_seconds == 0.5
+    async with running_server(SESSION_ENDED_GRACE_SECONDS=600.0) as served:
+        assert served.services is not None
+        assert served.services.registry.sweep_seconds == 30.0  # a long grace: the sweep's own period
