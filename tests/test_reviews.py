@@ -22,7 +22,17 @@ from schemas.policy import mood_for
 from schemas.review import Evidence, Practice, PracticeTarget, ReviewItem
 from schemas.scenario import load_scenario
 from server.learners.profile import fold, progress_point
-from server.learners.reviews import HISTORY_KEPT, MAX_TARGETS, SCHEDULER, _review, _time, due, item_id, items_after, retention
+from server.learners.reviews import (
+    HISTORY_KEPT,
+    MAX_TARGETS,
+    SCHEDULER,
+    _review,
+    _time,
+    due,
+    item_id,
+    items_after,
+    retention,
+)
 from server.learners.store import MemoryLearnerStore
 
 pytestmark = pytest.mark.anyio
