@@ -7,9 +7,9 @@ find those in one value of 400-800 bytes, but it finds them in a preset dictiona
 value of each kind, so the same learner keeps about 1.3 KB (`DICTIONARY` below).
 
 The parameters were measured on the life run's learners (2026-11-27): a 4 KiB window (wbits 12)
-holds the whole dictionary and a value; memory level 4 makes a deflate state about 16 KiB, so
-starting one, which dominates the cost of a value this small, takes some 10 us rather than the
-30-40 us of zlib's defaults, for the same size. A value is inflated in 2-5 us. The bytes never
+holds the whole dictionary and a value; memory level 4 makes a deflate state small, so starting
+one, which dominates the cost of a value this small, takes some 10 us rather than the 30-40 us of
+zlib's defaults, for the same size. A value is inflated in 2-5 us. The bytes never
 leave the process, so the dictionary may change with the code: nothing packed by one build is
 read by another.
 """
