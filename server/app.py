@@ -70,10 +70,7 @@ def build_services(settings: Settings, *, brain: Brain | None = None, mirror: Mi
                                  speculate=settings.SPECULATE),
         idle_seconds=settings.SESSION_IDLE_SECONDS,
         ended_grace_seconds=settings.SESSION_ENDED_GRACE_SECONDS,
-        # A short grace is swept four times as often: an ended actor waits out its grace and at most
-        # a quarter more before its swap, not twice the grace (the actors waiting are most of the
-        # memory a server at churn holds for its ended sessions, docs/performance.md).
-        sweep_seconds=min(30.0, settings.SESSION_ENDED_GRACE_SECONDS / 4),
+        sweep_seconds=min(30.0, settings.SESSION_ENDED_GRACE_SECONDS),  # a short grace is swept as often
         # Without a store to rebuild from, a live session stays in memory as long as a token can
         # reach it, so that a learner can come back to it (welcome back); an ended one goes sooner.
         live_idle_seconds=(settings.SESSION_IDLE_SECONDS if loader is not None
