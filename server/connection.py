@@ -43,6 +43,10 @@ class TokenBucket:
         self.stamp = time.monotonic()
         self.violations = 0
 
+    def full(self, now: float) -> bool:
+        """Refilled to its burst by `now`: the same as a bucket made new, so one may be forgotten."""
+        return self.tokens + (now - self.stamp) * self.rate >= self.burst
+
     def take(self) -> bool:
         now = time.monotonic()
         self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)

@@ -33,7 +33,10 @@ TEACHER_COOKIE = "samvad_teacher"  # a teacher's own sign-in (a teacher token), 
 
 class Buckets:
     """Token buckets by key (an address, a token's digest, a learner), `limit` of them at most: the
-    least recently used goes first, so a flood of new keys forgets the idle ones, never the busy."""
+    least recently used goes first, so a flood of new keys forgets the idle ones, never the busy.
+    A bucket refilled to its burst is forgotten too, from the least recently used end, as keys
+    are taken: it limits nothing a new one would not, and every session of a new learner would
+    otherwise leave one behind (issue #33: an ended session keeps nothing only a live one needs)."""
 
     def __init__(self, limit: int = 50_000) -> None:
         self.limit = limit
@@ -50,7 +53,14 @@ class Buckets:
                 self._buckets.popitem(last=False)
         else:
             self._buckets.move_to_end(key)
-        return bucket.take()
+        allowed = bucket.take()
+        buckets, now = self._buckets, bucket.stamp
+        while buckets:
+            oldest = next(iter(buckets.values()))
+            if oldest is bucket or not oldest.full(now):
+                break
+            buckets.popitem(last=False)
+        return allowed
 
 
 @dataclass

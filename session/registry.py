@@ -97,6 +97,12 @@ class SessionRegistry:
         # none when the limits turn silence off.
         self.timers = SilenceTimers() if actor_limits.silence_s > 0 else None
         self.sweep_seconds = sweep_seconds
+        # The ended actors are looked at four times a grace, so that one waits out its grace and at
+        # most a quarter more before its swap, not up to a second sweep period: at churn the actors
+        # waiting are most of the memory a server holds for its ended sessions (issue #33,
+        # docs/performance.md). Only they are walked that often (`swap_ended`); every actor, at the
+        # sweep's own period (`evict_idle`).
+        self.swap_seconds = min(sweep_seconds, ended_grace_seconds / 4)
         # An ended session nobody has had open this long is swapped for its record (`_swap`).
         self.ended_grace_seconds = ended_grace_seconds
         self.max_sessions = max_sessions
@@ -105,6 +111,7 @@ class SessionRegistry:
         self.listeners: list[Callable[[SessionActor], None]] = []
         self._actors: dict[str, SessionActor] = {}
         self._ended: dict[str, Packed] = {}  # ended sessions swapped for their records, packed (untracked)
+        self._ending: dict[str, SessionActor] = {}  # actors seen ended by a change, not yet swapped
         self._recovering: dict[str, anyio.Event] = {}
         self._tg: TaskGroup | None = None
         self._ready: deque[SessionActor] = deque()  # actors with messages, in the order they asked
@@ -197,6 +204,8 @@ class SessionRegistry:
             actor.notify_durable(version)
 
     def _on_change(self, actor: SessionActor) -> None:
+        if actor.negotiation.is_terminal:
+            self._ending[actor.session_id] = actor
         for listener in self.listeners:
             listener(actor)
 
@@ -300,6 +309,7 @@ class SessionRegistry:
             return False
         record = EndedSession.of(actor.negotiation, actor.last_activity)
         del self._actors[actor.session_id]
+        self._ending.pop(actor.session_id, None)
         self._ended[record.session_id] = record.pack()
         actor.detach()
         actor.close()  # anything still holding the actor posts into a closed inbox, which drops it
@@ -309,6 +319,7 @@ class SessionRegistry:
     def remove(self, session_id: str, code: int = CloseCode.EVICTED, reason: str = "session removed") -> bool:
         """End a session now and drop it from memory (erasing a learner); False if not in memory."""
         actor = self._actors.pop(session_id, None)
+        self._ending.pop(session_id, None)
         if actor is not None:
             actor.stop(code, reason)
         elif self._ended.pop(session_id, None) is None:
@@ -348,9 +359,25 @@ class SessionRegistry:
         return session_id in self._actors or session_id in self._ended
 
     async def _sweep(self) -> None:
+        swept = anyio.current_time()
         while True:
-            await anyio.sleep(self.sweep_seconds)
-            self.evict_idle()
+            await anyio.sleep(self.swap_seconds)
+            if anyio.current_time() - swept >= self.sweep_seconds:
+                swept = anyio.current_time()
+                self.evict_idle()
+            else:
+                self.swap_ended()
+
+    def swap_ended(self) -> int:
+        """Swap the ended actors seen by a change that nobody has had open for the grace for their
+        records; the number swapped. (`evict_idle` finds any other, at the sweep's own period.)"""
+        now, swapped = self.clock(), 0
+        for sid, actor in list(self._ending.items()):
+            if self._actors.get(sid) is not actor:
+                del self._ending[sid]  # dropped, or replaced by a rebuilt actor
+            elif now - actor.last_activity >= self.ended_grace_seconds and self._swap(actor):
+                swapped += 1
+        return swapped
 
     def evict_idle(self) -> int:
         """Drop the sessions idle too long; swap the ended ones nobody has had open for the grace

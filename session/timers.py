@@ -11,7 +11,10 @@ Disarming is `disarm`: it only clears the actor's deadline, so it costs nothing;
 any, is dropped when it comes up. An entry is a 3-tuple and a weak reference (~150 bytes), so the
 idle memory of a session grows by that much at most. The reference is weak so that an entry does
 not keep alive an actor the registry has let go (evicted, or an ended session swapped for its
-record, session/ended.py) until the entry comes up, up to a minute later.
+record, session/ended.py) until the entry comes up, up to a minute later. Its entry would still
+stay that long, a session's last entry after it ended, thousands at churn (issue #33): the
+reference's callback counts the entries whose session has gone, and once they are most of the
+heap (and at least `COMPACT_AT`), the next `arm` or `fire_due` rebuilds the heap without them.
 
 The task sleeps until the earliest entry comes due, but never less than a tick (`TICK`, 0.25 s),
 and handles everything that came due since: a timer fires up to a tick late, which a 30-second
@@ -34,9 +37,10 @@ from typing import Protocol
 
 import anyio
 
-__all__ = ["TICK", "SilenceClient", "SilenceTimers"]
+__all__ = ["COMPACT_AT", "TICK", "SilenceClient", "SilenceTimers"]
 
 TICK = 0.25  # seconds between the timer task's wake-ups
+COMPACT_AT = 64  # entries of sessions gone before the heap is rebuilt without them (and half of it)
 
 
 class SilenceClient(Protocol):
@@ -59,6 +63,17 @@ class SilenceTimers:
         self.fired = 0
         self._wake: anyio.Event | None = None  # set to wake the task before `_wake_at`
         self._wake_at = math.inf  # when the task plans to wake (the timers' clock)
+        self._gone = 0  # entries in the heap whose session has gone (the references' callback counts)
+
+    def _on_gone(self, _ref: weakref.ref[SilenceClient]) -> None:
+        """A session with an entry was let go: count it (the heap is rebuilt at a safe point)."""
+        self._gone += 1
+
+    def _compact(self) -> None:
+        if self._gone >= COMPACT_AT and 2 * self._gone >= len(self._heap):
+            self._heap = [entry for entry in self._heap if entry[2]() is not None]
+            heapq.heapify(self._heap)
+            self._gone = 0
 
     def __len__(self) -> int:
         return len(self._heap)
@@ -71,7 +86,8 @@ class SilenceTimers:
         if queued is not None and queued <= due:
             return  # its entry comes up first and will be moved to `due` then
         client._silence_queued = due
-        heapq.heappush(self._heap, (due, next(self._order), weakref.ref(client)))
+        self._compact()
+        heapq.heappush(self._heap, (due, next(self._order), weakref.ref(client, self._on_gone)))
         if self._wake is not None and due < self._wake_at - self.tick:
             self._wake.set()  # it would fire more than a tick late
 
@@ -81,12 +97,16 @@ class SilenceTimers:
 
     def fire_due(self) -> float | None:
         """Handle every entry that has come due; return when the next one does (None: none left)."""
+        self._compact()
         heap = self._heap
         now = self.clock()
         while heap and heap[0][0] <= now:
             queued, _, ref = heapq.heappop(heap)
             client = ref()
-            if client is None or client._silence_queued != queued:
+            if client is None:
+                self._gone = max(0, self._gone - 1)
+                continue
+            if client._silence_queued != queued:
                 continue  # stale: a newer, earlier entry replaced this one
             client._silence_queued = None
             due = client._silence_due

@@ -85,3 +85,14 @@ async def test_one_abuser_does_not_hold_back_another_client_or_learner() -> None
         codes = [(await http.post("/api/sessions", json={}, headers={"x-forwarded-for": f"203.0.113.{n}"})).status_code
                  for n in range(3)]
         assert codes == [201, 201, 429]
+
+
+def test_a_bucket_refilled_to_its_burst_is_forgotten() -> None:
+    """A learner's bucket, full again once their session is over, is not kept per ended session."""
+    buckets = Buckets(limit=100)
+    assert buckets.take("learner:a", rate=1e12, burst=1)  # full again by the next take
+    assert buckets.take("learner:b", rate=1e12, burst=1)
+    assert len(buckets) == 1
+    spent = Buckets(limit=100)
+    assert spent.take("learner:a", rate=0.001, burst=1) and spent.take("learner:b", rate=0.001, burst=1)
+    assert len(spent) == 2 and not spent.take("learner:a", rate=0.001, burst=1)  # a spent bucket stays

@@ -7,6 +7,7 @@ welcome's final state, the room it holds, and that erasure, the metrics and the 
 from __future__ import annotations
 
 import gc
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ from server.spectate import Lobby
 from session.actor import SessionActor
 from session.changes import SessionStarted
 from session.ended import EndedSession, from_bytes, to_bytes
+from session.ended import _pickled as pickled
 from session.mirror import MemoryMirror
 from session.negotiation import Negotiation
 from session.registry import RECORDS_SWEEP_S, SessionRegistry
@@ -226,6 +228,10 @@ async def test_a_packed_record_is_untracked_by_the_collector_and_unpacks_to_the_
     back = EndedSession.unpack(packed)
     assert back == record and back.stage is Stage.CLOSURE and back.outcome is record.outcome is not None
     assert back.negotiation(Limits()) == ended.negotiation
+    # Deflated against a started negotiation's pickle: what zlib alone would keep of what every
+    # record repeats (module and class names, the fields a session starts with) is not kept.
+    alone = zlib.compress(pickled(ended.negotiation), 9)
+    assert len(record.state) < 0.85 * len(alone)
 
 
 async def test_over_http_a_swapped_session_gives_the_same_report_lobby_row_and_metrics_and_erasure_finds_it() -> None:
@@ -280,3 +286,29 @@ async def test_over_http_a_swapped_session_gives_the_same_report_lobby_row_and_m
         assert erased.status_code == 200, erased.text
         assert sid not in registry
         assert (await http.get(f"/api/sessions/{sid}/report", headers=bearer)).status_code == 404
+
+
+async def test_ended_actors_are_swapped_four_times_a_grace_and_only_they_are_walked_that_often() -> None:
+    """An ended actor waits out its grace and at most a quarter more before its swap, not up to a
+    second sweep period: at churn the actors waiting are most of what a server holds for its ended
+    sessions (issue #33, docs/performance.md). The frequent look walks the ended actors only."""
+    now = [1000.0]
+    registry = registry_at(now, live_idle_seconds=5)
+    assert registry.swap_seconds == 15.0  # a quarter of the registry's 60 s grace
+    async with anyio.create_task_group() as tg:
+        await tg.start(registry.run)
+        ended, idle = registry.create(), registry.create()
+        await play(ended, end=True)
+        await play(idle, end=False)
+        now[0] += 59
+        assert registry.swap_ended() == 0  # still in its grace
+        now[0] += 1
+        assert registry.swap_ended() == 1 and registry.live(ended.session_id) is None
+        assert registry.record(ended.session_id) is not None
+        assert registry.live(idle.session_id) is idle  # idle past its time, but left to `evict_idle`
+        assert registry.evict_idle() == 1 and registry.live(idle.session_id) is None
+        assert registry.swap_ended() == 0
+        tg.cancel_scope.cancel()
+    async with running_server(SESSION_ENDED_GRACE_SECONDS=2.0) as served:
+        assert served.services is not None
+        assert (served.services.registry.swap_seconds, served.services.registry.sweep_seconds) == (0.5, 2.0)

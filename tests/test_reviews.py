@@ -22,7 +22,17 @@ from schemas.policy import mood_for
 from schemas.review import Evidence, Practice, PracticeTarget, ReviewItem
 from schemas.scenario import load_scenario
 from server.learners.profile import fold, progress_point
-from server.learners.reviews import MAX_TARGETS, SCHEDULER, _review, _time, due, item_id, items_after, retention
+from server.learners.reviews import (
+    HISTORY_KEPT,
+    MAX_TARGETS,
+    SCHEDULER,
+    _review,
+    _time,
+    due,
+    item_id,
+    items_after,
+    retention,
+)
 from server.learners.store import MemoryLearnerStore
 
 pytestmark = pytest.mark.anyio
@@ -59,6 +69,22 @@ async def test_evidence_makes_an_item_once_and_a_session_reviews_it_once() -> No
     await store.record(figures("s3", T0 + 4 * DAY, practice=(Practice(item_id=item.item_id, recalled=False),)))
     assert (await store.items("asha"))[0].reps == 2
     assert await store.erase("asha") and await store.items("asha") == []
+
+
+async def test_an_items_history_keeps_its_latest_reviews_and_its_card_counts_every_one() -> None:
+    """A learner who keeps coming back must not make an item grow with every session (issue #33)."""
+    store, items = MemoryLearnerStore(), dict[str, ReviewItem]()
+    sessions = [figures(f"s{n}", T0 + n * DAY, evidence=(HINT,)) for n in range(HISTORY_KEPT + 5)]
+    for f in sessions:
+        items.update((i.item_id, i) for i in items_after(items, f))
+        await store.record(f)
+    [item] = await store.items("asha")
+    assert item == items[item.item_id]
+    assert [h.session_id for h in item.history] == [f.session_id for f in sessions[-HISTORY_KEPT:]]
+    assert (item.reps, item.lapses) == (HISTORY_KEPT + 5, HISTORY_KEPT + 4)
+    assert (item.stability, item.difficulty, item.due) == (item.history[-1].stability, item.history[-1].difficulty,
+                                                           item.history[-1].due)
+    assert items_after(items, sessions[-1]) == []  # the latest session is still found folded in
 
 
 def tracked_reachable(root: object) -> int:

@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from session.playback import price_heard
-from session.timers import SilenceTimers
+from session.timers import COMPACT_AT, SilenceTimers
 from tests.servers import checked, create, player, running_server, state
 
 pytestmark = pytest.mark.anyio
@@ -193,6 +193,26 @@ def test_an_entry_in_the_heap_does_not_keep_a_session_the_registry_let_go() -> N
     assert watch() is None and len(timers) == 2
     now[0] = 131.0
     assert timers.fire_due() is None and kept.fired == 1 and len(timers) == 0
+
+
+def test_the_entries_of_sessions_let_go_leave_the_heap_once_they_are_most_of_it() -> None:
+    """An ended session's last entry must not stay for its whole silence after the registry let the
+    session go: at churn that was thousands of entries (issue #33)."""
+    now = [100.0]
+    timers = SilenceTimers(clock=lambda: now[0])
+    kept = [_Client() for _ in range(10)]
+    gone = [_Client() for _ in range(2 * COMPACT_AT)]
+    for client in [*kept, *gone]:
+        timers.arm(client, 30)
+    del client
+    del gone[:COMPACT_AT - 1]  # fewer than COMPACT_AT gone: nothing is rebuilt for them
+    gc.collect()
+    assert timers.fire_due() == 130.0 and len(timers) == 10 + 2 * COMPACT_AT
+    gone.clear()
+    gc.collect()
+    assert timers.fire_due() == 130.0 and len(timers) == 10  # most of the heap: rebuilt without them
+    now[0] = 131.0
+    assert timers.fire_due() is None and all(c.fired == 1 for c in kept) and len(timers) == 0
 
 
 async def test_the_timer_task_sleeps_until_the_earliest_deadline_and_wakes_for_an_earlier_one() -> None:

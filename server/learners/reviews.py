@@ -31,11 +31,17 @@ from schemas.review import Rating as RatingName
 from schemas.scenario import Scenario, load_scenario
 from session.practice import cue_words
 
-__all__ = ["MAX_TARGETS", "SCHEDULER", "due", "item_id", "items_after", "retention"]
+__all__ = ["HISTORY_KEPT", "MAX_TARGETS", "SCHEDULER", "due", "item_id", "items_after", "retention"]
 
 SCHEDULER = Scheduler(learning_steps=(), relearning_steps=(), enable_fuzzing=False)
 MAX_TARGETS = 3  # due items one session brings back: more would crowd a short haggle
 EVIDENCE_KEPT = 5  # the latest pieces of evidence an item keeps
+# The latest reviews an item keeps in its history. FSRS schedules from the card (state, stability,
+# difficulty, due, last review; `reps` and `lapses` count every review), so the history is a
+# record for the learner and the evaluation, and a kept item must not grow with every session
+# (issue #33). A session already folded in is found by the profile's session ids first; here by
+# its review, which is among the latest unless the item was reviewed this many times since.
+HISTORY_KEPT = 32
 _RATINGS: dict[RatingName, Rating] = {"again": Rating.Again, "hard": Rating.Hard, "good": Rating.Good,
                                       "easy": Rating.Easy}
 
@@ -90,7 +96,7 @@ def _review(item: ReviewItem, rating: RatingName, at: float, session_id: str, re
         "state": state, "step": step, "stability": stability, "difficulty": difficulty,
         "due": due_at, "last_review": at, "reps": item.reps + 1,
         "lapses": item.lapses + (1 if rating == "again" and item.reps > 0 else 0),
-        "history": (*item.history, entry),
+        "history": (*item.history, entry)[-HISTORY_KEPT:],
     })
 
 

@@ -8,12 +8,13 @@ answer the progress series with the report's definitions of score and discount.
 
 Errors: a store that cannot be reached raises `LearnerStoreUnavailable`; everything else is a bug.
 
-The in-memory store keeps each profile, progress point and review item as JSON bytes, and makes the
+The in-memory store keeps each profile, progress point and review item as packed JSON, and makes the
 model again on read, as the registry keeps an ended session (session/ended.py; issue #33). Kept as
 models, a learner's profile, the figures of each of their sessions and each review item with its
 history were hundreds of objects that CPython's collector tracks and that the planned full pass
 walks, and some 30 KiB per new learner of five turns (docs/performance.md); bytes in dicts of
-strings and tuples of bytes are not tracked at all, about 6.5 KB for that learner. JSON through
+strings and tuples of bytes are not tracked at all, about 6.5 KB of JSON for that learner, 1.3 KB
+once deflated against a dictionary of one value of each kind (server/learners/packing.py). JSON through
 pydantic's own serializer, not pickle: two to four times faster both ways for these models (a
 profile of one session 4.5 us out and 7 us back, against 14 and 19; of 180 sessions 111 and 200
 us against 385 and 351), and a third smaller. A record still reads and writes the learner's
@@ -25,19 +26,15 @@ is kept: it is all that `progress` reads of it.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Protocol, TypeVar
-
-from pydantic import BaseModel
+from typing import Protocol
 
 from schemas.learner import LearnerProfile, LearnerRow, ProgressPoint, SessionFigures
 from schemas.review import ReviewItem
+from server.learners.packing import pack, unpack
 from server.learners.profile import fold, progress_point, trend
 from server.learners.reviews import items_after
 
 __all__ = ["LearnerStore", "LearnerStoreUnavailable", "MemoryLearnerStore"]
-
-_Model = TypeVar("_Model", bound=BaseModel)
-
 
 class LearnerStoreUnavailable(Exception):
     """The store could not be reached (Neo4j down or slow); the caller carries on without it."""
@@ -82,14 +79,6 @@ class LearnerStore(Protocol):
         ...
 
 
-def _pack(model: BaseModel) -> bytes:
-    return model.model_dump_json().encode()
-
-
-def _unpack(data: bytes, kind: type[_Model]) -> _Model:
-    return kind.model_validate_json(data)
-
-
 class _Items(Mapping[str, ReviewItem]):
     """A learner's packed review items, each made a model when first read and kept for this view's
     life (`items_after` reads only the items a session touched, some of them several times)."""
@@ -101,7 +90,7 @@ class _Items(Mapping[str, ReviewItem]):
     def __getitem__(self, item_id: str) -> ReviewItem:
         item = self._read.get(item_id)
         if item is None:
-            item = self._read[item_id] = _unpack(self._packed[item_id], ReviewItem)
+            item = self._read[item_id] = unpack(self._packed[item_id], ReviewItem)
         return item
 
     def __contains__(self, item_id: object) -> bool:
@@ -131,31 +120,31 @@ class MemoryLearnerStore:
 
     async def get(self, learner_id: str) -> LearnerProfile | None:
         packed = self._profiles.get(learner_id)
-        return None if packed is None else _unpack(packed, LearnerProfile)
+        return None if packed is None else unpack(packed, LearnerProfile)
 
     async def record(self, figures: SessionFigures) -> LearnerProfile:
         before = await self.get(figures.learner_id)
         profile = fold(before, figures)
         if profile is not before:
             learner = figures.learner_id
-            self._profiles[learner] = _pack(profile)
-            self._sessions[learner] = (*self._sessions.get(learner, ()), _pack(progress_point(figures)))
+            self._profiles[learner] = pack(profile)
+            self._sessions[learner] = (*self._sessions.get(learner, ()), pack(progress_point(figures)))
             items = self._items.setdefault(learner, {})
-            items.update((item.item_id, _pack(item)) for item in items_after(_Items(items), figures))
+            items.update((item.item_id, pack(item)) for item in items_after(_Items(items), figures))
         return profile
 
     async def items(self, learner_id: str) -> list[ReviewItem]:
         packed = self._items.get(learner_id, {})
-        return [_unpack(packed[item_id], ReviewItem) for item_id in sorted(packed)]
+        return [unpack(packed[item_id], ReviewItem) for item_id in sorted(packed)]
 
     async def progress(self, learner_id: str) -> list[ProgressPoint]:
-        points = [_unpack(point, ProgressPoint) for point in self._sessions.get(learner_id, ())]
+        points = [unpack(point, ProgressPoint) for point in self._sessions.get(learner_id, ())]
         return sorted(points, key=lambda p: (p.at, p.session_id))  # by when the sessions started
 
     async def learners(self) -> list[LearnerRow]:
         rows, last = [], {}
         for learner_id, packed in self._profiles.items():
-            profile = _unpack(packed, LearnerProfile)
+            profile = unpack(packed, LearnerProfile)
             series = await self.progress(learner_id)
             direction, delta = trend([p.score for p in series])
             rows.append(LearnerRow(learner_id=learner_id, level=profile.level, sessions=profile.sessions,

@@ -1,0 +1,52 @@
+"""How the in-memory learner store packs a model (server/learners/packing.py, issue #33): JSON
+deflated against a dictionary of one value of each kind, and back to the same model."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from schemas.learner import LearnerProfile, ProgressPoint
+from schemas.review import Evidence, ReviewItem
+from server.learners.packing import DICTIONARY, SAMPLES, pack, unpack
+from server.learners.store import MemoryLearnerStore
+from tests.test_reviews import HINT, T0, figures
+
+KINDS: dict[str, type[BaseModel]] = {"ProgressPoint": ProgressPoint, "LearnerProfile": LearnerProfile,
+                                     "ReviewItem": ReviewItem}
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_each_sample_is_what_pydantic_writes_for_its_model(name: str) -> None:
+    """A renamed or new field would leave the dictionary a poorer guess: this says so."""
+    kind = KINDS[name.split(" ")[0]]
+    assert kind.model_validate_json(SAMPLES[name]).model_dump_json().encode() == SAMPLES[name]
+
+
+@given(st.text(max_size=80), st.text(max_size=80), st.floats(0, 4e9), st.integers(0, 10_000),
+       st.lists(st.text(max_size=20), max_size=5))
+def test_a_packed_item_comes_back_equal(phrase: str, english: str, at: float, reps: int, cues: list[str]) -> None:
+    item = ReviewItem(item_id="i", learner_id="l", scenario="jaipur-bazaar", language="hi-EN", kind="phrase",
+                      key="k", source="hint", phrase=phrase, english=english, cues=tuple(cues),
+                      evidence=(("s", Evidence(source="hint", key="k", turn=1, text=phrase)),),
+                      created_at=at, due=at, reps=reps)
+    assert unpack(pack(item), ReviewItem) == item
+
+
+@pytest.mark.anyio
+async def test_a_new_learner_keeps_a_fraction_of_their_json() -> None:
+    """What a new learner leaves in the store: a profile, a progress point and an item for each
+    piece of evidence, each far smaller packed than its JSON (about a fifth here)."""
+    store = MemoryLearnerStore()
+    slip = Evidence(source="slip", key="lowball", turn=1)
+    await store.record(figures("0123456789abcdef0123456789abcdef", T0, evidence=(HINT, slip)))
+    profile, items = await store.get("asha"), await store.items("asha")
+    assert profile is not None and len(items) == 2
+    models: list[BaseModel] = [profile, *(await store.progress("asha")), *items]
+    as_json = sum(len(m.model_dump_json()) for m in models)
+    kept = (len(store._profiles["asha"]) + sum(map(len, store._sessions["asha"]))
+            + sum(map(len, store._items["asha"].values())))
+    assert kept * 3 < as_json
+    assert len(DICTIONARY) <= 4096
