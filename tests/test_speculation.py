@@ -357,3 +357,42 @@ async def test_over_the_socket_a_replaced_speculation_is_never_heard_nor_shown(o
             assert spoken and not any("SPECULATED" in t for t in spoken)
             kinds = [f["type"] for f in c.seen]
             assert kinds.index("speech") < kinds.index("reply.audio")  # no audio before the turn
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="needs espeak-ng to speak the learner's lines")
+async def test_over_the_socket_a_thinking_waits_first_clause_is_synthesized_during_the_wait_and_sent_after_it(
+        openai_fake: FakeOpenAI) -> None:
+    """A turn that ends on a filler waits a thinking pause (voice/turn_end.py rule 4): the speculative
+    call answers long before the turn is taken, its first clause is synthesized then, and goes out
+    only after the turn's `speech`, at once, asked of the voice once."""
+    from tests.servers import client, create, running_server
+    from tests.turn_set import piece
+    from tests.voice_support import speech_settings
+    from voice.open_mic import BYTES_PER_MS
+
+    said = "How much are the tomatoes umm"
+    openai_fake.stt_queue.extend([Behaviour(content=said, confidence=0.95) for _ in range(4)])
+    openai_fake.script(reply(decision("Arre bhaiya, the tomatoes are the best today; take a kilo.", 55, "INQUIRY")))
+    openai_fake.tts_ttfb_ms = 500.0  # far longer than the server's own steps
+    stream = b"\0" * (400 * BYTES_PER_MS) + piece(said, "en-us", 150) + b"\0" * (4500 * BYTES_PER_MS)
+    async with running_server(**speech_settings(openai_fake, BRAIN="openai", OPENAI_API_KEY="sk-test", USE_MOCKS=False,
+                                                MIRROR="none", OPENAI_BASE_URL=openai_fake.base_url)) as served:
+        created = await create(served)
+        async with client(served.ws_url(created["session_id"], created["player_token"]) + "&voice=1") as c:
+            await c.until("welcome")
+            await c.send({"type": "audio", "id": "mic", "event": "open", "format": "pcm16"})
+            for at in range(0, len(stream), 6400):  # 200 ms chunks, twice as fast as spoken
+                await c.send({"type": "audio", "id": "mic", "event": "chunk",
+                              "data": base64.b64encode(stream[at:at + 6400]).decode()})
+                await anyio.sleep(0.1)
+            speech = await c.until("speech", wait=20)
+            first = await c.until("reply.audio", wait=20, sentence=0)
+    assert speech["end_of_turn_ms"] > 2000  # a thinking pause's wait
+    kinds = [f["type"] for f in c.seen]
+    assert kinds.index("speech") < kinds.index("ack") < kinds.index("reply.audio")  # nothing before the turn
+    assert first["text"] == "Arre bhaiya, the tomatoes are the best today;"
+    # The voice took 500 ms to its first byte, yet the audio left sooner after the turn ended: it
+    # was asked during the wait. And it was asked once.
+    assert first["timings"]["first_audio_ms"] < openai_fake.tts_ttfb_ms
+    asked = [r["input"] for r in openai_fake.audio_requests if r["path"] == "speech"]
+    assert asked.count("Arre bhaiya, the tomatoes are the best today,") == 1
