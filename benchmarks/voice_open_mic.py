@@ -29,12 +29,20 @@ transcription (`stt`), chat to the speaker's first piece (`chat`: its first clau
 or its first sentence, as voice/sentences.py cuts `reply_text` while the fake streams it) and
 speech to the first byte (`tts`):
 
+- the reply's first piece was voiced ahead (its speech request came before `E`: the speculative
+  call's first clause, synthesized while the end-of-turn wait ran):
+  floor = max(E, U + stt + chat + tts) (the audio waits for the turn, and for the voice);
 - the turn took the speculative call (its chat request came before `E`):
   floor = max(E, U + stt + chat) + tts (the speech waits for the turn, and for the words);
 - otherwise: floor = E + chat + tts (+ stt when the turn's own transcription came after `E`).
 
+`overhead_less_last_leg_ms` is the overhead less its last leg (the first byte -> the client),
+which is mostly the wait for the reply gate to let the first clause's mark out (session/spoken.py
+rule 6). `--line` changes what the learner says (and the fake hears): one that ends on a filler
+waits a thinking pause, long enough for the first clause to be voiced ahead.
+
 Figures (docs/performance.md, "The open-microphone turn"): 2026-11-27,
-`python -m benchmarks.voice_turn --open-mic --turns 20`.
+`python -m benchmarks.voice_turn --open-mic --turns 20` (and `--line "How much are the tomatoes umm"`).
 """
 
 from __future__ import annotations
@@ -70,8 +78,8 @@ class Plan:
     chunk_ms: int
 
 
-def plan(level: str, chunk_ms: int) -> Plan:
-    """The line, and the server's own open microphone run over it (Silero, the pack's words, the level)."""
+def plan(level: str, chunk_ms: int, said: str = LINE) -> Plan:
+    """The line `said`, and the server's own open microphone run over it (Silero, the pack's words, the level)."""
     from schemas.enums import Level
     from schemas.scenario import load_scenario
     from tests.turn_set import piece
@@ -80,7 +88,7 @@ def plan(level: str, chunk_ms: int) -> Plan:
     from voice.turn_words import TurnWords
     from voice.vad import default_detector
 
-    speech = piece(LINE, VOICE, SPEED)
+    speech = piece(said, VOICE, SPEED)
     total = -(-(len(speech) // BYTES_PER_MS + SILENCE_MS) // ALIGN_MS) * ALIGN_MS
     line = speech + b"\0" * (total * BYTES_PER_MS - len(speech))
     mic = OpenMic("r", default_detector(), EndOfTurn(TurnWords.of(load_scenario("jaipur-bazaar")), Level(level)),
@@ -94,7 +102,7 @@ def plan(level: str, chunk_ms: int) -> Plan:
         for event in mic.feed(stream[at:at + step]):
             if isinstance(event, Heard):
                 heard.append(k - lead // chunk_ms)
-                mic.partial(LINE)  # what the fake transcribes
+                mic.partial(said)  # what the fake transcribes
             elif isinstance(event, Finished):
                 finished.append((k - lead // chunk_ms, event.waited_ms))
     if len(finished) != 1 or not heard:
@@ -172,16 +180,21 @@ def fake_path(base_url: str, row: dict[str, Any]) -> None:
     chat_ms = piece - chat["received_wall"]
     tts_ms = tts["first_byte_at"] - tts["received_at"]
     speculated = chat["received_wall"] < row["ended"]
-    if speculated:
+    voiced_ahead = tts["received_at"] < row["ended"]  # its first clause synthesized before the turn was taken
+    if voiced_ahead:
+        floor = max(row["ended"], row["heard"] + stt_ms + chat_ms + tts_ms)
+    elif speculated:
         floor = max(row["ended"], row["heard"] + stt_ms + chat_ms) + tts_ms
     else:
         floor = row["ended"] + (stt_ms if stt["received_at"] > row["ended"] else 0.0) + chat_ms + tts_ms
     row["legs_ms"] = [round(ms * 1000, 1) for ms in (  # the server's own steps on the path
         stt["received_at"] - row["heard"],  # the pause's chunk -> the transcription asked
         chat["received_wall"] - (stt["answered_at"] if speculated else row["ended"]),  # -> the brain asked
-        tts["received_at"] - max(row["ended"], piece),  # the turn taken and the first piece's words -> speech asked
-        row["first_audio"] - tts["first_byte_at"])]  # the first byte -> the client
-    row.update(speculated=speculated, chat_calls=len(chats), floor_ms=(floor - row["voice"]) * 1000,
+        # the first piece's words (and the turn taken, unless it was voiced ahead) -> speech asked
+        tts["received_at"] - (piece if voiced_ahead else max(row["ended"], piece)),
+        row["first_audio"] - max(tts["first_byte_at"], row["ended"]))]  # the first byte (and the turn) -> the client
+    row.update(speculated=speculated, voiced_ahead=voiced_ahead, chat_calls=len(chats),
+               floor_ms=(floor - row["voice"]) * 1000,
                overhead_ms=(row["first_audio"] - floor) * 1000,
                fakes_ms={"stt": round(stt_ms * 1000, 1), "chat": round(chat_ms * 1000, 1),
                          "tts": round(tts_ms * 1000, 1)})
@@ -195,8 +208,13 @@ def report(rows: list[dict[str, Any]], cpu_s: float, p: Plan) -> dict[str, Any]:
         "utterance_end_ms": summary([(r["heard"] - r["voice"]) * 1000 for r in rows]),
         "floor_ms": summary([r["floor_ms"] for r in rows]),
         "overhead_ms": summary([r["overhead_ms"] for r in rows]),
+        # The same less the last leg (the first byte -> the client): with the reply's first piece
+        # voiced ahead, mostly the wait for the gate to let its clause mark out (session/spoken.py rule 6).
+        "overhead_less_last_leg_ms": summary([r["overhead_ms"] - r["legs_ms"][3] for r in rows]),
+        "last_leg_ms": summary([r["legs_ms"][3] for r in rows]),
         "legs_p50_ms": [summary([r["legs_ms"][i] for r in rows])["p50"] for i in range(4)],
-        "speculated": sum(r["speculated"] for r in rows), "chat_calls": sum(r["chat_calls"] for r in rows),
+        "speculated": sum(r["speculated"] for r in rows), "voiced_ahead": sum(r["voiced_ahead"] for r in rows),
+        "chat_calls": sum(r["chat_calls"] for r in rows),
         "fakes_p50_ms": {k: summary([r["fakes_ms"][k] for r in rows])["p50"] for k in ("stt", "chat", "tts")},
         "server_cpu_ms_per_turn": round(cpu_s * 1000 / len(rows), 1),
         "policy_wait_ms": p.waited_ms,
@@ -204,9 +222,9 @@ def report(rows: list[dict[str, Any]], cpu_s: float, p: Plan) -> dict[str, Any]:
 
 
 async def run(base_url: str, servers: dict[str, tuple[str, int]], turns: int, level: str,
-              chunk_ms: int) -> dict[str, Any]:
+              chunk_ms: int, said: str = LINE) -> dict[str, Any]:
     """`turns` measured turns on each server, alternating, after two warm-up turns each."""
-    p = await anyio.to_thread.run_sync(plan, level, chunk_ms)
+    p = await anyio.to_thread.run_sync(plan, level, chunk_ms, said)
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in servers}
     cpu = dict.fromkeys(servers, 0.0)
     done = 0
@@ -236,5 +254,5 @@ async def run(base_url: str, servers: dict[str, tuple[str, int]], turns: int, le
                 for ws in sockets.values():
                     await ws.close()
             done += block
-    return {"line": LINE, "chunk_ms": chunk_ms, "level": level, "turns": turns,
+    return {"line": said, "chunk_ms": chunk_ms, "level": level, "turns": turns,
             **{name: report(rows[name], cpu[name], p) for name in servers}}

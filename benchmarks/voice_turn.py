@@ -183,10 +183,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--open-mic", action="store_true", help="hands-free turns, speculation on and off")
     parser.add_argument("--level", default="intermediate", help="--open-mic: the learner's level (its wait)")
     parser.add_argument("--chunk-ms", type=int, default=100, help="--open-mic: the client's chunk")
+    parser.add_argument("--line", default=None, help="--open-mic: the learner's line, said and heard (default: "
+                        "benchmarks/voice_open_mic.py's LINE; one ending on a filler waits a thinking pause)")
     args = parser.parse_args(argv)
     ARTIFACTS.mkdir(exist_ok=True)
     if args.open_mic:
-        return open_mic(args.turns, args.level, args.chunk_ms)
+        return open_mic(args.turns, args.level, args.chunk_ms, args.line)
     results: dict[str, Any] = {"pacing": PACING, "turns": args.turns, "visemes": not args.no_visemes}
     fake, base_url = start_fake(ARTIFACTS / "voice_turn.fake.log")
     try:
@@ -207,18 +209,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def open_mic(turns: int, level: str, chunk_ms: int) -> int:
+def open_mic(turns: int, level: str, chunk_ms: int, line: str | None = None) -> int:
     from benchmarks import voice_open_mic
 
+    said = line or voice_open_mic.LINE
     results: dict[str, Any] = {"pacing": PACING}
-    fake, base_url = start_fake(ARTIFACTS / "voice_turn.fake.log", "--stt-text", voice_open_mic.LINE)
+    fake, base_url = start_fake(ARTIFACTS / "voice_turn.fake.log", "--stt-text", said)
     servers: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
     try:
         for name, on in (("speculation_on", "true"), ("speculation_off", "false")):
             servers[name] = start_samvad(base_url, True, ARTIFACTS / f"voice_turn.{name}.log", SPECULATE=on)
         results.update(anyio.run(voice_open_mic.run, base_url,
                                  {name: (host, proc.pid) for name, (proc, host) in servers.items()},
-                                 turns, level, chunk_ms))
+                                 turns, level, chunk_ms, said))
     finally:
         for proc, _ in servers.values():
             stop(proc)

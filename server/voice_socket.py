@@ -96,6 +96,8 @@ class ConnectionVoice:
     It reads nothing of the session from its own tasks. The connection shows it each event the
     actor sends (`observe`, which runs in the actor's step, so the vendor's language is read there),
     and the transcriber asks the actor what it needs to know of an utterance (`SessionActor.hearing`).
+    A player's speaker is also the session's speech preview (`BrainCalls.preview`): a speculative
+    call's first clause is synthesized while the end-of-turn wait runs, and sent only once taken.
     """
 
     __slots__ = ("_awaiting", "_barge", "_jobs", "_jobs_in", "_replies", "_services", "_sounds", "_tg", "_visemes",
@@ -144,6 +146,8 @@ class ConnectionVoice:
                 self.vendor_language = self.conn.actor.negotiation.target_language.value  # in the actor's step
             if isinstance(event, Welcome):
                 self._prepare_sounds()
+                if self.conn.actor is not None and self.conn.role == Role.PLAYER.value:
+                    self.conn.actor.calls.preview = self.speaker  # a speculative call's first clause, synthesized ahead
             elif isinstance(event, Reply) and event.mark is None:
                 self._replied(event)
             elif isinstance(event, Ack) and event.id in self._awaiting and self.conn.actor is not None:
@@ -484,6 +488,9 @@ class ConnectionVoice:
             self.mic = None
         speaker, self.speaker = self.speaker, None  # its callbacks hold this voice: no cycle left behind
         if speaker is not None:
+            actor = self.conn.actor
+            if actor is not None and actor.calls.preview is speaker:
+                actor.calls.preview = None
             speaker.discard()
         self._tg = self._services = None
         if self._jobs_in is not None:

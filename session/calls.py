@@ -18,6 +18,11 @@ it when it asks the same (`same_request`): what was kept is posted then, with th
 `pending`, and what follows is posted as it comes. Otherwise it is cancelled, and nothing of it was
 ever posted: no words, no `BrainDone`, no turn answered. One speculation at a time: a new one, a
 turn, `drop_speculation` or `abandon` cancels the one before; a failed one is never taken.
+
+The words a speculative call streams before it is taken are shown to `preview` (the player's voice,
+when the server sets one), so that its first clause can be synthesized while the end-of-turn wait
+runs; a cancelled call is forgotten there. The preview sends nothing: what reaches the learner is
+still the taken call's words, through the session's gate, as they are posted.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from schemas.brain import BrainRequest, BrainResult, Ledger
 from schemas.summary import SummaryAsk, SummaryResult
 from session.messages import BrainDone, Decided, Delta, Message, SummaryDone, Withdraw
 from session.negotiation import fallback_decision
-from session.protocols import Brain
+from session.protocols import Brain, SpeechPreview
 from session.records import PendingTurn
 from session.speculation import same_request
 
@@ -71,12 +76,14 @@ class Ahead:
     """A speculative call (session/speculation.py) and the `DeltaSink` it streams into: kept until the
     turn takes it (`take`), then posted as it comes. Never posted if it is not taken."""
 
-    __slots__ = ("_kept", "_post", "done", "failed", "request", "result", "scope", "started", "taken",
-                 "utterance_id")
+    __slots__ = ("_kept", "_post", "_words", "done", "failed", "preview", "request", "result", "scope", "started",
+                 "taken", "utterance_id")
 
-    def __init__(self, utterance_id: str, request: BrainRequest) -> None:
+    def __init__(self, utterance_id: str, request: BrainRequest, preview: SpeechPreview | None = None) -> None:
         self.utterance_id = utterance_id
         self.request = request
+        self.preview = preview  # shown the words while not taken
+        self._words = ""  # what was streamed while not taken
         self.scope = anyio.CancelScope()
         self.started = time.perf_counter()
         self.result: BrainResult | None = None
@@ -95,9 +102,20 @@ class Ahead:
     async def delta(self, text: str) -> None:
         if text:
             self._emit(Delta(self.request.turn, text))
+            if self._post is None and self.preview is not None:
+                self._words += text
+                self.preview.prepare(self.request.turn, self._words)
 
     async def withdraw(self, reason: str) -> None:
         self._emit(Withdraw(self.request.turn, reason))
+        if self._post is None:
+            self.forget()  # the words streamed so far are not the answer's
+
+    def forget(self) -> None:
+        """Not taken (cancelled, or its words withdrawn): the preview lets its words go."""
+        self._words = ""
+        if self.preview is not None:
+            self.preview.forget(self.request.turn)
 
     async def end(self) -> None:
         self._emit(Delta(self.request.turn, "", end=True))
@@ -124,8 +142,8 @@ class BrainCalls:
     """One session's calls to its brain. Each call's results are posted with the `post` it is given
     (the actor's), which is not kept: no cycle between the actor and this part."""
 
-    __slots__ = ("_ahead", "_counts", "_propose_now", "_scope", "_summarize", "brain", "deadline_s", "session_id",
-                 "tg")
+    __slots__ = ("_ahead", "_counts", "_propose_now", "_scope", "_summarize", "brain", "deadline_s", "preview",
+                 "session_id", "tg")
 
     def __init__(self, brain: Brain, deadline_s: float, session_id: str) -> None:
         self.brain = brain
@@ -137,6 +155,7 @@ class BrainCalls:
         self._scope: anyio.CancelScope | None = None  # the brain call in flight, if any
         self._ahead: Ahead | None = None  # the speculative call, if any (session/speculation.py)
         self._counts = {"speculated": 0, "taken": 0, "cancelled": 0}  # speculative calls
+        self.preview: SpeechPreview | None = None  # set by the server: the player's voice, if it speaks
 
     def statistics(self) -> dict[str, int]:
         """Speculative calls made, taken by their turn, and cancelled, over the session."""
@@ -180,7 +199,7 @@ class BrainCalls:
         self.drop_speculation()
         if self.tg is None or self._propose_now is not None:
             return
-        ahead = self._ahead = Ahead(utterance_id, request)
+        ahead = self._ahead = Ahead(utterance_id, request, self.preview)
         self._counts["speculated"] += 1
         self.tg.start_soon(self._speculate, ahead)
 
@@ -191,6 +210,7 @@ class BrainCalls:
 
     def _cancel(self, ahead: Ahead) -> None:
         ahead.scope.cancel()
+        ahead.forget()
         self._counts["cancelled"] += 1
         log.debug("speculative call cancelled", extra={"session_id": self.session_id, "turn": ahead.request.turn})
 
@@ -237,6 +257,7 @@ class BrainCalls:
                     error = f"{type(exc).__name__}: {exc}"
             if (result is None or result.fallback) and ahead.taken is None:
                 ahead.failed = True  # not taken yet: the turn asks the brain itself, and logs what fails then
+                ahead.forget()
                 log.debug("speculative call failed: %s", error if result is None else result.error,
                           extra={"session_id": self.session_id, "turn": ahead.request.turn})
                 return

@@ -50,6 +50,15 @@ class TipSource(Protocol):
     def cards(self, scenario: str, transcript_window: str) -> Sequence[TipCard]: ...
 
 
+class SpeechPreview(Protocol):
+    """Who may start on a speculative call's words before its turn is taken (the player's voice,
+    voice/speaker.py): it may synthesize them, never send them. `forget`: the call was cancelled."""
+
+    def prepare(self, turn: int, text: str) -> None: ...
+
+    def forget(self, turn: int) -> None: ...
+
+
 class Connection(Protocol):
     """One client socket as the actor sees it: a bounded outbound queue it never waits on."""
 

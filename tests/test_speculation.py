@@ -136,6 +136,62 @@ async def test_a_speculation_the_final_words_differ_from_is_cancelled_and_nothin
         assert "onions" not in asked[0] and "onions" in asked[1]  # the turn asked afresh, with its own words
 
 
+class PreviewLog:
+    """A speech preview (session/protocols.py `SpeechPreview`) that keeps what it was shown."""
+
+    def __init__(self) -> None:
+        self.shown: list[tuple[str, int, str]] = []
+
+    def prepare(self, turn: int, text: str) -> None:
+        self.shown.append(("prepare", turn, text))
+
+    def forget(self, turn: int) -> None:
+        self.shown.append(("forget", turn, ""))
+
+
+async def test_a_speculations_words_are_shown_to_the_preview_until_taken_and_the_reply_is_the_same(
+        openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(reply(decision("Fresh today, ji, and very sweet.", 55, "INQUIRY"), ttft_ms=50,
+                             tokens_per_s=200))
+    async with brain(openai_fake) as llm, session(llm) as (actor, player):
+        preview = actor.calls.preview = PreviewLog()
+        answer = await turn(actor, player, ASKED, ASKED,
+                            between=lambda: bool(preview.shown) and "sweet" in preview.shown[-1][2])
+        assert answer["text"] == "Fresh today, ji, and very sweet."
+        assert actor.calls.statistics() == {"speculated": 1, "taken": 1, "cancelled": 0}
+        # Shown as they streamed, before the turn; never forgotten: the turn took them.
+        assert {kind for kind, _, _ in preview.shown} == {"prepare"}
+        assert {turn for _, turn, _ in preview.shown} == {answer["turn"]}
+        assert preview.shown[-1][2] == answer["text"]
+        assert all(answer["text"].startswith(text) for _, _, text in preview.shown)
+
+
+async def test_a_cancelled_speculation_is_forgotten_by_the_preview_and_changes_nothing(
+        openai_fake: FakeOpenAI) -> None:
+    """The learner went on after the pause: the speculation's words were shown to the preview (to
+    synthesize, never to send), then forgotten; nothing of it reached the client or the session."""
+    openai_fake.script(reply(decision("SPECULATED tomatoes are forty.", 55, "INQUIRY"), ttft_ms=0, tokens_per_s=0),
+                       reply(decision("Onions? The best in Jaipur, ji.", 52, "INQUIRY")))
+    mirror = RecordingMirror()
+    async with brain(openai_fake) as llm, session(llm, mirror=mirror) as (actor, player):
+        preview = actor.calls.preview = PreviewLog()
+        actor.recognised(heard(ASKED, partial=True))
+        await until(lambda: bool(player.of_type("speech.partial")))
+        version, sent, changes = actor.negotiation.version, len(player.sent), len(mirror.log)
+        await until(lambda: bool(preview.shown) and preview.shown[-1][2].endswith("forty."))
+        await anyio.sleep(0.1)  # the call has answered, untaken
+        assert (actor.negotiation.version, len(player.sent), len(mirror.log)) == (version, sent, changes)
+        answer = await turn(actor, player, "How much are the onions?", "How much are the onions?")
+        assert actor.calls.statistics() == {"speculated": 2, "taken": 1, "cancelled": 1}
+        turn_no = answer["turn"]
+        shown = [(kind, t) for kind, t, text in preview.shown if kind == "forget" or "SPECULATED" in text]
+        assert shown[0] == ("prepare", turn_no) and ("forget", turn_no) in shown
+        assert shown.index(("forget", turn_no)) > 0
+        assert answer["text"] == "Onions? The best in Jaipur, ji."
+        assert "SPECULATED" not in spoken(player)
+        assert "SPECULATED" not in json.dumps([repr(change) for change in mirror.log])
+
+
 async def test_a_failed_speculation_is_not_taken_and_the_turn_asks_the_brain_itself(openai_fake: FakeOpenAI) -> None:
     openai_fake.script(status(400, message="bad request"), reply(decision("Very sweet ones today, ji.", 55, "INQUIRY")))
     async with brain(openai_fake) as llm, session(llm) as (actor, player):
@@ -301,3 +357,42 @@ async def test_over_the_socket_a_replaced_speculation_is_never_heard_nor_shown(o
             assert spoken and not any("SPECULATED" in t for t in spoken)
             kinds = [f["type"] for f in c.seen]
             assert kinds.index("speech") < kinds.index("reply.audio")  # no audio before the turn
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="needs espeak-ng to speak the learner's lines")
+async def test_over_the_socket_a_thinking_waits_first_clause_is_synthesized_during_the_wait_and_sent_after_it(
+        openai_fake: FakeOpenAI) -> None:
+    """A turn that ends on a filler waits a thinking pause (voice/turn_end.py rule 4): the speculative
+    call answers long before the turn is taken, its first clause is synthesized then, and goes out
+    only after the turn's `speech`, at once, asked of the voice once."""
+    from tests.servers import client, create, running_server
+    from tests.turn_set import piece
+    from tests.voice_support import speech_settings
+    from voice.open_mic import BYTES_PER_MS
+
+    said = "How much are the tomatoes umm"
+    openai_fake.stt_queue.extend([Behaviour(content=said, confidence=0.95) for _ in range(4)])
+    openai_fake.script(reply(decision("Arre bhaiya, the tomatoes are the best today; take a kilo.", 55, "INQUIRY")))
+    openai_fake.tts_ttfb_ms = 500.0  # far longer than the server's own steps
+    stream = b"\0" * (400 * BYTES_PER_MS) + piece(said, "en-us", 150) + b"\0" * (4500 * BYTES_PER_MS)
+    async with running_server(**speech_settings(openai_fake, BRAIN="openai", OPENAI_API_KEY="sk-test", USE_MOCKS=False,
+                                                MIRROR="none", OPENAI_BASE_URL=openai_fake.base_url)) as served:
+        created = await create(served)
+        async with client(served.ws_url(created["session_id"], created["player_token"]) + "&voice=1") as c:
+            await c.until("welcome")
+            await c.send({"type": "audio", "id": "mic", "event": "open", "format": "pcm16"})
+            for at in range(0, len(stream), 6400):  # 200 ms chunks, twice as fast as spoken
+                await c.send({"type": "audio", "id": "mic", "event": "chunk",
+                              "data": base64.b64encode(stream[at:at + 6400]).decode()})
+                await anyio.sleep(0.1)
+            speech = await c.until("speech", wait=20)
+            first = await c.until("reply.audio", wait=20, sentence=0)
+    assert speech["end_of_turn_ms"] > 2000  # a thinking pause's wait
+    kinds = [f["type"] for f in c.seen]
+    assert kinds.index("speech") < kinds.index("ack") < kinds.index("reply.audio")  # nothing before the turn
+    assert first["text"] == "Arre bhaiya, the tomatoes are the best today;"
+    # The voice took 500 ms to its first byte, yet the audio left sooner after the turn ended: it
+    # was asked during the wait. And it was asked once.
+    assert first["timings"]["first_audio_ms"] < openai_fake.tts_ttfb_ms
+    asked = [r["input"] for r in openai_fake.audio_requests if r["path"] == "speech"]
+    assert asked.count("Arre bhaiya, the tomatoes are the best today,") == 1

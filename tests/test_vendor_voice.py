@@ -137,6 +137,81 @@ async def test_a_first_piece_synthesized_ahead_that_the_words_outgrow_is_dropped
     assert speaker.ahead == 0
 
 
+FIRST = "Haan ji, everything here is fresh from the farm today"
+LINE = FIRST + "; tell me what you need. Saath rupaye kilo."
+
+
+async def _preview_then(speaker: Speaker, prepared: list[str], then: Any) -> None:
+    """The speculative call's words shown to `speaker` (`prepare`, turn 1), then `then(speaker)`."""
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(speaker.run)
+        await anyio.sleep(0.01)  # its task has started
+        for words in prepared:
+            speaker.prepare(1, words)
+        await anyio.sleep(0.02)
+        await then(speaker)
+        await anyio.sleep(0.05)
+        speaker.close()
+
+
+async def _gated_reply(speaker: Speaker, line: str = LINE) -> None:
+    pieces = _gated(line)
+    for n, piece in enumerate(pieces):
+        speaker.observe(ReplyDelta(session_id="s", turn=1, text=piece, end=n == len(pieces) - 1))
+        await anyio.sleep(0.01)
+    speaker.observe(_reply(1, "".join(pieces)))
+
+
+async def test_a_speculative_calls_first_clause_is_synthesized_before_the_turn_and_spoken_once_taken() -> None:
+    tts, sent = RecordingTts(800), list[ReplyAudio]()
+    speaker = Speaker(tts, sent.append, "s", lambda: "en-IN")
+    before: list[str] = []
+
+    async def taken(sp: Speaker) -> None:
+        before.extend(tts.said)
+        assert sent == []  # synthesized, and nothing sent: the turn is not taken
+        await _gated_reply(sp)
+
+    # The brain's words as they stream: the clause is whole once its ";" and the next word came.
+    await _preview_then(speaker, [LINE[:20], LINE[:len(FIRST) + 1], LINE[:len(FIRST) + 6]], taken)
+    assert before == [FIRST + ","]
+    # Asked once, before the turn; the reply spoke from that audio, with its own text.
+    assert tts.said == [FIRST + ",", "tell me what you need.", "Saath rupaye kilo."] and speaker.ahead == 1
+    assert [e.text for e in sent if e.chunk == 0 and e.text] == [FIRST + ";", "tell me what you need.",
+                                                                  "Saath rupaye kilo."]
+
+
+async def test_a_cancelled_speculations_first_clause_is_never_heard() -> None:
+    tts, sent = RecordingTts(800), list[ReplyAudio]()
+    speaker = Speaker(tts, sent.append, "s", lambda: "en-IN")
+    other = "Onions? The best in Jaipur, ji, fresh and sweet, sixty a kilo."
+
+    async def cancelled(sp: Speaker) -> None:
+        sp.forget(1)  # the learner went on: the speculation was cancelled
+        await anyio.sleep(0.02)
+        assert sent == []
+        await _gated_reply(sp, other)  # the turn's own call, same turn number, other words
+
+    await _preview_then(speaker, [LINE], cancelled)
+    assert tts.said[0] == FIRST + ","  # asked ahead, then let go unheard
+    assert " ".join(e.text for e in sent if e.chunk == 0 and e.text) == other
+    assert not any("farm" in e.text for e in sent)
+
+
+async def test_a_speculative_first_clause_the_gate_changes_is_dropped_for_the_replys_own() -> None:
+    tts, sent = RecordingTts(800), list[ReplyAudio]()
+    speaker = Speaker(tts, sent.append, "s", lambda: "en-IN")
+    raw = LINE.replace("fresh", "*fresh*")  # the brain's words; the gate takes the markup out
+
+    async def taken(sp: Speaker) -> None:
+        await _gated_reply(sp, raw)
+
+    await _preview_then(speaker, [raw], taken)
+    assert tts.said[:2] == [FIRST.replace("fresh", "*fresh*") + ",", FIRST + ","]  # the preview, then the reply's
+    assert next(e.text for e in sent if e.chunk == 0 and e.text) == FIRST + ";"
+    assert speaker.ahead == 1 and not any("*" in e.text for e in sent)
+
+
 async def test_a_filler_goes_only_before_the_replys_first_audio_and_once_a_turn() -> None:
     tts, sent = RecordingTts(800), list[ReplyAudio]()
     clock = [100.0]

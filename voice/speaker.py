@@ -30,6 +30,14 @@ spoken from that audio if its words are those (with any clause mark, `;` and `:`
 comma); otherwise the early synthesis is cancelled and the piece is asked as usual. Nothing is
 sent before the piece is cut, so nothing is heard that the reply lacks.
 
+Earlier still, a speculative brain call (session/speculation.py) shows the speaker the words it
+streams while the learner's turn is not yet taken (`prepare`): the first piece of those words is
+synthesized ahead in the same way, and kept, unsent, until the reply's own first piece is cut. It
+is spoken only if the reply (the turn taken, its words through the session's gate) has that same
+first piece; a speculation cancelled (`forget`), a barge-in or other words drop it unheard. So
+when the end-of-turn wait is longer than the brain's first clause (a beginner, a thinking pause)
+the first audio does not wait for the voice's first byte after the turn is taken.
+
 The player's speaker is told when each of the learner's spoken turns ended (`turn_ended`); the
 first reply begun after it answers it, and that reply's first piece of audio carries `timings`: the
 speech service's time to its first byte and the time since the turn ended (docs/voice.md,
@@ -98,6 +106,7 @@ class _Ahead:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     first_byte: float | None = None
     failed: SpeechServiceError | None = None
+    preview: bool = False  # from a speculative call's words, its turn not yet taken (`Speaker.prepare`)
 
     def fits(self, item: _Sentence) -> bool:
         if item.gen != self.gen or item.turn != self.turn or item.index != 0:
@@ -202,6 +211,29 @@ class Speaker:
             self._streaming = False
             self._stopped_turn = None
 
+    def prepare(self, turn: int, text: str) -> None:
+        """A speculative brain call's words so far (`text`, as the brain streams them) for reply `turn`,
+        whose turn is not taken yet: have the voice synthesize their first piece now. Nothing is sent:
+        the audio waits for the reply's own first piece, and is spoken only if that is the same words."""
+        tg = self._tg
+        if not self.by_sentence or tg is None or turn in (self._turn, self._stopped_turn) or self._ahead is not None:
+            return  # a reply of that turn has begun, or another piece is being synthesized ahead
+        pieces = SentenceSplitter(FIRST_CLAUSE_WORDS).feed(text)
+        if not pieces:
+            return  # the first piece's words are not complete yet
+        piece = pieces[0]
+        clause = piece[-1] in _CLAUSE_MARKS
+        words = piece[:-1].rstrip() if clause else piece
+        if not words:
+            return
+        self._start_ahead(tg, turn, words, clause, preview=True)
+
+    def forget(self, turn: int) -> None:
+        """The speculative call for reply `turn` was cancelled: drop what `prepare` asked for, unheard."""
+        ahead = self._ahead
+        if ahead is not None and ahead.preview and ahead.turn == turn and self._turn != turn:
+            self._drop_ahead()
+
     def stop(self, turn: int | None = None) -> None:
         """Barge-in: nothing more of the reply to `turn` (or of any reply) is spoken."""
         if turn is not None and self._turn is not None and turn != self._turn:
@@ -248,15 +280,23 @@ class Speaker:
         splitter waits only for its mark or its stop's space (see the module's docstring)."""
         pending = self._splitter.pending.strip()
         tg, turn = self._tg, self._turn
-        if tg is None or turn is None or self._ahead is not None or not pending:
+        if tg is None or turn is None or not pending:
             return
         stop = bool(_STOP.search(pending))
         if not stop and (len(pending.split()) < FIRST_CLAUSE_WORDS or not pending[-1].isalnum()):
             return
-        text = pending if stop else pending + ","
+        ahead = self._ahead
+        if ahead is not None:
+            if not ahead.preview or ahead.words == pending:
+                return  # asked already (or by the speculative call, for these words)
+            self._drop_ahead()  # the speculative call's words were not the reply's: ask for the reply's
+        self._start_ahead(tg, turn, pending, not stop)
+
+    def _start_ahead(self, tg: TaskGroup, turn: int, words: str, clause: bool, *, preview: bool = False) -> None:
+        text = words + "," if clause else words
         send, receive = anyio.create_memory_object_stream[bytes](math.inf)  # one piece's audio
-        ahead = _Ahead(self._gen, turn, pending, not stop, self.lipsync.voicing(text, self._language()),
-                       time.perf_counter(), receive)
+        ahead = _Ahead(self._gen, turn, words, clause, self.lipsync.voicing(text, self._language()),
+                       time.perf_counter(), receive, preview=preview)
         self._ahead = ahead
         tg.start_soon(self._fetch_ahead, ahead, send)
 
@@ -291,7 +331,9 @@ class Speaker:
         return None
 
     def _new_reply(self, turn: int) -> None:
-        self._drop_ahead()
+        ahead = self._ahead
+        if ahead is None or not ahead.preview or ahead.turn != turn or ahead.gen != self._gen:
+            self._drop_ahead()  # (a speculative call's first piece for this reply is kept, to be checked)
         if self._ended is not None:  # the first reply begun since a spoken turn ended answers it
             self._timed, self._ended = (turn, *self._ended), None
         self._turn = turn
