@@ -174,6 +174,13 @@ async def test_a_revealed_hint_comes_back_is_recalled_across_scripts_and_is_resc
     [row] = await store.read(ITEM, learner_id=who, key="greet")
     assert row["key"] == "greet" and row["reps"] == 2 and row["due"] == pytest.approx(T2 + 2 * DAY)
     assert row["reviews"] == [[first["session_id"], "again", None], [second["session_id"], "good", True]]
+    # A new session reads only the items due (issue #33), and they are the items that say they are due.
+    everything = await store.items(who)
+    for at in (T2, T2 + 2 * DAY, T2 + 400 * DAY):
+        due = await store.due_items(who, "jaipur-bazaar", at)
+        assert due == [i for i in everything if i.scenario == "jaipur-bazaar" and i.due <= at]
+    assert len(due) == len(everything) > 0  # a year on, every item is due
+    assert await store.due_items(who, "no-such-scenario", T2 + 400 * DAY) == []
 
     # Erasure takes the items with the learner.
     assert (await api(served, "DELETE", f"/api/learners/{who}")).status_code == 200

@@ -7,9 +7,10 @@ from __future__ import annotations
 import gc
 from types import FunctionType, ModuleType
 
+import anyio
 import pytest
 from fsrs import Card, Rating, State
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brain.delimiters import PRACTICE_BLOCK, close_line, open_line
@@ -20,7 +21,7 @@ from schemas.enums import LanguageCode, Level, Outcome, Stage
 from schemas.learner import LearnerRecall, SessionFigures
 from schemas.policy import mood_for
 from schemas.review import Evidence, Practice, PracticeTarget, ReviewItem
-from schemas.scenario import load_scenario
+from schemas.scenario import available_scenarios, load_scenario
 from server.learners.profile import fold, progress_point
 from server.learners.reviews import (
     HISTORY_KEPT,
@@ -254,3 +255,32 @@ def test_a_remembered_schedule_is_the_one_the_scheduler_gives(item: ReviewItem, 
         int(expected.state), expected.step, expected.stability, expected.difficulty, expected.due.timestamp())
     again = _review(item, rating, at, "s9", None)  # type: ignore[arg-type]  # now from the memo
     assert (again.stability, again.difficulty, again.due) == (reviewed.stability, reviewed.difficulty, reviewed.due)
+
+
+_SLIP = Evidence(source="slip", key="lowball", turn=1)
+_GREET = Evidence(source="hint", key="greet", turn=1, text="Namaste bhaiya", english="Hello, brother")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(available_scenarios()), st.floats(0, 30 * DAY),
+                          st.sets(st.sampled_from([HINT, _SLIP, _GREET]))), min_size=1, max_size=8),
+       st.lists(st.floats(0, 60 * DAY), min_size=1, max_size=4))
+def test_the_memory_stores_due_items_are_the_items_due_however_sessions_moved_them(
+        sessions: list[tuple[str, float, set[Evidence]]], looks: list[float]) -> None:
+    """A new session's practice reads only the items due (issue #33): the store's schedule beside the
+    bytes must say what the items themselves say, after every session that made or moved one."""
+
+    async def check() -> None:
+        store = MemoryLearnerStore()
+        for n, (scenario, offset, evidence) in enumerate(sessions):
+            ended = figures(f"s{n}", T0 + offset, evidence=tuple(sorted(evidence, key=lambda e: e.key)))
+            await store.record(ended.model_copy(update={"scenario": scenario}))
+            items = await store.items("asha")
+            for scene in available_scenarios():
+                for look in looks:
+                    at = T0 + look
+                    got = sorted(await store.due_items("asha", scene, at), key=lambda i: i.item_id)
+                    assert got == [i for i in items if i.scenario == scene and i.due <= at]
+        assert await store.erase("asha") and await store.due_items("asha", sessions[0][0], T0 + 99 * DAY) == []
+
+    anyio.run(check)

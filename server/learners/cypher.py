@@ -25,6 +25,7 @@ from typing import LiteralString
 __all__ = [
     "DELETE_LEARNER",
     "DELETE_LEARNER_SESSIONS",
+    "GET_DUE_ITEMS",
     "GET_ITEMS",
     "GET_PROFILE",
     "LEARNER_SCHEMA",
@@ -131,6 +132,14 @@ RETURN count(DISTINCT l) AS learners, count(DISTINCT s) AS sessions
 # A learner's review items, by the Learner's constraint then REVIEWS.
 GET_ITEMS: LiteralString = """
 MATCH (:Learner {learner_id: $learner_id})-[:REVIEWS]->(i:ReviewItem)
+RETURN i.record AS record ORDER BY i.item_id
+"""
+
+# The items of one scenario due by `$at`: what a new session practises (`reviews.due` orders and caps
+# them), read without the rest of the learner's items.
+GET_DUE_ITEMS: LiteralString = """
+MATCH (:Learner {learner_id: $learner_id})-[:REVIEWS]->(i:ReviewItem)
+WHERE i.scenario = $scenario AND i.due <= $at
 RETURN i.record AS record ORDER BY i.item_id
 """
 

@@ -25,6 +25,7 @@ from server.graphdb import GraphDriver
 from server.learners.cypher import (
     DELETE_LEARNER,
     DELETE_LEARNER_SESSIONS,
+    GET_DUE_ITEMS,
     GET_ITEMS,
     GET_PROFILE,
     LEARNER_SCHEMA,
@@ -158,6 +159,10 @@ class Neo4jLearnerStore:
 
     async def items(self, learner_id: str) -> list[ReviewItem]:
         rows = await self.read(GET_ITEMS, learner_id=learner_id)
+        return [ReviewItem.model_validate_json(row["record"]) for row in rows]
+
+    async def due_items(self, learner_id: str, scenario: str, at: float) -> list[ReviewItem]:
+        rows = await self.read(GET_DUE_ITEMS, learner_id=learner_id, scenario=scenario, at=at)
         return [ReviewItem.model_validate_json(row["record"]) for row in rows]
 
     async def progress(self, learner_id: str) -> list[ProgressPoint]:

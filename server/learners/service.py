@@ -189,17 +189,18 @@ class Learners:
     async def practice(self, learner_id: str, scenario: str) -> tuple[PracticeTarget, ...]:
         """The learner's review items of `scenario` due now, as targets; none when the store does
         not answer in time (the session plays on without them)."""
+        at = self.registry.clock() + self.due_ahead_s
         try:
             if self.store.immediate:
-                items = await self.store.items(learner_id)  # no I/O: no time limit (a cancel scope) to keep
+                items = await self.store.due_items(learner_id, scenario, at)  # no I/O: no time limit to keep
             else:
                 with anyio.fail_after(self.timeout_s):
-                    items = await self.store.items(learner_id)
+                    items = await self.store.due_items(learner_id, scenario, at)
         except (LearnerStoreUnavailable, TimeoutError) as exc:
             log.warning("review items unavailable: the session starts without them",
                         extra={"error": str(exc)[:200]})
             return ()
-        return tuple(item.target() for item in due(items, scenario, self.registry.clock() + self.due_ahead_s))
+        return tuple(item.target() for item in due(items, scenario, at))
 
     @staticmethod
     def default_level(profile: LearnerProfile | None) -> Level:

@@ -25,8 +25,9 @@ is kept: it is all that `progress` reads of it.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Mapping
-from typing import Protocol
+from typing import Protocol, cast
 
 from schemas.learner import LearnerProfile, LearnerRow, ProgressPoint, SessionFigures
 from schemas.review import ReviewItem
@@ -60,6 +61,11 @@ class LearnerStore(Protocol):
 
     async def items(self, learner_id: str) -> list[ReviewItem]:
         """The learner's review items with their FSRS state and history (docs/learning.md)."""
+        ...
+
+    async def due_items(self, learner_id: str, scenario: str, at: float) -> list[ReviewItem]:
+        """The learner's items of `scenario` due by `at`, in any order: the few a new session
+        practises (`reviews.due` orders and caps them), without reading the rest."""
         ...
 
     async def learners(self) -> list[LearnerRow]:
@@ -103,6 +109,14 @@ class _Items(Mapping[str, ReviewItem]):
         return len(self._packed)
 
 
+def _columns(flat: tuple[str | float, ...]) -> tuple[tuple[str, ...], Iterator[tuple[str, float]]]:
+    """A learner's schedule (`MemoryLearnerStore._schedule`) as its ids and, in step, each one's
+    scenario and due time."""
+    n = len(flat) // 3
+    return (cast(tuple[str, ...], flat[:n]),
+            zip(cast(tuple[str, ...], flat[n:2 * n]), cast(tuple[float, ...], flat[2 * n:]), strict=True))
+
+
 class MemoryLearnerStore:
     """Profiles in this process's memory, packed (see the module). Nothing survives a restart;
     /health says so."""
@@ -117,6 +131,12 @@ class MemoryLearnerStore:
         # tuple of bytes (of tuples, the collector stops tracking the outer one a pass later).
         self._sessions: dict[str, tuple[bytes, ...]] = {}
         self._items: dict[str, dict[str, bytes]] = {}
+        # Per learner, each item's id, then each one's scenario, then each one's due time, in one
+        # flat tuple: a new session's practice inflates only the items due, not every item the
+        # learner has (issue #33: reading them all was most of the store's cost at each session's
+        # start). A tuple of atoms, which the collector stops tracking at its first pass (nested
+        # tuples would take a pass each); the ids are the dict's own keys, the scenarios interned.
+        self._schedule: dict[str, tuple[str | float, ...]] = {}
 
     async def get(self, learner_id: str) -> LearnerProfile | None:
         packed = self._profiles.get(learner_id)
@@ -130,8 +150,23 @@ class MemoryLearnerStore:
             self._profiles[learner] = pack(profile)
             self._sessions[learner] = (*self._sessions.get(learner, ()), pack(progress_point(figures)))
             items = self._items.setdefault(learner, {})
-            items.update((item.item_id, pack(item)) for item in items_after(_Items(items), figures))
+            changed = items_after(_Items(items), figures)
+            items.update((item.item_id, pack(item)) for item in changed)
+            if changed:
+                self._reschedule(learner, changed)
         return profile
+
+    def _reschedule(self, learner: str, changed: list[ReviewItem]) -> None:
+        when = dict(zip(*_columns(self._schedule.get(learner, ())), strict=True))
+        when.update((item.item_id, (sys.intern(item.scenario), item.due)) for item in changed)
+        keys = tuple(self._items[learner])  # the dict's own key strings, not the models' equal copies
+        self._schedule[learner] = (*keys, *(when[k][0] for k in keys), *(when[k][1] for k in keys))
+
+    async def due_items(self, learner_id: str, scenario: str, at: float) -> list[ReviewItem]:
+        ids, when = _columns(self._schedule.get(learner_id, ()))
+        packed = self._items.get(learner_id, {})
+        return [unpack(packed[iid], ReviewItem) for iid, (sc, due) in zip(ids, when, strict=True)
+                if sc == scenario and due <= at]
 
     async def items(self, learner_id: str) -> list[ReviewItem]:
         packed = self._items.get(learner_id, {})
@@ -156,6 +191,7 @@ class MemoryLearnerStore:
     async def erase(self, learner_id: str) -> bool:
         self._sessions.pop(learner_id, None)
         self._items.pop(learner_id, None)
+        self._schedule.pop(learner_id, None)
         return self._profiles.pop(learner_id, None) is not None
 
     def statistics(self) -> dict[str, object]:
