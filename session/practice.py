@@ -35,6 +35,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import NamedTuple
 
 from schemas.enums import OfferAssessment
@@ -72,9 +73,18 @@ def _strip_latin_marks(text: str) -> str:
     return unicodedata.normalize("NFC", "".join(out))
 
 
+@lru_cache(maxsize=4096)
 def words(text: str) -> tuple[str, ...]:
-    """The words of `text`, normalised (rule 1)."""
+    """The words of `text`, normalised (rule 1). Kept for the last 4,096 texts: the same pack
+    phrases, item names and hints are read at every judged line and every ended session, and the
+    two Unicode normalisations are most of the cost (issue #33)."""
     return tuple(_WORD.findall(_strip_latin_marks(text).lower()))
+
+
+@lru_cache(maxsize=64)
+def _dropped(drop: tuple[str, ...]) -> frozenset[str]:
+    """The words of the phrases `cue_words` leaves out: the same pack's names every call."""
+    return frozenset(w for phrase in drop for w in words(phrase))
 
 
 def typo_bound(word: str) -> int:
@@ -128,7 +138,7 @@ def produced(cues: Sequence[str], text: str, *, any_one: bool = False) -> bool:
 def cue_words(text: str, drop: Iterable[str] = ()) -> tuple[str, ...]:
     """A phrase's content words: its words less grammar particles, numbers and `drop` (the pack's
     item names: the item changes from session to session, the phrase does not), one per sound."""
-    dropped = {w for phrase in drop for w in words(phrase)}
+    dropped = _dropped(tuple(drop))
     out: list[str] = []
     keys: set[str] = set()
     for word in words(text):
