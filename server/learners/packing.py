@@ -4,12 +4,15 @@ A new learner of five turns leaves a profile, a progress point and some seven re
 6.5 KB of JSON (issue #33, docs/performance.md). Most of it is what every value of a kind repeats:
 the field names, the scenario, the level, the shape of an evidence or a review. Deflate cannot
 find those in one value of 400-800 bytes, but it finds them in a preset dictionary that holds one
-value of each kind, so the same learner keeps about 1.3 KB (`DICTIONARY` below).
+value of each kind, so the same learner keeps about 1.3-1.5 KB (`DICTIONARY` below).
 
 The parameters were measured on the life run's learners (2026-11-27): a 4 KiB window (wbits 12)
 holds the whole dictionary and a value; memory level 4 makes a deflate state small, so starting
 one, which dominates the cost of a value this small, takes some 10 us rather than the 30-40 us of
-zlib's defaults, for the same size. A value is inflated in 2-5 us. The bytes never
+zlib's defaults, for the same size. Level 1, not 6: under the rule run's load (2026-11-27, py-spy)
+deflating was 8 % of the server's samples, since a returning learner's items carry up to 32
+reviews each; level 1 deflates a value of 2.4 KB in 14 us against 27 (level 6), and keeps about
+13 % more (656 bytes against 524 for a new learner's). A value is inflated in 2-5 us. The bytes never
 leave the process, so the dictionary may change with the code: nothing packed by one build is
 read by another.
 """
@@ -27,7 +30,7 @@ _Model = TypeVar("_Model", bound=BaseModel)
 
 WBITS = 12  # a 4 KiB window: the dictionary and one value
 MEM_LEVEL = 4
-LEVEL = 6
+LEVEL = 1
 
 # One value of each kind the store packs, as pydantic writes them (tests/test_learner_packing.py
 # holds each to its model, so a renamed field is noticed): what deflate finds again in a new value.
