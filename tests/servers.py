@@ -286,11 +286,12 @@ async def accepting_app(scope: Any, receive: Any, send: Any) -> None:
 
 
 @contextlib.asynccontextmanager
-async def bare_uvicorn(**config: Any) -> AsyncIterator[int]:
-    """uvicorn itself serving `accepting_app` on a loopback port (yielded) with `config`; stopped after."""
+async def bare_uvicorn(app: Any = accepting_app, **config: Any) -> AsyncIterator[int]:
+    """uvicorn itself serving `app` (`accepting_app` unless given) on a loopback port (yielded) with
+    `config`; stopped after."""
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(accepting_app, host="127.0.0.1", port=0, log_config=None,
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None,
                                            lifespan="off", **config))
     task = asyncio.create_task(server.serve())
     try:

@@ -316,6 +316,16 @@ def test_the_preview_is_the_request_the_turn_makes(words: list[str], stage: Stag
         assert same_request(ahead.model_copy(update={"transcript": text.upper() + "  "}), request)
 
 
+async def open_mic(c: Any, stream: bytes) -> None:
+    """After the welcome, open the microphone and stream `stream` in 200 ms chunks, twice as fast as spoken."""
+    await c.until("welcome")
+    await c.send({"type": "audio", "id": "mic", "event": "open", "format": "pcm16"})
+    for at in range(0, len(stream), 6400):
+        await c.send({"type": "audio", "id": "mic", "event": "chunk",
+                      "data": base64.b64encode(stream[at:at + 6400]).decode()})
+        await anyio.sleep(0.1)
+
+
 @pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="needs espeak-ng to speak the learner's lines")
 async def test_over_the_socket_a_replaced_speculation_is_never_heard_nor_shown(openai_fake: FakeOpenAI) -> None:
     """An open microphone, a pause, more words: the first pause's speculation is replaced by the
@@ -339,12 +349,7 @@ async def test_over_the_socket_a_replaced_speculation_is_never_heard_nor_shown(o
                                                 MIRROR="none", OPENAI_BASE_URL=openai_fake.base_url)) as served:
         created = await create(served)
         async with client(served.ws_url(created["session_id"], created["player_token"]) + "&voice=1") as c:
-            await c.until("welcome")
-            await c.send({"type": "audio", "id": "mic", "event": "open", "format": "pcm16"})
-            for at in range(0, len(stream), 6400):  # 200 ms chunks, twice as fast as spoken
-                await c.send({"type": "audio", "id": "mic", "event": "chunk",
-                              "data": base64.b64encode(stream[at:at + 6400]).decode()})
-                await anyio.sleep(0.1)
+            await open_mic(c, stream)
             answer = await c.until("reply", in_reply_to="mic.1", wait=20)
             await c.until("reply.audio", final=True, wait=20)
             partials = [f["text"] for f in c.seen if f["type"] == "speech.partial"]
@@ -379,12 +384,7 @@ async def test_over_the_socket_a_thinking_waits_first_clause_is_synthesized_duri
                                                 MIRROR="none", OPENAI_BASE_URL=openai_fake.base_url)) as served:
         created = await create(served)
         async with client(served.ws_url(created["session_id"], created["player_token"]) + "&voice=1") as c:
-            await c.until("welcome")
-            await c.send({"type": "audio", "id": "mic", "event": "open", "format": "pcm16"})
-            for at in range(0, len(stream), 6400):  # 200 ms chunks, twice as fast as spoken
-                await c.send({"type": "audio", "id": "mic", "event": "chunk",
-                              "data": base64.b64encode(stream[at:at + 6400]).decode()})
-                await anyio.sleep(0.1)
+            await open_mic(c, stream)
             speech = await c.until("speech", wait=20)
             first = await c.until("reply.audio", wait=20, sentence=0)
     assert speech["end_of_turn_ms"] > 2000  # a thinking pause's wait

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import json
 import weakref
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -297,22 +295,6 @@ async def _writing_app(scope: Any, receive: Any, send: Any) -> None:
     await receive()  # until the client closes
 
 
-@contextlib.asynccontextmanager
-async def _serving(app: Any) -> AsyncIterator[int]:
-    import uvicorn
-
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, lifespan="off",
-                                           ws=protocol_class("auto")))
-    task = asyncio.create_task(server.serve())
-    try:
-        while not server.started:  # noqa: ASYNC110 (uvicorn sets a flag, not an event)
-            await asyncio.sleep(0.01)
-        yield server.servers[0].sockets[0].getsockname()[1]
-    finally:
-        server.should_exit = True
-        await task
-
-
 @pytest.mark.parametrize("compression", [None, "deflate"])
 async def test_frames_written_straight_to_the_transport_arrive_whole_and_in_order(compression: str | None) -> None:
     """Several frames written in one callback leave in one corked write, and the client still reads
@@ -320,7 +302,7 @@ async def test_frames_written_straight_to_the_transport_arrive_whole_and_in_orde
     frames must be compressed, so every one goes through uvicorn's `send` instead."""
     import websockets
 
-    async with _serving(_writing_app) as port:
+    async with bare_uvicorn(_writing_app, ws=protocol_class("auto")) as port:
         async with websockets.connect(f"ws://127.0.0.1:{port}/", compression=compression, max_size=None) as ws:
             got = [await asyncio.wait_for(ws.recv(), 10) for _ in _PAYLOADS]
             told = json.loads(await asyncio.wait_for(ws.recv(), 10))
