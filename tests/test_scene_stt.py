@@ -79,6 +79,19 @@ def test_a_spoken_price_is_read_back_by_the_offer_reader(n: int, joined: bool) -
     assert reading is not None and reading.price == n
 
 
+def test_a_passs_evidence_is_its_posterior_language_model_score_and_least_rate() -> None:
+    """Issue #34: the confidence reads the scene pass's mean posterior, its language-model score per
+    word and the least frames per phone over its words (a squeezed word is an inserted one)."""
+    from voice.scene_stt import _evidence, _log_units
+
+    words = [("okay", 0.9, 10, 29, -100.0), ("done(2)", 0.5, 30, 35, -300.0)]  # 20 frames, then 6
+    evidence = _evidence(words, [4, 3])
+    assert (evidence.words, evidence.lm_score, evidence.frames_per_phone) == (2, -200.0, 2.0)
+    assert math.isclose(evidence.mean_posterior, 0.7) and evidence.min_posterior == 0.5
+    assert _evidence([], []).words == 0
+    assert math.isclose(_log_units(1.0001 ** -160), -160.0, abs_tol=1e-6)
+
+
 def test_the_moment_weighs_the_item_in_hand_and_the_quotes_neighbourhood() -> None:
     pack = load_scenario("jaipur-bazaar")
     plain = dict((" ".join(w), c) for w, c in scene_sentences(pack))
