@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.speech_set import Judged, Line, Tally, Variant, group_of, judge, load_labels, render, variants
-from voice.confidence import THRESHOLD, Calibration, Evidence, curve, fit
+from voice.confidence import POSTERIOR_FEATURES, SCENE_FEATURES, THRESHOLD, Calibration, Evidence, curve, fit
 from voice.stt import SceneContext
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,7 +89,10 @@ def figures(name: str, records: list[Record], threshold: float,
             "calibration_curve": curve(points)}
 
 
-def cross_fit(records: list[Record], folds: int = 2) -> dict[str, Any]:
+FEATURES = {"scene": SCENE_FEATURES, "general": POSTERIOR_FEATURES}  # each recogniser's evidence
+
+
+def cross_fit(records: list[Record], features: tuple[str, ...], folds: int = 2) -> dict[str, Any]:
     """The refitted confidence judged out of sample: fit on all lines but one fold, score that fold."""
     english = [r for r in records if r.line.language == "en" and r.evidence is not None]
     ids = sorted({r.line.id for r in english})
@@ -98,7 +101,7 @@ def cross_fit(records: list[Record], folds: int = 2) -> dict[str, Any]:
     clean: list[tuple[float, bool]] = []
     for k in range(folds):
         out = set(ids[k::folds])
-        model = fit([(r.evidence, r.judged.right) for r in english if r.line.id not in out and r.evidence])
+        model = fit([(r.evidence, r.judged.right) for r in english if r.line.id not in out and r.evidence], features)
         for r in english:
             if r.line.id in out and r.evidence is not None:
                 held.append(r)
@@ -150,17 +153,20 @@ def main() -> None:
         report["scene_prepare_cpu_s"] = round(prepare_cpu, 2)
     if args.fit:
         for name, got in kept.items():
-            fitted = fit([(r.evidence, r.judged.right) for r in got if r.evidence and r.line.language == "en"])
-            report.setdefault("fitted", {})[name] = {"weights": fitted.weights, "knot": fitted.knot}
+            fitted = fit([(r.evidence, r.judged.right) for r in got if r.evidence and r.line.language == "en"],
+                         FEATURES[name])
+            report.setdefault("fitted", {})[name] = {"weights": fitted.weights, "knot": fitted.knot,
+                                                     "features": fitted.features}
             results.append(figures(f"{name}, refitted confidence (in sample)", got, THRESHOLD, fitted))
-            report.setdefault("cross_fit", {})[name] = cross_fit(got)
+            report.setdefault("cross_fit", {})[name] = cross_fit(got, FEATURES[name])
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     # Each clip's evidence and verdict, to refit the confidence without decoding again (issue #34).
     for name, got in kept.items():
         where = Path(args.out).with_suffix(".records.json" if name == "scene" else f".{name}.records.json")
         where.write_text(json.dumps(
             [{"id": r.line.id, "variant": r.variant.tag, "language": r.line.language, "right": r.judged.right,
-              "evidence": list(r.evidence.vector()) if r.evidence else None,
+              "evidence": dict(zip(FEATURES[name], r.evidence.vector(FEATURES[name]), strict=True))
+              if r.evidence else None,
               "words": r.evidence.words if r.evidence else 0, "confidence": r.confidence} for r in got]) + "\n",
             "utf-8")
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n", "utf-8")

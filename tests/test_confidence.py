@@ -11,12 +11,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from voice.confidence import (
+    CALIBRATION,
+    SCENE_FEATURES,
     THRESHOLD,
     WHISPER_FAILED_CAP,
     WRONG_ACCEPTED,
     WRONG_AMONG_ACCEPTED,
     Calibration,
     Evidence,
+    fit,
     knot_for,
     whisper_confidence,
 )
@@ -74,3 +77,32 @@ def test_whisper_confidence_is_a_probability(segments: list[tuple[float, float, 
     assert confidence is not None and 0.0 <= confidence <= 1.0
     if any(c > 2.4 for _, _, c in segments):  # a failed segment weighs the mean down
         assert confidence <= (WHISPER_FAILED_CAP + len(segments) - 1) / len(segments) + 0.0005  # rounded
+
+
+def test_the_scene_models_confidence_reads_only_its_own_evidence() -> None:
+    """The scene model combines its posterior, language-model score and speaking rate; the free pass's
+    agreement and the least posterior (the general model's evidence) do not move it."""
+    heard = Evidence(0.9, 0.9, 1.0, 4, lm_score=-150.0, frames_per_phone=6.0)
+    other = Evidence(0.9, 0.1, 0.0, 4, lm_score=-150.0, frames_per_phone=6.0)
+    assert CALIBRATION.features == SCENE_FEATURES
+    assert CALIBRATION.confidence(heard) == CALIBRATION.confidence(other)
+    # each of its features raises the confidence: a likelier sentence, a slower word, a surer one
+    assert CALIBRATION.raw(Evidence(0.9, 0.9, 1.0, 4, -100.0, 6.0)) > CALIBRATION.raw(heard)
+    assert CALIBRATION.raw(Evidence(0.9, 0.9, 1.0, 4, -150.0, 8.0)) > CALIBRATION.raw(heard)
+    assert CALIBRATION.raw(Evidence(0.95, 0.9, 1.0, 4, -150.0, 6.0)) > CALIBRATION.raw(heard)
+    assert CALIBRATION.confidence(Evidence(0.0, 0.0, 1.0, 0)) == 0.0  # nothing heard
+
+
+@given(st.lists(st.tuples(st.integers(-300, -20), st.integers(2, 12), st.booleans()), min_size=4, max_size=40))
+def test_the_fit_gives_weights_on_the_features_own_scale(rows: list[tuple[int, int, bool]]) -> None:
+    """Fitted on standardised features, the weights come back on each feature's own scale: a feature
+    that separates right from wrong is weighed by its sign, and a constant one carries nothing."""
+    samples = [(Evidence(0.8, 0.8, 1.0, 3, float(lm), float(fpp)), ok) for lm, fpp, ok in rows]
+    samples += [(Evidence(0.8, 0.8, 1.0, 3, -20.0, 5.0), True), (Evidence(0.8, 0.8, 1.0, 3, -300.0, 5.0), False)]
+    model = fit(samples, ("lm_score", "mean_posterior"), steps=300)
+    assert model.features == ("lm_score", "mean_posterior")
+    assert model.weights[2] == 0.0  # every mean posterior is 0.8
+    right = [model.raw(e) for e, ok in samples if ok]
+    wrong = [model.raw(e) for e, ok in samples if not ok]
+    if all(e.lm_score > w.lm_score for e, ok in samples if ok for w, bad in samples if not bad):
+        assert min(right) > max(wrong)  # separable by the score: the fit ranks by it

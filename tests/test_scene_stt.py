@@ -27,7 +27,7 @@ from tests.servers import running_server
 from tests.speech_set import LABELS, Line, Tally, Variant, judge, labels, load_labels, render, variants
 from tests.voice_support import unity_wav
 from voice.arpa import BOS, EOS, _score, build_arpa, read_arpa
-from voice.confidence import THRESHOLD, WRONG_AMONG_ACCEPTED, agreement, edit_distance
+from voice.confidence import THRESHOLD, WRONG_AMONG_ACCEPTED
 from voice.g2p import CMU_PHONES, ipa_to_cmu
 from voice.numerals import spoken_number
 from voice.scene_corpus import scene_sentences, vocabulary
@@ -35,8 +35,9 @@ from voice.scene_corpus import words as words_of
 from voice.stt import SceneContext
 
 WORDS = st.sampled_from(["a", "b", "c", "d", "e"])
-SCENE_EVERY, GENERAL_EVERY = 10, 19  # clean English clips: 19 through the scene model, 10 through the general one
-SCENE_FALSE_REPEAT = 0.3  # on all 190 clean clips: 24.5 % (docs/voice.md); on this sample 3 of 15
+# Clean English clips: 48 through the scene model (a quarter of them: on every 10th, 19 clips, one
+# line heard right and asked again moves the figure by 6 points), 10 through the general one.
+SCENE_EVERY, GENERAL_EVERY = 4, 19
 
 
 # ---------------------------------------------------------------------------- pure parts
@@ -78,12 +79,17 @@ def test_a_spoken_price_is_read_back_by_the_offer_reader(n: int, joined: bool) -
     assert reading is not None and reading.price == n
 
 
-@given(st.lists(WORDS, max_size=6), st.lists(WORDS, max_size=6))
-def test_agreement_is_one_less_the_normalised_edit_distance(a: list[str], b: list[str]) -> None:
-    assert 0.0 <= agreement(a, b) <= 1.0
-    assert agreement(a, b) == agreement(b, a)
-    assert (agreement(a, b) == 1.0) == (a == b)
-    assert edit_distance(a, b) <= max(len(a), len(b))
+def test_a_passs_evidence_is_its_posterior_language_model_score_and_least_rate() -> None:
+    """Issue #34: the confidence reads the scene pass's mean posterior, its language-model score per
+    word and the least frames per phone over its words (a squeezed word is an inserted one)."""
+    from voice.scene_stt import _evidence, _log_units
+
+    words = [("okay", 0.9, 10, 29, -100.0), ("done(2)", 0.5, 30, 35, -300.0)]  # 20 frames, then 6
+    evidence = _evidence(words, [4, 3])
+    assert (evidence.words, evidence.lm_score, evidence.frames_per_phone) == (2, -200.0, 2.0)
+    assert math.isclose(evidence.mean_posterior, 0.7) and evidence.min_posterior == 0.5
+    assert _evidence([], []).words == 0
+    assert math.isclose(_log_units(1.0001 ** -160), -160.0, abs_tol=1e-6)
 
 
 def test_the_moment_weighs_the_item_in_hand_and_the_quotes_neighbourhood() -> None:
@@ -242,18 +248,12 @@ def clear(scene: object) -> dict[str, float | int | None]:
 @pytest.mark.slow
 def test_clear_speech_through_the_scene_model_is_seldom_asked_again(clear: dict[str, float | int | None]) -> None:
     """What passes the threshold is right (the meaning every backend's calibration shares), and a
-    line heard right is seldom asked again."""
+    line heard right is seldom asked again: issue #34's target, at most 10 % of clear lines heard
+    right get "please repeat" (on all 190 clean clips 6.1 %; docs/voice.md)."""
     figures = clear
     wrong, repeat = figures["wrong_among_accepted"], figures["false_repeat"]
     assert wrong is not None and wrong <= WRONG_AMONG_ACCEPTED, figures
-    assert repeat is not None and repeat <= SCENE_FALSE_REPEAT, figures
-
-
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="issue #34's 10 % is not met with issue #41's 3 % margin (docs/voice.md)")
-def test_clear_speech_meets_the_issues_false_repeat_target(clear: dict[str, float | int | None]) -> None:
-    repeat = clear["false_repeat"]
-    assert repeat is not None and repeat <= 0.10
+    assert repeat is not None and repeat <= 0.10, figures
 
 
 @pytest.mark.slow

@@ -14,9 +14,10 @@ from the pack's own words, weighted to the moment, and a calibrated confidence.
   microphone's partials) uses the pack's pause model: the scene's sentences and the pack's fillers
   and backchannels where a learner says them, so a thinking learner's text ends on "umm". Final
   transcripts keep the scene model, which fillers would cost words (docs/voice.md).
-- Confidence. A second, free pass over the pack's words in any order; its agreement with the
-  constrained pass and the constrained pass's word posteriors are combined and calibrated
-  (voice/confidence.py).
+- Confidence. The scene pass's word posteriors, its language-model score per word and its least
+  frames per phone, combined and calibrated (voice/confidence.py). The free pass over the pack's
+  words in any order (its agreement with the scene pass) is built but no longer run: with those
+  features in, it made the calibration worse out of sample (docs/voice.md).
 
 One decoder, used by one thread at a time (`_lock`); `transcribe` runs it in a worker thread.
 """
@@ -24,6 +25,7 @@ One decoder, used by one thread at a time (`_lock`); `transcribe` runs it in a w
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import tempfile
 import threading
@@ -37,7 +39,7 @@ import anyio
 
 from schemas.scenario import DEFAULT_SCENARIO, newest_known
 from voice.arpa import build_arpa
-from voice.confidence import CALIBRATION, Calibration, Evidence, agreement
+from voice.confidence import CALIBRATION, Calibration, Evidence
 from voice.errors import SpeechServiceError
 from voice.g2p import dictionary_text, espeak_pronunciations, read_dictionary
 from voice.numerals import spoken_number
@@ -221,9 +223,10 @@ class SceneStt:
 
     # ------------------------------------------------------------------ decoding
 
-    def _pass(self, search: str, pcm: bytes) -> list[tuple[str, float, int, int]]:
-        """One decode of (conditioned) audio with `search`: the words, their posteriors and their
-        first and last frames."""
+    def _pass(self, search: str, pcm: bytes) -> list[tuple[str, float, int, int, float]]:
+        """One decode of (conditioned) audio with `search`: the words as the dictionary has them
+        (`word(2)` for a second pronunciation), their posteriors, first and last frames and
+        language-model scores (in the decoder's log units)."""
         decoder = self._decoder
         decoder.activate_search(search)
         decoder.start_utt()
@@ -232,24 +235,22 @@ class SceneStt:
         if decoder.hyp() is None:
             return []
         # Fillers (<s>, <sil>, [NOISE], [SPEECH], +breath+) are not words.
-        return [(seg.word.split("(")[0], float(seg.prob), seg.start_frame, seg.end_frame) for seg in decoder.seg()
-                if seg.word[:1] not in "<[+"]
+        return [(seg.word, float(seg.prob), seg.start_frame, seg.end_frame, _log_units(seg.lscore))
+                for seg in decoder.seg() if seg.word[:1] not in "<[+"]
 
     def decode(self, pcm: bytes, context: SceneContext | None) -> tuple[Transcription, Evidence]:
         """The transcript and the evidence its confidence comes from (the benchmark's entry)."""
         context = context or SceneContext(DEFAULT_SCENARIO)
         pcm = condition(pcm)
         with self._lock:
-            scene, free = self._moment(context)
+            scene, _ = self._moment(context)
             words = self._pass(scene, pcm)
-            loose = self._pass(free, pcm) if words else []
-        said = [w for w, *_ in words]
-        probs = [min(1.0, max(0.0, p)) for _, p, *_ in words]
-        evidence = Evidence(sum(probs) / len(probs) if probs else 0.0, min(probs, default=0.0),
-                            agreement(said, [w for w, *_ in loose]), len(said))
+            phones = [max(1, len(self._lexicon.get(w, ()))) for w, *_ in words]
+        said = [w.split("(")[0] for w, *_ in words]
+        evidence = _evidence(words, phones)
         edge = int(EDGE_S * 1000)  # the times are the learner's audio's, not the conditioned audio's
         timed = tuple(WordTime(w, max(0, a * FRAME_MS - edge), max(0, (b + 1) * FRAME_MS - edge))
-                      for w, _, a, b in words)
+                      for w, (_, _, a, b, _) in zip(said, words, strict=True))
         return Transcription(" ".join(said), self.calibration.confidence(evidence), self.name, timed), evidence
 
     async def transcribe(self, pcm: bytes, language: str | None,
@@ -266,6 +267,22 @@ class SceneStt:
         """Removes the models' folder when it was a temporary one."""
         if self._scratch is not None:
             self._scratch.cleanup()
+
+
+def _log_units(p: float) -> float:
+    """A probability the binding gives back as a float, in the decoder's log units (base 1.0001)."""
+    return math.log(max(p, 1e-300)) / math.log(1.0001)
+
+
+def _evidence(words: list[tuple[str, float, int, int, float]], phones: list[int]) -> Evidence:
+    """The scene pass's evidence: its posteriors, its language-model score per word and its least
+    frames per phone (`Evidence`)."""
+    if not words:
+        return Evidence(0.0, 0.0, 1.0, 0)
+    probs = [min(1.0, max(0.0, p)) for _, p, *_ in words]
+    return Evidence(sum(probs) / len(probs), min(probs), 1.0, len(words),
+                    sum(lm for *_, lm in words) / len(words),
+                    min((b - a + 1) / n for (_, _, a, b, _), n in zip(words, phones, strict=True)))
 
 
 def _write(path: Path, text: str) -> None:
