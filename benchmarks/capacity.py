@@ -79,6 +79,7 @@ class Step:
     sent: dict[str, tuple[float, float | None]] = field(default_factory=dict)  # marker -> (sent, first delta)
     loop_lag_ms: list[float] = field(default_factory=list)  # how late this generator's own loop woke
     connected: int = 0  # learners whose socket has opened (not decremented when one closes)
+    settled: int = 0  # learners connected, or failed before they could connect: the ramp is over at all
     all_connected_at: float | None = None  # wall clock when the last of them connected
     # (turns, server CPU s, fake CPU s) when the last learner connected: the steady part's start
     steady_from: tuple[int, float, float] | None = None
@@ -175,6 +176,7 @@ def warm_neo4j(fake_url: str, neo4j_uri: str, learners: int) -> None:
 async def learner(client: httpx.AsyncClient, host: str, index: int, step: Step, start_by: float,
                   until: float, think: tuple[float, float]) -> None:
     rng = random.Random(index)
+    opened = False
     await anyio.sleep(rng.uniform(0, start_by))
     try:
         created = (await client.post("/api/sessions", json={})).json()
@@ -182,6 +184,8 @@ async def learner(client: httpx.AsyncClient, host: str, index: int, step: Step, 
         async with websockets.connect(url, max_size=None, open_timeout=30) as ws:
             json.loads(await ws.recv())  # welcome
             step.connected += 1
+            step.settled += 1
+            opened = True
             if step.connected == step.sessions:
                 step.all_connected_at = time.time()
             n = 0
@@ -217,6 +221,8 @@ async def learner(client: httpx.AsyncClient, host: str, index: int, step: Step, 
                     return
     except (OSError, websockets.WebSocketException, httpx.HTTPError, KeyError) as exc:
         step.error(f"socket:{type(exc).__name__}")
+        if not opened:
+            step.settled += 1
 
 
 CpuProbe = Callable[[], Awaitable[tuple[float, float]]]  # (server CPU s, fake CPU s) now
@@ -241,10 +247,11 @@ async def run_step(host: str, sessions: int, duration: float, think: tuple[float
 
 
 async def mark_steady(step: Step, until: float, cpu: CpuProbe) -> None:
-    """Note the turns and both CPU clocks once every learner is connected: CPU per turn over the
-    rest of the step leaves out the ramp (a thousand sessions created and upgraded), whose share
-    of the whole step grows when a busy machine slows the ramp and fewer turns follow it."""
-    while step.all_connected_at is None:
+    """Note the turns and both CPU clocks once every learner is connected (or has failed to): CPU
+    per turn over the rest of the step leaves out the ramp (a thousand sessions created and
+    upgraded), whose share of the whole step grows when a busy machine slows the ramp and fewer
+    turns follow it."""
+    while step.settled < step.sessions:  # a learner that failed to connect does not hold it back
         if time.time() >= until:
             return
         await anyio.sleep(0.05)
