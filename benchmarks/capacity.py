@@ -16,7 +16,11 @@ each (not measured), then the N learners connect (staggered over a few seconds),
   client as a `reply.delta`); p50/p95/p99;
 * errors: error frames, fallback replies, turns with no reply within 30 s, dropped sockets;
 * the server's CPU per turn and its RSS at the end of the step, and the fake model's CPU per turn
-  (so that the fake is shown not to be the bottleneck) and the load generator's own;
+  (so that the fake is shown not to be the bottleneck) and the load generator's own; the ratio of
+  the server's CPU to the fake's (issue #33 judges the LLM turn by it: the fake's work per turn
+  does not change, so the ratio holds on a slower or busier machine), for the whole step and for
+  its steady part, once every learner is connected (`steady_cpu`: without the ramp's session
+  creations, whose share of the step grows when a busy machine slows the ramp);
 * how late the load generator's own event loop wakes (a 50 ms sleep, again and again), with the
   inbound and outbound parts apart: the generator stamps the send and the first delta, so when
   its loop is late by as much as the overhead, the step measures the generator, not the server;
@@ -49,6 +53,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,7 +79,10 @@ class Step:
     sent: dict[str, tuple[float, float | None]] = field(default_factory=dict)  # marker -> (sent, first delta)
     loop_lag_ms: list[float] = field(default_factory=list)  # how late this generator's own loop woke
     connected: int = 0  # learners whose socket has opened (not decremented when one closes)
+    settled: int = 0  # learners connected, or failed before they could connect: the ramp is over at all
     all_connected_at: float | None = None  # wall clock when the last of them connected
+    # (turns, server CPU s, fake CPU s) when the last learner connected: the steady part's start
+    steady_from: tuple[int, float, float] | None = None
 
     def error(self, kind: str) -> None:
         self.errors[kind] = self.errors.get(kind, 0) + 1
@@ -168,6 +176,7 @@ def warm_neo4j(fake_url: str, neo4j_uri: str, learners: int) -> None:
 async def learner(client: httpx.AsyncClient, host: str, index: int, step: Step, start_by: float,
                   until: float, think: tuple[float, float]) -> None:
     rng = random.Random(index)
+    opened = False
     await anyio.sleep(rng.uniform(0, start_by))
     try:
         created = (await client.post("/api/sessions", json={})).json()
@@ -175,6 +184,8 @@ async def learner(client: httpx.AsyncClient, host: str, index: int, step: Step, 
         async with websockets.connect(url, max_size=None, open_timeout=30) as ws:
             json.loads(await ws.recv())  # welcome
             step.connected += 1
+            step.settled += 1
+            opened = True
             if step.connected == step.sessions:
                 step.all_connected_at = time.time()
             n = 0
@@ -210,10 +221,15 @@ async def learner(client: httpx.AsyncClient, host: str, index: int, step: Step, 
                     return
     except (OSError, websockets.WebSocketException, httpx.HTTPError, KeyError) as exc:
         step.error(f"socket:{type(exc).__name__}")
+        if not opened:
+            step.settled += 1
+
+
+CpuProbe = Callable[[], Awaitable[tuple[float, float]]]  # (server CPU s, fake CPU s) now
 
 
 async def run_step(host: str, sessions: int, duration: float, think: tuple[float, float],
-                   ramp: float | None = None) -> Step:
+                   ramp: float | None = None, cpu: CpuProbe | None = None) -> Step:
     step = Step(sessions)
     ramp = max(5.0, sessions / 100) if ramp is None else ramp
     until = time.time() + ramp + duration
@@ -225,7 +241,23 @@ async def run_step(host: str, sessions: int, duration: float, think: tuple[float
         for index in range(sessions):
             tg.start_soon(learner, client, host, index, step, ramp, until, think)
         tg.start_soon(probe_lag, step, until)
+        if cpu is not None:
+            tg.start_soon(mark_steady, step, until, cpu)
     return step
+
+
+async def mark_steady(step: Step, until: float, cpu: CpuProbe) -> None:
+    """Note the turns and both CPU clocks once every learner is connected (or has failed to): CPU
+    per turn over the rest of the step leaves out the ramp (a thousand sessions created and
+    upgraded), whose share of the whole step grows when a busy machine slows the ramp and fewer
+    turns follow it."""
+    while step.settled < step.sessions:  # a learner that failed to connect does not hold it back
+        if time.time() >= until:
+            return
+        await anyio.sleep(0.05)
+    turns = step.turns
+    server, fake = await cpu()
+    step.steady_from = (turns, server, fake)
 
 
 async def probe_lag(step: Step, until: float) -> None:
@@ -306,8 +338,13 @@ def main(argv: list[str] | None = None) -> int:
                 started = time.time()
                 # uvloop when it is there, as the server and the fake model have: the generator's
                 # loop is on the measured path (it stamps the sends and the first deltas).
+                async def probe(pid: int = proc.pid) -> tuple[float, float]:
+                    async with httpx.AsyncClient(timeout=10) as client:
+                        fake_now = (await client.get(fake_base + "/_fake/cpu")).json()["cpu_s"]
+                    return cpu_seconds(pid), fake_now
+
                 with collector_paused():
-                    step = anyio.run(run_step, host, sessions, args.duration, think,
+                    step = anyio.run(run_step, host, sessions, args.duration, think, None, probe,
                                      backend_options={"use_uvloop": True})
                 wall = time.time() - started
                 cpu = cpu_seconds(proc.pid) - cpu0
@@ -320,6 +357,14 @@ def main(argv: list[str] | None = None) -> int:
                 stop(proc)
             figures = measure(step, records)
             turns = max(1, step.turns)
+            steady: dict[str, Any] = {}
+            if step.steady_from is not None and step.turns > step.steady_from[0]:
+                n, server0, fake_0 = step.steady_from
+                server_ms = (cpu0 + cpu - server0) * 1000 / (step.turns - n)
+                fake_ms = (fake0 + fake_cpu - fake_0) * 1000 / (step.turns - n)
+                steady = {"turns": step.turns - n, "server_cpu_ms_per_turn": round(server_ms, 2),
+                          "fake_cpu_ms_per_turn": round(fake_ms, 2),
+                          "ratio": round(server_ms / fake_ms, 2) if fake_ms > 0 else None}
             p99 = figures["overhead_ms"].get("p99", float("inf"))
             result = {
                 "sessions": sessions, "turns": step.turns, "wall_s": round(wall, 1),
@@ -330,6 +375,8 @@ def main(argv: list[str] | None = None) -> int:
                     for name, seconds in threads.items()},
                 "server_cpu_share": round(cpu / wall, 3), "server_rss_mib": rss,
                 "fake_cpu_ms_per_turn": round(fake_cpu * 1000 / turns, 2),
+                "cpu_ratio": round(cpu / fake_cpu, 2) if fake_cpu > 0 else None,
+                "steady_cpu": steady,  # the same figures once every learner was connected
                 "loadgen_cpu_ms_per_turn": round((me1.ru_utime + me1.ru_stime - me0.ru_utime - me0.ru_stime)
                                                  * 1000 / turns, 2),
                 "passed": p99 <= OVERHEAD_P99_MS and not step.errors,
@@ -347,6 +394,10 @@ def main(argv: list[str] | None = None) -> int:
             steady = result["steady_overhead_ms"]
             print(f"         once all {sessions} were connected: {steady.get('n')} turns, overhead p50 "
                   f"{steady.get('p50')} p95 {steady.get('p95')} p99 {steady.get('p99')} ms", flush=True)
+            sc = result["steady_cpu"]
+            print(f"         CPU ratio server/fake {result['cpu_ratio']}; once all were connected: server "
+                  f"{sc.get('server_cpu_ms_per_turn')} ms/turn, fake {sc.get('fake_cpu_ms_per_turn')} ms/turn, "
+                  f"ratio {sc.get('ratio')} ({sc.get('turns')} turns)", flush=True)
             print(f"         inbound p99 {inb.get('p99')} ms, outbound p99 {outb.get('p99')} ms; load "
                   f"generator {result['loadgen_cpu_ms_per_turn']} ms/turn, its loop late p50 "
                   f"{lag.get('p50')} p99 {lag.get('p99')} ms", flush=True)

@@ -280,7 +280,8 @@ def capacity_run(args: argparse.Namespace, sessions: int, duration: float, strea
             "turns": step["turns"], "overhead_ms": step["overhead_ms"], "errors": step["errors"],
             "server_cpu_ms_per_turn": step["server_cpu_ms_per_turn"],
             "fake_cpu_ms_per_turn": step["fake_cpu_ms_per_turn"],
-            "ratio": round(step["server_cpu_ms_per_turn"] / max(1e-9, step["fake_cpu_ms_per_turn"]), 2)}
+            "ratio": round(step["server_cpu_ms_per_turn"] / max(1e-9, step["fake_cpu_ms_per_turn"]), 2),
+            "steady_ratio": (step.get("steady_cpu") or {}).get("ratio")}  # without the ramp (benchmarks.capacity)
 
 
 def import_rss() -> dict[str, Any]:

@@ -85,6 +85,10 @@ def figures(runs: Runs) -> list[dict[str, Any]]:
     out.append(figure("llm.stream_ratio", "LLM turn: server CPU per streamed turn / the fake model's (median)",
                       median([r["ratio"] for _, r in stream]), "x", "<= 2.0", lambda v: v <= 2.0,
                       [k for k, _ in stream]))
+    steady = [r["steady_ratio"] for _, r in stream if r.get("steady_ratio")]
+    out.append(figure("llm.stream_ratio_steady", "LLM turn: the same once every learner is connected, "
+                      "without the ramp's session creations (median)", median(steady), "x", "", None,
+                      [k for k, _ in stream]))
     plain = ok_runs(runs, "llm-nostream")
     out.append(figure("llm.nostream_ratio", "LLM turn: server CPU per non-streamed turn / the fake model's",
                       plain[0][1]["ratio"] if plain else None, "x", f"< {NON_STREAMED_RATIO_BEFORE} (before)",

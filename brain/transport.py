@@ -259,7 +259,8 @@ class ChatTransport:
             body["stream_options"] = {"include_usage": True}
         return orjson.dumps(body)
 
-    async def _post(self, body: bytes, *, stream: bool, read_limit: bool = True) -> httpx2.Response:
+    async def _post(self, body: bytes, *, stream: bool, key: str = "samvad", read_limit: bool = True
+                    ) -> httpx2.Response:
         """POST the body to chat completions through the SDK's generic request method.
 
         `client.post` is the SDK's documented way to call an endpoint with a body of one's own:
@@ -269,11 +270,14 @@ class ChatTransport:
         dates, files; about 0.4 ms for a 7 KB prompt), the stdlib JSON encoder (orjson
         instead) and the typed response wrappers. The answer is the HTTP response itself; a
         streamed one is still open, for `_read_stream` or `read_body`, and the caller closes it.
-        `read_limit=False` drops the read timeout (for a streamed answer, see `__init__`).
+        `read_limit=False` drops the read timeout (for a streamed answer, see `__init__`). `key` is
+        the request's idempotency key: the SDK makes one (a `uuid4`) for every request that has
+        none, and would send it only to a service that asks for one; ours names the attempt.
         """
         response = await self.client.post(
             self._url, cast_to=httpx2.Response, content=body, stream=stream,
-            options={} if read_limit else {"timeout": self._stream_timeout},
+            options={"idempotency_key": key} if read_limit else {"idempotency_key": key,
+                                                                 "timeout": self._stream_timeout},
             stream_cls=openai.AsyncStream[Any])  # for the overloads only: an httpx2.Response comes back as it is
         return cast(httpx2.Response, response)
 
@@ -284,7 +288,7 @@ class ChatTransport:
             # errors, but its typed `ChatCompletion` (about a tenth of a call's CPU) is not built
             # for the one string and the usage counts that are wanted from it. The SDK is asked to
             # leave the body unread so that `read_body` takes it from aiohttp's buffer in one call.
-            raw = await self._post(body, stream=True)
+            raw = await self._post(body, stream=True, key=_attempt_key(turn))
             try:
                 data = await read_body(raw)
             except (httpx2.TimeoutException, aiohttp.ServerTimeoutError) as exc:
@@ -312,7 +316,7 @@ class ChatTransport:
         # are mapped to the SDK's exceptions, and an error event to its `APIError`, as the SDK's
         # own stream does, so that `_translate` stays the one boundary.
         parts: list[str] = []
-        response = await self._post(body, stream=True, read_limit=False)
+        response = await self._post(body, stream=True, key=_attempt_key(turn), read_limit=False)
         try:
             await self._read_stream(turn, response, started, parts)
         except (httpx2.TimeoutException, aiohttp.ServerTimeoutError) as exc:
@@ -412,6 +416,11 @@ async def read_body(response: httpx2.Response) -> bytes:
     aiohttp's buffer in one call when it is sent as it is, else through `Response.aread`."""
     content = privates.plain_content(response, privates.aiohttp_response(response))
     return await response.aread() if content is None else await content.read()
+
+
+def _attempt_key(turn: Turn) -> str:
+    """The idempotency key of one attempt at a turn's call: its session, turn and call number."""
+    return f"samvad-{turn.request.session_id}-{turn.request.turn}-{turn.llm_calls}"
 
 
 def _stream_error(chunk: dict[str, Any]) -> str:

@@ -72,6 +72,7 @@ async def test_the_store_numbers_versions_above_the_shipped_one_and_one_publish_
         assert (back.version, back.from_version, back.manifest) == (4, 2, text(1))
         assert [(v.version, v.manifest) for v in await store.versions(scenario)] == [
             (2, text(1)), (3, text(3)), (4, text(1))]
+        assert await store.latest(scenario) == 4  # the auto-commit read sees every committed publish
         assert scenario in await store.scenarios()
         with pytest.raises(PackNotFound):
             await store.republish(scenario, 9, 8.0, floor=1)

@@ -16,7 +16,7 @@ version a session plays; a session rebuilt after a restart finds its manifest by
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, LiteralString
 
 from neo4j import AsyncManagedTransaction
@@ -110,8 +110,12 @@ class Neo4jPackStore:
         self.timeout_s = timeout_s
 
     async def _run(self, work: Callable[[AsyncManagedTransaction], Awaitable[Any]], *, write: bool = False) -> Any:
+        return await self._call(self._run_here(work, write))
+
+    async def _call(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """`coro` where the driver lives, with the driver's failures as this store's."""
         try:
-            return await self.graphdb.call(self._run_here(work, write))
+            return await self.graphdb.call(coro)
         except ConstraintError as exc:
             raise PackConflict("another publish took this version number; try again") from exc
         except (Neo4jError, OSError) as exc:
@@ -125,8 +129,9 @@ class Neo4jPackStore:
         return await self.graphdb.transact_here(work, write=write, schema=STUDIO_SCHEMA, timeout_s=self.timeout_s)
 
     async def latest(self, scenario: str) -> int:
-        record = await self._run(lambda tx: _single(tx, LATEST, scenario=scenario))
-        return int(record["latest"])
+        # Asked on every session's creation (server/studio/catalog.py): one auto-commit read.
+        record = await self._call(self.graphdb.read_one_here(LATEST, {"scenario": scenario}, schema=STUDIO_SCHEMA))
+        return int(record["latest"]) if record is not None else 0
 
     async def version(self, scenario: str, number: int) -> StoredVersion | None:
         record = await self._run(lambda tx: _single(tx, VERSION, key=version_key(scenario, number)))
