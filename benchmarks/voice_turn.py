@@ -178,7 +178,8 @@ async def run_mode(base_url: str, host: str, turns: int, pid: int, by_sentence: 
             "legs_p50_ms": [summary([r["legs_ms"][i] for r in rows])["p50"] for i in range(4)],
             "server_cpu_ms_per_turn": round(cpu * 1000 / turns, 1),
             "sentences": sum(r["sentences"] for r in rows), "visemes": sum(r["visemes"] for r in rows),
-            "server_cpu_ms_per_sentence": round(cpu * 1000 / max(1, sum(r["sentences"] for r in rows)), 1)}
+            "server_cpu_ms_per_sentence": round(cpu * 1000 / max(1, sum(r["sentences"] for r in rows)), 1),
+            "per_turn": [{k: r[k] for k in ("first_audio_ms", "fakes_ms", "overhead_ms", "legs_ms")} for r in rows]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -212,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
                                           not args.no_visemes)
             finally:
                 stop(server)
-            print(mode, json.dumps(results[mode]), flush=True)
+            print(mode, json.dumps({k: v for k, v in results[mode].items() if k != "per_turn"}), flush=True)
     finally:
         stop(fake)
     if args.mode == "both":
