@@ -22,6 +22,12 @@ hops over loopback.
     python -m benchmarks.voice_turn --turns 10
     python -m benchmarks.voice_turn --open-mic    # hands-free: speculation on and off, alternated
     python -m benchmarks.voice_turn --no-visemes  # the client opts out (`?visemes=0`): their cost
+    python -m benchmarks.voice_turn --repeated-lines  # the fake's three fixed lines (see below)
+
+Every reply is a line the server has not heard before (the fake's `--new-lines`), as a real
+model's are: with the fake's three fixed lines a session's turns all land on the same one, and what
+the server keeps per line (espeak-ng's timings for the visemes) makes every turn after the first
+cheaper than a real one. `--repeated-lines` measures that case (the figures before 2026-11-27).
 
 `--open-mic` measures the open microphone instead (benchmarks/voice_open_mic.py): from the
 learner's last voiced sample, with the server's own end-of-turn wait, SPECULATE=true against
@@ -172,7 +178,8 @@ async def run_mode(base_url: str, host: str, turns: int, pid: int, by_sentence: 
             "legs_p50_ms": [summary([r["legs_ms"][i] for r in rows])["p50"] for i in range(4)],
             "server_cpu_ms_per_turn": round(cpu * 1000 / turns, 1),
             "sentences": sum(r["sentences"] for r in rows), "visemes": sum(r["visemes"] for r in rows),
-            "server_cpu_ms_per_sentence": round(cpu * 1000 / max(1, sum(r["sentences"] for r in rows)), 1)}
+            "server_cpu_ms_per_sentence": round(cpu * 1000 / max(1, sum(r["sentences"] for r in rows)), 1),
+            "per_turn": [{k: r[k] for k in ("first_audio_ms", "fakes_ms", "overhead_ms", "legs_ms")} for r in rows]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=30)
     parser.add_argument("--no-visemes", action="store_true", help="the client opts out of visemes (?visemes=0)")
+    parser.add_argument("--mode", choices=("both", "by_sentence", "whole"), default="both",
+                        help="which of the two runs (by sentence, the server's design; whole, the seed's)")
+    parser.add_argument("--repeated-lines", action="store_true",
+                        help="the fake's three fixed lines (a session's turns repeat one), not a new line a turn")
     parser.add_argument("--open-mic", action="store_true", help="hands-free turns, speculation on and off")
     parser.add_argument("--level", default="intermediate", help="--open-mic: the learner's level (its wait)")
     parser.add_argument("--chunk-ms", type=int, default=100, help="--open-mic: the client's chunk")
@@ -189,22 +200,26 @@ def main(argv: list[str] | None = None) -> int:
     ARTIFACTS.mkdir(exist_ok=True)
     if args.open_mic:
         return open_mic(args.turns, args.level, args.chunk_ms, args.line)
-    results: dict[str, Any] = {"pacing": PACING, "turns": args.turns, "visemes": not args.no_visemes}
-    fake, base_url = start_fake(ARTIFACTS / "voice_turn.fake.log")
+    results: dict[str, Any] = {"pacing": PACING, "turns": args.turns, "visemes": not args.no_visemes,
+                               "lines": "repeated" if args.repeated_lines else "new"}
+    fake, base_url = start_fake(ARTIFACTS / "voice_turn.fake.log", *(() if args.repeated_lines else ("--new-lines",)))
     try:
         for mode, by_sentence in (("by_sentence", True), ("whole", False)):
+            if args.mode not in ("both", mode):
+                continue
             server, host = start_samvad(base_url, by_sentence, ARTIFACTS / f"voice_turn.{mode}.log")
             try:
                 results[mode] = anyio.run(run_mode, base_url, host, args.turns, server.pid, by_sentence,
                                           not args.no_visemes)
             finally:
                 stop(server)
-            print(mode, json.dumps(results[mode]), flush=True)
+            print(mode, json.dumps({k: v for k, v in results[mode].items() if k != "per_turn"}), flush=True)
     finally:
         stop(fake)
-    results["speedup_p50"] = round(results["whole"]["first_audio_ms"]["p50"]
-                                   / results["by_sentence"]["first_audio_ms"]["p50"], 2)
-    print("first audio, whole / by sentence (p50):", results["speedup_p50"])
+    if args.mode == "both":
+        results["speedup_p50"] = round(results["whole"]["first_audio_ms"]["p50"]
+                                       / results["by_sentence"]["first_audio_ms"]["p50"], 2)
+        print("first audio, whole / by sentence (p50):", results["speedup_p50"])
     (ARTIFACTS / "voice_turn.json").write_text(json.dumps(results, indent=2))
     return 0
 

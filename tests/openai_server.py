@@ -457,6 +457,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens-per-s", type=float, default=50.0, help="0 sends all at once")
     parser.add_argument("--numbers-first", action="store_true",
                         help="write the decision's numbers and stage before reply_text (the prompt asks after)")
+    parser.add_argument("--new-lines", action="store_true",
+                        help="every decision's line a new one, as a real model's (not one of three)")
     parser.add_argument("--stt-ms", type=float, default=0.0, help="latency of a transcription")
     parser.add_argument("--stt-text", default="", help="what every transcription hears (empty: the default line)")
     parser.add_argument("--tts-ttfb-ms", type=float, default=0.0, help="speech: time to the first byte")
@@ -464,6 +466,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="speech streamed this many times faster than real time (0: at once)")
     args = parser.parse_args(argv)
     fake_decision.NUMBERS_FIRST = args.numbers_first
+    fake_decision.NEW_LINES = args.new_lines
     fake = FakeOpenAI(ttft_ms=args.ttft_ms, tokens_per_s=args.tokens_per_s, host=args.host,
                       port=args.port)
     fake.stt_ms, fake.tts_ttfb_ms, fake.tts_realtime = args.stt_ms, args.tts_ttfb_ms, args.tts_realtime

@@ -28,7 +28,7 @@ from tests.voice_support import RecordingTts, say, speech_settings, tone, unity_
 from voice.audio import decode_clip, levels, parse_wav, to_mono_16k, wav_bytes
 from voice.errors import AudioRejected
 from voice.sentences import SentenceSplitter, split_sentences
-from voice.speaker import Speaker
+from voice.speaker import CHUNK_BYTES, MAX_CHUNK_BYTES, TAIL_BYTES, Speaker
 
 pytestmark = pytest.mark.anyio
 LONG_LINE = ("Arre bhaiya, these are the best tomatoes in Jaipur. Fresh from the farm this morning! "
@@ -121,6 +121,45 @@ async def test_the_speaker_speaks_streamed_sentences_and_drops_a_withdrawn_strea
     after = [e for e in sent if e.sentence >= 0][-3:]
     assert [(e.turn, e.sentence, e.final) for e in sent if e.last][-2:] == [(1, 0, False), (1, 1, True)]
     assert after[-1].final
+
+
+class _PiecesTts:
+    """Speech that arrives in the pieces given, as paced reads of a speech service bring it."""
+
+    name = "pieces"
+    sample_rate = 24_000
+
+    def __init__(self, *sizes: int) -> None:
+        self.sizes = sizes
+
+    async def synthesize(self, text: str, language: str | None) -> Any:
+        for i, size in enumerate(self.sizes):
+            yield bytes([i % 251 + 1]) * size
+
+
+@pytest.mark.parametrize("by_sentence", [True, False])
+async def test_a_sentence_goes_in_a_chunk_per_read_the_first_at_once_and_a_short_tail_last(by_sentence: bool) -> None:
+    """After the first chunk, a read's worth of speech is one chunk (not 16 KB pieces of it), up to
+    MAX_CHUNK_BYTES; only a short tail waits for the next read, so the last chunk has audio."""
+    sizes = (4800, 40_000, 200_000, 1000)
+    tts, sent = _PiecesTts(*sizes), []
+    speaker = Speaker(tts, sent.append, "s", lambda: "en-IN", by_sentence=by_sentence)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(speaker.run)
+        speaker.observe(Reply(**_reply(1, "Namaste ji.")))
+        speaker.close()
+    whole = b"".join(bytes([i % 251 + 1]) * size for i, size in enumerate(sizes))
+    assert b"".join(e.data for e in sent) == whole
+    assert [e.chunk for e in sent] == list(range(len(sent)))
+    assert [e.last for e in sent] == [False] * (len(sent) - 1) + [True]
+    if by_sentence:
+        after = 40_000 - TAIL_BYTES, TAIL_BYTES + 200_000 - 3 * MAX_CHUNK_BYTES - TAIL_BYTES
+        assert [len(e.data) for e in sent] == [4800, after[0], MAX_CHUNK_BYTES, MAX_CHUNK_BYTES, MAX_CHUNK_BYTES,
+                                               after[1], TAIL_BYTES + 1000]
+    else:  # the whole reply at once: a small first chunk to start playing, then the biggest
+        assert [len(e.data) for e in sent[:4]] == [CHUNK_BYTES] + [MAX_CHUNK_BYTES] * 3
+        assert [len(e.data) for e in sent[4:]] == [len(whole) - CHUNK_BYTES - 3 * MAX_CHUNK_BYTES - TAIL_BYTES,
+                                                   TAIL_BYTES]
 
 
 def _reply(turn: int, text: str) -> dict[str, Any]:

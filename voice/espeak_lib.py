@@ -26,6 +26,10 @@ _AUDIO_OUTPUT_SYNCHRONOUS = 2
 _INIT_PHONEME_EVENTS, _INIT_PHONEME_IPA, _INIT_DONT_EXIT = 0x0001, 0x0002, 0x8000
 _CHARS_UTF8, _ENDPAUSE = 0x1, 0x1000  # the command line's end pause, so the audio is the same
 _POS_CHARACTER = 1
+# The audio handed to the callback a second at a time, not espeak-ng's default 60 ms: a pass makes
+# 6 callbacks into Python instead of 80, 4 % of a silent pass's CPU; the events' sample positions
+# are the same.
+_BUFFER_MS = 1000
 _RATE = 1  # espeakRATE
 _EVENT_END_OF_LIST, _EVENT_WORD, _EVENT_PHONEME = 0, 1, 7
 
@@ -84,7 +88,7 @@ class Espeak:
         lib.espeak_SetParameter.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
         lib.espeak_Synth.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint, ctypes.c_int, ctypes.c_uint,
                                      ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p]
-        rate = lib.espeak_Initialize(_AUDIO_OUTPUT_SYNCHRONOUS, 0, None,
+        rate = lib.espeak_Initialize(_AUDIO_OUTPUT_SYNCHRONOUS, _BUFFER_MS, None,
                                      _INIT_PHONEME_EVENTS | _INIT_PHONEME_IPA | _INIT_DONT_EXIT)
         if rate <= 0:
             raise SpeechServiceError(f"espeak_Initialize failed ({rate})")

@@ -144,7 +144,8 @@ class _Estimated:
         self._complete = True
 
     async def cut(self, samples: int, *, last: bool) -> Pairs:
-        await self._ready.wait()
+        if not self._ready.is_set():  # (anyio's wait on a set event still yields to the loop, every chunk)
+            await self._ready.wait()
         self._cuts += 1
         if self._cuts == 1 and self._complete and self._received and self._silent is not None:
             self._aligned = await self._align(self._silent, b"".join(self._received))

@@ -43,10 +43,11 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"  # the SDK's, when neither base U
 OPENAI_PCM_RATE = 24_000  # `response_format="pcm"`: 24 kHz 16-bit little-endian mono
 # Speech is read in pieces no more often than needed to keep the listener fed (`_Pace`): a read may
 # wait once the audio passed on is this far ahead of its loudspeaker (0.5 s: a clause's worth of
-# margin for a late packet or a busy loop), and waits at most this long (a fifth of a second's audio
-# arriving at once, a few reads a second).
+# margin for a late packet or a busy loop), and waits at most this long (half a second: a service
+# at 4x real time sends 2 s of audio meanwhile, taken in one read, where rests of 0.2 s took three;
+# each read is a wake-up, and a `reply.audio` frame or two, voice/speaker.py).
 PACE_MARGIN_S = 0.5
-PACE_REST_S = 0.2
+PACE_REST_S = 0.5
 _LANG = {"hi-IN": "hi", "kn-IN": "kn", "ta-IN": "ta", "en-IN": "en", "en": "en", "hi-EN": "hi",
          "ja-JP": "ja", "ar-MA": "ar", "fr-MA": "fr"}
 # What a dropped connection, a refused one, a TLS failure or aiohttp's own timeout raise.

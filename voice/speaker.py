@@ -68,6 +68,14 @@ from voice.tts import TextToSpeech
 log = logging.getLogger("samvad.voice")
 QUEUE_SENTENCES = 64
 CHUNK_BYTES = 16 * 1024  # about 0.35 s at 22 kHz: small enough to start playing at once
+# After a sentence's first chunk, each later one is what a read of the voice brought (at least
+# CHUNK_BYTES, at most MAX_CHUNK_BYTES), less a short tail held back so that the sentence's last
+# chunk, sent once the voice's stream ends, has audio and says `last`. A paced read
+# (voice/openai_speech.py) brings most of a second at once, and every chunk is a frame to build
+# and write with its visemes cut: cutting a read into 16 KB pieces made three frames of it. The
+# tail is all that waits, where up to CHUNK_BYTES waited before.
+MAX_CHUNK_BYTES = 64 * 1024
+TAIL_BYTES = 2048  # about 40 ms at 24 kHz
 # The reply's first piece ends at a clause boundary once it has this many words. Four words are
 # about 1.5 s of speech at 150 words a minute: long enough to carry a phrase's own intonation (a
 # two-word "Arre bhaiya," spoken alone sounds clipped), and longer than the next piece's synthesis
@@ -437,16 +445,19 @@ class Speaker:
         source = voicing.audio() if ahead is None else _drained(ahead)
         if not self.by_sentence:
             source = _once(b"".join([pcm async for pcm in source]))
-        held = b""  # one piece held back, so the sentence's last piece can say `last`
+        held = b""  # a tail held back, so the sentence's last chunk has audio and can say `last`
         async for pcm in source:
             if first_byte is None:
                 got = ahead.first_byte if ahead is not None and ahead.first_byte is not None else time.perf_counter()
                 first_byte = got - asked
             data = held + pcm
-            while len(data) > CHUNK_BYTES:
-                if not await send(data[:CHUNK_BYTES], last=False):
-                    return
-                data = data[CHUNK_BYTES:]
+            if len(data) > CHUNK_BYTES + TAIL_BYTES:  # a chunk's worth, and the tail
+                body, data = data[:-TAIL_BYTES], data[-TAIL_BYTES:]
+                while body:
+                    size = MAX_CHUNK_BYTES if chunk else CHUNK_BYTES
+                    if not await send(body[:size], last=False):
+                        return
+                    body = body[size:]
             held = data
             if chunk == 0 and held and self.by_sentence:  # the sentence's first audio goes out at once
                 if not await send(held, last=False):
