@@ -129,6 +129,8 @@ def main() -> None:
     parser.add_argument("--no-general", action="store_true", help="skip the general model")
     parser.add_argument("--no-scene", action="store_true", help="skip the scene model")
     parser.add_argument("--general-every", type=int, default=1, help="the general model on every Nth clip")
+    parser.add_argument("--no-denoise", action="store_true",
+                        help="the scene model without its noise filter (voice/denoise.py), to compare")
     parser.add_argument("--out", default=str(ROOT / "artifacts" / "scene_stt.json"))
     args = parser.parse_args()
     from voice.scene_stt import SceneStt
@@ -144,7 +146,7 @@ def main() -> None:
         results.append(figures("general (pocketsphinx en-US, STT_SCENE=false)", kept["general"], THRESHOLD))
     prepare_cpu = 0.0
     if not args.no_scene:
-        scene = SceneStt(shutil.which("espeak-ng"), str(ROOT / "var" / "stt"))
+        scene = SceneStt(shutil.which("espeak-ng"), str(ROOT / "var" / "stt"), denoise=not args.no_denoise)
         start = time.process_time()
         scene.prepare(sorted({line.pack for line, _ in pairs}))
         prepare_cpu = time.process_time() - start

@@ -80,7 +80,7 @@ def test_whisper_confidence_is_a_probability(segments: list[tuple[float, float, 
 
 
 def test_the_scene_models_confidence_reads_only_its_own_evidence() -> None:
-    """The scene model combines its posterior, language-model score and speaking rate; the free pass's
+    """The scene model combines its posterior, language-model score, speaking rate and noise; the free pass's
     agreement and the least posterior (the general model's evidence) do not move it."""
     heard = Evidence(0.9, 0.9, 1.0, 4, lm_score=-150.0, frames_per_phone=6.0)
     other = Evidence(0.9, 0.1, 0.0, 4, lm_score=-150.0, frames_per_phone=6.0)
@@ -90,6 +90,8 @@ def test_the_scene_models_confidence_reads_only_its_own_evidence() -> None:
     assert CALIBRATION.raw(Evidence(0.9, 0.9, 1.0, 4, -100.0, 6.0)) > CALIBRATION.raw(heard)
     assert CALIBRATION.raw(Evidence(0.9, 0.9, 1.0, 4, -150.0, 8.0)) > CALIBRATION.raw(heard)
     assert CALIBRATION.raw(Evidence(0.95, 0.9, 1.0, 4, -150.0, 6.0)) > CALIBRATION.raw(heard)
+    # and a noisy utterance is less sure than the same words heard clean (voice/denoise.py's measure)
+    assert CALIBRATION.raw(Evidence(0.9, 0.9, 1.0, 4, -150.0, 6.0, above_noise_db=12.0)) < CALIBRATION.raw(heard)
     assert CALIBRATION.confidence(Evidence(0.0, 0.0, 1.0, 0)) == 0.0  # nothing heard
 
 

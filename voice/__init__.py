@@ -15,7 +15,8 @@
   gets (docs/voice.md, Visemes).
 - `scene_stt`: offline recognition biased to the scene (issue #41), made of `scene_corpus` (what a
   learner may say in a pack), `arpa` (the trigram model), `g2p` (espeak-ng pronunciations in CMU
-  phones), `numerals` (prices in words) and `confidence` (the calibrated confidence);
+  phones), `numerals` (prices in words), `denoise` (steady noise filtered out of an utterance and
+  measured) and `confidence` (the calibrated confidence);
   `vosk_stt`: the optional engine an operator installs.
 - `vad`: voice activity over the open microphone (Silero VAD); `turn_end`: when the learner has
   finished a turn (pauses, fillers, the level); `barge_in`: whether speech over the vendor stops him

@@ -45,7 +45,9 @@ class Evidence:
     """What one decode says about itself. `agreement` is 1.0 where there is one pass; `lm_score` is
     the mean language-model score of the words in the decoder's log units (base 1.0001, so 0 is
     certain and more negative is less likely), `frames_per_phone` the least, over the words, of a
-    word's 10 ms frames per phone of its pronunciation (0.0 where the backend does not say)."""
+    word's 10 ms frames per phone of its pronunciation (0.0 where the backend does not say), and
+    `above_noise_db` how far the utterance's loud frames stood over its quiet ones before the noise
+    filter (voice/denoise.py; its `UNMEASURED_DB`, clean, where the backend does not say)."""
 
     mean_posterior: float
     min_posterior: float
@@ -53,6 +55,7 @@ class Evidence:
     words: int = 0
     lm_score: float = 0.0
     frames_per_phone: float = 0.0
+    above_noise_db: float = 60.0
 
     def vector(self, features: Sequence[str]) -> tuple[float, ...]:
         return tuple(FEATURES[name](self) for name in features)
@@ -66,10 +69,12 @@ FEATURES: dict[str, Callable[[Evidence], float]] = {
     "length": lambda e: min(e.words, 8) / 8,
     "lm_score": lambda e: e.lm_score / 100,
     "frames_per_phone": lambda e: e.frames_per_phone / 10,
+    # Past 40 dB an utterance is clean: the feature tells noisy ones apart, not quiet rooms.
+    "above_noise": lambda e: min(max(e.above_noise_db, 0.0), 40.0) / 40,
 }
 # The general model's evidence (one pass, its posteriors) and the scene model's.
 POSTERIOR_FEATURES = ("mean_posterior", "min_posterior", "agreement", "length")
-SCENE_FEATURES = ("mean_posterior", "lm_score", "frames_per_phone")
+SCENE_FEATURES = ("mean_posterior", "lm_score", "frames_per_phone", "above_noise")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,11 +108,12 @@ def remap(p: float, knot: float) -> float:
 
 
 # Fitted on the labelled set's 570 English clips with `python -m benchmarks.scene_stt --no-general
-# --fit` (issue #34, 2026-11-27, the scene pass alone): the bias, then mean posterior, language-model
-# score, least frames per phone. In sample 3.9 % of the clips are wrong and taken (7.0 % of those
-# taken) and 6.1 % of the clean ones heard right are asked again; out of sample (two folds by line)
-# 4.6 % (8.3 %) and 8.1 %.
-CALIBRATION = Calibration(weights=(-2.064, 4.541, 1.379, 3.297), knot=0.8029, features=SCENE_FEATURES)
+# --fit` (issue #34, 2026-11-27, the scene pass alone, after the noise filter of voice/denoise.py):
+# the bias, then mean posterior, language-model score, least frames per phone and how far the
+# speech stood over its noise. In sample 3.9 % of the clips are wrong and taken (6.0 % of those
+# taken) and 5.4 % of the clean ones heard right are asked again; out of sample (two folds by line)
+# 4.2 % (6.8 %) and 5.4 %.
+CALIBRATION = Calibration(weights=(-3.755, 6.255, 1.327, 2.303, 0.694), knot=0.7786, features=SCENE_FEATURES)
 # pocketsphinx's general US-English model (`STT_SCENE=false`; one pass, so its agreement is always
 # 1 and its weight is the bias's), fitted the same way with `python -m benchmarks.scene_stt --no-scene
 # --general-every 2 --fit` (2026-11-26) on every 2nd clip's 285 English clips: 11 of them right

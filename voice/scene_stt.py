@@ -15,9 +15,10 @@ from the pack's own words, weighted to the moment, and a calibrated confidence.
   and backchannels where a learner says them, so a thinking learner's text ends on "umm". Final
   transcripts keep the scene model, which fillers would cost words (docs/voice.md).
 - Confidence. The scene pass's word posteriors, its language-model score per word and its least
-  frames per phone, combined and calibrated (voice/confidence.py). The free pass over the pack's
-  words in any order (its agreement with the scene pass) is built but no longer run: with those
-  features in, it made the calibration worse out of sample (docs/voice.md).
+  frames per phone, combined and calibrated (voice/confidence.py). A second, free pass over the
+  pack's words in any order (its agreement with the scene pass) is gone: with those features in,
+  it made the calibration worse out of sample (docs/voice.md).
+- Noise. Steady noise is filtered out of a noisy utterance before it is decoded (voice/denoise.py).
 
 One decoder, used by one thread at a time (`_lock`); `transcribe` runs it in a worker thread.
 """
@@ -40,6 +41,7 @@ import anyio
 from schemas.scenario import DEFAULT_SCENARIO, newest_known
 from voice.arpa import build_arpa
 from voice.confidence import CALIBRATION, Calibration, Evidence
+from voice.denoise import UNMEASURED_DB, filtered
 from voice.errors import SpeechServiceError
 from voice.g2p import dictionary_text, espeak_pronunciations, read_dictionary
 from voice.numerals import spoken_number
@@ -90,7 +92,7 @@ class SceneStt:
     name = "pocketsphinx"  # the engine; STT_SCENE says which model (the wire and /health name the engine)
 
     def __init__(self, espeak: str | None, cache_dir: str | None = None, *,
-                 calibration: Calibration = CALIBRATION) -> None:
+                 calibration: Calibration = CALIBRATION, denoise: bool = True) -> None:
         from pocketsphinx import Decoder
 
         self._espeak = espeak
@@ -98,11 +100,12 @@ class SceneStt:
         self.cache = Path(cache_dir or self._scratch.name)  # type: ignore[union-attr]
         self.cache.mkdir(parents=True, exist_ok=True)
         self.calibration = calibration
+        self.denoise = denoise
         self._lock = threading.Lock()
         self._limiter = anyio.CapacityLimiter(1)
         self._known: set[str] = set()
         self._moments: OrderedDict[tuple[Any, ...], str] = OrderedDict()
-        self._packs: dict[tuple[str, bool], tuple[str, str, str]] = {}  # (pack, local) -> (scene, free, pause)
+        self._packs: dict[tuple[str, bool], tuple[str, str]] = {}  # (pack, local) -> (scene, pause)
         self._lexicon: dict[str, tuple[str, ...]] = {}  # every word the decoder has, with its phones
         dict_file = self.cache / f"seed-{MODEL_VERSION}.dict"
         if not dict_file.exists():
@@ -154,9 +157,7 @@ class SceneStt:
     # ------------------------------------------------------------------ the models
 
     def _load(self, name: str, path: Path) -> None:
-        """Adds the search `name` of the model at `path`; the free passes (`free-`) skip the second,
-        flat pass, which costs their CPU for nothing (they only give the agreement)."""
-        self._decoder.config["fwdflat"] = DECODER_OPTIONS["fwdflat"] and not name.startswith("free-")
+        """Adds the search `name` of the model at `path`."""
         self._decoder.add_lm_file(name, str(path))
 
     def _model(self, name: str, sentences: list[tuple[list[str], float]], digest: str) -> None:
@@ -168,40 +169,38 @@ class SceneStt:
             _write(path, build_arpa(sentences))
         self._load(name, path)
 
-    def _pack(self, scenario: str, local: bool) -> tuple[str, str, str]:
-        """The pack's scene model, its free pass and its pause model (the scene with the pack's
-        fillers and backchannels where a learner says them: for decodes at a pause, issue #34)."""
+    def _pack(self, scenario: str, local: bool) -> tuple[str, str]:
+        """The pack's scene model and its pause model (the scene with the pack's fillers and
+        backchannels where a learner says them: for decodes at a pause, issue #34)."""
         known = self._packs.get((scenario, local))
         if known is not None:
             return known
         digest = hashlib.sha256(f"{MODEL_VERSION}|{_pack_digest(scenario)}|{local}".encode()).hexdigest()[:20]
-        scene, free, pause = f"scene-{digest}", f"free-{digest}", f"pause-{digest}"
+        scene, pause = f"scene-{digest}", f"pause-{digest}"
         words = self.cache / f"{scene}.dict"
-        if words.exists() and all((self.cache / f"{name}.arpa").exists() for name in (scene, free, pause)):
+        if words.exists() and all((self.cache / f"{name}.arpa").exists() for name in (scene, pause)):
             # Built before (this process or an earlier one): its words and models are read back.
             self._add(read_dictionary(words.read_text("utf-8")))
-            for name in (scene, free, pause):
+            for name in (scene, pause):
                 self._load(name, self.cache / f"{name}.arpa")
         else:
             sentences = _pack_sentences(scenario, local, _pack_digest(scenario))
             self._model(scene, sentences, scene)
-            bag = sorted(vocabulary(sentences) & self._known)
-            self._model(free, [([w], 1.0) for w in bag], free)
             paused = _pack_sentences(scenario, local, _pack_digest(scenario), True)
             self._model(pause, paused, pause)
             said = sorted(vocabulary(paused) & self._known)
             _write(words, dictionary_text({k: self._lexicon[k] for w in said for k in (w, f"{w}(2)")
                                            if k in self._lexicon}))
-        self._packs[(scenario, local)] = (scene, free, pause)
-        return scene, free, pause
+        self._packs[(scenario, local)] = (scene, pause)
+        return scene, pause
 
-    def _moment(self, context: SceneContext) -> tuple[str, str]:
+    def _moment(self, context: SceneContext) -> str:
         scenario, local, item, quote = key = context_key(context)
-        scene, free, pause = self._pack(scenario, local)
+        scene, pause = self._pack(scenario, local)
         if context.paused:  # the learner may be thinking: the pack's model with its fillers
-            return pause, free
+            return pause
         if not item and quote is None:
-            return scene, free
+            return scene
         name = self._moments.get(key)
         if name is None:
             digest = hashlib.sha256(f"{MODEL_VERSION}|{_pack_digest(scenario)}|{key}".encode()).hexdigest()[:20]
@@ -212,7 +211,7 @@ class SceneStt:
                 _, old = self._moments.popitem(last=False)
                 self._decoder.remove_search(old)
         self._moments.move_to_end(key)
-        return name, free
+        return name
 
     def prepare(self, scenarios: Iterable[str]) -> None:
         """Builds each pack's models now (start-up, or a pack just published)."""
@@ -241,13 +240,13 @@ class SceneStt:
     def decode(self, pcm: bytes, context: SceneContext | None) -> tuple[Transcription, Evidence]:
         """The transcript and the evidence its confidence comes from (the benchmark's entry)."""
         context = context or SceneContext(DEFAULT_SCENARIO)
-        pcm = condition(pcm)
+        pcm, above_noise = condition(pcm, clean=self.denoise)
         with self._lock:
-            scene, _ = self._moment(context)
+            scene = self._moment(context)
             words = self._pass(scene, pcm)
             phones = [max(1, len(self._lexicon.get(w, ()))) for w, *_ in words]
         said = [w.split("(")[0] for w, *_ in words]
-        evidence = _evidence(words, phones)
+        evidence = _evidence(words, phones, above_noise)
         edge = int(EDGE_S * 1000)  # the times are the learner's audio's, not the conditioned audio's
         timed = tuple(WordTime(w, max(0, a * FRAME_MS - edge), max(0, (b + 1) * FRAME_MS - edge))
                       for w, (_, _, a, b, _) in zip(said, words, strict=True))
@@ -274,15 +273,17 @@ def _log_units(p: float) -> float:
     return math.log(max(p, 1e-300)) / math.log(1.0001)
 
 
-def _evidence(words: list[tuple[str, float, int, int, float]], phones: list[int]) -> Evidence:
-    """The scene pass's evidence: its posteriors, its language-model score per word and its least
-    frames per phone (`Evidence`)."""
+def _evidence(words: list[tuple[str, float, int, int, float]], phones: list[int],
+              above_noise_db: float = UNMEASURED_DB) -> Evidence:
+    """The scene pass's evidence: its posteriors, its language-model score per word, its least
+    frames per phone and how far the speech stood over its noise (`Evidence`)."""
     if not words:
-        return Evidence(0.0, 0.0, 1.0, 0)
+        return Evidence(0.0, 0.0, 1.0, 0, above_noise_db=above_noise_db)
     probs = [min(1.0, max(0.0, p)) for _, p, *_ in words]
     return Evidence(sum(probs) / len(probs), min(probs), 1.0, len(words),
                     sum(lm for *_, lm in words) / len(words),
-                    min((b - a + 1) / n for (_, _, a, b, _), n in zip(words, phones, strict=True)))
+                    min((b - a + 1) / n for (_, _, a, b, _), n in zip(words, phones, strict=True)),
+                    above_noise_db)
 
 
 def _write(path: Path, text: str) -> None:
@@ -292,12 +293,15 @@ def _write(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def condition(pcm: bytes) -> bytes:
-    """`pcm` with `EDGE_S` of quiet at either end and a floor of noise (`DITHER_RMS`) throughout.
-    The noise is seeded, so the same audio always decodes the same way."""
+def condition(pcm: bytes, *, clean: bool = True) -> tuple[bytes, float]:
+    """`pcm` with its steady noise turned down (voice/denoise.py, unless not `clean`), `EDGE_S` of
+    quiet at either end and a floor of noise (`DITHER_RMS`) throughout, and how far its speech
+    stood over its noise (dB). The floor is seeded, so the same audio always decodes the same way."""
     import numpy as np
 
+    speech = np.frombuffer(pcm[: len(pcm) // 2 * 2], dtype="<i2").astype(np.float64)
+    measured = filtered(speech)
     edge = np.zeros(int(EDGE_S * 16_000))
-    signal = np.concatenate([edge, np.frombuffer(pcm[: len(pcm) // 2 * 2], dtype="<i2"), edge])
+    signal = np.concatenate([edge, measured.samples if clean else speech, edge])
     noise = np.random.default_rng(len(pcm)).normal(0.0, DITHER_RMS, signal.shape)
-    return bytes(np.clip(signal + noise, -32768, 32767).astype("<i2").tobytes())
+    return bytes(np.clip(signal + noise, -32768, 32767).astype("<i2").tobytes()), measured.above_noise_db
