@@ -161,9 +161,9 @@ async def spoken_session(cache: str, learner: str, **server: object) -> None:
                 pcm = (b"\0" * 300 * rate + piece(first, "en-us", 140, None) + b"\0" * 900 * rate
                        + piece(second, "en-us", 140, None) + b"\0" * 300 * rate)
                 await c.send({"type": "audio", "id": f"a{n}", "event": "start", "format": "pcm16"})
-                for i in range(0, len(pcm), 6400):
+                for i in range(0, len(pcm), 32_000):  # a second a frame: well under 20 frames a second
                     await c.send({"type": "audio", "id": f"a{n}", "event": "chunk",
-                                  "data": base64.b64encode(pcm[i:i + 6400]).decode()})
+                                  "data": base64.b64encode(pcm[i:i + 32_000]).decode()})
                 await c.send({"type": "audio", "id": f"a{n}", "event": "end"})
                 heard.append(await c.until("speech", id=f"a{n}", wait=30))
                 await c.until("ack", id=f"a{n}", wait=30)
