@@ -37,7 +37,9 @@ from session.messages import ActorLimits
 from session.negotiation import Negotiation
 from session.protocols import Connection, Mirror
 
-__all__ = ["Fanout"]
+__all__ = ["Fanout", "Replay"]
+
+Replay = deque[tuple[int | None, str]]  # each sequenced event's seq and `Envelope.kept()`, oldest first
 
 log = logging.getLogger("samvad.session")
 
@@ -56,7 +58,7 @@ class Fanout:
         self._replay_events = replay_events
         # Made when first needed: an empty deque is 760 bytes, and an idle session holds several
         # thousand of them between its peers (benchmarks/load.py, d).
-        self._replay: deque[tuple[int | None, str]] | None = None  # Envelope.kept() of each sequenced event
+        self._replay: Replay | None = None  # Envelope.kept() of each sequenced event
         self._unacked: deque[tuple[int, Connection | None, str, bool]] | None = None  # (version, conn, id, dup)
         self._unacked_ids: dict[str, int] = {}  # frame id -> the version its ack waits for (originals only)
 
@@ -147,6 +149,19 @@ class Fanout:
     def forget_replay(self) -> None:
         """Drop the kept events (an ended session nobody has open): a later `resume` gets a snapshot."""
         self._replay = None
+
+    def take_replay(self) -> Replay | None:
+        """The kept events, dropped from here: what an ended session's record keeps for its grace
+        (session/registry.py), for `restore_replay` on the actor rebuilt from it."""
+        ring, self._replay = self._replay, None
+        return ring
+
+    def restore_replay(self, ring: Replay) -> None:
+        """Keep `ring` (a `take_replay` of the same session) as this fan-out's replay: a resume then
+        replays as the actor it came from would have."""
+        if ring.maxlen != self._replay_events:
+            raise ValueError("a replay ring of another size")
+        self._replay = ring
 
     # ------------------------------------------------------------------ durability and acks
 

@@ -28,7 +28,7 @@ from session.negotiation import Negotiation
 from session.registry import RECORDS_SWEEP_S, SessionRegistry
 from session.report import learner_report
 from session.rules import Limits
-from tests.fakes import FakeConnection, ScriptedBrain
+from tests.fakes import DeferredMirror, FakeConnection, ScriptedBrain
 from tests.servers import create, player, running_server
 
 pytestmark = pytest.mark.anyio
@@ -73,10 +73,11 @@ async def test_an_ended_session_left_alone_becomes_a_record_and_a_late_reconnect
 
         now[0] = ended.last_activity + 30  # within the grace: a reconnect could still replay
         registry.evict_idle()
-        assert registry.live(sid) is ended and ended.fanout.replay_len > 0
+        assert registry.live(sid) is None and registry.statistics()["replays_in_grace"] == 1
 
         now[0] = max(ended.last_activity, live.last_activity) + 61
         assert registry.evict_idle() == 0  # kept for its report, not evicted
+        assert registry.statistics()["replays_in_grace"] == 0  # its grace is over: the ring has gone
         assert registry.live(sid) is None and sid in registry and len(registry) == 2
         assert registry.live(live.session_id) is live and live.fanout.replay_len > 0  # a live one stays as it is
         [record] = registry.ended()
@@ -98,6 +99,72 @@ async def test_an_ended_session_left_alone_becomes_a_record_and_a_late_reconnect
         assert welcome["type"] == "welcome" and welcome["seq"] == seq
         assert welcome["state"] == final.model_dump(mode="json")
         assert snapshot["seq"] == seq and snapshot["replayed"] is False and snapshot["state"] == welcome["state"]
+        tg.cancel_scope.cancel()
+
+
+async def test_an_ended_session_is_a_record_at_once_and_a_reconnect_in_its_grace_still_replays() -> None:
+    """Nobody has the ended session open: it is swapped at the next look, not after its grace, and
+    the record keeps the replay ring until the grace is over, so a resume then replays the events
+    the client missed, as the actor would have (docs/protocol.md); after the grace, a snapshot."""
+    now = [1000.0]
+    registry = registry_at(now)
+    async with anyio.create_task_group() as tg:
+        await tg.start(registry.run)
+        ended = registry.create()
+        await play(ended, end=True)
+        sid, ring = ended.session_id, [event.kept() for event in ended.fanout.replay]
+        assert len(ring) >= 2 and ring[-1][0] == ended.negotiation.seq
+        now[0] = ended.last_activity + 1
+        assert registry.swap_ended() == 1 and registry.live(sid) is None and registry.record(sid) is not None
+        assert registry.statistics()["ended_actors"] == 0
+
+        back = await registry.get(sid)  # a reconnect within the grace
+        assert back is not None and back is not ended and [event.kept() for event in back.fanout.replay] == ring
+        late = FakeConnection()
+        back.connect(late)
+        back.submit(late, ResumeFrame(type="resume", last_seq=ring[-3][0] or 0, id="r1"))
+        await until(lambda: len(late.of_type("ack")) == 1)
+        assert not late.of_type("snapshot")  # the events it missed, replayed
+        assert [frame.get("seq") for frame in late.sent[1:-1]] == [seq for seq, _ in ring[-2:]]
+        back.disconnect(late)
+        await until(lambda: not back.connections)
+
+        assert registry.swap_ended() == 0  # `get` gave it out: kept through its grace
+        now[0] = back.last_activity + 60  # nobody has had it open for the grace: swapped, without a ring
+        assert registry.swap_ended() == 1 and registry.statistics()["replays_in_grace"] == 0
+        again = await registry.get(sid)
+        assert again is not None and again.fanout.replay_len == 0
+        tg.cancel_scope.cancel()
+
+
+async def test_an_ack_owed_keeps_the_actor_through_its_grace() -> None:
+    """An ack waiting on the mirror goes to the player's new socket if they come back: only the actor
+    can send it, so an actor owing one is not swapped before its grace is over."""
+    now = [1000.0]
+    mirror = DeferredMirror()
+    registry = SessionRegistry(ScriptedBrain(), mirror, idle_seconds=1800, ended_grace_seconds=60,
+                               clock=lambda: now[0])
+    async with anyio.create_task_group() as tg:
+        await tg.start(registry.run)
+        actor = registry.create()
+        conn = FakeConnection()
+        actor.connect(conn)
+        actor.submit(conn, CommandFrame(type="command", id="stop", name="stop"))
+        await until(lambda: actor.negotiation.is_terminal and not actor.busy)
+        actor.disconnect(conn)
+        await until(lambda: not actor.connections)
+        assert actor.fanout.unacked == 1
+        now[0] += 1
+        assert registry.swap_ended() == 0 and registry.live(actor.session_id) is actor
+        back = FakeConnection()
+        actor.connect(back)
+        mirror.flush()
+        await until(lambda: len(back.of_type("ack")) == 1)
+        assert back.of_type("ack")[0]["id"] == "stop"
+        actor.disconnect(back)
+        await until(lambda: not actor.connections)
+        now[0] += 60
+        assert registry.swap_ended() == 1 and registry.statistics()["replays_in_grace"] == 0
         tg.cancel_scope.cancel()
 
 
@@ -125,6 +192,13 @@ async def test_a_session_someone_is_about_to_open_is_not_swapped() -> None:
         now[0] += 61
         registry.evict_idle()
         assert registry.live(other.session_id) is None and other.session_id in registry
+
+        third = registry.create()  # within its grace, where an ended actor nobody has open is swapped at once
+        await play(third, end=True)
+        assert await registry.get(third.session_id) is third
+        assert registry.swap_ended() == 0 and registry.live(third.session_id) is third
+        revived = await registry.get(other.session_id)  # rebuilt from its record
+        assert registry.swap_ended() == 0 and registry.evict_idle() == 0 and registry.live(other.session_id) is revived
         tg.cancel_scope.cancel()
 
 
@@ -300,11 +374,10 @@ async def test_ended_actors_are_swapped_four_times_a_grace_and_only_they_are_wal
         ended, idle = registry.create(), registry.create()
         await play(ended, end=True)
         await play(idle, end=False)
-        now[0] += 59
-        assert registry.swap_ended() == 0  # still in its grace
-        now[0] += 1
-        assert registry.swap_ended() == 1 and registry.live(ended.session_id) is None
-        assert registry.record(ended.session_id) is not None
+        assert registry.swap_ended() == 1 and registry.live(ended.session_id) is None  # nobody has it open
+        assert registry.record(ended.session_id) is not None and registry.statistics()["replays_in_grace"] == 1
+        now[0] += 60
+        assert registry.swap_ended() == 0 and registry.statistics()["replays_in_grace"] == 0  # its grace is over
         assert registry.live(idle.session_id) is idle  # idle past its time, but left to `evict_idle`
         assert registry.evict_idle() == 1 and registry.live(idle.session_id) is None
         assert registry.swap_ended() == 0
