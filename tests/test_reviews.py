@@ -5,6 +5,7 @@ PRACTICE TARGETS block (docs/learning.md)."""
 from __future__ import annotations
 
 import gc
+import sys
 from types import FunctionType, ModuleType
 
 import anyio
@@ -284,3 +285,16 @@ def test_the_memory_stores_due_items_are_the_items_due_however_sessions_moved_th
         assert await store.erase("asha") and await store.due_items("asha", sessions[0][0], T0 + 99 * DAY) == []
 
     anyio.run(check)
+
+
+async def test_the_memory_stores_schedule_costs_two_words_an_item() -> None:
+    """Issue #33: the schedule beside a learner's items is each item's scenario (one interned string
+    for all) and its due time as 8 bytes, not an id, a scenario and a float object an item."""
+    store = MemoryLearnerStore()
+    for n in range(6):
+        await store.record(figures(f"s{n}", T0 + n * DAY, evidence=(HINT, _SLIP, _GREET)))
+    items = await store.items("asha")
+    schedule = store._schedule["asha"]
+    size = sys.getsizeof(schedule) + sum(sys.getsizeof(part) for part in schedule if not isinstance(part, str))
+    assert len(items) >= 3 and size <= 16 * len(items) + 96  # 48 an item and 40 before: ids, scenarios, floats
+    assert {id(part) for part in schedule if isinstance(part, str)} == {id(sys.intern("jaipur-bazaar"))}

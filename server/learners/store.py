@@ -26,7 +26,9 @@ is kept: it is all that `progress` reads of it.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Mapping
+from array import array
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import islice
 from typing import Protocol, cast
 
 from schemas.learner import LearnerProfile, LearnerRow, ProgressPoint, SessionFigures
@@ -109,12 +111,15 @@ class _Items(Mapping[str, ReviewItem]):
         return len(self._packed)
 
 
-def _columns(flat: tuple[str | float, ...]) -> tuple[tuple[str, ...], Iterator[tuple[str, float]]]:
-    """A learner's schedule (`MemoryLearnerStore._schedule`) as its ids and, in step, each one's
-    scenario and due time."""
-    n = len(flat) // 3
-    return (cast(tuple[str, ...], flat[:n]),
-            zip(cast(tuple[str, ...], flat[n:2 * n]), cast(tuple[float, ...], flat[2 * n:]), strict=True))
+def _scheduled(ids: Iterable[str], schedule: tuple[str | bytes, ...]) -> Iterator[tuple[str, str, float]]:
+    """A learner's schedule (`MemoryLearnerStore._schedule`) as each item's id, scenario and due
+    time; `ids` are the learner's items dict, whose keys it follows in order."""
+    if not schedule:
+        return iter(())
+    scenarios = cast(tuple[str, ...], schedule[:-1])
+    dues = array("d")
+    dues.frombytes(cast(bytes, schedule[-1]))
+    return zip(islice(ids, len(scenarios)), scenarios, dues, strict=True)
 
 
 class MemoryLearnerStore:
@@ -131,12 +136,13 @@ class MemoryLearnerStore:
         # tuple of bytes (of tuples, the collector stops tracking the outer one a pass later).
         self._sessions: dict[str, tuple[bytes, ...]] = {}
         self._items: dict[str, dict[str, bytes]] = {}
-        # Per learner, each item's id, then each one's scenario, then each one's due time, in one
-        # flat tuple: a new session's practice inflates only the items due, not every item the
-        # learner has (issue #33: reading them all was most of the store's cost at each session's
-        # start). A tuple of atoms, which the collector stops tracking at its first pass (nested
-        # tuples would take a pass each); the ids are the dict's own keys, the scenarios interned.
-        self._schedule: dict[str, tuple[str | float, ...]] = {}
+        # Per learner, each item's scenario, then every due time as one run of doubles, in the order
+        # of the learner's items dict (whose keys only ever grow at the end): a new session's
+        # practice inflates only the items due, not every item the learner has (issue #33: reading
+        # them all was most of the store's cost at each session's start). A tuple of atoms, which
+        # the collector stops tracking at its first pass; the scenarios interned, the due times 8
+        # bytes each rather than a float object and a slot each (and no slot for the id).
+        self._schedule: dict[str, tuple[str | bytes, ...]] = {}
 
     async def get(self, learner_id: str) -> LearnerProfile | None:
         packed = self._profiles.get(learner_id)
@@ -157,16 +163,15 @@ class MemoryLearnerStore:
         return profile
 
     def _reschedule(self, learner: str, changed: list[ReviewItem]) -> None:
-        when = dict(zip(*_columns(self._schedule.get(learner, ())), strict=True))
+        items = self._items[learner]
+        when = {iid: (sc, due) for iid, sc, due in _scheduled(items, self._schedule.get(learner, ()))}
         when.update((item.item_id, (sys.intern(item.scenario), item.due)) for item in changed)
-        keys = tuple(self._items[learner])  # the dict's own key strings, not the models' equal copies
-        self._schedule[learner] = (*keys, *(when[k][0] for k in keys), *(when[k][1] for k in keys))
+        self._schedule[learner] = (*(when[k][0] for k in items), array("d", [when[k][1] for k in items]).tobytes())
 
     async def due_items(self, learner_id: str, scenario: str, at: float) -> list[ReviewItem]:
-        ids, when = _columns(self._schedule.get(learner_id, ()))
         packed = self._items.get(learner_id, {})
-        return [unpack(packed[iid], ReviewItem) for iid, (sc, due) in zip(ids, when, strict=True)
-                if sc == scenario and due <= at]
+        schedule = _scheduled(packed, self._schedule.get(learner_id, ()))
+        return [unpack(packed[iid], ReviewItem) for iid, sc, due in schedule if sc == scenario and due <= at]
 
     async def items(self, learner_id: str) -> list[ReviewItem]:
         packed = self._items.get(learner_id, {})
