@@ -6,13 +6,11 @@ creating a session first drops the ended one idle longest that nobody is connect
 session nobody has open is swapped at the next look (`swap_ended`, four times a grace) for a record
 of a few fields and its negotiation as bytes (`EndedSession`, session/ended.py; issue #33): about 3
 KiB instead of 21 (benchmarks/ended_memory.py). `get` rebuilds an actor from it, as from storage
-after a restart: a late reconnect gets its welcome with the final state. Until nobody has had the
-session open for `ended_grace_seconds`, the record keeps the actor's replay ring beside it and the
-rebuilt actor gets it back, so a `resume` then replays as the actor would have; after the grace
-the ring goes, and a `resume` gets a snapshot (docs/protocol.md). Swapping at once rather than
-after the grace is what keeps an ended session light while it waits: at churn the ended actors
-waiting out their grace were most of the memory a server held for its ended sessions, and the heap
-kept their room after they went (docs/performance.md).
+after a restart: a late reconnect gets its welcome with the final state. For `ended_grace_seconds`
+after its last activity the record keeps the actor's replay ring, which the rebuilt actor gets
+back (a `resume` replays as the actor would have); after it, a `resume` gets a snapshot. At churn
+the ended actors waiting out their grace were most of what a server held for its ended sessions,
+and the heap kept their room after they went (docs/performance.md): hence the swap at once.
 
 The registry holds each record packed, as a tuple of atoms that CPython's collector stops tracking
 (`EndedSession.pack`), so that the planned full pass does not walk the tens of thousands a busy
@@ -321,13 +319,10 @@ class SessionRegistry:
         return actor
 
     def _swap(self, actor: SessionActor, now: float) -> bool:
-        """Keep an ended session nobody has open as its record; False (nothing changed) when it is
-        live, open, busy or has mail waiting.
-
-        Within its grace the record keeps the actor's replay ring beside it until the grace is over,
-        so that a reconnect then still replays; not before the grace is over when an ack waits on the
-        mirror for a player who may come back, which only the actor can give, or when `get` gave
-        the actor out."""
+        """Keep an ended session nobody has open as its record, with its replay ring till its grace is
+        over; False (nothing changed) when it is live, open, busy or has mail waiting, or within its
+        grace when `get` gave it out or an ack waits on the mirror (only the actor can send it to a
+        player who comes back)."""
         until = actor.last_activity + self.ended_grace_seconds
         if now < until and (actor.fanout.unacked or actor.session_id in self._asked):
             return False
@@ -417,9 +412,7 @@ class SessionRegistry:
 
     def _end_graces(self, now: float) -> None:
         """Let go of the replay rings kept with records whose grace is over."""
-        graced = self._graced
-        for sid in [sid for sid, (until, _) in graced.items() if until <= now]:
-            del graced[sid]
+        self._graced = {sid: kept for sid, kept in self._graced.items() if kept[0] > now}
 
     def evict_idle(self) -> int:
         """Drop the sessions idle too long; swap the ended ones nobody has had open for the grace
@@ -496,8 +489,7 @@ class SessionRegistry:
             "evicted_for_room": self.evicted_for_room,
             "recovered": self.recovered,
             "swapped": self.swapped,
-            # Ended, not yet swapped (open, busy, or ended since the last look).
-            "ended_actors": sum(1 for sid, a in self._ending.items() if self._actors.get(sid) is a),
+            "ended_actors": sum(1 for sid, a in self._ending.items() if self._actors.get(sid) is a),  # not swapped yet
             "replays_in_grace": len(self._graced),  # records swapped within their grace, with their rings
             "revived": self.revived,
         }
