@@ -48,7 +48,7 @@ from session.actor import ActorLimits, SessionActor
 from session.changes import SessionStarted
 from session.core import START_HAPPINESS
 from session.ended import EndedSession, Packed, last_activity_of, learner_of, stage_of
-from session.fanout import Replay
+from session.fanout import PackedReplay, pack_replay, unpack_replay
 from session.negotiation import Negotiation
 from session.protocols import Brain, Mirror, TipSource
 from session.rules import Limits
@@ -116,8 +116,8 @@ class SessionRegistry:
         self._actors: dict[str, SessionActor] = {}
         self._ended: dict[str, Packed] = {}  # ended sessions swapped for their records, packed (untracked)
         self._ending: dict[str, SessionActor] = {}  # actors seen ended by a change, not yet swapped
-        # The replay rings of records swapped within their grace, and when each grace ends (`_swap`).
-        self._graced: dict[str, tuple[float, Replay]] = {}
+        # The replay rings of records swapped within their grace, packed, and when each grace ends (`_swap`).
+        self._graced: dict[str, tuple[float, PackedReplay]] = {}
         self._asked: set[str] = set()  # ended actors `get` gave out: not swapped before their grace is over
         self._recovering: dict[str, anyio.Event] = {}
         self._tg: TaskGroup | None = None
@@ -311,7 +311,7 @@ class SessionRegistry:
         actor = self._new_actor(record.negotiation(self.limits))
         graced = self._graced.pop(record.session_id, None)
         if graced is not None and self.clock() < graced[0]:
-            actor.fanout.restore_replay(graced[1])
+            actor.fanout.restore_replay(unpack_replay(graced[1]))
         self._start(actor)
         del self._ended[record.session_id]
         self.revived += 1
@@ -337,7 +337,7 @@ class SessionRegistry:
         self._asked.discard(actor.session_id)
         self._ended[record.session_id] = record.pack()
         if ring:
-            self._graced[record.session_id] = (until, ring)
+            self._graced[record.session_id] = (until, pack_replay(ring))
         actor.detach()
         actor.close()  # anything still holding the actor posts into a closed inbox, which drops it
         self.swapped += 1

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import gc
 import zlib
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import anyio
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from schemas.enums import LanguageCode, Level, Stage
@@ -23,6 +26,7 @@ from session.actor import SessionActor
 from session.changes import SessionStarted
 from session.ended import EndedSession, from_bytes, to_bytes
 from session.ended import _pickled as pickled
+from session.fanout import Replay, pack_replay, unpack_replay
 from session.mirror import MemoryMirror
 from session.negotiation import Negotiation
 from session.registry import RECORDS_SWEEP_S, SessionRegistry
@@ -117,6 +121,8 @@ async def test_an_ended_session_is_a_record_at_once_and_a_reconnect_in_its_grace
         now[0] = ended.last_activity + 1
         assert registry.swap_ended() == 1 and registry.live(sid) is None and registry.record(sid) is not None
         assert registry.statistics()["ended_actors"] == 0
+        packed = registry._graced[sid][1]  # the ring is kept deflated: a fifth to a third of its strings
+        assert len(packed[-1]) * 2 < sum(len(encoded) for _, encoded in ring)
 
         back = await registry.get(sid)  # a reconnect within the grace
         assert back is not None and back is not ended and [event.kept() for event in back.fanout.replay] == ring
@@ -135,6 +141,14 @@ async def test_an_ended_session_is_a_record_at_once_and_a_reconnect_in_its_grace
         again = await registry.get(sid)
         assert again is not None and again.fanout.replay_len == 0
         tg.cancel_scope.cancel()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.none() | st.integers(0, 2**40), st.text()), max_size=12), st.integers(1, 16))
+def test_a_packed_replay_ring_unpacks_to_the_same_ring(events: list[tuple[int | None, str]], size: int) -> None:
+    ring: Replay = deque(events, maxlen=size)
+    back = unpack_replay(pack_replay(ring))
+    assert back == ring and back.maxlen == size
 
 
 async def test_an_ack_owed_keeps_the_actor_through_its_grace() -> None:
