@@ -3,7 +3,7 @@
 An ended session stays in memory for `idle_seconds` after its last activity, for its report and
 a late reconnect. Ended sessions do not hold the server's room for new ones: at `max_sessions`,
 creating a session first drops the ended one idle longest that nobody is connected to. An ended
-session nobody has open is swapped at the next look (`swap_ended`, four times a grace) for a record
+session is swapped as its last socket leaves (else at a look, four times a grace) for a record
 of a few fields and its negotiation as bytes (`EndedSession`, session/ended.py; issue #33): about 3
 KiB instead of 21 (benchmarks/ended_memory.py). `get` rebuilds an actor from it, as from storage
 after a restart: a late reconnect gets its welcome with the final state. For `ended_grace_seconds`
@@ -101,11 +101,9 @@ class SessionRegistry:
         # none when the limits turn silence off.
         self.timers = SilenceTimers() if actor_limits.silence_s > 0 else None
         self.sweep_seconds = sweep_seconds
-        # The ended actors are looked at four times a grace, so that one nobody has open is swapped
-        # for its record within a quarter of a grace, and a ring is let go at most a quarter after its
-        # grace: at churn the actors waiting are most of the memory a server holds for its ended
-        # sessions (issue #33, docs/performance.md). Only they are walked that often (`swap_ended`);
-        # every actor, at the sweep's own period (`evict_idle`).
+        # The ended actors not swapped as their last socket left are looked at four times a grace,
+        # as are the rings kept in a grace (issue #33, docs/performance.md); only they are walked
+        # that often (`swap_ended`), every actor at the sweep's own period (`evict_idle`).
         self.swap_seconds = min(sweep_seconds, ended_grace_seconds / 4)
         # An ended session nobody has had open this long has no replay ring (`_swap`).
         self.ended_grace_seconds = ended_grace_seconds
@@ -202,6 +200,8 @@ class SessionRegistry:
                 actor = ready.popleft()
                 try:
                     actor.drain()
+                    if self._ending.get(actor.session_id) is actor and not actor.fanout.connections:
+                        self._swap(actor, self.clock())  # an ended session its last socket left
                 except Exception:  # drain already guards each message; this guards the loop
                     log.exception("session dispatch failed", extra={"session_id": actor.session_id})
             event = self._ready_event = new_event()

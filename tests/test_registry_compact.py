@@ -46,8 +46,8 @@ async def until(condition: Callable[[], bool]) -> None:
             await anyio.sleep(0.01)
 
 
-async def play(actor: SessionActor, *, end: bool) -> None:
-    """A turn, then `stop` when `end`; the player leaves."""
+async def play(actor: SessionActor, *, end: bool, ring: list[tuple[int | None, str]] | None = None) -> None:
+    """A turn, then `stop` when `end`; the player leaves (`ring`: the events kept for replay then)."""
     player_conn = FakeConnection()
     actor.connect(player_conn)
     actor.submit(player_conn, TranscriptFrame(type="transcript", id="t1", text="tamatar kitne ka?", final=True))
@@ -55,6 +55,8 @@ async def play(actor: SessionActor, *, end: bool) -> None:
     if end:
         actor.submit(player_conn, CommandFrame(type="command", id="stop", name="stop"))
         await until(lambda: actor.negotiation.is_terminal and not actor.busy)
+    if ring is not None:
+        ring.extend(event.kept() for event in actor.fanout.replay)
     actor.disconnect(player_conn)
     await until(lambda: not actor.connections)
 
@@ -107,20 +109,19 @@ async def test_an_ended_session_left_alone_becomes_a_record_and_a_late_reconnect
 
 
 async def test_an_ended_session_is_a_record_at_once_and_a_reconnect_in_its_grace_still_replays() -> None:
-    """Nobody has the ended session open: it is swapped at the next look, not after its grace, and
-    the record keeps the replay ring until the grace is over, so a resume then replays the events
-    the client missed, as the actor would have (docs/protocol.md); after the grace, a snapshot."""
+    """An ended session is swapped as its last socket leaves, not after its grace, and the record
+    keeps the replay ring until the grace is over, so a resume then replays the events the client
+    missed, as the actor would have (docs/protocol.md); after the grace, a snapshot."""
     now = [1000.0]
     registry = registry_at(now)
     async with anyio.create_task_group() as tg:
         await tg.start(registry.run)
-        ended = registry.create()
-        await play(ended, end=True)
-        sid, ring = ended.session_id, [event.kept() for event in ended.fanout.replay]
+        ended, ring = registry.create(), list[tuple[int | None, str]]()
+        await play(ended, end=True, ring=ring)
+        sid = ended.session_id
         assert len(ring) >= 2 and ring[-1][0] == ended.negotiation.seq
-        now[0] = ended.last_activity + 1
-        assert registry.swap_ended() == 1 and registry.live(sid) is None and registry.record(sid) is not None
-        assert registry.statistics()["ended_actors"] == 0
+        assert registry.live(sid) is None and registry.record(sid) is not None  # no look was needed
+        assert registry.statistics()["ended_actors"] == 0 and registry.swap_ended() == 0
         packed = registry._graced[sid][1]  # the ring is kept deflated: a fifth to a third of its strings
         assert len(packed[-1]) * 2 < sum(len(encoded) for _, encoded in ring)
 
@@ -176,9 +177,9 @@ async def test_an_ack_owed_keeps_the_actor_through_its_grace() -> None:
         await until(lambda: len(back.of_type("ack")) == 1)
         assert back.of_type("ack")[0]["id"] == "stop"
         actor.disconnect(back)
-        await until(lambda: not actor.connections)
+        await until(lambda: registry.live(actor.session_id) is None)  # nothing owed: swapped as it left
         now[0] += 60
-        assert registry.swap_ended() == 1 and registry.statistics()["replays_in_grace"] == 0
+        assert registry.swap_ended() == 0 and registry.statistics()["replays_in_grace"] == 0
         tg.cancel_scope.cancel()
 
 
@@ -189,8 +190,10 @@ async def test_a_session_someone_is_about_to_open_is_not_swapped() -> None:
     registry = registry_at(now)
     async with anyio.create_task_group() as tg:
         await tg.start(registry.run)
-        ended = registry.create()
-        await play(ended, end=True)
+        first = registry.create()
+        await play(first, end=True)  # swapped as its socket left
+        ended = await registry.get(first.session_id)  # rebuilt from its record
+        assert ended is not None and ended is not first
         now[0] = ended.last_activity + 61
         ended.connect(FakeConnection())  # posted; the dispatcher applies it after this step
         registry.evict_idle()
@@ -199,20 +202,27 @@ async def test_a_session_someone_is_about_to_open_is_not_swapped() -> None:
 
         other = registry.create()
         await play(other, end=True)
-        now[0] = other.last_activity + 61
-        assert await registry.get(other.session_id) is other  # a socket or a report is on its way
+        revived = await registry.get(other.session_id)  # a socket or a report is on its way
+        assert revived is not None and await registry.get(other.session_id) is revived
+        now[0] = revived.last_activity + 30  # within the grace, where one nobody has open would go
+        assert registry.swap_ended() == 0 and registry.evict_idle() == 0 and registry.live(other.session_id) is revived
+        now[0] += 61
+        assert await registry.get(other.session_id) is revived  # asked again: activity again
         registry.evict_idle()
-        assert registry.live(other.session_id) is other
+        assert registry.live(other.session_id) is revived
         now[0] += 61
         registry.evict_idle()
         assert registry.live(other.session_id) is None and other.session_id in registry
 
-        third = registry.create()  # within its grace, where an ended actor nobody has open is swapped at once
-        await play(third, end=True)
+        third = registry.create()  # given out while its player is still connected
+        conn = FakeConnection()
+        third.connect(conn)
+        third.submit(conn, CommandFrame(type="command", id="stop", name="stop"))
+        await until(lambda: third.negotiation.is_terminal and not third.busy)
         assert await registry.get(third.session_id) is third
+        third.disconnect(conn)
+        await until(lambda: not third.connections)
         assert registry.swap_ended() == 0 and registry.live(third.session_id) is third
-        revived = await registry.get(other.session_id)  # rebuilt from its record
-        assert registry.swap_ended() == 0 and registry.evict_idle() == 0 and registry.live(other.session_id) is revived
         tg.cancel_scope.cancel()
 
 
@@ -335,7 +345,8 @@ async def test_over_http_a_swapped_session_gives_the_same_report_lobby_row_and_m
             await c.turn("t1", "Namaste bhaiya, tamatar kitne ka hai?")
             await c.send({"type": "command", "id": "stop", "name": "stop"})
             ended = await c.until("session.ended")
-        await until(lambda: (a := registry.live(sid)) is not None and not a.connections)
+        await until(lambda: registry.live(sid) is None and sid in registry)  # swapped as its socket left
+        assert await registry.get(sid) is not None  # rebuilt, and given out: an actor through its grace
 
         async def seen() -> tuple[Any, ...]:
             lobby = (await http.get("/api/lobby", headers=admin)).json()["sessions"]
@@ -366,10 +377,7 @@ async def test_over_http_a_swapped_session_gives_the_same_report_lobby_row_and_m
         async with await player(served, created) as late:
             welcome = await late.until("welcome")
             assert welcome["state"] == state and welcome["seq"] == state["seq"]
-        await until(lambda: (a := registry.live(sid)) is not None and not a.connections)
-
-        registry.evict_idle()
-        assert registry.live(sid) is None and sid in registry
+        await until(lambda: registry.live(sid) is None and sid in registry)  # no grace left: swapped as it left
         erased = await http.delete("/api/learners/meera", headers=admin)
         assert erased.status_code == 200, erased.text
         assert sid not in registry
@@ -377,9 +385,10 @@ async def test_over_http_a_swapped_session_gives_the_same_report_lobby_row_and_m
 
 
 async def test_ended_actors_are_swapped_four_times_a_grace_and_only_they_are_walked_that_often() -> None:
-    """An ended actor waits out its grace and at most a quarter more before its swap, not up to a
-    second sweep period: at churn the actors waiting are most of what a server holds for its ended
-    sessions (issue #33, docs/performance.md). The frequent look walks the ended actors only."""
+    """An ended actor nobody has open is swapped as its last socket leaves, and its ring goes at most
+    a quarter grace after its grace, not up to a second sweep period: at churn the sessions waiting
+    are most of what a server holds for its ended sessions (issue #33, docs/performance.md). The
+    frequent look walks the ended actors only."""
     now = [1000.0]
     registry = registry_at(now, live_idle_seconds=5)
     assert registry.swap_seconds == 15.0  # a quarter of the registry's 60 s grace
@@ -388,7 +397,7 @@ async def test_ended_actors_are_swapped_four_times_a_grace_and_only_they_are_wal
         ended, idle = registry.create(), registry.create()
         await play(ended, end=True)
         await play(idle, end=False)
-        assert registry.swap_ended() == 1 and registry.live(ended.session_id) is None  # nobody has it open
+        assert registry.live(ended.session_id) is None  # swapped as its socket left
         assert registry.record(ended.session_id) is not None and registry.statistics()["replays_in_grace"] == 1
         now[0] += 60
         assert registry.swap_ended() == 0 and registry.statistics()["replays_in_grace"] == 0  # its grace is over
