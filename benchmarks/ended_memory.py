@@ -1,10 +1,10 @@
 """Python memory per ended session kept for its report (issue #33), in process, with tracemalloc.
 
 Plays SESSIONS sessions of TURNS rule-brain turns each, ends them with `stop`, disconnects, and
-measures the allocations they hold: once just after they end, and once after the registry's sweep
-has swapped each for its record (an ended session nobody has had open for `ended_grace_seconds`
-is kept as a few fields and its negotiation as bytes, session/ended.py). It checks that a
-record's report is the one the actor gave, and times rebuilding an actor from a record.
+measures the allocations they hold: once in their grace, when the registry has swapped each for
+its record as its socket left and keeps its replay ring beside it, packed, and once after the
+grace, as records alone (a few fields and the negotiation as bytes, session/ended.py). It checks
+that a record's report is the one the actor gave, and times rebuilding an actor from a record.
 
     .venv/bin/python benchmarks/ended_memory.py [--sessions 500] [--turns 5]
 """
@@ -54,6 +54,8 @@ async def main(sessions: int, turns: int) -> None:
         await tg.start(registry.run)
         tracemalloc.start()
         before, objects_before = held(), tracked()
+        reports: dict[str, str] = {}  # each session's report as it ended, as JSON (one untracked string)
+        replay = 0
         for _ in range(sessions):
             actor = registry.create()
             player = FakeConnection()
@@ -66,33 +68,34 @@ async def main(sessions: int, turns: int) -> None:
             actor.submit(player, CommandFrame(type="command", id="stop", name="stop"))
             while not actor.negotiation.is_terminal or actor.busy:
                 await anyio.lowlevel.checkpoint()
+            replay += actor.fanout.replay_len
+            reports[actor.session_id] = learner_report(actor.negotiation, None).model_dump_json()
             actor.disconnect(player)
-            while actor.connections:
+            while registry.live(actor.session_id) is not None:  # swapped as its socket leaves
                 await anyio.lowlevel.checkpoint()
             del actor, player
         for _ in range(20):
             await anyio.lowlevel.checkpoint()
-        ended, objects_ended = held(), tracked()
-        replay = sum(a.fanout.replay_len for a in registry.actors()) / sessions
-        reports = {a.session_id: learner_report(a.negotiation, None) for a in registry.actors()}
-        kept_reports = held() - ended  # not the sessions': taken off the figures below
-        report_objects = tracked() - objects_ended
+        kept_reports = sys.getsizeof(reports) + sum(map(sys.getsizeof, reports.values()))  # not the sessions'
+        graced, objects_graced = held() - kept_reports, tracked()
+        assert registry.statistics()["replays_in_grace"] == sessions and not registry.actors()
         now[0] += 61
-        registry.evict_idle()
-        swapped = held() - kept_reports
-        objects_swapped = tracked() - report_objects
-        assert len(registry) == sessions and not registry.actors() and len(registry.ended()) == sessions
+        registry.evict_idle()  # the grace is over: the rings go
+        swapped, objects_swapped = held() - kept_reports, tracked()
+        assert len(registry) == sessions and len(registry.ended()) == sessions
+        assert registry.statistics()["replays_in_grace"] == 0
         state_bytes = sum(len(r.state) for r in registry.ended()) / sessions
         tracemalloc.stop()
         started = time.perf_counter()
         revived = [await registry.get(sid) for sid in reports]
         revive_us = (time.perf_counter() - started) / sessions * 1e6
         for actor, report in zip(revived, reports.values(), strict=True):
-            assert actor is not None and learner_report(actor.negotiation, None) == report
+            assert actor is not None and learner_report(actor.negotiation, None).model_dump_json() == report
         tg.cancel_scope.cancel()
-    print(f"{sessions} sessions of {turns} turns, ended and closed ({replay:.1f} events kept each for replay)")
-    print(f"just ended:             {(ended - before) / sessions / 1024:.1f} KiB per session, "
-          f"{(objects_ended - objects_before) / sessions:.0f} objects tracked by the collector")
+    print(f"{sessions} sessions of {turns} turns, ended and closed ({replay / sessions:.1f} events kept each "
+          "for replay)")
+    print(f"in its grace:           {(graced - before) / sessions / 1024:.1f} KiB per session (a record and its "
+          f"replay ring, packed), {(objects_graced - objects_before) / sessions:.1f} objects tracked by the collector")
     print(f"kept as records:        {(swapped - before) / sessions / 1024:.1f} KiB per session "
           f"(the negotiation {state_bytes:.0f} bytes of it), "
           f"{(objects_swapped - objects_before) / sessions:.1f} objects tracked")

@@ -52,6 +52,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -255,6 +257,9 @@ def life_run(build: Build, scale: Scale) -> dict[str, Any]:
         played = asyncio.run(_lives(base, scale.life_sessions, 25, turns=len(LINES)))
         time.sleep(settle)
         rss2 = server.rss_kib()
+        # What the server holds as the RSS is read: whether any ended session still waits as an
+        # actor or keeps its replay ring (none should, past the settle), read after the RSS.
+        held = httpx.get(f"{base}/health", timeout=10).json()["sessions"]
     finally:
         server.stop()
     n = scale.life_sessions
@@ -263,7 +268,8 @@ def life_run(build: Build, scale: Scale) -> dict[str, Any]:
             "server_cpu_us_per_session": round(cpu * 1e6 / n, 1), "base_rss_mib": round(rss0 / 1024, 1),
             "rss_before_played_mib": round(rss1 / 1024, 1), "rss_after_played_mib": round(rss2 / 1024, 1),
             "turns_per_played_session": len(LINES), "kib_per_ended_session": round((rss2 - rss1) / n, 2),
-            "ended_grace_s": LIFE_GRACE_S}
+            "ended_grace_s": LIFE_GRACE_S,
+            "held_at_rss": {k: held.get(k) for k in ("live", "ended_records", "ended_actors", "replays_in_grace")}}
 
 
 def capacity_run(args: argparse.Namespace, sessions: int, duration: float, stream: bool) -> dict[str, Any]:

@@ -2,9 +2,10 @@
 
 An ended session stays in memory for `idle_seconds` for its report and a late reconnect. Its actor,
 machine, fan-out and negotiation are a few hundred Python objects (12 KiB once the replay ring has
-gone); the registry swaps them for an `EndedSession` when nobody has had the session open for
-`ended_grace_seconds` (session/registry.py), and rebuilds an actor from it when someone asks
-for the session again, as it does from storage after a restart.
+gone); the registry swaps them for an `EndedSession` at its next look once nobody has the session
+open (keeping the replay ring beside it until `ended_grace_seconds` have passed; session/registry.py),
+and rebuilds an actor from it when someone asks for the session again, as it does from storage
+after a restart.
 
 The negotiation is serialised by `to_bytes` and rebuilt exactly by `from_bytes`: the rebuilt one
 equals the original field for field (tests/test_session_machine.py checks it after every step of

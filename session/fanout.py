@@ -25,6 +25,7 @@ durable yet. An ack owed to the player goes to its newest connection if it recon
 from __future__ import annotations
 
 import logging
+import zlib
 from collections import deque
 from collections.abc import Iterator
 from typing import Any
@@ -37,7 +38,32 @@ from session.messages import ActorLimits
 from session.negotiation import Negotiation
 from session.protocols import Connection, Mirror
 
-__all__ = ["Fanout"]
+__all__ = ["Fanout", "PackedReplay", "Replay", "pack_replay", "unpack_replay"]
+
+Replay = deque[tuple[int | None, str]]  # each sequenced event's seq and `Envelope.kept()`, oldest first
+# A ring's size, its seqs, each event's length in bytes, and the events' UTF-8 deflated in one run.
+PackedReplay = tuple[int | None, tuple[int | None, ...], tuple[int, ...], bytes]
+REPLAY_LEVEL = 1  # the events repeat their field names and state: level 1 finds most of it, fastest
+
+
+def pack_replay(ring: Replay) -> PackedReplay:
+    """The ring's events as one deflated `bytes` beside their seqs and lengths, for `unpack_replay`:
+    how an ended session's record keeps its replay through its grace (session/registry.py), some
+    7 KB of strings as about a fifth of that, for the rare reconnect that needs them back."""
+    parts = [encoded.encode() for _, encoded in ring]
+    return (ring.maxlen, tuple(seq for seq, _ in ring), tuple(map(len, parts)),
+            zlib.compress(b"".join(parts), REPLAY_LEVEL))
+
+
+def unpack_replay(packed: PackedReplay) -> Replay:
+    """The ring `pack_replay` was given, equal event for event."""
+    maxlen, seqs, lengths, data = packed
+    raw, at = zlib.decompress(data), 0
+    ring: Replay = deque(maxlen=maxlen)
+    for seq, length in zip(seqs, lengths, strict=True):
+        ring.append((seq, raw[at:at + length].decode()))
+        at += length
+    return ring
 
 log = logging.getLogger("samvad.session")
 
@@ -56,7 +82,7 @@ class Fanout:
         self._replay_events = replay_events
         # Made when first needed: an empty deque is 760 bytes, and an idle session holds several
         # thousand of them between its peers (benchmarks/load.py, d).
-        self._replay: deque[tuple[int | None, str]] | None = None  # Envelope.kept() of each sequenced event
+        self._replay: Replay | None = None  # Envelope.kept() of each sequenced event
         self._unacked: deque[tuple[int, Connection | None, str, bool]] | None = None  # (version, conn, id, dup)
         self._unacked_ids: dict[str, int] = {}  # frame id -> the version its ack waits for (originals only)
 
@@ -147,6 +173,19 @@ class Fanout:
     def forget_replay(self) -> None:
         """Drop the kept events (an ended session nobody has open): a later `resume` gets a snapshot."""
         self._replay = None
+
+    def take_replay(self) -> Replay | None:
+        """The kept events, dropped from here: what an ended session's record keeps for its grace
+        (session/registry.py), for `restore_replay` on the actor rebuilt from it."""
+        ring, self._replay = self._replay, None
+        return ring
+
+    def restore_replay(self, ring: Replay) -> None:
+        """Keep `ring` (a `take_replay` of the same session) as this fan-out's replay: a resume then
+        replays as the actor it came from would have."""
+        if ring.maxlen != self._replay_events:
+            raise ValueError("a replay ring of another size")
+        self._replay = ring
 
     # ------------------------------------------------------------------ durability and acks
 

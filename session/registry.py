@@ -3,11 +3,14 @@
 An ended session stays in memory for `idle_seconds` after its last activity, for its report and
 a late reconnect. Ended sessions do not hold the server's room for new ones: at `max_sessions`,
 creating a session first drops the ended one idle longest that nobody is connected to. An ended
-session nobody has had open for `ended_grace_seconds` is swapped at the next sweep for a record of
-a few fields and its negotiation as bytes (`EndedSession`, session/ended.py; issue #33): about 3
-KiB instead of 12 (benchmarks/ended_memory.py). `get` rebuilds an actor from it, as from storage
-after a restart: a late reconnect gets its welcome with the final state, and a `resume` a
-snapshot, not a replay.
+session is swapped as its last socket leaves (else at a look, four times a grace) for a record
+of a few fields and its negotiation as bytes (`EndedSession`, session/ended.py; issue #33): about 3
+KiB instead of 21 (benchmarks/ended_memory.py). `get` rebuilds an actor from it, as from storage
+after a restart: a late reconnect gets its welcome with the final state. For `ended_grace_seconds`
+after its last activity the record keeps the actor's replay ring, which the rebuilt actor gets
+back (a `resume` replays as the actor would have); after it, a `resume` gets a snapshot. At churn
+the ended actors waiting out their grace were most of what a server held for its ended sessions,
+and the heap kept their room after they went (docs/performance.md): hence the swap at once.
 
 The registry holds each record packed, as a tuple of atoms that CPython's collector stops tracking
 (`EndedSession.pack`), so that the planned full pass does not walk the tens of thousands a busy
@@ -45,6 +48,7 @@ from session.actor import ActorLimits, SessionActor
 from session.changes import SessionStarted
 from session.core import START_HAPPINESS
 from session.ended import EndedSession, Packed, last_activity_of, learner_of, stage_of
+from session.fanout import PackedReplay, pack_replay, unpack_replay
 from session.negotiation import Negotiation
 from session.protocols import Brain, Mirror, TipSource
 from session.rules import Limits
@@ -97,13 +101,11 @@ class SessionRegistry:
         # none when the limits turn silence off.
         self.timers = SilenceTimers() if actor_limits.silence_s > 0 else None
         self.sweep_seconds = sweep_seconds
-        # The ended actors are looked at four times a grace, so that one waits out its grace and at
-        # most a quarter more before its swap, not up to a second sweep period: at churn the actors
-        # waiting are most of the memory a server holds for its ended sessions (issue #33,
-        # docs/performance.md). Only they are walked that often (`swap_ended`); every actor, at the
-        # sweep's own period (`evict_idle`).
+        # The ended actors not swapped as their last socket left are looked at four times a grace,
+        # as are the rings kept in a grace (issue #33, docs/performance.md); only they are walked
+        # that often (`swap_ended`), every actor at the sweep's own period (`evict_idle`).
         self.swap_seconds = min(sweep_seconds, ended_grace_seconds / 4)
-        # An ended session nobody has had open this long is swapped for its record (`_swap`).
+        # An ended session nobody has had open this long has no replay ring (`_swap`).
         self.ended_grace_seconds = ended_grace_seconds
         self.max_sessions = max_sessions
         self.loader = loader
@@ -112,6 +114,9 @@ class SessionRegistry:
         self._actors: dict[str, SessionActor] = {}
         self._ended: dict[str, Packed] = {}  # ended sessions swapped for their records, packed (untracked)
         self._ending: dict[str, SessionActor] = {}  # actors seen ended by a change, not yet swapped
+        # The replay rings of records swapped within their grace, packed, and when each grace ends (`_swap`).
+        self._graced: dict[str, tuple[float, PackedReplay]] = {}
+        self._asked: set[str] = set()  # ended actors `get` gave out: not swapped before their grace is over
         self._recovering: dict[str, anyio.Event] = {}
         self._tg: TaskGroup | None = None
         self._ready: deque[SessionActor] = deque()  # actors with messages, in the order they asked
@@ -159,6 +164,8 @@ class SessionRegistry:
                     actor.close()
                 self._actors.clear()
                 self._ended.clear()
+                self._graced.clear()
+                self._asked.clear()
 
     def close_all(self, code: int = CloseCode.GOING_AWAY, reason: str = "server shutting down") -> None:
         """Close every connection of every session (the actors keep their state)."""
@@ -193,6 +200,8 @@ class SessionRegistry:
                 actor = ready.popleft()
                 try:
                     actor.drain()
+                    if self._ending.get(actor.session_id) is actor and not actor.fanout.connections:
+                        self._swap(actor, self.clock())  # an ended session its last socket left
                 except Exception:  # drain already guards each message; this guards the loop
                     log.exception("session dispatch failed", extra={"session_id": actor.session_id})
             event = self._ready_event = new_event()
@@ -258,15 +267,18 @@ class SessionRegistry:
         """A live session, one rebuilt from its record or by the loader; None when none exists.
 
         Whoever asks is about to use the session (a socket, a report): an ended one counts that as
-        activity, so that the sweep does not swap it between this answer and the caller's `connect`.
+        activity, and is not swapped before its grace is over, so that the sweep does not swap it
+        between this answer and the caller's `connect`.
         """
         actor = self._actors.get(session_id)
         if actor is not None:
             if actor.negotiation.is_terminal:
                 actor.last_activity = max(actor.last_activity, self.clock())
+                self._asked.add(session_id)
             return actor
         packed = self._ended.get(session_id)
         if packed is not None:
+            self._asked.add(session_id)
             return self._revive(EndedSession.unpack(packed))
         if self.loader is None:
             return None
@@ -294,23 +306,38 @@ class SessionRegistry:
             del self._recovering[session_id]
 
     def _revive(self, record: EndedSession) -> SessionActor:
-        """An actor for an ended session kept as its record: no replay ring, the final state."""
+        """An actor for an ended session kept as its record: the final state, and the replay ring
+        the record kept if its grace is not over (none after it, as after a restart)."""
         actor = self._new_actor(record.negotiation(self.limits))
+        graced = self._graced.pop(record.session_id, None)
+        if graced is not None and self.clock() < graced[0]:
+            actor.fanout.restore_replay(unpack_replay(graced[1]))
         self._start(actor)
         del self._ended[record.session_id]
         self.revived += 1
         log.debug("ended session rebuilt from its record", extra={"session_id": record.session_id})
         return actor
 
-    def _swap(self, actor: SessionActor) -> bool:
-        """Keep an ended session nobody has open as its record; False (nothing changed) when it is
-        live, open, busy or has mail waiting."""
+    def _swap(self, actor: SessionActor, now: float) -> bool:
+        """Keep an ended session nobody has open as its record, with its replay ring till its grace is
+        over; False (nothing changed) when it is live, open, busy or has mail waiting, or within its
+        grace when `get` gave it out or an ack waits on the mirror (only the actor can send it to a
+        player who comes back)."""
+        until = actor.last_activity + self.ended_grace_seconds
+        if now < until and (actor.fanout.unacked or actor.session_id in self._asked):
+            return False
+        ring = actor.fanout.take_replay() if now < until else None
         if not actor.compact():
+            if ring is not None:
+                actor.fanout.restore_replay(ring)
             return False
         record = EndedSession.of(actor.negotiation, actor.last_activity)
         del self._actors[actor.session_id]
         self._ending.pop(actor.session_id, None)
+        self._asked.discard(actor.session_id)
         self._ended[record.session_id] = record.pack()
+        if ring:
+            self._graced[record.session_id] = (until, pack_replay(ring))
         actor.detach()
         actor.close()  # anything still holding the actor posts into a closed inbox, which drops it
         self.swapped += 1
@@ -320,6 +347,8 @@ class SessionRegistry:
         """End a session now and drop it from memory (erasing a learner); False if not in memory."""
         actor = self._actors.pop(session_id, None)
         self._ending.pop(session_id, None)
+        self._graced.pop(session_id, None)
+        self._asked.discard(session_id)
         if actor is not None:
             actor.stop(code, reason)
         elif self._ended.pop(session_id, None) is None:
@@ -369,15 +398,21 @@ class SessionRegistry:
                 self.swap_ended()
 
     def swap_ended(self) -> int:
-        """Swap the ended actors seen by a change that nobody has had open for the grace for their
-        records; the number swapped. (`evict_idle` finds any other, at the sweep's own period.)"""
+        """Swap the ended actors seen by a change that nobody has open for their records (with their
+        replay rings while in their grace), and let go of the rings whose grace is over; the number
+        swapped. (`evict_idle` finds any other actor, at the sweep's own period.)"""
         now, swapped = self.clock(), 0
         for sid, actor in list(self._ending.items()):
             if self._actors.get(sid) is not actor:
                 del self._ending[sid]  # dropped, or replaced by a rebuilt actor
-            elif now - actor.last_activity >= self.ended_grace_seconds and self._swap(actor):
+            elif self._swap(actor, now):
                 swapped += 1
+        self._end_graces(now)
         return swapped
+
+    def _end_graces(self, now: float) -> None:
+        """Let go of the replay rings kept with records whose grace is over."""
+        self._graced = {sid: kept for sid, kept in self._graced.items() if kept[0] > now}
 
     def evict_idle(self) -> int:
         """Drop the sessions idle too long; swap the ended ones nobody has had open for the grace
@@ -388,11 +423,12 @@ class SessionRegistry:
             ended = actor.negotiation.is_terminal
             idle = self.idle_seconds if ended else self.live_idle_seconds
             if actor.connections or actor.busy or now - actor.last_activity < idle:
-                if ended and now - actor.last_activity >= self.ended_grace_seconds:
-                    self._swap(actor)
+                if ended:
+                    self._swap(actor, now)
                 continue
             self._evict(actor, "session idle")
             evicted += 1
+        self._end_graces(now)
         if now - self._records_swept_at < RECORDS_SWEEP_S:
             return evicted
         self._records_swept_at = now
@@ -453,6 +489,8 @@ class SessionRegistry:
             "evicted_for_room": self.evicted_for_room,
             "recovered": self.recovered,
             "swapped": self.swapped,
+            "ended_actors": sum(1 for sid, a in self._ending.items() if self._actors.get(sid) is a),  # not swapped yet
+            "replays_in_grace": len(self._graced),  # records swapped within their grace, with their rings
             "revived": self.revived,
         }
 

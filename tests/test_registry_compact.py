@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import gc
 import zlib
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import anyio
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from schemas.enums import LanguageCode, Level, Stage
@@ -23,12 +26,13 @@ from session.actor import SessionActor
 from session.changes import SessionStarted
 from session.ended import EndedSession, from_bytes, to_bytes
 from session.ended import _pickled as pickled
+from session.fanout import Replay, pack_replay, unpack_replay
 from session.mirror import MemoryMirror
 from session.negotiation import Negotiation
 from session.registry import RECORDS_SWEEP_S, SessionRegistry
 from session.report import learner_report
 from session.rules import Limits
-from tests.fakes import FakeConnection, ScriptedBrain
+from tests.fakes import DeferredMirror, FakeConnection, ScriptedBrain
 from tests.servers import create, player, running_server
 
 pytestmark = pytest.mark.anyio
@@ -42,8 +46,8 @@ async def until(condition: Callable[[], bool]) -> None:
             await anyio.sleep(0.01)
 
 
-async def play(actor: SessionActor, *, end: bool) -> None:
-    """A turn, then `stop` when `end`; the player leaves."""
+async def play(actor: SessionActor, *, end: bool, ring: list[tuple[int | None, str]] | None = None) -> None:
+    """A turn, then `stop` when `end`; the player leaves (`ring`: the events kept for replay then)."""
     player_conn = FakeConnection()
     actor.connect(player_conn)
     actor.submit(player_conn, TranscriptFrame(type="transcript", id="t1", text="tamatar kitne ka?", final=True))
@@ -51,6 +55,8 @@ async def play(actor: SessionActor, *, end: bool) -> None:
     if end:
         actor.submit(player_conn, CommandFrame(type="command", id="stop", name="stop"))
         await until(lambda: actor.negotiation.is_terminal and not actor.busy)
+    if ring is not None:
+        ring.extend(event.kept() for event in actor.fanout.replay)
     actor.disconnect(player_conn)
     await until(lambda: not actor.connections)
 
@@ -73,10 +79,11 @@ async def test_an_ended_session_left_alone_becomes_a_record_and_a_late_reconnect
 
         now[0] = ended.last_activity + 30  # within the grace: a reconnect could still replay
         registry.evict_idle()
-        assert registry.live(sid) is ended and ended.fanout.replay_len > 0
+        assert registry.live(sid) is None and registry.statistics()["replays_in_grace"] == 1
 
         now[0] = max(ended.last_activity, live.last_activity) + 61
         assert registry.evict_idle() == 0  # kept for its report, not evicted
+        assert registry.statistics()["replays_in_grace"] == 0  # its grace is over: the ring has gone
         assert registry.live(sid) is None and sid in registry and len(registry) == 2
         assert registry.live(live.session_id) is live and live.fanout.replay_len > 0  # a live one stays as it is
         [record] = registry.ended()
@@ -101,6 +108,81 @@ async def test_an_ended_session_left_alone_becomes_a_record_and_a_late_reconnect
         tg.cancel_scope.cancel()
 
 
+async def test_an_ended_session_is_a_record_at_once_and_a_reconnect_in_its_grace_still_replays() -> None:
+    """An ended session is swapped as its last socket leaves, not after its grace, and the record
+    keeps the replay ring until the grace is over, so a resume then replays the events the client
+    missed, as the actor would have (docs/protocol.md); after the grace, a snapshot."""
+    now = [1000.0]
+    registry = registry_at(now)
+    async with anyio.create_task_group() as tg:
+        await tg.start(registry.run)
+        ended, ring = registry.create(), list[tuple[int | None, str]]()
+        await play(ended, end=True, ring=ring)
+        sid = ended.session_id
+        assert len(ring) >= 2 and ring[-1][0] == ended.negotiation.seq
+        assert registry.live(sid) is None and registry.record(sid) is not None  # no look was needed
+        assert registry.statistics()["ended_actors"] == 0 and registry.swap_ended() == 0
+        packed = registry._graced[sid][1]  # the ring is kept deflated: a fifth to a third of its strings
+        assert len(packed[-1]) * 2 < sum(len(encoded) for _, encoded in ring)
+
+        back = await registry.get(sid)  # a reconnect within the grace
+        assert back is not None and back is not ended and [event.kept() for event in back.fanout.replay] == ring
+        late = FakeConnection()
+        back.connect(late)
+        back.submit(late, ResumeFrame(type="resume", last_seq=ring[-3][0] or 0, id="r1"))
+        await until(lambda: len(late.of_type("ack")) == 1)
+        assert not late.of_type("snapshot")  # the events it missed, replayed
+        assert [frame.get("seq") for frame in late.sent[1:-1]] == [seq for seq, _ in ring[-2:]]
+        back.disconnect(late)
+        await until(lambda: not back.connections)
+
+        assert registry.swap_ended() == 0  # `get` gave it out: kept through its grace
+        now[0] = back.last_activity + 60  # nobody has had it open for the grace: swapped, without a ring
+        assert registry.swap_ended() == 1 and registry.statistics()["replays_in_grace"] == 0
+        again = await registry.get(sid)
+        assert again is not None and again.fanout.replay_len == 0
+        tg.cancel_scope.cancel()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.none() | st.integers(0, 2**40), st.text()), max_size=12), st.integers(1, 16))
+def test_a_packed_replay_ring_unpacks_to_the_same_ring(events: list[tuple[int | None, str]], size: int) -> None:
+    ring: Replay = deque(events, maxlen=size)
+    back = unpack_replay(pack_replay(ring))
+    assert back == ring and back.maxlen == size
+
+
+async def test_an_ack_owed_keeps_the_actor_through_its_grace() -> None:
+    """An ack waiting on the mirror goes to the player's new socket if they come back: only the actor
+    can send it, so an actor owing one is not swapped before its grace is over."""
+    now = [1000.0]
+    mirror = DeferredMirror()
+    registry = SessionRegistry(ScriptedBrain(), mirror, idle_seconds=1800, ended_grace_seconds=60,
+                               clock=lambda: now[0])
+    async with anyio.create_task_group() as tg:
+        await tg.start(registry.run)
+        actor = registry.create()
+        conn = FakeConnection()
+        actor.connect(conn)
+        actor.submit(conn, CommandFrame(type="command", id="stop", name="stop"))
+        await until(lambda: actor.negotiation.is_terminal and not actor.busy)
+        actor.disconnect(conn)
+        await until(lambda: not actor.connections)
+        assert actor.fanout.unacked == 1
+        now[0] += 1
+        assert registry.swap_ended() == 0 and registry.live(actor.session_id) is actor
+        back = FakeConnection()
+        actor.connect(back)
+        mirror.flush()
+        await until(lambda: len(back.of_type("ack")) == 1)
+        assert back.of_type("ack")[0]["id"] == "stop"
+        actor.disconnect(back)
+        await until(lambda: registry.live(actor.session_id) is None)  # nothing owed: swapped as it left
+        now[0] += 60
+        assert registry.swap_ended() == 0 and registry.statistics()["replays_in_grace"] == 0
+        tg.cancel_scope.cancel()
+
+
 async def test_a_session_someone_is_about_to_open_is_not_swapped() -> None:
     """A `Connect` posted and not yet applied, or a `get` just answered, keeps the actor: the caller
     would otherwise connect to an actor the registry had let go."""
@@ -108,8 +190,10 @@ async def test_a_session_someone_is_about_to_open_is_not_swapped() -> None:
     registry = registry_at(now)
     async with anyio.create_task_group() as tg:
         await tg.start(registry.run)
-        ended = registry.create()
-        await play(ended, end=True)
+        first = registry.create()
+        await play(first, end=True)  # swapped as its socket left
+        ended = await registry.get(first.session_id)  # rebuilt from its record
+        assert ended is not None and ended is not first
         now[0] = ended.last_activity + 61
         ended.connect(FakeConnection())  # posted; the dispatcher applies it after this step
         registry.evict_idle()
@@ -118,13 +202,27 @@ async def test_a_session_someone_is_about_to_open_is_not_swapped() -> None:
 
         other = registry.create()
         await play(other, end=True)
-        now[0] = other.last_activity + 61
-        assert await registry.get(other.session_id) is other  # a socket or a report is on its way
+        revived = await registry.get(other.session_id)  # a socket or a report is on its way
+        assert revived is not None and await registry.get(other.session_id) is revived
+        now[0] = revived.last_activity + 30  # within the grace, where one nobody has open would go
+        assert registry.swap_ended() == 0 and registry.evict_idle() == 0 and registry.live(other.session_id) is revived
+        now[0] += 61
+        assert await registry.get(other.session_id) is revived  # asked again: activity again
         registry.evict_idle()
-        assert registry.live(other.session_id) is other
+        assert registry.live(other.session_id) is revived
         now[0] += 61
         registry.evict_idle()
         assert registry.live(other.session_id) is None and other.session_id in registry
+
+        third = registry.create()  # given out while its player is still connected
+        conn = FakeConnection()
+        third.connect(conn)
+        third.submit(conn, CommandFrame(type="command", id="stop", name="stop"))
+        await until(lambda: third.negotiation.is_terminal and not third.busy)
+        assert await registry.get(third.session_id) is third
+        third.disconnect(conn)
+        await until(lambda: not third.connections)
+        assert registry.swap_ended() == 0 and registry.live(third.session_id) is third
         tg.cancel_scope.cancel()
 
 
@@ -247,7 +345,8 @@ async def test_over_http_a_swapped_session_gives_the_same_report_lobby_row_and_m
             await c.turn("t1", "Namaste bhaiya, tamatar kitne ka hai?")
             await c.send({"type": "command", "id": "stop", "name": "stop"})
             ended = await c.until("session.ended")
-        await until(lambda: (a := registry.live(sid)) is not None and not a.connections)
+        await until(lambda: registry.live(sid) is None and sid in registry)  # swapped as its socket left
+        assert await registry.get(sid) is not None  # rebuilt, and given out: an actor through its grace
 
         async def seen() -> tuple[Any, ...]:
             lobby = (await http.get("/api/lobby", headers=admin)).json()["sessions"]
@@ -278,10 +377,7 @@ async def test_over_http_a_swapped_session_gives_the_same_report_lobby_row_and_m
         async with await player(served, created) as late:
             welcome = await late.until("welcome")
             assert welcome["state"] == state and welcome["seq"] == state["seq"]
-        await until(lambda: (a := registry.live(sid)) is not None and not a.connections)
-
-        registry.evict_idle()
-        assert registry.live(sid) is None and sid in registry
+        await until(lambda: registry.live(sid) is None and sid in registry)  # no grace left: swapped as it left
         erased = await http.delete("/api/learners/meera", headers=admin)
         assert erased.status_code == 200, erased.text
         assert sid not in registry
@@ -289,9 +385,10 @@ async def test_over_http_a_swapped_session_gives_the_same_report_lobby_row_and_m
 
 
 async def test_ended_actors_are_swapped_four_times_a_grace_and_only_they_are_walked_that_often() -> None:
-    """An ended actor waits out its grace and at most a quarter more before its swap, not up to a
-    second sweep period: at churn the actors waiting are most of what a server holds for its ended
-    sessions (issue #33, docs/performance.md). The frequent look walks the ended actors only."""
+    """An ended actor nobody has open is swapped as its last socket leaves, and its ring goes at most
+    a quarter grace after its grace, not up to a second sweep period: at churn the sessions waiting
+    are most of what a server holds for its ended sessions (issue #33, docs/performance.md). The
+    frequent look walks the ended actors only."""
     now = [1000.0]
     registry = registry_at(now, live_idle_seconds=5)
     assert registry.swap_seconds == 15.0  # a quarter of the registry's 60 s grace
@@ -300,11 +397,10 @@ async def test_ended_actors_are_swapped_four_times_a_grace_and_only_they_are_wal
         ended, idle = registry.create(), registry.create()
         await play(ended, end=True)
         await play(idle, end=False)
-        now[0] += 59
-        assert registry.swap_ended() == 0  # still in its grace
-        now[0] += 1
-        assert registry.swap_ended() == 1 and registry.live(ended.session_id) is None
-        assert registry.record(ended.session_id) is not None
+        assert registry.live(ended.session_id) is None  # swapped as its socket left
+        assert registry.record(ended.session_id) is not None and registry.statistics()["replays_in_grace"] == 1
+        now[0] += 60
+        assert registry.swap_ended() == 0 and registry.statistics()["replays_in_grace"] == 0  # its grace is over
         assert registry.live(idle.session_id) is idle  # idle past its time, but left to `evict_idle`
         assert registry.evict_idle() == 1 and registry.live(idle.session_id) is None
         assert registry.swap_ended() == 0

@@ -26,6 +26,7 @@ is kept: it is all that `progress` reads of it.
 from __future__ import annotations
 
 import sys
+from array import array
 from collections.abc import Iterator, Mapping
 from typing import Protocol, cast
 
@@ -85,36 +86,81 @@ class LearnerStore(Protocol):
         ...
 
 
+ID_BYTES = 10  # an item id is 20 hex digits (`reviews.item_id`), kept as the 10 bytes they spell
+_Row = tuple[bytes | str, ...]  # `MemoryLearnerStore._items`: ids, due times, scenarios, values
+
+
+def _raw_id(item_id: str) -> bytes:
+    raw = bytes.fromhex(item_id)
+    if len(raw) != ID_BYTES or raw.hex() != item_id:
+        raise ValueError(f"not an item id: {item_id!r}")
+    return raw
+
+
+class _Columns:
+    """One learner's review items as the columns of their row (`MemoryLearnerStore._items`), for a
+    session's record to read and change, and to write back as a row."""
+
+    __slots__ = ("dues", "ids", "index", "scenarios", "values")
+
+    def __init__(self, row: _Row) -> None:
+        n = (len(row) - 2) // 2
+        raw = cast(bytes, row[0]) if row else b""
+        self.ids = [raw[i:i + ID_BYTES].hex() for i in range(0, n * ID_BYTES, ID_BYTES)]
+        self.dues = array("d", cast(bytes, row[1]) if row else b"")
+        self.scenarios = cast(list[str], list(row[2:2 + n]))
+        self.values = cast(list[bytes], list(row[2 + n:]))
+        self.index = {item_id: i for i, item_id in enumerate(self.ids)}
+
+    def put(self, item: ReviewItem) -> None:
+        at = self.index.get(item.item_id)
+        if at is None:
+            _raw_id(item.item_id)
+            at = self.index[item.item_id] = len(self.ids)
+            self.ids.append(item.item_id)
+            self.dues.append(0.0)
+            self.scenarios.append("")
+            self.values.append(b"")
+        self.dues[at] = item.due
+        self.scenarios[at] = sys.intern(item.scenario)
+        self.values[at] = pack(item)
+
+    def row(self) -> _Row:
+        return (b"".join(map(bytes.fromhex, self.ids)), self.dues.tobytes(), *self.scenarios, *self.values)
+
+
+def _due(row: _Row, scenario: str, at: float) -> list[bytes]:
+    """The packed items of `row` of `scenario` due by `at`, read from the columns alone."""
+    if not row:
+        return []
+    n = (len(row) - 2) // 2
+    dues = array("d", cast(bytes, row[1]))
+    return [cast(bytes, row[2 + n + i]) for i in range(n) if row[2 + i] == scenario and dues[i] <= at]
+
+
 class _Items(Mapping[str, ReviewItem]):
     """A learner's packed review items, each made a model when first read and kept for this view's
     life (`items_after` reads only the items a session touched, some of them several times)."""
 
-    def __init__(self, packed: Mapping[str, bytes]) -> None:
-        self._packed = packed
+    def __init__(self, columns: _Columns) -> None:
+        self._columns = columns
         self._read: dict[str, ReviewItem] = {}
 
     def __getitem__(self, item_id: str) -> ReviewItem:
         item = self._read.get(item_id)
         if item is None:
-            item = self._read[item_id] = unpack(self._packed[item_id], ReviewItem)
+            columns = self._columns
+            item = self._read[item_id] = unpack(columns.values[columns.index[item_id]], ReviewItem)
         return item
 
     def __contains__(self, item_id: object) -> bool:
-        return item_id in self._packed
+        return item_id in self._columns.index
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._packed)
+        return iter(self._columns.ids)
 
     def __len__(self) -> int:
-        return len(self._packed)
-
-
-def _columns(flat: tuple[str | float, ...]) -> tuple[tuple[str, ...], Iterator[tuple[str, float]]]:
-    """A learner's schedule (`MemoryLearnerStore._schedule`) as its ids and, in step, each one's
-    scenario and due time."""
-    n = len(flat) // 3
-    return (cast(tuple[str, ...], flat[:n]),
-            zip(cast(tuple[str, ...], flat[n:2 * n]), cast(tuple[float, ...], flat[2 * n:]), strict=True))
+        return len(self._columns.ids)
 
 
 class MemoryLearnerStore:
@@ -130,13 +176,14 @@ class MemoryLearnerStore:
         # Per learner, each session's progress point packed, in the order the sessions ended: a
         # tuple of bytes (of tuples, the collector stops tracking the outer one a pass later).
         self._sessions: dict[str, tuple[bytes, ...]] = {}
-        self._items: dict[str, dict[str, bytes]] = {}
-        # Per learner, each item's id, then each one's scenario, then each one's due time, in one
-        # flat tuple: a new session's practice inflates only the items due, not every item the
-        # learner has (issue #33: reading them all was most of the store's cost at each session's
-        # start). A tuple of atoms, which the collector stops tracking at its first pass (nested
-        # tuples would take a pass each); the ids are the dict's own keys, the scenarios interned.
-        self._schedule: dict[str, tuple[str | float, ...]] = {}
+        # Per learner, their review items as one row of columns (issue #33): every id's 10 bytes in
+        # one `bytes`, every due time's 8 in another, then each item's scenario (interned), then
+        # each item packed, in the order the items were made. A new session's practice reads the
+        # scenarios and due times and inflates only the items due (reading them all was most of the
+        # store's cost at each session's start). A flat tuple of atoms, which the collector stops
+        # tracking at its first pass; a dict of items keyed by their 20-digit ids, beside a schedule
+        # of ids, scenarios and float objects, was some 950 bytes more for a new learner's seven.
+        self._items: dict[str, _Row] = {}
 
     async def get(self, learner_id: str) -> LearnerProfile | None:
         packed = self._profiles.get(learner_id)
@@ -149,28 +196,20 @@ class MemoryLearnerStore:
             learner = figures.learner_id
             self._profiles[learner] = pack(profile)
             self._sessions[learner] = (*self._sessions.get(learner, ()), pack(progress_point(figures)))
-            items = self._items.setdefault(learner, {})
-            changed = items_after(_Items(items), figures)
-            items.update((item.item_id, pack(item)) for item in changed)
+            columns = _Columns(self._items.get(learner, ()))
+            changed = items_after(_Items(columns), figures)
+            for item in changed:
+                columns.put(item)
             if changed:
-                self._reschedule(learner, changed)
+                self._items[learner] = columns.row()
         return profile
 
-    def _reschedule(self, learner: str, changed: list[ReviewItem]) -> None:
-        when = dict(zip(*_columns(self._schedule.get(learner, ())), strict=True))
-        when.update((item.item_id, (sys.intern(item.scenario), item.due)) for item in changed)
-        keys = tuple(self._items[learner])  # the dict's own key strings, not the models' equal copies
-        self._schedule[learner] = (*keys, *(when[k][0] for k in keys), *(when[k][1] for k in keys))
-
     async def due_items(self, learner_id: str, scenario: str, at: float) -> list[ReviewItem]:
-        ids, when = _columns(self._schedule.get(learner_id, ()))
-        packed = self._items.get(learner_id, {})
-        return [unpack(packed[iid], ReviewItem) for iid, (sc, due) in zip(ids, when, strict=True)
-                if sc == scenario and due <= at]
+        return [unpack(packed, ReviewItem) for packed in _due(self._items.get(learner_id, ()), scenario, at)]
 
     async def items(self, learner_id: str) -> list[ReviewItem]:
-        packed = self._items.get(learner_id, {})
-        return [unpack(packed[item_id], ReviewItem) for item_id in sorted(packed)]
+        columns = _Columns(self._items.get(learner_id, ()))
+        return [unpack(columns.values[i], ReviewItem) for _, i in sorted(columns.index.items())]
 
     async def progress(self, learner_id: str) -> list[ProgressPoint]:
         points = [unpack(point, ProgressPoint) for point in self._sessions.get(learner_id, ())]
@@ -191,7 +230,6 @@ class MemoryLearnerStore:
     async def erase(self, learner_id: str) -> bool:
         self._sessions.pop(learner_id, None)
         self._items.pop(learner_id, None)
-        self._schedule.pop(learner_id, None)
         return self._profiles.pop(learner_id, None) is not None
 
     def statistics(self) -> dict[str, object]:
