@@ -29,6 +29,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from voice.denoise import UNMEASURED_DB
+
 THRESHOLD = 0.7  # the default CONFIDENCE_CLARIFY_THRESHOLD the calibration aims at
 # At most this share of all transcripts may be wrong and still at or above THRESHOLD (issue #41's
 # acceptance is 5 %; the margin is for transcripts the fit has not seen. Out of sample, two folds by
@@ -55,7 +57,7 @@ class Evidence:
     words: int = 0
     lm_score: float = 0.0
     frames_per_phone: float = 0.0
-    above_noise_db: float = 60.0
+    above_noise_db: float = UNMEASURED_DB
 
     def vector(self, features: Sequence[str]) -> tuple[float, ...]:
         return tuple(FEATURES[name](self) for name in features)

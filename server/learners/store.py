@@ -90,6 +90,11 @@ ID_BYTES = 10  # an item id is 20 hex digits (`reviews.item_id`), kept as the 10
 _Row = tuple[bytes | str, ...]  # `MemoryLearnerStore._items`: ids, due times, scenarios, values
 
 
+def _count(row: _Row) -> int:
+    """How many items `row` holds: after its ids and due times, a scenario and a value for each."""
+    return (len(row) - 2) // 2
+
+
 def _raw_id(item_id: str) -> bytes:
     raw = bytes.fromhex(item_id)
     if len(raw) != ID_BYTES or raw.hex() != item_id:
@@ -104,7 +109,7 @@ class _Columns:
     __slots__ = ("dues", "ids", "index", "scenarios", "values")
 
     def __init__(self, row: _Row) -> None:
-        n = (len(row) - 2) // 2
+        n = _count(row)
         raw = cast(bytes, row[0]) if row else b""
         self.ids = [raw[i:i + ID_BYTES].hex() for i in range(0, n * ID_BYTES, ID_BYTES)]
         self.dues = array("d", cast(bytes, row[1]) if row else b"")
@@ -133,7 +138,7 @@ def _due(row: _Row, scenario: str, at: float) -> list[bytes]:
     """The packed items of `row` of `scenario` due by `at`, read from the columns alone."""
     if not row:
         return []
-    n = (len(row) - 2) // 2
+    n = _count(row)
     dues = array("d", cast(bytes, row[1]))
     return [cast(bytes, row[2 + n + i]) for i in range(n) if row[2 + i] == scenario and dues[i] <= at]
 
