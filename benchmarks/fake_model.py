@@ -12,8 +12,10 @@ writes whatever each stream has due, in one write per stream per tick.
 The reply is `tests.fake_decision.mirror_decision` (the stage and happiness the prompt states,
 so the session changes nothing); a request without `response_format` (the running summary) gets a
 line of plain text. Every request is recorded with its marker (the text after "(ref " in the last
-user message), when it arrived and when the chunk holding the first character of `reply_text`
-was written, at `GET /_fake/requests`; `POST /_fake/reset` forgets them.
+user message), when it arrived, when the chunk holding the first character of `reply_text` was
+written, and when the chunk completing its first clause was (a clause mark and a space, or the end
+of the text: the first words the session may let out, session/spoken.py), at `GET /_fake/requests`;
+`POST /_fake/reset` forgets them.
 
     python -m benchmarks.fake_model --port 0 --ttft-ms 400 --tokens-per-s 50
 """
@@ -31,7 +33,7 @@ from typing import Any, cast
 
 import orjson
 
-from tests.fake_decision import mirror_decision
+from tests.fake_decision import CLAUSE_END, mirror_decision
 
 TICK_S = 0.005  # the ticker's period; a token is written at most this late
 CHARS_PER_TOKEN = 4
@@ -46,16 +48,30 @@ def _event(payload: dict[str, Any]) -> bytes:
     return _chunked(b"data: " + orjson.dumps(payload) + b"\n\n")
 
 
+def _clause_chunk(content: str, marker: int, reply: str) -> int:
+    """The chunk that completes `reply`'s first clause in `content`: the one holding the space
+    after its first clause mark, or the closing quote of a reply without one (as
+    tests/openai_server.py marks `first_clause_wall`)."""
+    start = marker + len('"reply_text": "')
+    found = CLAUSE_END.search(reply)
+    said = reply[:found.end()] if found else reply
+    # The JSON text of the words up to there, without its quotes; its end is one past the space,
+    # or the closing quote itself for a reply without a clause mark.
+    end = start + len(json.dumps(said, ensure_ascii=False)) - 2
+    return (end - 1 if found else end) // CHARS_PER_TOKEN
+
+
 class Stream:
     """One streamed answer: its chunks, encoded in advance, and how many have been written."""
 
-    __slots__ = ("chunks", "first_reply_chunk", "record", "sent", "start", "transport")
+    __slots__ = ("chunks", "first_clause_chunk", "first_reply_chunk", "record", "sent", "start", "transport")
 
     def __init__(self, transport: asyncio.Transport, chunks: list[bytes], first_reply_chunk: int,
-                 start: float, record: dict[str, Any]) -> None:
+                 first_clause_chunk: int, start: float, record: dict[str, Any]) -> None:
         self.transport = transport
         self.chunks = chunks
         self.first_reply_chunk = first_reply_chunk
+        self.first_clause_chunk = first_clause_chunk
         self.start = start
         self.sent = 0
         self.record = record
@@ -105,8 +121,11 @@ class FakeModel:
                                   "received_wall": wall, "first_reply_char_wall": None,
                                   "answered_wall": None, "stream": bool(body.get("stream"))}
         self.records.append(record)
+        reply = ""
         if body.get("response_format"):
-            content = json.dumps(mirror_decision(body), ensure_ascii=False)
+            decision = mirror_decision(body)
+            content = json.dumps(decision, ensure_ascii=False)
+            reply = str(decision.get("reply_text") or "")
         else:
             content = SUMMARY
         tokens = [content[i:i + CHARS_PER_TOKEN] for i in range(0, len(content), CHARS_PER_TOKEN)]
@@ -140,9 +159,11 @@ class FakeModel:
         chunks[-1] += tail + _chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n"
         marker = content.find('"reply_text": "')
         first_reply_chunk = (marker + len('"reply_text": "')) // CHARS_PER_TOKEN if marker >= 0 else 0
+        first_clause_chunk = _clause_chunk(content, marker, reply) if marker >= 0 else 0
         transport.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
                         b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
-        self.streams.append(Stream(transport, chunks, first_reply_chunk, now + self.ttft_s, record))
+        self.streams.append(Stream(transport, chunks, first_reply_chunk, first_clause_chunk,
+                                   now + self.ttft_s, record))
         if self._ticker is None:
             self._ticker = asyncio.get_running_loop().create_task(self._tick())
 
@@ -161,6 +182,8 @@ class FakeModel:
                     if due > stream.sent:
                         if stream.sent <= stream.first_reply_chunk < due:
                             stream.record["first_reply_char_wall"] = time.time()
+                        if stream.sent <= stream.first_clause_chunk < due:
+                            stream.record["first_clause_wall"] = time.time()
                         stream.transport.write(b"".join(stream.chunks[stream.sent:due]))
                         stream.sent = due
                 if stream.sent < len(stream.chunks):

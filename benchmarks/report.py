@@ -283,7 +283,8 @@ def capacity_run(args: argparse.Namespace, sessions: int, duration: float, strea
         raise RuntimeError(done.stderr[-500:])
     step = json.loads((ARTIFACTS / "capacity.json").read_text())["steps"][0]
     return {"command": " ".join(cmd[1:]), "neo4j": bool(args.neo4j_uri), "sessions": sessions,
-            "turns": step["turns"], "overhead_ms": step["overhead_ms"], "errors": step["errors"],
+            "turns": step["turns"], "overhead_ms": step["overhead_ms"],
+            "overhead_from_first_char_ms": step.get("overhead_from_first_char_ms", {}), "errors": step["errors"],
             "server_cpu_ms_per_turn": step["server_cpu_ms_per_turn"],
             "fake_cpu_ms_per_turn": step["fake_cpu_ms_per_turn"],
             "ratio": round(step["server_cpu_ms_per_turn"] / max(1e-9, step["fake_cpu_ms_per_turn"]), 2),

@@ -96,6 +96,11 @@ def figures(runs: Runs) -> list[dict[str, Any]]:
     out.append(figure("capacity.p99_ms", "Capacity at the first N: first-words overhead p99 (median of runs)",
                       median([r["overhead_ms"].get("p99", float("inf")) for _, r in stream]), "ms", "<= 10",
                       lambda v: v <= 10, [k for k, _ in stream]))
+    first_char = [r["overhead_from_first_char_ms"].get("p99", float("inf")) for _, r in stream
+                  if r.get("overhead_from_first_char_ms")]
+    out.append(figure("capacity.p99_first_char_ms", "Capacity at the first N: the same from the model's first "
+                      "character, its first clause's writing included (median of runs)",
+                      median(first_char), "ms", "", None, [k for k, _ in stream]))
     out.append(figure("capacity.errors", "Capacity at the first N: errors (all runs)",
                       sum(sum(r["errors"].values()) for _, r in stream) if stream else None, "", "0",
                       lambda v: v == 0, [k for k, _ in stream]))
