@@ -17,7 +17,7 @@ from tests.turn_set import LABELS, Case, Truth, cases, load_cases, render, repla
 from voice.barge_in import BargeIn, BargeTiming, VerdictKind
 from voice.errors import AudioRejected
 from voice.turn_end import UTTERANCE_END_MS, EndOfTurn, Paused, Timing, TurnEnded, UtteranceEnded
-from voice.turn_words import TurnWords, words
+from voice.turn_words import TurnWords, syllables, words
 from voice.vad import VadFrame, VadStream, default_detector
 
 JAIPUR = TurnWords.of(load_scenario("jaipur-bazaar"))
@@ -84,6 +84,24 @@ def test_the_same_pause_after_a_finished_sentence_ends_the_turn() -> None:
     assert turn is not None and turn.speech_end_ms == 900
 
 
+@pytest.mark.parametrize("level", list(Level))
+@pytest.mark.parametrize("text", ["okay brother", "sahi daam", "I will give you 90 rupees for the"])
+def test_words_that_only_start_the_packs_sentences_are_a_thinking_pause(level: Level, text: str) -> None:
+    """"okay brother" starts "Okay brother, see you tomorrow." and is no sentence of the pack's: a
+    recogniser that heard a short "um" as "daam", or lost it in "brother", leaves such a start."""
+    frames = timeline((True, 900), (False, 2100), (True, 600), (False, 4000))
+    turn = ended(run(EndOfTurn(JAIPUR, level), frames, {800: text, 3400: text + " see you tomorrow"}))
+    assert turn is not None and turn.speech_end_ms == 3600
+
+
+@pytest.mark.parametrize("text", ["okay brother see you tomorrow", "theek hai", "haan ji", "Okay brother.",
+                                  "bahut aam"])
+def test_a_whole_sentence_a_backchannel_a_stop_or_words_the_pack_never_starts_with_are_no_such_pause(
+        text: str) -> None:
+    turn = ended(run(EndOfTurn(JAIPUR, Level.ADVANCED), timeline((True, 900), (False, 4000)), {800: text}))
+    assert turn is not None and not turn.thinking
+
+
 def test_a_beginner_is_waited_for_longer_than_an_advanced_learner() -> None:
     frames = timeline((True, 900), (False, 4000))
     at = {level: ended(run(EndOfTurn(JAIPUR, level), frames, {900: "okay done"})) for level in Level}
@@ -132,7 +150,7 @@ def test_a_learner_who_comes_back_after_pauses_is_waited_for_longer_in_later_tur
 def test_a_slow_speaker_is_given_longer_between_sentences() -> None:
     frames = timeline((True, 2000), (False, 4000))
     quick = ended(run(EndOfTurn(JAIPUR, Level.ADVANCED), frames, {1900: "Sorry brother, my mistake, I was wrong"}))
-    slow = ended(run(EndOfTurn(JAIPUR, Level.ADVANCED), frames, {1900: "Sorry brother"}))  # 6 letters a second
+    slow = ended(run(EndOfTurn(JAIPUR, Level.ADVANCED), frames, {1900: "Theek hai bhaiya"}))  # 2 syllables a second
     assert quick is not None and slow is not None
     assert slow.waited_ms - quick.waited_ms == Timing().slow_ms and not slow.thinking
 
@@ -150,6 +168,7 @@ def test_waits_that_break_the_order_are_refused() -> None:
 
 def test_words_are_read_as_the_lists_spell_them() -> None:
     assert words("Haan-ji, 90!") == ("haan", "ji", "90")
+    assert syllables(words("Bahut mehenga hai, 90 rupees please")) == 6 + 3 + 2 + 2
     assert JAIPUR.ends_on_filler(words("I will give, umm...")) and JAIPUR.ends_on_filler(words("kya kehte hain"))
     assert not JAIPUR.ends_on_filler(words("umm I will give ninety"))
     assert JAIPUR.only_backchannels(words("Haan haan, accha ji.")) and not JAIPUR.only_backchannels(words("haan ruko"))
