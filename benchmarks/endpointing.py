@@ -210,9 +210,10 @@ def stt_turns(cases: list[Case], words: dict[str, TurnWords], noise: str) -> dic
     for pause, seen in at_pause.items():
         tw = [words[c.pack] for c in cases if c.pause == pause][:1]
         cued = sum(1 for _, text in seen if tw and (tw[0].ends_on_filler(said := tuple(text.split()))
-                                                     or tw[0].ends_mid_sentence(said)))
+                                                     or tw[0].ends_mid_sentence(said) or tw[0].only_starts(said)))
         figures[f"{pause}_pause_heard_with_its_cue"] = share(cued, len(seen))
-        print(f"stt/{noise} {pause} pauses whose text ends on a filler or continuation word: {cued} of {len(seen)}")
+        print(f"stt/{noise} {pause} pauses whose text ends on a filler or continuation word, or only starts the "
+              f"pack's sentences: {cued} of {len(seen)}")
         for first, text in seen[:6]:
             print(f"    said {first!r:48} heard {text!r}")
     figures["heard_at_pauses"] = at_pause
