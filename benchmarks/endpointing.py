@@ -22,12 +22,13 @@ It also prints each detector package's installed size.
 
 `--stt` replaces the set's timed partial text with what the offline scene recogniser
 (voice/scene_stt.py) makes of the audio so far at each utterance end (300 ms of silence), as a
-server without streaming partials would feed the policy; Silero's detector, clean and 20 dB.
+server without streaming partials would feed the policy; Silero's detector, clean and 20 dB. It
+prints each thinking pause cut: the case, what was said and heard, and the wait that ended it.
 
 Writes artifacts/endpointing.json and prints the figures. The figures in docs/voice.md ("When the
-turn ends"): `python -m benchmarks.endpointing --detector silero`, 2026-11-27, with the glance and
-the finished sentence's shorter wait (voice/turn_end.py rules 2 and 3); `--stt-only`, 2026-11-26
-(the scene recogniser writes no stops, so rule 3's shorter wait never applies to its text).
+turn ends"): `python -m benchmarks.endpointing --detector silero` and `--stt-only`, 2026-11-27,
+with rule 4's starts of the pack's sentences and rule 6's syllables (voice/turn_end.py; the scene
+recogniser writes no stops, so rule 3's shorter wait never applies to its text).
 """
 
 from __future__ import annotations
