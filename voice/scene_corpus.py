@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from collections.abc import Iterator
 from functools import lru_cache
 from importlib import resources
@@ -246,6 +247,7 @@ def _said(n: int) -> list[tuple[str, float]]:
 
 
 _STARTS: dict[str, frozenset[tuple[str, ...]]] = {}  # per pack (its JSON's digest), a few kept
+_STARTS_LOCK = threading.Lock()  # a microphone's worker thread and the event loop may both ask
 
 
 def sentence_starts(scenario: Scenario) -> frozenset[tuple[str, ...]]:
@@ -257,16 +259,18 @@ def sentence_starts(scenario: Scenario) -> frozenset[tuple[str, ...]]:
     transcript that is one as unfinished (issue #34, voice/turn_end.py rule 4). Computed once per
     pack (about 0.1 s), then kept."""
     digest = hashlib.sha256(scenario.model_dump_json().encode("utf-8")).hexdigest()
-    found = _STARTS.get(digest)
+    with _STARTS_LOCK:
+        found = _STARTS.get(digest)
     if found is None:
         said = [tuple(ws) for ws, _ in scene_sentences(scenario)]
         replies = [tuple(words(b)) for b in _turn_words(scenario.backchannels)]
         address = [tuple(words(a)) for a in scenario.rules.respectful_address]
         whole = set(said) | set(replies) | {(*b, *a) for b in replies for a in address}
         found = frozenset(ws[:k] for ws in said for k in range(1, len(ws)) if ws[:k] not in whole)
-        while len(_STARTS) >= 8:
-            _STARTS.pop(next(iter(_STARTS)))
-        _STARTS[digest] = found
+        with _STARTS_LOCK:
+            while len(_STARTS) >= 8:
+                _STARTS.pop(next(iter(_STARTS)))
+            _STARTS[digest] = found
     return found
 
 
