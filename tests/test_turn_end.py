@@ -100,8 +100,8 @@ def test_words_that_only_start_the_packs_sentences_are_a_thinking_pause(level: L
 
 
 @pytest.mark.parametrize("text", ["okay brother see you tomorrow", "theek hai", "haan ji", "Okay brother.",
-                                  "bahut aam"])
-def test_a_whole_sentence_a_backchannel_a_stop_or_words_the_pack_never_starts_with_are_no_such_pause(
+                                  "bahut aam", "namaste", "ruko"])
+def test_a_whole_sentence_a_backchannel_a_stop_one_word_or_words_the_pack_never_starts_with_are_no_such_pause(
         text: str) -> None:
     turn = ended(run(EndOfTurn(JAIPUR, Level.ADVANCED), timeline((True, 900), (False, 4000)), {800: text}))
     assert turn is not None and not turn.thinking

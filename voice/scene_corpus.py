@@ -251,13 +251,14 @@ _STARTS_LOCK = threading.Lock()  # a microphone's worker thread and the event lo
 
 
 def sentence_starts(scenario: Scenario) -> frozenset[tuple[str, ...]]:
-    """The word sequences that only start the scene's sentences: a first part of one ("okay
-    brother" of "okay brother see you tomorrow", "sahi daam" of "sahi daam lagao") and the whole of
-    none. A backchannel, alone or with a way of addressing the vendor (the pack's
-    `respectful_address`), is a whole one: "theek hai" and "theek hai bhaiya" start "theek hai
-    bhaiya kal milte hain" but are turns of their own. The end-of-turn policy reads a partial
-    transcript that is one as unfinished (issue #34, voice/turn_end.py rule 4). Computed once per
-    pack (about 0.1 s), then kept."""
+    """The word sequences that only start the scene's sentences: a first part of one, of two words
+    or more ("okay brother" of "okay brother see you tomorrow", "sahi daam" of "sahi daam lagao"),
+    and the whole of none. One word is left out: many a first word is a turn of its own that the
+    pack has no sentence for ("namaste", "ruko", "enough"). A backchannel, alone or with a way of
+    addressing the vendor (the pack's `respectful_address`), is a whole one: "theek hai" and "theek
+    hai bhaiya" start "theek hai bhaiya kal milte hain" but are turns of their own. The end-of-turn
+    policy reads a partial transcript that is one as unfinished (issue #34, voice/turn_end.py rule
+    4). Computed once per pack (about 0.1 s), then kept."""
     digest = hashlib.sha256(scenario.model_dump_json().encode("utf-8")).hexdigest()
     with _STARTS_LOCK:
         found = _STARTS.get(digest)
@@ -266,7 +267,7 @@ def sentence_starts(scenario: Scenario) -> frozenset[tuple[str, ...]]:
         replies = [tuple(words(b)) for b in _turn_words(scenario.backchannels)]
         address = [tuple(words(a)) for a in scenario.rules.respectful_address]
         whole = set(said) | set(replies) | {(*b, *a) for b in replies for a in address}
-        found = frozenset(ws[:k] for ws in said for k in range(1, len(ws)) if ws[:k] not in whole)
+        found = frozenset(ws[:k] for ws in said for k in range(2, len(ws)) if ws[:k] not in whole)
         with _STARTS_LOCK:
             while len(_STARTS) >= 8:
                 _STARTS.pop(next(iter(_STARTS)))
