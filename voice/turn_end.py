@@ -20,9 +20,9 @@ Rules (seed 002's thresholds, `SILENCE_UTTERANCE_END_MS` and `SILENCE_THINKING_M
    where no sentence ends ("I will give you ninety for the") is thinking: the wait is the level's
    thinking wait (`Timing.thinking`), longer than seed 002's 2 s thinking pause. So is one whose
    words so far only start the pack's sentences ("okay brother" of "okay brother, see you
-   tomorrow"; two words or more, the whole of none: `TurnWords.only_starts`), unless a recogniser that punctuates
-   closed them with a stop: a short filler heard as a pack word ("sahi um" as "sahi daam") or lost
-   in the word before it leaves such a start.
+   tomorrow"; two words or more, the whole of none: `TurnWords.only_starts`), unless a recogniser
+   that punctuates closed them with a stop: a short filler heard as a pack word ("sahi um" as
+   "sahi daam") or lost in the word before it leaves such a start.
 5. Each time this learner came back after an utterance had ended (a pause that rule 3 did not cut),
    the wait of rule 3 grows by `Timing.resume_step_ms`, up to `resume_max_ms`: a learner who pauses
    is waited for longer, this turn and the next ones of the session (`next_turn` keeps it).
