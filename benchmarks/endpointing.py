@@ -22,12 +22,13 @@ It also prints each detector package's installed size.
 
 `--stt` replaces the set's timed partial text with what the offline scene recogniser
 (voice/scene_stt.py) makes of the audio so far at each utterance end (300 ms of silence), as a
-server without streaming partials would feed the policy; Silero's detector, clean and 20 dB.
+server without streaming partials would feed the policy; Silero's detector, clean and 20 dB. It
+prints each thinking pause cut: the case, what was said and heard, and the wait that ended it.
 
 Writes artifacts/endpointing.json and prints the figures. The figures in docs/voice.md ("When the
-turn ends"): `python -m benchmarks.endpointing --detector silero`, 2026-11-27, with the glance and
-the finished sentence's shorter wait (voice/turn_end.py rules 2 and 3); `--stt-only`, 2026-11-26
-(the scene recogniser writes no stops, so rule 3's shorter wait never applies to its text).
+turn ends"): `python -m benchmarks.endpointing --detector silero` and `--stt-only`, 2026-11-27,
+with rule 4's starts of the pack's sentences and rule 6's syllables (voice/turn_end.py; the scene
+recogniser writes no stops, so rule 3's shorter wait never applies to its text).
 """
 
 from __future__ import annotations
@@ -154,50 +155,52 @@ def stt_turns(cases: list[Case], words: dict[str, TurnWords], noise: str) -> dic
 
     from voice.scene_stt import SceneStt
     from voice.stt import SceneContext
-    from voice.turn_end import EndOfTurn, TurnEnded, UtteranceEnded
 
     stt = SceneStt(shutil.which("espeak-ng"), str(ROOT / "var" / "stt"))
     detector = SileroDetector()
     heard: dict[tuple[str, float], str] = {}
     spans: dict[str, tuple[tuple[float, float], ...]] = {}
     outcomes: dict[str, dict[str, list[tuple[bool, float | None]]]] = {}
+    cut: dict[str, list[str]] = {}  # per level, the thinking pauses cut: the case and what it was heard as
     for case in cases:
         if case.kind != "turn":
             continue
         pcm, truth = render(case, NOISE[noise])
         frames, _ = frames_of(pcm, detector)
         spans[case.id] = truth.pauses
+
+        def hear(at_ms: float, case: Case = case, pcm: bytes = pcm) -> str:
+            key = (case.id, at_ms)
+            if key not in heard:
+                context = SceneContext(case.pack, case.language, paused=True)
+                heard[key] = stt.decode(pcm[: int(at_ms) * 32], context)[0].text
+            return heard[key]
+
         for level in Level:
-            policy = EndOfTurn(words[case.pack], level)
-            result: tuple[bool, float | None] = (False, None)
-            for frame in frames:
-                for event in policy.frame(frame):
-                    if isinstance(event, UtteranceEnded):
-                        key = (case.id, event.at_ms)
-                        if key not in heard:
-                            context = SceneContext(case.pack, case.language, paused=True)
-                            heard[key] = stt.decode(pcm[: int(event.at_ms) * 32], context)[0].text
-                        policy.partial(heard[key])
-                    elif isinstance(event, TurnEnded):
-                        early = event.at_ms < truth.end_ms
-                        result = (early, None if early else event.at_ms - truth.end_ms)
-                if not policy.in_turn and result != (False, None):
-                    break
-            outcomes.setdefault(level.value, {}).setdefault(case.pause, []).append(result)
+            outcome = replay_turn(case, truth, frames, words[case.pack], level, heard=hear)
+            by_pause = outcomes.setdefault(level.value, {})
+            by_pause.setdefault(case.pause, []).append((outcome.premature, outcome.delay_ms))
+            if outcome.premature and case.pause in THINKING:
+                cut.setdefault(level.value, []).append(
+                    f"{case.id} ({case.voice}, {case.speed} wpm) said {' | '.join(case.pieces)!r}, "
+                    f"heard {outcome.heard!r}, cut after {outcome.waited_ms:.0f} ms")
     stt.close()
     figures: dict[str, Any] = {}
-    for level, by_pause in outcomes.items():
+    for name, by_pause in outcomes.items():
         thinking = [o for p in THINKING for o in by_pause.get(p, [])]
         delays = [d for p in by_pause for _, d in by_pause[p] if d is not None]
-        figures[level] = {"thinking_pauses": len(thinking),
-                          "thinking_cut": share(sum(e for e, _ in thinking), len(thinking)),
-                          "bare_cut": share(sum(e for e, _ in by_pause.get("bare", [])), len(by_pause.get("bare", []))),
-                          "no_pause_cut": share(sum(e for e, _ in by_pause.get("none", [])),
-                                                len(by_pause.get("none", []))),
-                          "median_delay_ms": pct(delays, 0.5), "p90_delay_ms": pct(delays, 0.9)}
-        print(f"stt/{noise} {level:13} thinking cut {figures[level]['thinking_cut']} of {len(thinking)}, bare cut "
-              f"{figures[level]['bare_cut']}, no-pause cut {figures[level]['no_pause_cut']}, delay median "
-              f"{figures[level]['median_delay_ms']} p90 {figures[level]['p90_delay_ms']} ms")
+        figures[name] = {"thinking_pauses": len(thinking),
+                         "thinking_cut": share(sum(e for e, _ in thinking), len(thinking)),
+                         "bare_cut": share(sum(e for e, _ in by_pause.get("bare", [])), len(by_pause.get("bare", []))),
+                         "no_pause_cut": share(sum(e for e, _ in by_pause.get("none", [])),
+                                               len(by_pause.get("none", []))),
+                         "median_delay_ms": pct(delays, 0.5), "p90_delay_ms": pct(delays, 0.9)}
+        figures[name]["cut"] = cut.get(name, [])
+        print(f"stt/{noise} {name:13} thinking cut {figures[name]['thinking_cut']} of {len(thinking)}, bare cut "
+              f"{figures[name]['bare_cut']}, no-pause cut {figures[name]['no_pause_cut']}, delay median "
+              f"{figures[name]['median_delay_ms']} p90 {figures[name]['p90_delay_ms']} ms")
+        for line in cut.get(name, []):
+            print(f"    cut: {line}")
     # What the recogniser made of each thinking pause: the text at the utterance end inside it.
     at_pause: dict[str, list[tuple[str, str]]] = {p: [] for p in THINKING}
     by_id = {c.id: c for c in cases}
@@ -208,11 +211,12 @@ def stt_turns(cases: list[Case], words: dict[str, TurnWords], noise: str) -> dic
     for pause, seen in at_pause.items():
         tw = [words[c.pack] for c in cases if c.pause == pause][:1]
         cued = sum(1 for _, text in seen if tw and (tw[0].ends_on_filler(said := tuple(text.split()))
-                                                     or tw[0].ends_mid_sentence(said)))
+                                                     or tw[0].ends_mid_sentence(said) or tw[0].only_starts(said)))
         figures[f"{pause}_pause_heard_with_its_cue"] = share(cued, len(seen))
-        print(f"stt/{noise} {pause} pauses whose text ends on a filler or continuation word: {cued} of {len(seen)}")
-        for said, text in seen[:6]:
-            print(f"    said {said!r:48} heard {text!r}")
+        print(f"stt/{noise} {pause} pauses whose text ends on a filler or continuation word, or only starts the "
+              f"pack's sentences: {cued} of {len(seen)}")
+        for first, text in seen[:6]:
+            print(f"    said {first!r:48} heard {text!r}")
     figures["heard_at_pauses"] = at_pause
     return figures
 

@@ -27,6 +27,7 @@ import hashlib
 import json
 import random
 import subprocess
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -34,7 +35,7 @@ from schemas.enums import Level
 from schemas.scenario import Item, load_scenario
 from tests.speech_set import ROOT, add_noise
 from voice.barge_in import BargeIn, VerdictKind
-from voice.turn_end import EndOfTurn, TurnEnded
+from voice.turn_end import EndOfTurn, TurnEnded, UtteranceEnded
 from voice.turn_words import CONTINUATIONS, TurnWords, words
 from voice.vad import Detector, VadFrame, VadStream
 
@@ -270,6 +271,8 @@ class TurnOutcome:
     ended_ms: float | None  # when the policy ended the turn (None: never)
     truth_ms: float  # where the utterance really ends
     thinking: bool  # the wait that ended it was a thinking wait
+    waited_ms: float | None = None  # the wait that ended it
+    heard: str = ""  # the last text the policy was given before it ended
 
     @property
     def premature(self) -> bool:
@@ -282,19 +285,24 @@ class TurnOutcome:
 
 
 def replay_turn(case: Case, truth: Truth, frames: list[VadFrame], turn_words: TurnWords, level: Level,
-                with_text: bool = True) -> TurnOutcome:
-    """The end-of-turn policy over the clip's decisions, with the partial text as it would come."""
+                with_text: bool = True, heard: Callable[[float], str] | None = None) -> TurnOutcome:
+    """The end-of-turn policy over the clip's decisions, with the partial text as it would come:
+    the set's timed text, or with `heard` what a recogniser made of the audio up to each utterance's
+    end (`heard(at_ms)`), as a server without streaming partials feeds the policy."""
     policy = EndOfTurn(turn_words, level)
-    texts = partials(case, truth) if with_text else []
+    texts = partials(case, truth) if with_text and heard is None else []
     given = 0
+    last = ""
     for frame in frames:
         while given < len(texts) and texts[given][0] <= frame.end_ms:
-            policy.partial(texts[given][1])
+            policy.partial(last := texts[given][1])
             given += 1
         for event in policy.frame(frame):
-            if isinstance(event, TurnEnded):
-                return TurnOutcome(event.at_ms, truth.end_ms, event.thinking)
-    return TurnOutcome(None, truth.end_ms, False)
+            if isinstance(event, UtteranceEnded) and heard is not None:
+                policy.partial(last := heard(event.at_ms))
+            elif isinstance(event, TurnEnded):
+                return TurnOutcome(event.at_ms, truth.end_ms, event.thinking, event.waited_ms, last)
+    return TurnOutcome(None, truth.end_ms, False, None, last)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,9 @@ standing quote, whose sentences and neighbouring prices weigh more (`scene_sente
 
 from __future__ import annotations
 
+import hashlib
 import re
+import threading
 from collections.abc import Iterator
 from functools import lru_cache
 from importlib import resources
@@ -242,6 +244,35 @@ def _offers(scenario: Scenario, items: tuple[Item, ...], weight: float,
 def _said(n: int) -> list[tuple[str, float]]:
     plain, joined = spoken_number(n), spoken_number(n, joined=True)
     return [(plain, 1.0)] if plain == joined else [(plain, 1.0), (joined, 0.5)]
+
+
+_STARTS: dict[str, frozenset[tuple[str, ...]]] = {}  # per pack (its JSON's digest), a few kept
+_STARTS_LOCK = threading.Lock()  # a microphone's worker thread and the event loop may both ask
+
+
+def sentence_starts(scenario: Scenario) -> frozenset[tuple[str, ...]]:
+    """The word sequences that only start the scene's sentences: a first part of one, of two words
+    or more ("okay brother" of "okay brother see you tomorrow", "sahi daam" of "sahi daam lagao"),
+    and the whole of none. One word is left out: many a first word is a turn of its own that the
+    pack has no sentence for ("namaste", "ruko", "enough"). A backchannel, alone or with a way of
+    addressing the vendor (the pack's `respectful_address`), is a whole one: "theek hai" and "theek
+    hai bhaiya" start "theek hai bhaiya kal milte hain" but are turns of their own. The end-of-turn
+    policy reads a partial transcript that is one as unfinished (issue #34, voice/turn_end.py rule
+    4). Computed once per pack (about 0.1 s), then kept."""
+    digest = hashlib.sha256(scenario.model_dump_json().encode("utf-8")).hexdigest()
+    with _STARTS_LOCK:
+        found = _STARTS.get(digest)
+    if found is None:
+        said = [tuple(ws) for ws, _ in scene_sentences(scenario)]
+        replies = [tuple(words(b)) for b in _turn_words(scenario.backchannels)]
+        address = [tuple(words(a)) for a in scenario.rules.respectful_address]
+        whole = set(said) | set(replies) | {(*b, *a) for b in replies for a in address}
+        found = frozenset(ws[:k] for ws in said for k in range(2, len(ws)) if ws[:k] not in whole)
+        with _STARTS_LOCK:
+            while len(_STARTS) >= 8:
+                _STARTS.pop(next(iter(_STARTS)))
+            _STARTS[digest] = found
+    return found
 
 
 def vocabulary(sentences: list[tuple[list[str], float]]) -> set[str]:

@@ -18,12 +18,18 @@ Rules (seed 002's thresholds, `SILENCE_UTTERANCE_END_MS` and `SILENCE_THINKING_M
    not hold) are a finished utterance: the level's shorter `Timing.complete` wait applies instead.
 4. A learner whose words so far stop on a filler ("umm", "matlab", "eto": the pack's `fillers`) or
    where no sentence ends ("I will give you ninety for the") is thinking: the wait is the level's
-   thinking wait (`Timing.thinking`), longer than seed 002's 2 s thinking pause.
+   thinking wait (`Timing.thinking`), longer than seed 002's 2 s thinking pause. So is one whose
+   words so far only start the pack's sentences ("okay brother" of "okay brother, see you
+   tomorrow"; two words or more, the whole of none: `TurnWords.only_starts`), unless a recogniser
+   that punctuates closed them with a stop: a short filler heard as a pack word ("sahi um" as
+   "sahi daam") or lost in the word before it leaves such a start.
 5. Each time this learner came back after an utterance had ended (a pause that rule 3 did not cut),
    the wait of rule 3 grows by `Timing.resume_step_ms`, up to `resume_max_ms`: a learner who pauses
    is waited for longer, this turn and the next ones of the session (`next_turn` keeps it).
-6. A slow speaker (under `slow_letters_per_s` letters of partial text a second of speech, over at
-   least a second of it) pauses longer between sentences: rule 3's wait grows by `slow_ms`.
+6. A slow speaker (under `slow_syllables_per_s` syllables of partial text a second of speech, over
+   at least a second of it) pauses longer between sentences: rule 3's wait grows by `slow_ms`.
+   Syllables, not letters: a recogniser that hears Hinglish as short English words, or spells a
+   number out, changes the letters far more than the syllables (`turn_words.syllables`).
 7. With no partial text at all (no streaming recogniser), rules 3 and 5 decide alone.
 """
 
@@ -32,7 +38,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from schemas.enums import Level
-from voice.turn_words import TurnWords, ends_sentence, words
+from voice.scene_corpus import words as spoken_words
+from voice.turn_words import TurnWords, ends_sentence, syllables, words
 from voice.vad import VadFrame
 
 __all__ = ["THINKING_MS", "UTTERANCE_END_MS", "EndOfTurn", "Paused", "Timing", "TurnEnded", "TurnEvent",
@@ -60,9 +67,11 @@ class Timing:
     glance_ms: float = 96.0  # rule 2: three 32 ms windows of Silero's; under UTTERANCE_END_MS
     resume_step_ms: float = 150.0
     resume_max_ms: float = 600.0
-    # Rule 6: espeak-ng at 110 words a minute says 3-10 letters a second of speech and leaves up to
-    # 0.7 s between its sentences; at 175, 7-16 letters and under 0.4 s.
-    slow_letters_per_s: float = 8.0
+    # Rule 6: conversational English runs at 4-5 syllables a second; under 3.5 is slow speech. On
+    # the turn set (docs/voice.md) espeak-ng at 110 words a minute says 2.3-5 syllables a second of
+    # speech as the scene recogniser hears it (median 3.1) and leaves up to 0.7 s between its
+    # sentences; at 140, 2.7-6.7 (median 4.2); at 175, 4-6.6 and under 0.4 s.
+    slow_syllables_per_s: float = 3.5
     slow_ms: float = 350.0
 
     def __post_init__(self) -> None:
@@ -123,6 +132,7 @@ class EndOfTurn:
         self._glanced = False  # rule 2's glance at this silence was taken
         self._said: tuple[str, ...] = ()
         self._finished = False  # the text ends a sentence (rule 3)
+        self._started = False  # the text only starts the pack's sentences (rule 4)
         self._over = False
 
     @property
@@ -139,15 +149,17 @@ class EndOfTurn:
         """The recogniser's latest text of this turn (it replaces the earlier one)."""
         self._said = words(text)
         self._finished = ends_sentence(text)
+        self._started = not self._finished and self.turn_words.only_starts(tuple(spoken_words(text)))
 
     def wait_ms(self) -> tuple[float, bool]:
         """The silence that ends the turn now, and whether it is a thinking wait (rule 4)."""
         said = self._said
-        if said and (self.turn_words.ends_on_filler(said) or self.turn_words.ends_mid_sentence(said)):
+        if said and (self.turn_words.ends_on_filler(said) or self.turn_words.ends_mid_sentence(said)
+                     or self._started):
             return self.timing.thinking[self.level], True
         extra = min(self.resumes * self.timing.resume_step_ms, self.timing.resume_max_ms)
         if said and self._voiced >= 1000 and (
-                sum(map(len, said)) * 1000 / self._voiced < self.timing.slow_letters_per_s):  # rule 6
+                syllables(said) * 1000 / self._voiced < self.timing.slow_syllables_per_s):  # rule 6
             extra += self.timing.slow_ms
         base = (self.timing.complete if said and self._finished else self.timing.done)[self.level]  # rule 3
         return min(base + extra, self.timing.thinking[self.level]), False

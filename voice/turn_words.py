@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 from schemas.scenario import Scenario
 
-__all__ = ["CONTINUATIONS", "TurnWords", "ends_sentence", "words"]
+__all__ = ["CONTINUATIONS", "TurnWords", "ends_sentence", "syllables", "words"]
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_VOWELS = re.compile(r"[aeiouy]+")
 _SENTENCE_END = re.compile(r"[.!?\u0964](?<!\.\.\.)[\"')\]]*\s*$")  # a stop, not an ellipsis's trailing off
 
 # Words a sentence does not end on: articles, prepositions, conjunctions, subject pronouns,
@@ -37,6 +38,14 @@ def words(text: str) -> tuple[str, ...]:
     return tuple(_WORD.findall(text.lower()))
 
 
+def syllables(said: tuple[str, ...]) -> int:
+    """About how many syllables the words have: their groups of vowel letters, one at least a
+    word, and a number written in digits one more than its digits ("90": 3, "1500": 5). Rough for
+    English spelling ("please" counts two), but the same for every learner, and it reads romanised
+    Hindi ("bahut mehenga hai": 6) as well as English."""
+    return sum(len(word) + 1 if word.isdigit() else max(1, len(_VOWELS.findall(word))) for word in said)
+
+
 def ends_sentence(text: str) -> bool:
     """Whether a recogniser that punctuates put a sentence's end after the words ("How much is
     this?"); "I was thinking..." trails off and does not end one."""
@@ -50,12 +59,18 @@ class TurnWords:
     fillers: frozenset[tuple[str, ...]]
     backchannels: frozenset[tuple[str, ...]]
     continuations: frozenset[str] = CONTINUATIONS
+    starts: frozenset[tuple[str, ...]] = frozenset()
+    """What only starts the pack's sentences, spelt as its language model spells them
+    (`scene_corpus.sentence_starts`)."""
 
     @classmethod
     def of(cls, scenario: Scenario) -> TurnWords:
         """Every language of the pack together (learners mix them)."""
+        from voice.scene_corpus import sentence_starts  # it reads CONTINUATIONS from here
+
         return cls(frozenset(words(w) for found in scenario.fillers.values() for w in found),
-                   frozenset(words(w) for found in scenario.backchannels.values() for w in found))
+                   frozenset(words(w) for found in scenario.backchannels.values() for w in found),
+                   starts=sentence_starts(scenario))
 
     def ends_on_filler(self, said: tuple[str, ...]) -> bool:
         """Whether the words so far end on a filler ("I will give umm")."""
@@ -64,6 +79,11 @@ class TurnWords:
     def ends_mid_sentence(self, said: tuple[str, ...]) -> bool:
         """Whether the words so far stop where no sentence ends ("I will give you ninety for the")."""
         return bool(said) and said[-1] in self.continuations
+
+    def only_starts(self, spoken: tuple[str, ...]) -> bool:
+        """Whether the words so far (spelt as `scene_corpus.words` spells them: numbers in words)
+        are the first part of some of the pack's sentences and the whole of none ("okay brother")."""
+        return spoken in self.starts
 
     def only_backchannels(self, said: tuple[str, ...], *, unfinished: bool = False) -> bool:
         """Whether the words are nothing but backchannels ("haan haan", "accha ji", "okay"), covered
