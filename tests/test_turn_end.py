@@ -363,13 +363,15 @@ def recogniser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SceneStt]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("noise", [None, 20])
+@pytest.mark.parametrize("noise", [None])
 def test_on_the_set_with_the_recognisers_own_text_few_thinking_pauses_are_cut(recogniser: SceneStt,
                                                                               noise: int | None) -> None:
     """The target with what the offline scene recogniser makes of the audio at each utterance's end
     (its pause model), as a server without streaming partials feeds the policy: at most 5 % of the
     thinking pauses cut at every level (`python -m benchmarks.endpointing --stt-only`: 2 / 2 / 2 %
-    clean, 0 / 0 / 0 % at 20 dB; docs/voice.md). About 70 s a noise level."""
+    clean, 0 / 0 / 0 % at 20 dB; docs/voice.md). About 70 s a noise level, so the suite holds the
+    clean speech, where more is cut (the suite must stay under 15 minutes); add 20 to the
+    parameters to check the noisy set too."""
     thinking: dict[Level, int] = dict.fromkeys(Level, 0)
     cut: dict[Level, list[str]] = {level: [] for level in Level}
     delays: dict[Level, list[float]] = {level: [] for level in Level}
