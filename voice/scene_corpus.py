@@ -18,9 +18,9 @@ from importlib import resources
 
 from schemas.enums import LanguageCode
 from schemas.scenario import Item, Scenario
+from voice.continuations import CONTINUATIONS
 from voice.numerals import price_steps, spoken_number
 from voice.stt import SceneContext
-from voice.turn_words import CONTINUATIONS
 
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)*")
 _FIELD = re.compile(r"\{(\w+)\}")

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 
 from schemas.scenario import Scenario
+from voice.continuations import CONTINUATIONS
+from voice.scene_corpus import sentence_starts
 
 __all__ = ["CONTINUATIONS", "TurnWords", "ends_sentence", "syllables", "words"]
 
@@ -19,17 +21,6 @@ _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _VOWELS = re.compile(r"[aeiouy]+")
 _SENTENCE_END = re.compile(r"[.!?\u0964](?<!\.\.\.)[\"')\]]*\s*$")  # a stop, not an ellipsis's trailing off
 
-# Words a sentence does not end on: articles, prepositions, conjunctions, subject pronouns,
-# possessives, auxiliaries, and Hindi's postpositions and conjunctions. A word that often does
-# end one ("this", "you", "me", "it", "hai") is left out: a wrong entry cuts nobody off, it makes
-# a finished learner wait a thinking pause.
-CONTINUATIONS = frozenset("""
-a an the and but or so because if then than to for of from with without in on at by about into
-my your his her our their its i we he she they is are was were will would can could shall should
-must may might do does did have has had am be been very really some any no not give take pay how
-what which who when where
-aur lekin par magar toh ki ke ka ko se mein ya agar jo kyunki main hum aap mera meri mere tera
-""".split())
 
 
 def words(text: str) -> tuple[str, ...]:
@@ -66,8 +57,6 @@ class TurnWords:
     @classmethod
     def of(cls, scenario: Scenario) -> TurnWords:
         """Every language of the pack together (learners mix them)."""
-        from voice.scene_corpus import sentence_starts  # it reads CONTINUATIONS from here
-
         return cls(frozenset(words(w) for found in scenario.fillers.values() for w in found),
                    frozenset(words(w) for found in scenario.backchannels.values() for w in found),
                    starts=sentence_starts(scenario))
