@@ -9,18 +9,35 @@ process, so calls are serialized by a lock (and run in a worker thread by the as
 
 The text is passed as UTF-8 with neither `espeakSSML` nor `espeakPHONEMES`: a line the learner
 influenced is spoken as words, never read as markup or as phoneme codes.
+
+The silent pass (`timings`, for another voice's viseme estimate) speaks with a variant of the
+same voice, `TIMINGS_VARIANT`, whose only setting is `clarity 0`: espeak-ng then sums its
+harmonics for the first formant alone and makes the higher ones with its cheap single-harmonic
+peaks, about half the CPU of a pass. Where each phoneme starts and how long the line is do not
+change: they are set by the phonemes' lengths and the pitch's cycles, which the variant leaves as
+they were (tests/test_visemes_cost.py holds the two passes equal in the sessions' languages). The
+variant is a file, and espeak-ng looks for variants only in its data directory, so the process
+reads its data from a private directory (`_data_with_variant`) of links to the system's, with the
+variant added; if that cannot be made, the silent pass uses the voice itself (as espeak-ng does on
+its own when a variant's file has gone).
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import ctypes.util
+import logging
+import shutil
+import tempfile
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 from voice.errors import SpeechServiceError
 from voice.visemes import Phone, Viseme, viseme_of
 
+log = logging.getLogger("samvad.voice")
 LIBRARY = "libespeak-ng.so.1"
 _AUDIO_OUTPUT_SYNCHRONOUS = 2
 _INIT_PHONEME_EVENTS, _INIT_PHONEME_IPA, _INIT_DONT_EXIT = 0x0001, 0x0002, 0x8000
@@ -31,6 +48,8 @@ _POS_CHARACTER = 1
 # are the same.
 _BUFFER_MS = 1000
 _RATE = 1  # espeakRATE
+TIMINGS_VARIANT = "samvad-timings"
+_VARIANT_FILE = f"language variant\nname {TIMINGS_VARIANT}\nclarity 0\n"
 _EVENT_END_OF_LIST, _EVENT_WORD, _EVENT_PHONEME = 0, 1, 7
 
 
@@ -78,7 +97,8 @@ def library_path() -> str | None:
 class Espeak:
     """The process's one espeak-ng synthesizer."""
 
-    def __init__(self, path: str = LIBRARY) -> None:
+    def __init__(self, path: str = LIBRARY, *, timings_variant: bool = True) -> None:
+        """`timings_variant` False: the silent pass speaks with the voice itself (to compare)."""
         try:
             lib = ctypes.CDLL(path)
         except OSError as exc:
@@ -88,11 +108,21 @@ class Espeak:
         lib.espeak_SetParameter.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
         lib.espeak_Synth.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint, ctypes.c_int, ctypes.c_uint,
                                      ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p]
-        rate = lib.espeak_Initialize(_AUDIO_OUTPUT_SYNCHRONOUS, _BUFFER_MS, None,
+        lib.espeak_ng_InitializePath.argtypes = [ctypes.c_char_p]
+        lib.espeak_Info.argtypes = [ctypes.POINTER(ctypes.c_char_p)]
+        lib.espeak_Info.restype = ctypes.c_char_p
+        lib.espeak_ng_InitializePath(None)  # the system's data directory, to link to
+        system = ctypes.c_char_p()
+        lib.espeak_Info(ctypes.byref(system))
+        home = _data_with_variant(Path(system.value.decode())) if timings_variant and system.value else None
+        rate = lib.espeak_Initialize(_AUDIO_OUTPUT_SYNCHRONOUS, _BUFFER_MS,
+                                     None if home is None else str(home).encode(),
                                      _INIT_PHONEME_EVENTS | _INIT_PHONEME_IPA | _INIT_DONT_EXIT)
         if rate <= 0:
             raise SpeechServiceError(f"espeak_Initialize failed ({rate})")
         self.rate: int = rate
+        self.data_dir = home  # the private data directory (None: the system's)
+        self.timings_variant = home is not None  # the silent pass speaks with TIMINGS_VARIANT
         self._lib = lib
         self._lock = threading.Lock()
         self._pcm = bytearray()
@@ -123,7 +153,10 @@ class Espeak:
         return _synthesis(pcm, self.rate, events)
 
     def timings(self, text: str, voice: str, words_per_minute: int) -> Timings:
-        """The same pass with its audio counted and dropped: the phonemes' samples and the length."""
+        """The same pass with its audio counted and dropped, and made with `TIMINGS_VARIANT` (the
+        module's docstring): the phonemes' samples and the length, as `synthesize` gives them."""
+        if self.timings_variant and "+" not in voice:  # (a voice that names a variant keeps it)
+            voice = f"{voice}+{TIMINGS_VARIANT}"
         _, samples, events = self._run(text, voice, words_per_minute, keep=False)
         return Timings(self.rate, samples, _synthesis(b"", self.rate, events).phones)
 
@@ -161,6 +194,35 @@ def _synthesis(pcm: bytes, rate: int, events: list[tuple[int, int, str]]) -> Syn
             word_at = None
         phones.append(Phone(sample, int(viseme), starts_word))
     return Synthesis(pcm, rate, tuple(phones), tuple(unknown))
+
+
+def _data_with_variant(system: Path) -> Path | None:
+    """A directory holding an `espeak-ng-data` of links to `system`'s files, with
+    `TIMINGS_VARIANT` among the voice variants; removed when the process exits. None (and the
+    system's directory is used) when it cannot be made."""
+    root: Path | None = None
+    try:
+        root = Path(tempfile.mkdtemp(prefix="samvad-espeak-"))
+        data = root / "espeak-ng-data"
+        data.mkdir()
+        for entry in system.iterdir():
+            if entry.name != "voices":
+                (data / entry.name).symlink_to(entry)
+        variants = data / "voices" / "!v"
+        variants.mkdir(parents=True)
+        for entry in (system / "voices").iterdir() if (system / "voices").is_dir() else ():
+            if entry.name != "!v":
+                (data / "voices" / entry.name).symlink_to(entry)
+        for entry in (system / "voices" / "!v").iterdir() if (system / "voices" / "!v").is_dir() else ():
+            (variants / entry.name).symlink_to(entry)
+        (variants / TIMINGS_VARIANT).write_text(_VARIANT_FILE)
+    except OSError as exc:
+        log.warning("espeak-ng's silent pass runs at its full cost: no data directory for its variant (%s)", exc)
+        if root is not None:
+            shutil.rmtree(root, ignore_errors=True)
+        return None
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    return root
 
 
 _shared: Espeak | None = None
