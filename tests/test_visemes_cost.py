@@ -8,6 +8,7 @@ arrive, are the rule's however the pieces fall."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.ci import need_tools
-from voice.espeak_lib import shared_espeak
+from voice.espeak_lib import TIMINGS_VARIANT, shared_espeak
 from voice.estimate import FRAME_MS, PAUSE_MS, RateMemory, Script, VisemeEstimate
 from voice.tts import EspeakTts
 
@@ -64,7 +65,8 @@ start = time.process_time()
 passes = [[t.samples, [[p.sample, p.viseme, p.word] for p in t.phones]]
           for _ in range(2) for voice in sorted(set(ESPEAK_VOICES.values())) for line in lines
           for t in [espeak.timings(line, voice, 160)]]
-print(json.dumps({"variant": variant, "cpu": time.process_time() - start, "passes": passes}))
+print(json.dumps({"variant": variant, "dir": str(espeak.data_dir), "cpu": time.process_time() - start,
+                  "passes": passes}))
 """
 VENDOR_LINES = ["Haan ji, everything here is sweet and red from the farm today;",
                 "tell me what you need, bhaiya Raju, and how much.",
@@ -72,26 +74,47 @@ VENDOR_LINES = ["Haan ji, everything here is sweet and red from the farm today;"
                 "Forty rupees a kilo, and not a paisa less, my friend!", "123 rupees? No, 99."]
 
 
-def silent_passes(kind: str) -> dict[str, object]:
-    done = subprocess.run([sys.executable, "-c", _PASSES, kind, json.dumps(VENDOR_LINES)], capture_output=True,
-                          text=True, timeout=120, check=True, cwd=Path(__file__).resolve().parent.parent)
+def silent_passes(kind: str, tmp: Path, lines: list[str] = VENDOR_LINES) -> dict[str, object]:
+    """One process's passes (`_PASSES`), with `tmp` as its temporary directory (where the variant's
+    data directory is made)."""
+    done = subprocess.run([sys.executable, "-c", _PASSES, kind, json.dumps(lines)], capture_output=True,
+                          text=True, timeout=120, check=True, cwd=Path(__file__).resolve().parent.parent,
+                          env={**os.environ, "TMPDIR": str(tmp)})
     out: dict[str, object] = json.loads(done.stdout)
     return out
 
 
-def test_the_silent_pass_variant_times_every_phoneme_as_the_voice_does_for_about_half_the_cpu() -> None:
+def test_the_silent_pass_variant_times_every_phoneme_as_the_voice_does_for_about_half_the_cpu(tmp_path: Path) -> None:
     need_tools("espeak-ng", install="apt-get install espeak-ng (scripts/test.sh does)")
-    voice, variant = silent_passes("0"), silent_passes("1")
+    voice, variant = silent_passes("0", tmp_path), silent_passes("1", tmp_path)
     assert variant["variant"] and not voice["variant"]
     assert variant["passes"] == voice["passes"]  # every phoneme's sample and the length, in 8 voices
     assert isinstance(variant["cpu"], float) and isinstance(voice["cpu"], float)
     assert variant["cpu"] < 0.8 * voice["cpu"]  # measured 0.52 (1.7 against 3.3 ms a pass)
 
 
-def test_a_silent_pass_whose_variant_has_gone_still_times_the_line() -> None:
+def test_a_silent_pass_whose_variant_has_gone_still_times_the_line(tmp_path: Path) -> None:
     need_tools("espeak-ng", install="apt-get install espeak-ng (scripts/test.sh does)")
-    gone, voice = silent_passes("gone"), silent_passes("0")
+    gone, voice = silent_passes("gone", tmp_path), silent_passes("0", tmp_path)
     assert gone["variant"] and gone["passes"] == voice["passes"]
+    # the next process finds the directory without its variant and writes it again
+    assert silent_passes("1", tmp_path, ["Achha."])["dir"] == gone["dir"]
+    assert (Path(str(gone["dir"])) / "espeak-ng-data" / "voices" / "!v" / TIMINGS_VARIANT).is_file()
+
+
+def test_the_variants_data_directory_is_made_once_for_every_process_and_only_a_closed_one_is_used(
+        tmp_path: Path) -> None:
+    """A server ends on SIGTERM without its exit handlers (uvicorn raises the signal again), so the
+    directory is not one per process to be removed: one is made and every later process uses it."""
+    need_tools("espeak-ng", install="apt-get install espeak-ng (scripts/test.sh does)")
+    first, second = silent_passes("1", tmp_path, ["Achha."]), silent_passes("1", tmp_path, ["Achha."])
+    shared = Path(str(first["dir"]))
+    assert second["dir"] == str(shared) and shared.parent == tmp_path
+    assert [p.name for p in tmp_path.iterdir()] == [shared.name]  # nothing else left behind
+    shared.chmod(0o777)  # open to others: its files could have been changed by anyone
+    third = silent_passes("1", tmp_path, ["Achha."])
+    assert third["variant"] and third["dir"] != str(shared)
+    assert third["passes"] == first["passes"]
 
 
 async def test_a_line_timed_once_is_kept_per_voice_and_the_least_recently_used_goes() -> None:

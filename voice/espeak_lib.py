@@ -17,18 +17,20 @@ peaks, about half the CPU of a pass. Where each phoneme starts and how long the 
 change: they are set by the phonemes' lengths and the pitch's cycles, which the variant leaves as
 they were (tests/test_visemes_cost.py holds the two passes equal in the sessions' languages). The
 variant is a file, and espeak-ng looks for variants only in its data directory, so the process
-reads its data from a private directory (`_data_with_variant`) of links to the system's, with the
-variant added; if that cannot be made, the silent pass uses the voice itself (as espeak-ng does on
-its own when a variant's file has gone).
+reads its data from a directory of its user's (`_data_with_variant`) of links to the system's, with
+the variant added; if that cannot be made, the silent pass uses the voice itself (as espeak-ng does
+on its own when a variant's file has gone).
 """
 
 from __future__ import annotations
 
-import atexit
 import ctypes
 import ctypes.util
+import hashlib
 import logging
+import os
 import shutil
+import stat
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -197,32 +199,65 @@ def _synthesis(pcm: bytes, rate: int, events: list[tuple[int, int, str]]) -> Syn
 
 
 def _data_with_variant(system: Path) -> Path | None:
-    """A directory holding an `espeak-ng-data` of links to `system`'s files, with
-    `TIMINGS_VARIANT` among the voice variants; removed when the process exits. None (and the
-    system's directory is used) when it cannot be made."""
-    root: Path | None = None
+    """A directory holding an `espeak-ng-data` of links to `system`'s files, with `TIMINGS_VARIANT`
+    among the voice variants; None (and the system's directory is used) when it cannot be made.
+
+    It is made once per user and system data in the temporary directory, under a name that digests
+    what it mirrors, and used by every later process: a server ends on SIGTERM by raising it again
+    (uvicorn), so its exit handlers never run to remove a directory of its own. One found there is
+    used only if it is this user's and closed to others (espeak-ng reads its files as data)."""
+    listing = sorted(entry.name for entry in system.iterdir()) if system.is_dir() else []
+    variants_dir = system / "voices" / "!v"
+    variants = sorted(entry.name for entry in variants_dir.iterdir()) if variants_dir.is_dir() else []
+    key = hashlib.sha256("\0".join([str(system), *listing, "!v", *variants, _VARIANT_FILE]).encode()).hexdigest()
+    root = Path(tempfile.gettempdir()) / f"samvad-espeak-{os.getuid()}-{key[:16]}"
+    if _usable(root):
+        return root
+    building: Path | None = None
     try:
-        root = Path(tempfile.mkdtemp(prefix="samvad-espeak-"))
-        data = root / "espeak-ng-data"
+        building = Path(tempfile.mkdtemp(prefix=f"{root.name}.", dir=root.parent))
+        data = building / "espeak-ng-data"
         data.mkdir()
-        for entry in system.iterdir():
-            if entry.name != "voices":
-                (data / entry.name).symlink_to(entry)
-        variants = data / "voices" / "!v"
-        variants.mkdir(parents=True)
+        for name in listing:
+            if name != "voices":
+                (data / name).symlink_to(system / name)
+        (data / "voices" / "!v").mkdir(parents=True)
         for entry in (system / "voices").iterdir() if (system / "voices").is_dir() else ():
             if entry.name != "!v":
                 (data / "voices" / entry.name).symlink_to(entry)
-        for entry in (system / "voices" / "!v").iterdir() if (system / "voices" / "!v").is_dir() else ():
-            (variants / entry.name).symlink_to(entry)
-        (variants / TIMINGS_VARIANT).write_text(_VARIANT_FILE)
+        for name in variants:
+            (data / "voices" / "!v" / name).symlink_to(variants_dir / name)
+        (data / "voices" / "!v" / TIMINGS_VARIANT).write_text(_VARIANT_FILE)
+        building.rename(root)  # atomic; refused if another process made it first
+        return root
     except OSError as exc:
+        if building is not None and building.exists():
+            if _usable(root):  # another process made it meanwhile
+                shutil.rmtree(building, ignore_errors=True)
+                return root
+            if (building / "espeak-ng-data" / "voices" / "!v" / TIMINGS_VARIANT).is_file():
+                return building  # made, but the shared name is taken by something else: this process's own
+            shutil.rmtree(building, ignore_errors=True)
         log.warning("espeak-ng's silent pass runs at its full cost: no data directory for its variant (%s)", exc)
-        if root is not None:
-            shutil.rmtree(root, ignore_errors=True)
         return None
-    atexit.register(shutil.rmtree, root, ignore_errors=True)
-    return root
+
+
+def _usable(root: Path) -> bool:
+    """`root` is a data directory made by `_data_with_variant` for this user, closed to others
+    (its variant's file written again if it went)."""
+    try:
+        status = root.lstat()
+    except OSError:
+        return False
+    if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.getuid() or status.st_mode & 0o077:
+        return False
+    variant = root / "espeak-ng-data" / "voices" / "!v" / TIMINGS_VARIANT
+    try:
+        if not variant.is_file():
+            variant.write_text(_VARIANT_FILE)
+    except OSError:
+        return False
+    return True
 
 
 _shared: Espeak | None = None
