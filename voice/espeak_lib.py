@@ -123,7 +123,7 @@ class Espeak:
         if rate <= 0:
             raise SpeechServiceError(f"espeak_Initialize failed ({rate})")
         self.rate: int = rate
-        self.data_dir = home  # the private data directory (None: the system's)
+        self.data_dir = home  # the data directory with the variant (None: the system's)
         self.timings_variant = home is not None  # the silent pass speaks with TIMINGS_VARIANT
         self._lib = lib
         self._lock = threading.Lock()
@@ -206,9 +206,13 @@ def _data_with_variant(system: Path) -> Path | None:
     what it mirrors, and used by every later process: a server ends on SIGTERM by raising it again
     (uvicorn), so its exit handlers never run to remove a directory of its own. One found there is
     used only if it is this user's and closed to others (espeak-ng reads its files as data)."""
-    listing = sorted(entry.name for entry in system.iterdir()) if system.is_dir() else []
     variants_dir = system / "voices" / "!v"
-    variants = sorted(entry.name for entry in variants_dir.iterdir()) if variants_dir.is_dir() else []
+    try:
+        listing = sorted(entry.name for entry in system.iterdir())
+        variants = sorted(entry.name for entry in variants_dir.iterdir()) if variants_dir.is_dir() else []
+    except OSError as exc:
+        log.warning("espeak-ng's silent pass runs at its full cost: its data directory cannot be read (%s)", exc)
+        return None
     key = hashlib.sha256("\0".join([str(system), *listing, "!v", *variants, _VARIANT_FILE]).encode()).hexdigest()
     root = Path(tempfile.gettempdir()) / f"samvad-espeak-{os.getuid()}-{key[:16]}"
     if _usable(root):
