@@ -3,6 +3,8 @@ deflated against a dictionary of one value of each kind, and back to the same mo
 
 from __future__ import annotations
 
+import zlib
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -12,7 +14,10 @@ from schemas.learner import LearnerProfile, ProgressPoint
 from schemas.review import Evidence, ReviewEntry, ReviewItem
 from server.learners.packing import (
     DICTIONARY,
+    LEVEL,
+    MEM_LEVEL,
     SAMPLES,
+    WBITS,
     history_sessions,
     keep_last,
     pack,
@@ -87,3 +92,10 @@ async def test_a_new_learner_keeps_a_fraction_of_their_json() -> None:
             + sum(len(part) for part in row if isinstance(part, bytes)))
     assert kept * 3 < as_json
     assert len(DICTIONARY) <= 4096
+
+
+def test_a_value_packs_to_the_same_bytes_as_from_a_state_made_afresh() -> None:
+    """`pack` copies one primed deflate state: what it writes is what a new state would write."""
+    profile = LearnerProfile.model_validate_json(SAMPLES["LearnerProfile"])
+    fresh = zlib.compressobj(LEVEL, zlib.DEFLATED, -WBITS, MEM_LEVEL, zlib.Z_DEFAULT_STRATEGY, DICTIONARY)
+    assert pack(profile) == pack(profile) == fresh.compress(profile.model_dump_json().encode()) + fresh.flush()
