@@ -22,6 +22,7 @@ from server.learners.packing import (
     keep_last,
     pack,
     pack_history,
+    reviewed_in,
     unpack,
     unpack_history,
 )
@@ -99,3 +100,11 @@ def test_a_value_packs_to_the_same_bytes_as_from_a_state_made_afresh() -> None:
     profile = LearnerProfile.model_validate_json(SAMPLES["LearnerProfile"])
     fresh = zlib.compressobj(LEVEL, zlib.DEFLATED, -WBITS, MEM_LEVEL, zlib.Z_DEFAULT_STRATEGY, DICTIONARY)
     assert pack(profile) == pack(profile) == fresh.compress(profile.model_dump_json().encode()) + fresh.flush()
+
+
+@given(st.lists(_ENTRIES, max_size=6), _ENTRIES)
+def test_a_session_is_found_in_a_history_exactly_when_it_has_an_entry(entries: list[ReviewEntry],
+                                                                     other: ReviewEntry) -> None:
+    data = pack_history(entries)
+    for entry in (*entries, other):
+        assert reviewed_in(data, entry.session_id) == (entry.session_id in [e.session_id for e in entries])

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from schemas.review import Rating, ReviewEntry
 
-__all__ = ["DICTIONARY", "SAMPLES", "history_sessions", "keep_last", "pack", "pack_history", "unpack",
+__all__ = ["DICTIONARY", "SAMPLES", "history_sessions", "keep_last", "pack", "pack_history", "reviewed_in", "unpack",
            "unpack_history"]
 
 _Model = TypeVar("_Model", bound=BaseModel)
@@ -146,15 +146,34 @@ def _records(data: bytes) -> Iterator[tuple[int, tuple[float, float, float, floa
         at += size + n
 
 
+def _starts(data: bytes) -> list[int]:
+    """Where each record starts, read from the lengths alone."""
+    starts, at, size = [], 0, _ENTRY.size
+    while at < len(data):
+        starts.append(at)
+        at += size + (_ENTRY.unpack_from(data, at)[-1] & ~_HEX)
+    return starts
+
+
 def history_sessions(data: bytes) -> list[str]:
-    """The session id of each entry, oldest first (what a session's end checks before it adds one)."""
+    """The session id of each entry, oldest first."""
     return [sid for _, _, sid in _records(data)]
+
+
+def reviewed_in(data: bytes, session_id: str) -> bool:
+    """Whether a session has an entry in the history: what a session's end checks before it adds
+    one. The id's bytes are looked for first; only a history that holds them is read record by record."""
+    return _session_bytes(session_id)[1] in data and session_id in history_sessions(data)
 
 
 def keep_last(data: bytes, keep: int) -> bytes:
     """The history's latest `keep` entries."""
-    starts = [at for at, _, _ in _records(data)]
-    return data if len(starts) <= keep else data[starts[-keep]:] if keep else b""
+    if keep <= 0:
+        return b""
+    if len(data) < (keep + 1) * _ENTRY.size:  # every record is at least that long: no more than `keep`
+        return data
+    starts = _starts(data)
+    return data if len(starts) <= keep else data[starts[-keep]:]
 
 
 def unpack_history(data: bytes) -> tuple[ReviewEntry, ...]:

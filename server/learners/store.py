@@ -32,7 +32,7 @@ from typing import Protocol, cast
 
 from schemas.learner import LearnerProfile, LearnerRow, ProgressPoint, SessionFigures
 from schemas.review import ReviewItem
-from server.learners.packing import history_sessions, keep_last, pack, pack_history, unpack, unpack_history
+from server.learners.packing import keep_last, pack, pack_history, reviewed_in, unpack, unpack_history
 from server.learners.profile import fold, progress_point, trend
 from server.learners.reviews import HISTORY_KEPT, items_after
 
@@ -135,7 +135,7 @@ class _Columns:
     def reviewed_in(self, item_id: str, session_id: str) -> bool:
         """Whether the item has a review of that session in its history (False for an item not kept)."""
         at = self.index.get(item_id)
-        return at is not None and session_id in history_sessions(self.histories[at])
+        return at is not None and reviewed_in(self.histories[at], session_id)
 
     def put(self, item: ReviewItem) -> None:
         """Keep `item`, a session's change to one kept or new (`reviews.items_after` given the heads,
