@@ -87,7 +87,7 @@ async def test_a_new_learner_keeps_a_fraction_of_their_json() -> None:
     assert profile is not None and len(items) == 2
     models: list[BaseModel] = [profile, *(await store.progress("asha")), *items]
     as_json = sum(len(m.model_dump_json()) for m in models)
-    row = store._items["asha"]  # four runs of bytes (ids, due times, histories and their ends), the
+    row = store._items["asha"]  # three runs of bytes (ids, due times, histories with their ends), the
     # scenarios (shared) and the packed items without their histories
     kept = (len(store._profiles["asha"]) + sum(map(len, store._sessions["asha"]))
             + sum(len(part) for part in row if isinstance(part, bytes)))

@@ -87,19 +87,23 @@ class LearnerStore(Protocol):
 
 
 ID_BYTES = 10  # an item id is 20 hex digits (`reviews.item_id`), kept as the 10 bytes they spell
-# `MemoryLearnerStore._items`: ids, due times, the histories in one run and where each ends, scenarios, heads
+# `MemoryLearnerStore._items`: ids, due times, the histories (where each ends, then all of them), scenarios, heads
 _Row = tuple[bytes | str, ...]
+_END = "I"  # the array type of where each history ends in the row's run of them
 _NO_HISTORY = {"history"}  # what an item's packed head leaves out: its history is a column of its own
 
 
 def _count(row: _Row) -> int:
-    """How many items `row` holds: after its four runs of bytes, a scenario and a head for each."""
-    return (len(row) - 4) // 2
+    """How many items `row` holds: after its three runs of bytes, a scenario and a head for each."""
+    return (len(row) - 3) // 2
 
 
 def _histories(row: _Row) -> list[bytes]:
-    """Each item's packed history, cut from the row's one run of them."""
-    run, ends = cast(bytes, row[2]), array("I", cast(bytes, row[3]))
+    """Each item's packed history, cut from the row's one run of them (after where each ends)."""
+    data = cast(bytes, row[2])
+    ends = array(_END)
+    ends.frombytes(data[:_count(row) * ends.itemsize])
+    run = data[len(ends) * ends.itemsize:]
     return [run[start:end] for start, end in zip((0, *ends), ends, strict=False)]
 
 
@@ -128,8 +132,8 @@ class _Columns:
         self.ids = [raw[i:i + ID_BYTES].hex() for i in range(0, n * ID_BYTES, ID_BYTES)]
         self.dues = array("d", cast(bytes, row[1]) if row else b"")
         self.histories = _histories(row) if row else []
-        self.scenarios = cast(list[str], list(row[4:4 + n]))
-        self.heads = cast(list[bytes], list(row[4 + n:]))
+        self.scenarios = cast(list[str], list(row[3:3 + n]))
+        self.heads = cast(list[bytes], list(row[3 + n:]))
         self.index = {item_id: i for i, item_id in enumerate(self.ids)}
 
     def reviewed_in(self, item_id: str, session_id: str) -> bool:
@@ -156,12 +160,12 @@ class _Columns:
         self.histories[at] = keep_last(self.histories[at] + pack_history(item.history), HISTORY_KEPT)
 
     def row(self) -> _Row:
-        ends, at = array("I"), 0
+        ends, at = array(_END), 0
         for history in self.histories:
             at += len(history)
             ends.append(at)
-        return (b"".join(map(bytes.fromhex, self.ids)), self.dues.tobytes(), b"".join(self.histories),
-                ends.tobytes(), *self.scenarios, *self.heads)
+        return (b"".join(map(bytes.fromhex, self.ids)), self.dues.tobytes(), ends.tobytes() + b"".join(self.histories),
+                *self.scenarios, *self.heads)
 
 
 def _due(row: _Row, scenario: str, at: float) -> list[tuple[bytes, bytes]]:
@@ -170,11 +174,11 @@ def _due(row: _Row, scenario: str, at: float) -> list[tuple[bytes, bytes]]:
         return []
     n = _count(row)
     dues = array("d", cast(bytes, row[1]))
-    due = [i for i in range(n) if row[4 + i] == scenario and dues[i] <= at]
+    due = [i for i in range(n) if row[3 + i] == scenario and dues[i] <= at]
     if not due:
         return []
     histories = _histories(row)
-    return [(cast(bytes, row[4 + n + i]), histories[i]) for i in due]
+    return [(cast(bytes, row[3 + n + i]), histories[i]) for i in due]
 
 
 class _Heads(Mapping[str, ReviewItem]):
@@ -218,7 +222,7 @@ class MemoryLearnerStore:
         self._sessions: dict[str, tuple[bytes, ...]] = {}
         # Per learner, their review items as one row of columns (issue #33): every id's 10 bytes in
         # one `bytes`, every due time's 8 in another, every item's history (`packing.pack_history`)
-        # in a third and where each ends in a fourth, then each item's scenario (interned), then
+        # in a third after where each ends, then each item's scenario (interned), then
         # each item packed without its history, in the order the items were made. A session's end
         # adds its reviews to the histories without reading them. A new session's practice reads the
         # scenarios and due times and inflates only the items due (reading them all was most of the
