@@ -17,9 +17,12 @@ strings and tuples of bytes are not tracked at all, about 6.5 KB of JSON for tha
 once deflated against a dictionary of one value of each kind (server/learners/packing.py). JSON through
 pydantic's own serializer, not pickle: two to four times faster both ways for these models (a
 profile of one session 4.5 us out and 7 us back, against 14 and 19; of 180 sessions 111 and 200
-us against 385 and 351), and a third smaller. A record still reads and writes the learner's
-profile and the items the session touched whole, so its cost grows with the learner's history,
-which a model kept as it was did not (docs/performance.md). Only the progress point of a session
+us against 385 and 351), and a third smaller. A record reads and writes the learner's profile and
+the items the session touched, but not the items' review histories (up to `HISTORY_KEPT` reviews
+each, most of an item's JSON once a learner has played a few sessions): those are kept apart as
+fixed records (`packing.pack_history`) that a session's end appends to without reading, and only a
+caller that asks for whole items (`items`, `due_items`) gets them as models (issue #33,
+docs/performance.md, "Rule turn at churn", fourth sitting). Only the progress point of a session
 is kept: it is all that `progress` reads of it.
 """
 
