@@ -63,9 +63,9 @@ WBITS = 12  # a 4 KiB window: the dictionary (about 0.9 KB) and the start of a r
 MEM_LEVEL = 4  # a deflate state of about 16 KiB: a smaller window needs no larger
 
 
-# Each reducer reads its fields with one `attrgetter` call, which makes the tuple in C: a generator
-# of `getattr`s was half of pickling a session of five turns (55 us; docs/performance.md, "Rule turn
-# at churn", fourth sitting), most of it the ten or so turn records.
+# Each reducer reads its fields with one `attrgetter` call, which makes the tuple in C: with a
+# generator of `getattr`s, pickling a session of five turns took 55 us, with it 45 (most of it the
+# ten or so turn records; docs/performance.md, "Rule turn at churn", fourth sitting).
 _negotiation_values = attrgetter(*_NEGOTIATION_FIELDS)
 _record_values = attrgetter(*_RECORD_FIELDS)
 
