@@ -40,6 +40,7 @@ import pickle
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Any
 
 from schemas.enums import LanguageCode, Level, Outcome, Stage
@@ -62,12 +63,19 @@ WBITS = 12  # a 4 KiB window: the dictionary (about 0.9 KB) and the start of a r
 MEM_LEVEL = 4  # a deflate state of about 16 KiB: a smaller window needs no larger
 
 
+# Each reducer reads its fields with one `attrgetter` call, which makes the tuple in C: with a
+# generator of `getattr`s, pickling a session of five turns took 55 us, with it 45 (most of it the
+# ten or so turn records; docs/performance.md, "Rule turn at churn", fourth sitting).
+_negotiation_values = attrgetter(*_NEGOTIATION_FIELDS)
+_record_values = attrgetter(*_RECORD_FIELDS)
+
+
 def _negotiation(*values: Any) -> Negotiation:
     return Negotiation(**dict(zip(_NEGOTIATION_FIELDS, values, strict=True)))
 
 
 def _reduce_negotiation(n: Negotiation) -> tuple[Any, tuple[Any, ...]]:
-    return _negotiation, tuple(getattr(n, name) for name in _NEGOTIATION_FIELDS)
+    return _negotiation, _negotiation_values(n)
 
 
 def _record(*values: Any) -> TurnRecord:
@@ -75,7 +83,7 @@ def _record(*values: Any) -> TurnRecord:
 
 
 def _reduce_record(r: TurnRecord) -> tuple[Any, tuple[Any, ...]]:
-    return _record, tuple(getattr(r, name) for name in _RECORD_FIELDS)
+    return _record, _record_values(r)
 
 
 _DISPATCH: dict[type, Callable[[Any], Any]] = {

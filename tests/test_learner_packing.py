@@ -3,14 +3,29 @@ deflated against a dictionary of one value of each kind, and back to the same mo
 
 from __future__ import annotations
 
+import zlib
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from schemas.learner import LearnerProfile, ProgressPoint
-from schemas.review import Evidence, ReviewItem
-from server.learners.packing import DICTIONARY, SAMPLES, pack, unpack
+from schemas.review import Evidence, ReviewEntry, ReviewItem
+from server.learners.packing import (
+    DICTIONARY,
+    LEVEL,
+    MEM_LEVEL,
+    SAMPLES,
+    WBITS,
+    history_sessions,
+    keep_last,
+    pack,
+    pack_history,
+    reviewed_in,
+    unpack,
+    unpack_history,
+)
 from server.learners.store import MemoryLearnerStore
 from tests.test_reviews import HINT, T0, figures
 
@@ -35,6 +50,32 @@ def test_a_packed_item_comes_back_equal(phrase: str, english: str, at: float, re
     assert unpack(pack(item), ReviewItem) == item
 
 
+_ENTRIES = st.builds(
+    ReviewEntry, at=st.floats(allow_nan=False), stability=st.floats(allow_nan=False),
+    difficulty=st.floats(allow_nan=False), due=st.floats(allow_nan=False),
+    session_id=st.one_of(st.text(max_size=40), st.text("0123456789abcdef", min_size=32, max_size=32)),
+    rating=st.sampled_from(["again", "hard", "good", "easy"]), recalled=st.sampled_from([None, False, True]))
+
+
+@given(st.lists(_ENTRIES, max_size=8), st.lists(_ENTRIES, max_size=8), st.integers(0, 12))
+def test_a_packed_history_comes_back_equal_and_appends_by_concatenation(
+        first: list[ReviewEntry], then: list[ReviewEntry], keep: int) -> None:
+    """An item's history kept apart from the rest of it (issue #33): every entry exact, a hex session
+    id or any other; a session's reviews added by joining bytes, and the latest `keep` cut off."""
+    joined = pack_history(first) + pack_history(then)
+    assert unpack_history(joined) == (*first, *then)
+    assert history_sessions(joined) == [e.session_id for e in (*first, *then)]
+    assert unpack_history(keep_last(joined, keep)) == ((*first, *then)[-keep:] if keep else ())
+
+
+def test_a_hex_session_id_is_kept_as_its_bytes_and_a_session_id_too_long_is_refused() -> None:
+    entry = ReviewEntry(at=1.0, session_id="0123456789abcdef" * 2, rating="good", stability=1.0, difficulty=5.0,
+                        due=2.0)
+    assert len(pack_history([entry])) == len(pack_history([entry.model_copy(update={"session_id": "s"})])) + 15
+    with pytest.raises(ValueError):
+        pack_history([entry.model_copy(update={"session_id": "x" * 0x8000})])
+
+
 @pytest.mark.anyio
 async def test_a_new_learner_keeps_a_fraction_of_their_json() -> None:
     """What a new learner leaves in the store: a profile, a progress point and an item for each
@@ -46,8 +87,24 @@ async def test_a_new_learner_keeps_a_fraction_of_their_json() -> None:
     assert profile is not None and len(items) == 2
     models: list[BaseModel] = [profile, *(await store.progress("asha")), *items]
     as_json = sum(len(m.model_dump_json()) for m in models)
-    row = store._items["asha"]  # the ids' and due times' bytes, the scenarios (shared), the packed items
+    row = store._items["asha"]  # three runs of bytes (ids, due times, histories with their ends), the
+    # scenarios (shared) and the packed items without their histories
     kept = (len(store._profiles["asha"]) + sum(map(len, store._sessions["asha"]))
-            + len(row[0]) + len(row[1]) + sum(len(part) for part in row[2:] if isinstance(part, bytes)))
+            + sum(len(part) for part in row if isinstance(part, bytes)))
     assert kept * 3 < as_json
     assert len(DICTIONARY) <= 4096
+
+
+def test_a_value_packs_to_the_same_bytes_as_from_a_state_made_afresh() -> None:
+    """`pack` copies one primed deflate state: what it writes is what a new state would write."""
+    profile = LearnerProfile.model_validate_json(SAMPLES["LearnerProfile"])
+    fresh = zlib.compressobj(LEVEL, zlib.DEFLATED, -WBITS, MEM_LEVEL, zlib.Z_DEFAULT_STRATEGY, DICTIONARY)
+    assert pack(profile) == pack(profile) == fresh.compress(profile.model_dump_json().encode()) + fresh.flush()
+
+
+@given(st.lists(_ENTRIES, max_size=6), _ENTRIES)
+def test_a_session_is_found_in_a_history_exactly_when_it_has_an_entry(entries: list[ReviewEntry],
+                                                                     other: ReviewEntry) -> None:
+    data = pack_history(entries)
+    for entry in (*entries, other):
+        assert reviewed_in(data, entry.session_id) == (entry.session_id in [e.session_id for e in entries])

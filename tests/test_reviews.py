@@ -291,7 +291,8 @@ async def test_the_memory_store_keeps_a_new_learners_items_in_few_bytes_beyond_t
     """Issue #33: a learner's items are one row of columns (the ids' raw bytes, the due times' 8
     bytes each, the scenarios interned, the packed values), not a dict keyed by 20-digit strings
     beside a schedule of float objects. What a new learner of three items costs the store, all told
-    (traced, 2026-11-27): 1,148 bytes; 1,520 with the dict and the schedule."""
+    (traced, 2026-11-27): 1,148 bytes; 1,520 with the dict and the schedule; 1,256 once each item's
+    history was kept apart from its packed value, as records (the rule turn's CPU, issue #33)."""
     store = MemoryLearnerStore()
     first = figures("s0", T0, evidence=(HINT, _SLIP, _GREET))
     await store.record(first.model_copy(update={"learner_id": "warm"}))  # the caches every learner shares

@@ -17,9 +17,12 @@ strings and tuples of bytes are not tracked at all, about 6.5 KB of JSON for tha
 once deflated against a dictionary of one value of each kind (server/learners/packing.py). JSON through
 pydantic's own serializer, not pickle: two to four times faster both ways for these models (a
 profile of one session 4.5 us out and 7 us back, against 14 and 19; of 180 sessions 111 and 200
-us against 385 and 351), and a third smaller. A record still reads and writes the learner's
-profile and the items the session touched whole, so its cost grows with the learner's history,
-which a model kept as it was did not (docs/performance.md). Only the progress point of a session
+us against 385 and 351), and a third smaller. A record reads and writes the learner's profile and
+the items the session touched, but not the items' review histories (up to `HISTORY_KEPT` reviews
+each, most of an item's JSON once a learner has played a few sessions): those are kept apart as
+fixed records (`packing.pack_history`) that a session's end appends to without reading, and only a
+caller that asks for whole items (`items`, `due_items`) gets them as models (issue #33,
+docs/performance.md, "Rule turn at churn", fourth sitting). Only the progress point of a session
 is kept: it is all that `progress` reads of it.
 """
 
@@ -32,9 +35,9 @@ from typing import Protocol, cast
 
 from schemas.learner import LearnerProfile, LearnerRow, ProgressPoint, SessionFigures
 from schemas.review import ReviewItem
-from server.learners.packing import pack, unpack
+from server.learners.packing import keep_last, pack, pack_history, reviewed_in, unpack, unpack_history
 from server.learners.profile import fold, progress_point, trend
-from server.learners.reviews import items_after
+from server.learners.reviews import HISTORY_KEPT, items_after
 
 __all__ = ["LearnerStore", "LearnerStoreUnavailable", "MemoryLearnerStore"]
 
@@ -87,12 +90,24 @@ class LearnerStore(Protocol):
 
 
 ID_BYTES = 10  # an item id is 20 hex digits (`reviews.item_id`), kept as the 10 bytes they spell
-_Row = tuple[bytes | str, ...]  # `MemoryLearnerStore._items`: ids, due times, scenarios, values
+# `MemoryLearnerStore._items`: ids, due times, the histories (where each ends, then all of them), scenarios, heads
+_Row = tuple[bytes | str, ...]
+_END = "I"  # the array type of where each history ends in the row's run of them
+_NO_HISTORY = {"history"}  # what an item's packed head leaves out: its history is a column of its own
 
 
 def _count(row: _Row) -> int:
-    """How many items `row` holds: after its ids and due times, a scenario and a value for each."""
-    return (len(row) - 2) // 2
+    """How many items `row` holds: after its three runs of bytes, a scenario and a head for each."""
+    return (len(row) - 3) // 2
+
+
+def _histories(row: _Row) -> list[bytes]:
+    """Each item's packed history, cut from the row's one run of them (after where each ends)."""
+    data = cast(bytes, row[2])
+    ends = array(_END)
+    ends.frombytes(data[:_count(row) * ends.itemsize])
+    run = data[len(ends) * ends.itemsize:]
+    return [run[start:end] for start, end in zip((0, *ends), ends, strict=False)]
 
 
 def _raw_id(item_id: str) -> bytes:
@@ -102,22 +117,37 @@ def _raw_id(item_id: str) -> bytes:
     return raw
 
 
+def _whole(head: bytes, history: bytes) -> ReviewItem:
+    """An item as the store's callers see it: its head with its history."""
+    item = unpack(head, ReviewItem)
+    return item.model_copy(update={"history": unpack_history(history)}) if history else item
+
+
 class _Columns:
     """One learner's review items as the columns of their row (`MemoryLearnerStore._items`), for a
     session's record to read and change, and to write back as a row."""
 
-    __slots__ = ("dues", "ids", "index", "scenarios", "values")
+    __slots__ = ("dues", "heads", "histories", "ids", "index", "scenarios")
 
     def __init__(self, row: _Row) -> None:
         n = _count(row)
         raw = cast(bytes, row[0]) if row else b""
         self.ids = [raw[i:i + ID_BYTES].hex() for i in range(0, n * ID_BYTES, ID_BYTES)]
         self.dues = array("d", cast(bytes, row[1]) if row else b"")
-        self.scenarios = cast(list[str], list(row[2:2 + n]))
-        self.values = cast(list[bytes], list(row[2 + n:]))
+        self.histories = _histories(row) if row else []
+        self.scenarios = cast(list[str], list(row[3:3 + n]))
+        self.heads = cast(list[bytes], list(row[3 + n:]))
         self.index = {item_id: i for i, item_id in enumerate(self.ids)}
 
+    def reviewed_in(self, item_id: str, session_id: str) -> bool:
+        """Whether the item has a review of that session in its history (False for an item not kept)."""
+        at = self.index.get(item_id)
+        return at is not None and reviewed_in(self.histories[at], session_id)
+
     def put(self, item: ReviewItem) -> None:
+        """Keep `item`, a session's change to one kept or new (`reviews.items_after` given the heads,
+        without their histories): its history holds only that session's reviews, which are added
+        to the history kept."""
         at = self.index.get(item.item_id)
         if at is None:
             _raw_id(item.item_id)
@@ -125,27 +155,39 @@ class _Columns:
             self.ids.append(item.item_id)
             self.dues.append(0.0)
             self.scenarios.append("")
-            self.values.append(b"")
+            self.heads.append(b"")
+            self.histories.append(b"")
         self.dues[at] = item.due
         self.scenarios[at] = sys.intern(item.scenario)
-        self.values[at] = pack(item)
+        self.heads[at] = pack(item, exclude=_NO_HISTORY)
+        self.histories[at] = keep_last(self.histories[at] + pack_history(item.history), HISTORY_KEPT)
 
     def row(self) -> _Row:
-        return (b"".join(map(bytes.fromhex, self.ids)), self.dues.tobytes(), *self.scenarios, *self.values)
+        ends, at = array(_END), 0
+        for history in self.histories:
+            at += len(history)
+            ends.append(at)
+        return (b"".join(map(bytes.fromhex, self.ids)), self.dues.tobytes(), ends.tobytes() + b"".join(self.histories),
+                *self.scenarios, *self.heads)
 
 
-def _due(row: _Row, scenario: str, at: float) -> list[bytes]:
-    """The packed items of `row` of `scenario` due by `at`, read from the columns alone."""
+def _due(row: _Row, scenario: str, at: float) -> list[tuple[bytes, bytes]]:
+    """The packed heads and histories of `row`'s items of `scenario` due by `at`, read from the columns alone."""
     if not row:
         return []
     n = _count(row)
     dues = array("d", cast(bytes, row[1]))
-    return [cast(bytes, row[2 + n + i]) for i in range(n) if row[2 + i] == scenario and dues[i] <= at]
+    due = [i for i in range(n) if row[3 + i] == scenario and dues[i] <= at]
+    if not due:
+        return []
+    histories = _histories(row)
+    return [(cast(bytes, row[3 + n + i]), histories[i]) for i in due]
 
 
-class _Items(Mapping[str, ReviewItem]):
-    """A learner's packed review items, each made a model when first read and kept for this view's
-    life (`items_after` reads only the items a session touched, some of them several times)."""
+class _Heads(Mapping[str, ReviewItem]):
+    """A learner's review items without their histories (which a session's end adds to, not reads),
+    each made a model when first read and kept for this view's life (`items_after` reads only the
+    items a session touched, some of them several times)."""
 
     def __init__(self, columns: _Columns) -> None:
         self._columns = columns
@@ -155,7 +197,7 @@ class _Items(Mapping[str, ReviewItem]):
         item = self._read.get(item_id)
         if item is None:
             columns = self._columns
-            item = self._read[item_id] = unpack(columns.values[columns.index[item_id]], ReviewItem)
+            item = self._read[item_id] = unpack(columns.heads[columns.index[item_id]], ReviewItem)
         return item
 
     def __contains__(self, item_id: object) -> bool:
@@ -182,8 +224,10 @@ class MemoryLearnerStore:
         # tuple of bytes (of tuples, the collector stops tracking the outer one a pass later).
         self._sessions: dict[str, tuple[bytes, ...]] = {}
         # Per learner, their review items as one row of columns (issue #33): every id's 10 bytes in
-        # one `bytes`, every due time's 8 in another, then each item's scenario (interned), then
-        # each item packed, in the order the items were made. A new session's practice reads the
+        # one `bytes`, every due time's 8 in another, every item's history (`packing.pack_history`)
+        # in a third after where each ends, then each item's scenario (interned), then
+        # each item packed without its history, in the order the items were made. A session's end
+        # adds its reviews to the histories without reading them. A new session's practice reads the
         # scenarios and due times and inflates only the items due (reading them all was most of the
         # store's cost at each session's start). A flat tuple of atoms, which the collector stops
         # tracking at its first pass; a dict of items keyed by their 20-digit ids, beside a schedule
@@ -202,19 +246,21 @@ class MemoryLearnerStore:
             self._profiles[learner] = pack(profile)
             self._sessions[learner] = (*self._sessions.get(learner, ()), pack(progress_point(figures)))
             columns = _Columns(self._items.get(learner, ()))
-            changed = items_after(_Items(columns), figures)
-            for item in changed:
-                columns.put(item)
-            if changed:
+            changed = items_after(_Heads(columns), figures)
+            # `items_after` finds a session folded in before by its reviews in the histories, which
+            # it was not given: the same check, on the histories kept, of every kept item it changed.
+            if changed and not any(columns.reviewed_in(item.item_id, figures.session_id) for item in changed):
+                for item in changed:
+                    columns.put(item)
                 self._items[learner] = columns.row()
         return profile
 
     async def due_items(self, learner_id: str, scenario: str, at: float) -> list[ReviewItem]:
-        return [unpack(packed, ReviewItem) for packed in _due(self._items.get(learner_id, ()), scenario, at)]
+        return [_whole(head, history) for head, history in _due(self._items.get(learner_id, ()), scenario, at)]
 
     async def items(self, learner_id: str) -> list[ReviewItem]:
         columns = _Columns(self._items.get(learner_id, ()))
-        return [unpack(columns.values[i], ReviewItem) for _, i in sorted(columns.index.items())]
+        return [_whole(columns.heads[i], columns.histories[i]) for _, i in sorted(columns.index.items())]
 
     async def progress(self, learner_id: str) -> list[ProgressPoint]:
         points = [unpack(point, ProgressPoint) for point in self._sessions.get(learner_id, ())]
