@@ -22,7 +22,6 @@ _VOWELS = re.compile(r"[aeiouy]+")
 _SENTENCE_END = re.compile(r"[.!?\u0964](?<!\.\.\.)[\"')\]]*\s*$")  # a stop, not an ellipsis's trailing off
 
 
-
 def words(text: str) -> tuple[str, ...]:
     """A partial transcript as the lists compare it: lower case, letters and digits, punctuation
     gone ("Haan-ji, 90!" -> haan ji 90)."""
