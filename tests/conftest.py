@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import gc
+import shutil
 import warnings
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import hypothesis.internal.conjecture.optimiser  # noqa: F401
 import pytest
 
-from tests.ci import in_ci
+from tests.ci import in_ci, need_tools
 from tests.openai_server import FakeOpenAI
 
 
@@ -27,6 +28,17 @@ def _openai_fake_server() -> Iterator[FakeOpenAI]:
         yield fake
     finally:
         fake.stop()
+
+
+@pytest.fixture(scope="session")
+def scene_recogniser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One offline scene recogniser (voice/scene_stt.py) for the run: its models are built once."""
+    need_tools("espeak-ng", install="apt-get install espeak-ng (scripts/test.sh does)")
+    from voice.scene_stt import SceneStt
+
+    stt = SceneStt(shutil.which("espeak-ng"), str(tmp_path_factory.mktemp("stt")))
+    yield stt
+    stt.close()
 
 
 @pytest.fixture

@@ -12,8 +12,6 @@ from __future__ import annotations
 import base64
 import json
 import math
-import shutil
-from collections.abc import Iterator
 from dataclasses import asdict
 
 import httpx
@@ -133,14 +131,9 @@ def test_the_committed_labels_are_what_the_generator_makes() -> None:
 # ---------------------------------------------------------------------------- the recogniser on a sample
 
 
-@pytest.fixture(scope="module")
-def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    need_tools("espeak-ng", install="apt-get install espeak-ng (scripts/test.sh does)")
-    from voice.scene_stt import SceneStt
-
-    stt = SceneStt(shutil.which("espeak-ng"), str(tmp_path_factory.mktemp("stt")))
-    yield stt
-    stt.close()
+@pytest.fixture
+def scene(scene_recogniser: object) -> object:
+    return scene_recogniser  # the run's one recogniser (tests/conftest.py)
 
 
 def test_a_pack_word_espeak_reads_otherwise_has_both_pronunciations(scene: object) -> None:

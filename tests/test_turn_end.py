@@ -4,8 +4,6 @@ their properties on generated ones, and their figures on the labelled turn set (
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Iterator
 from dataclasses import asdict
 from functools import cache
 
@@ -15,7 +13,6 @@ from hypothesis import strategies as st
 
 from schemas.enums import Level
 from schemas.scenario import load_scenario
-from tests.ci import need_tools
 from tests.turn_set import LABELS, Case, Truth, cases, load_cases, render, replay_barge, replay_turn, vad_frames
 from voice.barge_in import BargeIn, BargeTiming, VerdictKind
 from voice.errors import AudioRejected
@@ -354,18 +351,10 @@ def test_on_the_set_backchannels_rarely_stop_the_vendor_and_interruptions_do(noi
     assert sum(stopped["interrupt"]) >= 0.95 * len(stopped["interrupt"])
 
 
-@pytest.fixture(scope="module")
-def recogniser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SceneStt]:
-    need_tools("espeak-ng", install="apt-get install espeak-ng (scripts/test.sh does)")
-    stt = SceneStt(shutil.which("espeak-ng"), str(tmp_path_factory.mktemp("stt")))
-    yield stt
-    stt.close()
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("noise", [None])
-def test_on_the_set_with_the_recognisers_own_text_few_thinking_pauses_are_cut(recogniser: SceneStt,
-                                                                              noise: int | None) -> None:
+def test_on_the_set_with_the_recognisers_own_text_few_thinking_pauses_are_cut(
+        scene_recogniser: SceneStt, noise: int | None) -> None:
     """The target with what the offline scene recogniser makes of the audio at each utterance's end
     (its pause model), as a server without streaming partials feeds the policy: at most 5 % of the
     thinking pauses cut at every level (`python -m benchmarks.endpointing --stt-only`: 2 / 2 / 2 %
@@ -384,7 +373,7 @@ def test_on_the_set_with_the_recognisers_own_text_few_thinking_pauses_are_cut(re
         def hear(at_ms: float, case: Case = case, pcm: bytes = pcm, heard: dict[float, str] = heard) -> str:
             if at_ms not in heard:
                 context = SceneContext(case.pack, case.language, paused=True)
-                heard[at_ms] = recogniser.decode(pcm[: int(at_ms) * 32], context)[0].text
+                heard[at_ms] = scene_recogniser.decode(pcm[: int(at_ms) * 32], context)[0].text
             return heard[at_ms]
 
         for level in Level:
