@@ -34,15 +34,22 @@ _WORD_END = frozenset(" \n\t.,!?;:।")
 _CLAUSE_END = re.compile(r"[.!?\u0964\u2026,;:\u2013\u2014][\"')\]\u201d\u2019*_`~]*\s")
 # The voice speaks a reply's first clause once it holds this many words, or its first sentence
 # (voice/speaker.py's FIRST_CLAUSE_WORDS; tests/test_vendor_voice.py holds them equal): the
-# transport reads the model eagerly until that piece is out (`clause_out`).
+# transport reads the model eagerly until that piece can be cut (`clause_out`).
 FIRST_PIECE_WORDS = 4
 
 
 def _first_piece(text: str) -> bool:
-    """Whether `text` holds the voice's first piece: a sentence, or a clause of `FIRST_PIECE_WORDS`."""
+    """Whether the voice can cut its first piece from `text`: a sentence, or a clause of
+    `FIRST_PIECE_WORDS`, and the clause or sentence after it.
+
+    The session's gate lets a clause's mark out only with the next clause (session/spoken.py, rule
+    6), and a sentence's stop is cut with the space that comes with the next one: until the unit
+    after the first piece is whole the piece cannot be spoken, however long its audio has been ready.
+    Resting between reads there (40 ms) made the first audio wait for what was already in the kernel.
+    """
     for match in _CLAUSE_END.finditer(text):
         if text[match.start()] in ".!?\u0964\u2026" or len(text[:match.start()].split()) >= FIRST_PIECE_WORDS:
-            return True
+            return _CLAUSE_END.search(text, match.end()) is not None
     return False
 
 
@@ -75,7 +82,7 @@ class Turn:
         self.live: list[str] = []  # pushed to the sink and not withdrawn
         self.held: list[str] = []  # pushed by the transport, not sent to the sink yet
         self.tail = ""  # the last character pushed
-        self.clause_out = False  # the voice's first piece went to the sink: it can be spoken
+        self.clause_out = False  # the voice's first piece, and the unit after it, went to the sink: it can be cut
         self.interval_s = interval_s
         self.sent_at = 0.0  # perf_counter of the last delta
         self.streamed = False
