@@ -37,9 +37,11 @@ speech to the first byte (`tts`):
 - otherwise: floor = E + chat + tts (+ stt when the turn's own transcription came after `E`).
 
 `overhead_less_last_leg_ms` is the overhead less its last leg (the first byte -> the client),
-which is mostly the wait for the reply gate to let the first clause's mark out (session/spoken.py
-rule 6). `--line` changes what the learner says (and the fake hears): one that ends on a filler
-waits a thinking pause, long enough for the first clause to be voiced ahead.
+which was mostly the wait for the reply gate to let the first clause's mark out (session/spoken.py
+rule 6) until the model was read eagerly to it (brain/turn.py). `per_turn` in the JSON has each
+turn's overhead, legs and fakes' times. `--line` changes what the learner says (and the fake
+hears): one that ends on a filler waits a thinking pause, long enough for the first clause to be
+voiced ahead.
 
 Figures (docs/performance.md, "The open-microphone turn"): 2026-11-27,
 `python -m benchmarks.voice_turn --open-mic --turns 20` (and `--line "How much are the tomatoes umm"`).
@@ -218,6 +220,8 @@ def report(rows: list[dict[str, Any]], cpu_s: float, p: Plan) -> dict[str, Any]:
         "fakes_p50_ms": {k: summary([r["fakes_ms"][k] for r in rows])["p50"] for k in ("stt", "chat", "tts")},
         "server_cpu_ms_per_turn": round(cpu_s * 1000 / len(rows), 1),
         "policy_wait_ms": p.waited_ms,
+        "per_turn": [{"overhead_ms": round(r["overhead_ms"], 1), "legs_ms": r["legs_ms"], "fakes_ms": r["fakes_ms"]}
+                     for r in rows],
     }
 
 

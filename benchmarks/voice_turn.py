@@ -242,7 +242,7 @@ def open_mic(turns: int, level: str, chunk_ms: int, line: str | None = None) -> 
             stop(proc)
         stop(fake)
     for name in servers:
-        print(name, json.dumps(results[name]), flush=True)
+        print(name, json.dumps({k: v for k, v in results[name].items() if k != "per_turn"}), flush=True)
     (ARTIFACTS / "voice_turn_open_mic.json").write_text(json.dumps(results, indent=2))
     return 0
 

@@ -34,15 +34,23 @@ _WORD_END = frozenset(" \n\t.,!?;:।")
 _CLAUSE_END = re.compile(r"[.!?\u0964\u2026,;:\u2013\u2014][\"')\]\u201d\u2019*_`~]*\s")
 # The voice speaks a reply's first clause once it holds this many words, or its first sentence
 # (voice/speaker.py's FIRST_CLAUSE_WORDS; tests/test_vendor_voice.py holds them equal): the
-# transport reads the model eagerly until that piece is out (`clause_out`).
+# transport reads the model eagerly until that piece is out, and for a voice until it can be cut
+# (`clause_out`).
 FIRST_PIECE_WORDS = 4
 
 
-def _first_piece(text: str) -> bool:
-    """Whether `text` holds the voice's first piece: a sentence, or a clause of `FIRST_PIECE_WORDS`."""
+def _first_piece(text: str, *, cut: bool) -> bool:
+    """Whether `text` holds the voice's first piece (a sentence, or a clause of `FIRST_PIECE_WORDS`)
+    and, with `cut`, the clause or sentence after it, which the voice needs to cut the piece.
+
+    The session's gate lets a clause's mark out only with the next clause (session/spoken.py, rule
+    6), and a sentence's stop is cut with the space that comes with the next one: until the unit
+    after the first piece is whole the piece cannot be spoken, however long its audio has been ready.
+    Resting between reads there (40 ms) made the first audio wait for what was already in the kernel.
+    """
     for match in _CLAUSE_END.finditer(text):
         if text[match.start()] in ".!?\u0964\u2026" or len(text[:match.start()].split()) >= FIRST_PIECE_WORDS:
-            return True
+            return not cut or _CLAUSE_END.search(text, match.end()) is not None
     return False
 
 
@@ -75,7 +83,9 @@ class Turn:
         self.live: list[str] = []  # pushed to the sink and not withdrawn
         self.held: list[str] = []  # pushed by the transport, not sent to the sink yet
         self.tail = ""  # the last character pushed
-        self.clause_out = False  # the voice's first piece went to the sink: it can be spoken
+        # The first piece went to the sink (and, for a voice, the unit after it: it can be cut).
+        self.clause_out = False
+        self.spoken = sink is not None and sink.spoken
         self.interval_s = interval_s
         self.sent_at = 0.0  # perf_counter of the last delta
         self.streamed = False
@@ -108,7 +118,7 @@ class Turn:
             self.first_delta_ms = round((now - self.started) * 1000, 3)
             self.tail = text[-1]
             await self._send(text, now)  # the first words never wait
-            self.clause_out = _first_piece(text)
+            self.clause_out = _first_piece(text, cut=self.spoken)
             return
         # A clause ends at its mark and the space after it, which may come in the next piece: the
         # text up to that space goes at once, the rest of the piece waits as any piece does.
@@ -120,7 +130,7 @@ class Turn:
             self.held.append(text[:cut])
             await self._send("".join(self.held), now)
             self.held.clear()
-            self.clause_out = self.clause_out or _first_piece("".join(self.live))
+            self.clause_out = self.clause_out or _first_piece("".join(self.live), cut=self.spoken)
             text = text[cut:]
             if not text:
                 return

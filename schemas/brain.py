@@ -110,6 +110,12 @@ class Ledger(BaseModel):
 class DeltaSink(Protocol):
     """Where a streaming brain pushes `reply_text` as it arrives, and takes it back if it must."""
 
+    @property
+    def spoken(self) -> bool:
+        """A voice speaks the words as they come: the brain reads the model eagerly until the voice
+        can cut its first piece (brain/turn.py), where a reader of text needs only the first words."""
+        ...
+
     async def delta(self, text: str) -> None:
         """Push the next piece of the reply text (not the whole text so far)."""
         ...

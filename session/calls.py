@@ -52,11 +52,12 @@ FALLBACK_LINE = "Ek minute, bhaiya, let me just serve this lady... yes, what wer
 class TurnSink:
     """The `DeltaSink` a brain gets for one turn: posts into the actor's inbox."""
 
-    __slots__ = ("_post", "_turn")
+    __slots__ = ("_post", "_turn", "spoken")
 
-    def __init__(self, post: Callable[[Message], None], turn: int) -> None:
+    def __init__(self, post: Callable[[Message], None], turn: int, *, spoken: bool = False) -> None:
         self._post = post
         self._turn = turn
+        self.spoken = spoken  # the player's voice speaks the reply (`BrainCalls.preview` is set)
 
     async def delta(self, text: str) -> None:
         if text:
@@ -76,13 +77,14 @@ class Ahead:
     """A speculative call (session/speculation.py) and the `DeltaSink` it streams into: kept until the
     turn takes it (`take`), then posted as it comes. Never posted if it is not taken."""
 
-    __slots__ = ("_kept", "_post", "_words", "done", "failed", "preview", "request", "result", "scope", "started",
-                 "taken", "utterance_id")
+    __slots__ = ("_kept", "_post", "_words", "done", "failed", "preview", "request", "result", "scope", "spoken",
+                 "started", "taken", "utterance_id")
 
     def __init__(self, utterance_id: str, request: BrainRequest, preview: SpeechPreview | None = None) -> None:
         self.utterance_id = utterance_id
         self.request = request
         self.preview = preview  # shown the words while not taken
+        self.spoken = preview is not None  # the player's voice will speak them once taken
         self._words = ""  # what was streamed while not taken
         self.scope = anyio.CancelScope()
         self.started = time.perf_counter()
@@ -236,7 +238,8 @@ class BrainCalls:
                 result: BrainResult | None = None
                 with anyio.move_on_after(self.deadline_s):
                     try:
-                        result = await self.brain.propose(request, TurnSink(post, pending.turn))
+                        result = await self.brain.propose(request, TurnSink(post, pending.turn,
+                                                                            spoken=self.preview is not None))
                     except Exception as exc:  # the brain's own failures were translated; a last guard
                         result = self._fallback(request, started, f"{type(exc).__name__}: {exc}")
                 if result is None:

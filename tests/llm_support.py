@@ -36,6 +36,8 @@ def decision(text: str = "Namaste ji, come and see my tomatoes.", happiness: int
 class Sink:
     """A DeltaSink that records what it is given, and when."""
 
+    spoken = False  # a reader of text
+
     def __init__(self) -> None:
         self.events: list[tuple[str, str, float]] = []
         self.heads: list[dict[str, object]] = []

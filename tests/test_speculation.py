@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brain.rules_vendor import RuleBasedVendor
+from schemas.brain import BrainRequest, BrainResult, DeltaSink
 from schemas.enums import Stage
 from schemas.frames import TranscriptFrame
 from session.actor import ActorLimits, SessionActor
@@ -396,3 +397,36 @@ async def test_over_the_socket_a_thinking_waits_first_clause_is_synthesized_duri
     assert first["timings"]["first_audio_ms"] < openai_fake.tts_ttfb_ms
     asked = [r["input"] for r in openai_fake.audio_requests if r["path"] == "speech"]
     assert asked.count("Arre bhaiya, the tomatoes are the best today,") == 1
+
+
+class SinkSpy:
+    """A brain that notes whether its delta sink says a voice speaks the words, and answers as the rules do."""
+
+    propose_inline = None  # the parts of a brain it does not have
+    write_summary = None
+    name = "spy"
+
+    def __init__(self) -> None:
+        self.spoken: list[bool] = []
+        self.rules = RuleBasedVendor()
+
+    async def propose(self, request: BrainRequest, on_delta: DeltaSink | None = None) -> BrainResult:
+        assert on_delta is not None
+        self.spoken.append(on_delta.spoken)
+        return self.rules.propose_now(request)
+
+
+@pytest.mark.parametrize("voiced", [True, False])
+async def test_the_brain_is_told_its_words_are_spoken_only_when_the_players_voice_speaks_them(voiced: bool) -> None:
+    # A voice needs the model read eagerly until it can cut its first piece (brain/turn.py); a reader
+    # of text does not, and its turns keep the fewer reads.
+    spy = SinkSpy()
+    async with session(spy) as (actor, player):
+        if voiced:
+            actor.calls.preview = PreviewLog()
+        await turn(actor, player, ASKED, ASKED)  # the speculative call, taken by the turn
+        actor.recognised(heard("And the onions?", partial=False, uid="mic.2"))
+        actor.submit(player, transcript("And the onions?", uid="mic.2"))  # the turn's own call
+        await until(lambda: any(f.get("in_reply_to") == "mic.2" for f in player.of_type("reply")))
+    assert actor.calls.statistics()["taken"] == 1
+    assert spy.spoken == [voiced, voiced]

@@ -319,8 +319,9 @@ async def test_a_prompt_reply_gets_no_thinking_sound(openai_fake: Any) -> None:
 class _Deltas:
     """A delta sink that keeps what it is given (schemas.brain.DeltaSink)."""
 
-    def __init__(self) -> None:
+    def __init__(self, spoken: bool = True) -> None:
         self.texts: list[str] = []
+        self.spoken = spoken
 
     async def delta(self, text: str) -> None:
         self.texts.append(text)
@@ -335,19 +336,26 @@ class _Deltas:
         pass
 
 
-@pytest.mark.parametrize(("pieces", "out_at"), [
-    (["Haan", " ji", ", every", "thing here is", " fresh today", "; tell"], 5),  # a clause of 4 words
-    (["Namaste", ", come", ", come", "! My"], 3),  # a sentence, however short
-    (["Arre", " bhaiya", ", ", "suno"], None),  # a short clause is not the voice's first piece
+_HAAN_JI = ["Haan", " ji", ", every", "thing here is", " fresh today", "; tell", " me what you", " need", ", and"]
+
+
+@pytest.mark.parametrize(("pieces", "spoken", "out_at"), [
+    # A clause of 4 words, cut once the clause after it is whole: the gate lets its ";" out then
+    # (session/spoken.py, rule 6), and the voice cannot cut the piece before.
+    (_HAAN_JI, True, 8),
+    (_HAAN_JI, False, 5),  # no voice: the first clause is all a reader waits for
+    (["Namaste", ", come", ", come", "! My", " friend", ". Sit"], True, 5),  # a sentence, however short, and the next
+    (["Namaste", ", come", ", come", "! My", " friend", ". Sit"], False, 3),
+    (["Arre", " bhaiya", ", ", "suno"], True, None),  # a short clause is not the voice's first piece
 ])
-async def test_the_model_is_read_eagerly_until_the_voices_first_piece_is_out(pieces: list[str],
-                                                                            out_at: int | None) -> None:
+async def test_the_model_is_read_eagerly_until_the_voices_first_piece_can_be_cut(pieces: list[str], spoken: bool,
+                                                                                out_at: int | None) -> None:
     from types import SimpleNamespace
 
     from brain.turn import FIRST_PIECE_WORDS, Turn
 
     assert FIRST_PIECE_WORDS == FIRST_CLAUSE_WORDS  # the brain's count of the speaker's first piece
-    turn = Turn(SimpleNamespace(session_id="s", turn=1), _Deltas(), deadline=1e9)
+    turn = Turn(SimpleNamespace(session_id="s", turn=1), _Deltas(spoken), deadline=1e9)
     seen = []
     for piece in pieces:
         await turn.push(piece)
