@@ -195,7 +195,8 @@ def test_english_lines_meet_the_issues_word_error_rate(english: dict[str, float 
     assert wer is not None and wer <= 0.15, english  # issue #41's target
 
 
-@pytest.mark.xfail(strict=True, reason="issue #41's price target, blocked: this acoustic model reads at most 87 % (docs/voice.md)")
+@pytest.mark.xfail(strict=True, reason="issue #41's price target, blocked: this acoustic model "
+                                        "reads at most 87 % (docs/voice.md)")
 def test_spoken_prices_meet_the_issues_target(english: dict[str, float | int | None]) -> None:
     prices = english["price_accuracy"]
     assert prices is not None and prices >= 0.95, english
