@@ -86,6 +86,22 @@ def test_the_same_pause_after_a_finished_sentence_ends_the_turn() -> None:
     assert turn is not None and turn.speech_end_ms == 900
 
 
+@pytest.mark.parametrize("text", ["Nabbe mein de do", "chalo rehne do", "90 mein de do",
+                                  "bhaiya, that is what I can do"])
+def test_a_sentence_that_ends_on_do_as_the_packs_do_ends_the_turn(text: str) -> None:
+    """Hindi's "do" (give, let) ends the pack's own sentences ("... mein de do?", "Chalo, rehne do"),
+    though English's is a continuation word: the pack's endings tell them apart."""
+    turn = ended(run(EndOfTurn(JAIPUR, Level.ADVANCED), timeline((True, 900), (False, 4000)), {800: text}))
+    assert turn is not None and not turn.thinking
+
+
+@pytest.mark.parametrize("text", ["Can you do", "Bhaiya, can you do"])
+def test_an_english_do_the_pack_never_ends_on_is_still_a_thinking_pause(text: str) -> None:
+    """"Can you do ..." goes on: no sentence of the pack ends on "you do"."""
+    turn = ended(run(EndOfTurn(JAIPUR, Level.ADVANCED), timeline((True, 900), (False, 4000)), {800: text}))
+    assert turn is not None and turn.thinking
+
+
 @pytest.mark.parametrize("level", list(Level))
 @pytest.mark.parametrize("text", ["okay brother", "sahi daam", "I will give you 90 rupees for the"])
 def test_words_that_only_start_the_packs_sentences_are_a_thinking_pause(level: Level, text: str) -> None:

@@ -21,7 +21,7 @@
 - `vad`: voice activity over the open microphone (Silero VAD); `turn_end`: when the learner has
   finished a turn (pauses, fillers, the level); `barge_in`: whether speech over the vendor stops him
   (backchannels do not); `turn_words`: the fillers, backchannels and continuation words they read
-  (`continuations`: the grammar words after which no sentence ends; docs/voice.md, End of turn
+  (`continuations`: the grammar words after which no sentence ends, mostly; docs/voice.md, End of turn
   and barge-in, issue #34); `open_mic`: the open microphone's stream cut
   into turns, with the audio of each and its pauses to decode early, and its speech over the
   vendor judged a backchannel or an interruption.

@@ -4,7 +4,7 @@ recogniser's pause model puts its thinking pauses after them (voice/scene_corpus
 
 from __future__ import annotations
 
-__all__ = ["CONTINUATIONS"]
+__all__ = ["ALSO_FINAL", "CONTINUATIONS"]
 
 # Words a sentence does not end on: articles, prepositions, conjunctions, subject pronouns,
 # possessives, auxiliaries, and Hindi's postpositions and conjunctions. A word that often does
@@ -17,3 +17,11 @@ must may might do does did have has had am be been very really some any no not g
 what which who when where
 aur lekin par magar toh ki ke ka ko se mein ya agar jo kyunki main hum aap mera meri mere tera
 """.split())
+
+# Continuation words that also end sentences: Hindi's imperative "do" (give, let: "thoda kam kar do",
+# "chalo rehne do") is English's auxiliary, and English ends on it too ("is what I can do"). Where a
+# pack's own sentence ends on one, its last words end a learner's sentence as well
+# (voice/scene_corpus.py `continued_endings`); anywhere else the word is a continuation ("can you do").
+# Only these: the pack's sentence frames end on other continuation words where their blank was
+# ("my name is ____"), which no learner's finished sentence does.
+ALSO_FINAL = frozenset({"do"})

@@ -13,12 +13,13 @@ import hashlib
 import re
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
 from schemas.enums import LanguageCode
 from schemas.scenario import Item, Scenario
-from voice.continuations import CONTINUATIONS
+from voice.continuations import ALSO_FINAL, CONTINUATIONS
 from voice.numerals import price_steps, spoken_number
 from voice.stt import SceneContext
 
@@ -246,8 +247,39 @@ def _said(n: int) -> list[tuple[str, float]]:
     return [(plain, 1.0)] if plain == joined else [(plain, 1.0), (joined, 0.5)]
 
 
-_STARTS: dict[str, frozenset[tuple[str, ...]]] = {}  # per pack (its JSON's digest), a few kept
-_STARTS_LOCK = threading.Lock()  # a microphone's worker thread and the event loop may both ask
+@dataclass(frozen=True, slots=True)
+class SentenceShapes:
+    """What the end-of-turn policy reads of a pack's sentences (voice/turn_end.py rule 4)."""
+
+    starts: frozenset[tuple[str, ...]]
+    """The word sequences that only start them (`sentence_starts`)."""
+    endings: frozenset[tuple[str, ...]]
+    """The last three words of each that ends on a continuation word that may end one
+    (`continuations.ALSO_FINAL`: "kam kar do", "i can do"; `continued_endings`)."""
+
+
+_SHAPES: dict[str, SentenceShapes] = {}  # per pack (its JSON's digest), a few kept
+_SHAPES_LOCK = threading.Lock()  # a microphone's worker thread and the event loop may both ask
+
+
+def sentence_shapes(scenario: Scenario) -> SentenceShapes:
+    """The pack's `SentenceShapes`, computed once per pack (about 0.1 s), then kept."""
+    digest = hashlib.sha256(scenario.model_dump_json().encode("utf-8")).hexdigest()
+    with _SHAPES_LOCK:
+        found = _SHAPES.get(digest)
+    if found is None:
+        said = [tuple(ws) for ws, _ in scene_sentences(scenario)]
+        replies = [tuple(words(b)) for b in _turn_words(scenario.backchannels)]
+        address = [tuple(words(a)) for a in scenario.rules.respectful_address]
+        whole = set(said) | set(replies) | {(*b, *a) for b in replies for a in address}
+        found = SentenceShapes(
+            starts=frozenset(ws[:k] for ws in said for k in range(2, len(ws)) if ws[:k] not in whole),
+            endings=frozenset(ws[-3:] for ws in said if len(ws) >= 2 and ws[-1] in ALSO_FINAL))
+        with _SHAPES_LOCK:
+            while len(_SHAPES) >= 8:
+                _SHAPES.pop(next(iter(_SHAPES)))
+            _SHAPES[digest] = found
+    return found
 
 
 def sentence_starts(scenario: Scenario) -> frozenset[tuple[str, ...]]:
@@ -258,21 +290,16 @@ def sentence_starts(scenario: Scenario) -> frozenset[tuple[str, ...]]:
     addressing the vendor (the pack's `respectful_address`), is a whole one: "theek hai" and "theek
     hai bhaiya" start "theek hai bhaiya kal milte hain" but are turns of their own. The end-of-turn
     policy reads a partial transcript that is one as unfinished (issue #34, voice/turn_end.py rule
-    4). Computed once per pack (about 0.1 s), then kept."""
-    digest = hashlib.sha256(scenario.model_dump_json().encode("utf-8")).hexdigest()
-    with _STARTS_LOCK:
-        found = _STARTS.get(digest)
-    if found is None:
-        said = [tuple(ws) for ws, _ in scene_sentences(scenario)]
-        replies = [tuple(words(b)) for b in _turn_words(scenario.backchannels)]
-        address = [tuple(words(a)) for a in scenario.rules.respectful_address]
-        whole = set(said) | set(replies) | {(*b, *a) for b in replies for a in address}
-        found = frozenset(ws[:k] for ws in said for k in range(2, len(ws)) if ws[:k] not in whole)
-        with _STARTS_LOCK:
-            while len(_STARTS) >= 8:
-                _STARTS.pop(next(iter(_STARTS)))
-            _STARTS[digest] = found
-    return found
+    4)."""
+    return sentence_shapes(scenario).starts
+
+
+def continued_endings(scenario: Scenario) -> frozenset[tuple[str, ...]]:
+    """The last three words (two, of a two-word sentence) of each of the scene's sentences that
+    ends on a continuation word that may end one (`continuations.ALSO_FINAL`): Hinglish ends on "do"
+    ("thoda kam kar do", "nabbe mein de do"), and English does too ("is what i can do"). A partial
+    transcript ending so ends a sentence, not mid-way (voice/turn_words.py `ends_mid_sentence`)."""
+    return sentence_shapes(scenario).endings
 
 
 def vocabulary(sentences: list[tuple[list[str], float]]) -> set[str]:

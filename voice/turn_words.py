@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from schemas.scenario import Scenario
 from voice.continuations import CONTINUATIONS
-from voice.scene_corpus import sentence_starts
+from voice.scene_corpus import sentence_shapes
 
 __all__ = ["CONTINUATIONS", "TurnWords", "ends_sentence", "syllables", "words"]
 
@@ -52,21 +52,30 @@ class TurnWords:
     starts: frozenset[tuple[str, ...]] = frozenset()
     """What only starts the pack's sentences, spelt as its language model spells them
     (`scene_corpus.sentence_starts`)."""
+    endings: frozenset[tuple[str, ...]] = frozenset()
+    """The pack's sentences' last words where they end on a continuation word
+    (`scene_corpus.continued_endings`): "kar do" ends a sentence though "do" is a continuation."""
 
     @classmethod
     def of(cls, scenario: Scenario) -> TurnWords:
         """Every language of the pack together (learners mix them)."""
+        shapes = sentence_shapes(scenario)
         return cls(frozenset(words(w) for found in scenario.fillers.values() for w in found),
                    frozenset(words(w) for found in scenario.backchannels.values() for w in found),
-                   starts=sentence_starts(scenario))
+                   starts=shapes.starts, endings=shapes.endings)
 
     def ends_on_filler(self, said: tuple[str, ...]) -> bool:
         """Whether the words so far end on a filler ("I will give umm")."""
         return any(said[-len(f):] == f for f in self.fillers if 0 < len(f) <= len(said))
 
     def ends_mid_sentence(self, said: tuple[str, ...]) -> bool:
-        """Whether the words so far stop where no sentence ends ("I will give you ninety for the")."""
-        return bool(said) and said[-1] in self.continuations
+        """Whether the words so far stop where no sentence ends ("I will give you ninety for the"):
+        on a continuation word, unless the pack has a sentence that ends on the same last words, two
+        at least ("kam kar do", "de do" of "nabbe mein de do"; not "can you do")."""
+        if not said or said[-1] not in self.continuations:
+            return False
+        return not any(said[-n:] == ending[-n:] for ending in self.endings
+                       if (n := min(len(ending), len(said))) >= 2)
 
     def only_starts(self, spoken: tuple[str, ...]) -> bool:
         """Whether the words so far (spelt as `scene_corpus.words` spells them: numbers in words)
