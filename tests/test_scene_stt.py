@@ -131,7 +131,7 @@ def test_the_committed_labels_are_what_the_generator_makes() -> None:
 # ---------------------------------------------------------------------------- the recogniser on a sample
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def scene(scene_recogniser: object) -> object:
     return scene_recogniser  # the run's one recogniser (tests/conftest.py)
 
