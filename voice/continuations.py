@@ -21,7 +21,7 @@ aur lekin par magar toh ki ke ka ko se mein ya agar jo kyunki main hum aap mera 
 # Continuation words that also end sentences: Hindi's imperative "do" (give, let: "thoda kam kar do",
 # "chalo rehne do") is English's auxiliary, and English ends on it too ("is what I can do"). Where a
 # pack's own sentence ends on one, its last words end a learner's sentence as well
-# (voice/scene_corpus.py `continued_endings`); anywhere else the word is a continuation ("can you do").
+# (voice/scene_corpus.py `SentenceShapes.endings`); anywhere else the word is a continuation ("can you do").
 # Only these: the pack's sentence frames end on other continuation words where their blank was
 # ("my name is ____"), which no learner's finished sentence does.
 ALSO_FINAL = frozenset({"do"})

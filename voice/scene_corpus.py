@@ -252,10 +252,18 @@ class SentenceShapes:
     """What the end-of-turn policy reads of a pack's sentences (voice/turn_end.py rule 4)."""
 
     starts: frozenset[tuple[str, ...]]
-    """The word sequences that only start them (`sentence_starts`)."""
+    """The word sequences that only start them: a first part of one, of two words or more ("okay
+    brother" of "okay brother see you tomorrow", "sahi daam" of "sahi daam lagao"), and the whole
+    of none. One word is left out: many a first word is a turn of its own that the pack has no
+    sentence for ("namaste", "ruko", "enough"). A backchannel, alone or with a way of addressing
+    the vendor (the pack's `respectful_address`), is a whole one: "theek hai" and "theek hai
+    bhaiya" start "theek hai bhaiya kal milte hain" but are turns of their own. A partial
+    transcript that is one is unfinished."""
     endings: frozenset[tuple[str, ...]]
-    """The last three words of each that ends on a continuation word that may end one
-    (`continuations.ALSO_FINAL`: "kam kar do", "i can do"; `continued_endings`)."""
+    """The last three words (two, of a two-word sentence) of each that ends on a continuation word
+    that may end one (`continuations.ALSO_FINAL`): Hinglish ends on "do" ("thoda kam kar do",
+    "nabbe mein de do"), and English does too ("is what i can do"). A partial transcript ending so
+    ends a sentence, not mid-way (voice/turn_words.py `ends_mid_sentence`)."""
 
 
 _SHAPES: dict[str, SentenceShapes] = {}  # per pack (its JSON's digest), a few kept
@@ -280,26 +288,6 @@ def sentence_shapes(scenario: Scenario) -> SentenceShapes:
                 _SHAPES.pop(next(iter(_SHAPES)))
             _SHAPES[digest] = found
     return found
-
-
-def sentence_starts(scenario: Scenario) -> frozenset[tuple[str, ...]]:
-    """The word sequences that only start the scene's sentences: a first part of one, of two words
-    or more ("okay brother" of "okay brother see you tomorrow", "sahi daam" of "sahi daam lagao"),
-    and the whole of none. One word is left out: many a first word is a turn of its own that the
-    pack has no sentence for ("namaste", "ruko", "enough"). A backchannel, alone or with a way of
-    addressing the vendor (the pack's `respectful_address`), is a whole one: "theek hai" and "theek
-    hai bhaiya" start "theek hai bhaiya kal milte hain" but are turns of their own. The end-of-turn
-    policy reads a partial transcript that is one as unfinished (issue #34, voice/turn_end.py rule
-    4)."""
-    return sentence_shapes(scenario).starts
-
-
-def continued_endings(scenario: Scenario) -> frozenset[tuple[str, ...]]:
-    """The last three words (two, of a two-word sentence) of each of the scene's sentences that
-    ends on a continuation word that may end one (`continuations.ALSO_FINAL`): Hinglish ends on "do"
-    ("thoda kam kar do", "nabbe mein de do"), and English does too ("is what i can do"). A partial
-    transcript ending so ends a sentence, not mid-way (voice/turn_words.py `ends_mid_sentence`)."""
-    return sentence_shapes(scenario).endings
 
 
 def vocabulary(sentences: list[tuple[list[str], float]]) -> set[str]:

@@ -51,10 +51,10 @@ class TurnWords:
     continuations: frozenset[str] = CONTINUATIONS
     starts: frozenset[tuple[str, ...]] = frozenset()
     """What only starts the pack's sentences, spelt as its language model spells them
-    (`scene_corpus.sentence_starts`)."""
+    (`scene_corpus.SentenceShapes.starts`)."""
     endings: frozenset[tuple[str, ...]] = frozenset()
     """The pack's sentences' last words where they end on a continuation word
-    (`scene_corpus.continued_endings`): "kar do" ends a sentence though "do" is a continuation."""
+    (`scene_corpus.SentenceShapes.endings`): "kar do" ends a sentence though "do" is a continuation."""
 
     @classmethod
     def of(cls, scenario: Scenario) -> TurnWords:
