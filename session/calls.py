@@ -77,14 +77,13 @@ class Ahead:
     """A speculative call (session/speculation.py) and the `DeltaSink` it streams into: kept until the
     turn takes it (`take`), then posted as it comes. Never posted if it is not taken."""
 
-    __slots__ = ("_kept", "_post", "_words", "done", "failed", "preview", "request", "result", "scope", "spoken",
-                 "started", "taken", "utterance_id")
+    __slots__ = ("_kept", "_post", "_words", "done", "failed", "preview", "request", "result", "scope", "started",
+                 "taken", "utterance_id")
 
     def __init__(self, utterance_id: str, request: BrainRequest, preview: SpeechPreview | None = None) -> None:
         self.utterance_id = utterance_id
         self.request = request
         self.preview = preview  # shown the words while not taken
-        self.spoken = preview is not None  # the player's voice will speak them once taken
         self._words = ""  # what was streamed while not taken
         self.scope = anyio.CancelScope()
         self.started = time.perf_counter()
@@ -100,6 +99,11 @@ class Ahead:
             self._kept.append(message)
         else:
             self._post(message)
+
+    @property
+    def spoken(self) -> bool:
+        """The player's voice will speak the words once the call is taken (`DeltaSink.spoken`)."""
+        return self.preview is not None
 
     async def delta(self, text: str) -> None:
         if text:
