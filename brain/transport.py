@@ -349,9 +349,18 @@ class ChatTransport:
         What arrives meanwhile waits in the kernel and is taken in one read. (Only waiting between
         reads, with the socket still read, saved little: aiohttp reads and parses every packet.)
         """
+        aiohttp_response = privates.aiohttp_response(response)
+        resting = privates.ReadingRest(aiohttp_response) if aiohttp_response is not None else None
+        try:
+            await self._read_events(turn, response, aiohttp_response, resting, parts, started)
+        finally:
+            if resting is not None:
+                resting.close()  # never leave the socket paused: it may go back to aiohttp's pool
+
+    async def _read_events(self, turn: Turn, response: httpx2.Response, aiohttp_response: Any | None,
+                           resting: privates.ReadingRest | None, parts: list[str], started: float) -> None:
         extractor = FieldExtractor("reply_text", HEAD_FIELDS)
         reader = EventReader()
-        aiohttp_response = privates.aiohttp_response(response)
         chunks = body_pieces(response, aiohttp_response).__aiter__()
         async for data in chunks:
             for event, payload in reader.feed(data):
@@ -386,11 +395,12 @@ class ChatTransport:
                             await turn.text_done()
                         if extractor.head_done and not turn.head_sent:
                             await turn.decided(extractor.values)
-            if aiohttp_response is not None and (turn.clause_out or extractor.done):
+            if resting is not None and (turn.clause_out or extractor.done):
                 # What was read is handled; the next read can wait for more to arrive. Not before
                 # the voice's first piece is out (brain/turn.py, `clause_out`): it waits for it.
-                rest = _TAIL_REST_S if extractor.done and extractor.head_done else turn.interval_s
-                await privates.rest_reading(aiohttp_response, rest)
+                # The socket is paused and a timer resumes it, so the next read wakes this task
+                # once, with what arrived meanwhile (`privates.ReadingRest`).
+                resting.rest(_TAIL_REST_S if extractor.done and extractor.head_done else turn.interval_s)
 
 
 async def body_pieces(response: httpx2.Response, aiohttp_response: Any | None) -> AsyncIterator[bytes]:

@@ -15,6 +15,7 @@ from brain.errors import BrainServiceError
 from brain.llm import FALLBACK_LINES, OpenAIBrain
 from brain.prompt import PROMPT_VERSION
 from brain.transport import DEFAULT_BACKOFF, ChatTransport, _content, body_pieces, read_body, sdk_client
+from privates import ReadingRest
 from privates import aiohttp_response as _aiohttp_response
 from privates import rest_reading as _rest
 from schemas.enums import Stage
@@ -284,6 +285,55 @@ async def test_a_rested_socket_gives_what_the_model_sent_meanwhile_in_one_read(o
         await client.close()
 
 
+async def test_a_rest_started_without_waiting_gives_what_came_meanwhile_to_the_read_already_waiting(
+        openai_fake: FakeOpenAI) -> None:
+    """Issue #33: `ReadingRest.rest` pauses the socket and returns; the read that follows waits
+    until the loop's timer resumes the socket, and then takes what the model sent meanwhile in one
+    piece. A rest replaced by a longer one lasts the longer; `close` ends a rest at once."""
+    openai_fake.script(reply(decision("Namaste ji, " * 40), ttft_ms=0, tokens_per_s=200))
+    client = sdk_client(api_key="test", base_url=openai_fake.base_url, timeout_s=5)
+    try:
+        async with client.chat.completions.with_streaming_response.create(
+                model="gpt-4o", messages=[{"role": "user", "content": "Namaste"}], stream=True) as response:
+            found = _aiohttp_response(response.http_response)
+            assert found is not None
+            transport = found.connection.transport
+            content = found.content
+            assert b"data:" in await content.readany()
+            resting = ReadingRest(found)
+            resting.rest(0.05)
+            resting.rest(0.15)  # replaces the first: the socket stays paused for 150 ms from here
+            assert resting.resting and not transport.is_reading()
+            began = time.perf_counter()
+            content.read_nowait()  # what had come before the pause
+            piece = await content.readany()
+            waited = time.perf_counter() - began
+            assert 0.12 <= waited and transport.is_reading() and not resting.resting
+            assert piece.count(b"data:") >= 10  # ~30 tokens came meanwhile
+            resting.rest(10.0)
+            assert not transport.is_reading()
+            resting.close()
+            assert transport.is_reading() and not resting.resting
+            resting.close()  # nothing under way: nothing happens
+            assert transport.is_reading()
+            while await content.readany():
+                pass
+    finally:
+        await client.close()
+
+
+def test_a_rest_is_not_started_on_a_response_without_a_connection() -> None:
+    """Once aiohttp has handed the connection back to its pool, another call may be reading it."""
+
+    class Released:
+        connection = None
+
+    resting = ReadingRest(Released())
+    resting.rest(0.25)
+    assert not resting.resting
+    resting.close()
+
+
 @pytest.mark.parametrize("gzip", [False, True])
 async def test_a_plain_stream_is_read_from_aiohttp_directly_and_an_encoded_one_through_the_sdk(
         openai_fake: FakeOpenAI, gzip: bool) -> None:
@@ -359,3 +409,4 @@ async def test_a_streamed_call_has_no_read_timeout_of_its_own(openai_fake: FakeO
     else:
         assert float(headers["x-stainless-read-timeout"]) == pytest.approx(4.0)  # the budget and a second
     assert headers["authorization"] == "Bearer test"  # the SDK's own headers, as before
+

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
+import anyio
 import pytest
 import uvicorn
 import websockets
@@ -208,6 +209,11 @@ async def test_the_sdks_streamed_response_holds_aiohttps_reader_and_transport(op
             assert transport is not None and transport.is_reading(), "rest_reading: no connection.transport"
             await privates.rest_reading(found, 0.01)
             assert transport.is_reading(), "rest_reading: reading did not resume"
+            resting = privates.ReadingRest(found)
+            resting.rest(0.01)
+            assert not transport.is_reading(), "ReadingRest: connection.transport did not pause"
+            await anyio.sleep(0.05)
+            assert transport.is_reading(), "ReadingRest: the loop's timer did not resume reading"
             assert b"data:" in await content.readany()
     finally:
         await client.close()
