@@ -45,6 +45,8 @@ log = logging.getLogger("samvad.brain")
 DEFAULT_BACKOFF = (1.0, 2.0)  # seconds before the first and the second retry
 _DRAIN_S = 1.0  # at most this long to read what follows [DONE]
 _TAIL_REST_S = 0.25  # between reads once the reply's text is complete (see `_read_stream`)
+# Headers of a request that depend on the request, not the client (see `ChatTransport._post`).
+_PER_REQUEST_HEADERS = frozenset({b"host", b"content-length", b"x-stainless-read-timeout"})
 
 
 def sdk_client(*, api_key: str, base_url: str | None, timeout_s: float) -> openai.AsyncOpenAI:
@@ -170,6 +172,13 @@ class ChatTransport:
         # once: given a relative path, the SDK parses it and copies the base URL on every call.
         base = client.base_url
         self._url = str(base.copy_with(raw_path=base.raw_path + b"chat/completions"))
+        # The headers of every request, learned from the SDK's first (`_post`), for a client whose
+        # requests all carry the same ones; the timeouts as the SDK puts them on a request.
+        self._prepared = privates.fixed_headers(client)
+        self._headers: list[tuple[bytes, bytes]] | None = None
+        whole = limits if isinstance(limits, httpx2.Timeout) else httpx2.Timeout(limits)
+        self._timeouts = {True: whole.as_dict(), False: self._stream_timeout.as_dict()}
+        self._read_timeout = None if whole.read is None else str(whole.read).encode()
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -273,13 +282,54 @@ class ChatTransport:
         `read_limit=False` drops the read timeout (for a streamed answer, see `__init__`). `key` is
         the request's idempotency key: the SDK makes one (a `uuid4`) for every request that has
         none, and would send it only to a service that asks for one; ours names the attempt.
+        After the first request, one of a client whose requests all carry the same headers goes
+        the prepared way (`_send_prepared`), which such a client sends no idempotency key on.
         """
+        if self._headers is not None and stream:
+            return await self._send_prepared(body, read_limit)
         response = await self.client.post(
             self._url, cast_to=httpx2.Response, content=body, stream=stream,
             options={"idempotency_key": key} if read_limit else {"idempotency_key": key,
                                                                  "timeout": self._stream_timeout},
             stream_cls=openai.AsyncStream[Any])  # for the overloads only: an httpx2.Response comes back as it is
-        return cast(httpx2.Response, response)
+        sent = cast(httpx2.Response, response)
+        if self._prepared and self._headers is None:
+            # What httpx2 works out for each request itself (the host, the body's length), and the
+            # read timeout, which depends on the call, are left out; the rest is the SDK's.
+            self._headers = [(name, value) for name, value in sent.request.headers.raw
+                             if name.lower() not in _PER_REQUEST_HEADERS]
+        return sent
+
+    async def _send_prepared(self, body: bytes, read_limit: bool) -> httpx2.Response:
+        """POST the body with the headers the SDK sent on its first request, through the SDK's own
+        HTTP client, raising what `client.post` raises (issue #33; privates/sdk.py).
+
+        `client.post` builds each request from nothing (two pydantic copies of its options, every
+        header merged again, the URL, the timeout, the response's type looked at): 0.2 ms of a
+        0.5 ms call. For a client whose requests all carry the same headers (`privates.fixed_headers`:
+        a fixed API key, nothing that signs each request) the result is the same request; a test
+        holds the headers of the two ways equal. Timeouts, failed connections and error statuses
+        become the SDK's exceptions as in its request loop (its retries are off, `sdk_client`).
+        """
+        headers = self._headers
+        assert headers is not None
+        if read_limit and self._read_timeout is not None:
+            headers = [*headers, (b"x-stainless-read-timeout", self._read_timeout)]
+        request = httpx2.Request("POST", self._url, headers=headers, content=body,
+                                 extensions={"timeout": self._timeouts[read_limit]})
+        try:
+            response = await privates.http_client(self.client).send(request, stream=True)
+        except httpx2.TimeoutException as exc:
+            raise openai.APITimeoutError(request=request) from exc
+        except (httpx2.RequestError, ssl.SSLError, anyio.EndOfStream) as exc:
+            raise openai.APIConnectionError(request=request) from exc
+        if not response.is_success:
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+            raise privates.status_error(self.client, response) from None
+        return response
 
     async def _request(self, turn: Turn, body: bytes, started: float) -> str:
         """One chat-completions exchange through the SDK; returns the model's text."""

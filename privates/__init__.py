@@ -31,6 +31,9 @@ The privates, what they reach into, who uses them, and what happens when they ar
   speech reads. Gone: no pause between reads.
 - `ReadingRest` (aiohttp): the same transport, paused now and resumed by a timer of the loop's.
   brain/transport.py. Gone: no pause between reads.
+- `fixed_headers`, `http_client`, `status_error` (openai; privates/sdk.py): the SDK client's HTTP
+  client and status errors, for a request prepared once. brain/transport.py. Gone: every request
+  through `client.post`.
 
 The uvicorn protocol (server/uvicorn_ws.py before it moved here) is uvicorn's websockets sans-I/O
 protocol, holding less per idle connection. The stock protocol keeps, for the life of every
@@ -74,6 +77,7 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from websockets.protocol import OPEN
 
 from privates.parts import CorkedTransport, KeepaliveWheel, ReceiveQueue, WritableFlag
+from privates.sdk import fixed_headers, http_client, status_error
 
 __all__ = [
     "PRIVATES",
@@ -87,12 +91,15 @@ __all__ = [
     "ReceiveQueue",
     "WritableFlag",
     "aiohttp_response",
+    "fixed_headers",
     "frame_writer",
+    "http_client",
     "http_protocol_class",
     "plain_content",
     "protocol_class",
     "raw_receive",
     "rest_reading",
+    "status_error",
 ]
 
 # The distributions whose internals this module reaches into, with the versions it was written and
@@ -118,6 +125,9 @@ PRIVATES: dict[str, tuple[str, ...]] = {
     "plain_content": ("aiohttp",),
     "rest_reading": ("aiohttp",),
     "ReadingRest": ("aiohttp",),
+    "fixed_headers": ("openai",),
+    "http_client": ("openai",),
+    "status_error": ("openai",),
 }
 
 

@@ -8,20 +8,22 @@ import logging
 import time
 
 import anyio
+import openai
 import orjson
 import pytest
 
-from brain.errors import BrainServiceError
+from brain.errors import BrainServiceError, BrainTransientError
 from brain.llm import FALLBACK_LINES, OpenAIBrain
 from brain.prompt import PROMPT_VERSION
 from brain.transport import DEFAULT_BACKOFF, ChatTransport, _content, body_pieces, read_body, sdk_client
+from brain.turn import Turn
 from privates import ReadingRest
 from privates import aiohttp_response as _aiohttp_response
 from privates import rest_reading as _rest
 from schemas.enums import Stage
 from server.config import load_settings
 from tests.llm_support import FAST, Sink, brain, decision, gaps, negotiation, play, request
-from tests.openai_server import FakeOpenAI, disconnect, garbage, hang, reply, status, stream_error
+from tests.openai_server import Behaviour, FakeOpenAI, disconnect, garbage, hang, reply, status, stream_error
 
 pytestmark = pytest.mark.anyio
 
@@ -410,3 +412,74 @@ async def test_a_streamed_call_has_no_read_timeout_of_its_own(openai_fake: FakeO
         assert float(headers["x-stainless-read-timeout"]) == pytest.approx(4.0)  # the budget and a second
     assert headers["authorization"] == "Bearer test"  # the SDK's own headers, as before
 
+
+# --------------------------------------------------------------------------- the prepared request
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_a_prepared_request_carries_the_headers_the_sdk_sent(openai_fake: FakeOpenAI, stream: bool) -> None:
+    """Issue #33: after the SDK's first request, the next ones reuse its headers and go through its
+    HTTP client (privates/sdk.py). The model sees the same request either way."""
+    openai_fake.script(reply(decision()), reply(decision()), reply(decision()))
+    async with brain(openai_fake, stream=stream, timeout_ms=3000) as b:
+        for turn in (1, 2, 3):
+            result = await b.propose(request(turn=turn))
+            assert not result.fallback
+        assert b.transport._headers is not None  # the second and third took the prepared way
+    first, *later = openai_fake.requests
+    assert len(later) == 2
+    for seen in later:
+        assert seen.headers == first.headers
+        assert seen.body.keys() == first.body.keys() and seen.body.get("stream") == first.body.get("stream")
+
+
+@pytest.mark.parametrize("failure", [status(400, message="bad request"), status(401), status(404, message="no model")])
+async def test_a_prepared_request_raises_the_sdks_status_errors(openai_fake: FakeOpenAI, failure: Behaviour) -> None:
+    """An error status on the prepared way is the SDK's `APIStatusError`, translated as the same
+    status through `client.post` is: the same exception, status and message."""
+    openai_fake.script(failure, reply(decision()), failure)
+    raised: list[BrainServiceError] = []
+    async with brain(openai_fake) as b:
+        for turn in (1, 2, 3):
+            assert (b.transport._headers is not None) is (turn == 3)  # the third takes the prepared way
+            try:
+                await b.transport.call(Turn(request(turn=turn), None, anyio.current_time() + 5), [
+                    {"role": "user", "content": "Namaste"}])
+            except BrainServiceError as exc:
+                raised.append(exc)
+    sdk_way, prepared = raised
+    assert (prepared.status, str(prepared)) == (sdk_way.status, str(sdk_way)) == (failure.status, str(sdk_way))
+    assert f"HTTP {failure.status}" in str(prepared)
+
+
+async def test_a_prepared_request_is_retried_like_the_sdks_after_5xx_and_a_dropped_stream(
+        openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(reply(decision()), status(503, retry_after_ms=50), disconnect(), reply(decision()))
+    async with brain(openai_fake) as b:
+        assert not (await b.propose(request(turn=1))).fallback
+        result = await b.propose(request(turn=2))
+    assert not result.fallback and result.ledger.retries == 2 and openai_fake.calls == 4
+
+
+async def test_a_prepared_request_to_a_closed_port_is_a_failed_connection(openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(reply(decision()))
+    async with brain(openai_fake, backoff=()) as b:
+        assert not (await b.propose(request(turn=1))).fallback
+        b.transport._url = "http://127.0.0.1:9/v1/chat/completions"  # the discard port: refused
+        with pytest.raises(BrainTransientError, match="connection to the model failed"):
+            await b.transport.call(Turn(request(turn=2), None, anyio.current_time() + 5), [
+                {"role": "user", "content": "Namaste"}])
+
+
+def test_a_client_that_signs_each_request_takes_the_sdks_way_every_time() -> None:
+    from privates import fixed_headers
+
+    plain = sdk_client(api_key="test", base_url="http://127.0.0.1:9/v1", timeout_s=1)
+    assert fixed_headers(plain)
+
+    async def key() -> str:
+        return "refreshed"
+
+    refreshed = openai.AsyncOpenAI(api_key=key, base_url="http://127.0.0.1:9/v1")
+    assert not fixed_headers(refreshed)
+    assert not fixed_headers(object())  # not an SDK client at all
