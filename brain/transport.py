@@ -301,15 +301,11 @@ class ChatTransport:
         return sent
 
     async def _send_prepared(self, body: bytes, read_limit: bool) -> httpx2.Response:
-        """POST the body with the headers the SDK sent on its first request, through the SDK's own
-        HTTP client, raising what `client.post` raises (issue #33; privates/sdk.py).
-
-        `client.post` builds each request from nothing (two pydantic copies of its options, every
-        header merged again, the URL, the timeout, the response's type looked at): 0.2 ms of a
-        0.5 ms call. For a client whose requests all carry the same headers (`privates.fixed_headers`:
-        a fixed API key, nothing that signs each request) the result is the same request; a test
-        holds the headers of the two ways equal. Timeouts, failed connections and error statuses
-        become the SDK's exceptions as in its request loop (its retries are off, `sdk_client`).
+        """POST the body with the headers of the SDK's first request, through the SDK's own HTTP
+        client, raising what `client.post` raises (issue #33; privates/sdk.py). `client.post` builds
+        each request from nothing (two pydantic copies of its options, every header merged again,
+        the URL): 0.2 ms of a 0.5 ms call. For a client whose requests all carry the same headers
+        (`privates.fixed_headers`) it is the same request; a test holds the two ways' headers equal.
         """
         headers = self._headers
         assert headers is not None
@@ -467,7 +463,12 @@ async def body_pieces(response: httpx2.Response, aiohttp_response: Any | None) -
         async for data in response.aiter_bytes():
             yield data
         return
-    while data := await content.readany():
+    if not privates.readable(content):
+        while data := await content.readany():
+            yield data
+        return
+    # As `readany`, without aiohttp's bookkeeping per HTTP chunk: a token each (privates/aio.py).
+    while data := await privates.read_buffered(content):
         yield data
 
 

@@ -31,6 +31,8 @@ The privates, what they reach into, who uses them, and what happens when they ar
   speech reads. Gone: no pause between reads.
 - `ReadingRest` (aiohttp): the same transport, paused now and resumed by a timer of the loop's.
   brain/transport.py. Gone: no pause between reads.
+- `read_buffered`, `readable` (aiohttp; privates/aio.py): `StreamReader`'s buffer and its
+  bookkeeping, taken in one piece. brain/transport.py. Gone: `readany`.
 - `fixed_headers`, `http_client`, `status_error` (openai; privates/sdk.py): the SDK client's HTTP
   client and status errors, for a request prepared once. brain/transport.py. Gone: every request
   through `client.post`.
@@ -76,6 +78,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol  # httptools
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.protocol import OPEN
 
+from privates.aio import read_buffered, readable
 from privates.parts import CorkedTransport, KeepaliveWheel, ReceiveQueue, WritableFlag
 from privates.sdk import fixed_headers, http_client, status_error
 
@@ -98,6 +101,8 @@ __all__ = [
     "plain_content",
     "protocol_class",
     "raw_receive",
+    "read_buffered",
+    "readable",
     "rest_reading",
     "status_error",
 ]
@@ -125,6 +130,8 @@ PRIVATES: dict[str, tuple[str, ...]] = {
     "plain_content": ("aiohttp",),
     "rest_reading": ("aiohttp",),
     "ReadingRest": ("aiohttp",),
+    "read_buffered": ("aiohttp",),
+    "readable": ("aiohttp",),
     "fixed_headers": ("openai",),
     "http_client": ("openai",),
     "status_error": ("openai",),
