@@ -175,7 +175,8 @@ class ChatTransport:
         # The headers of every request, learned from the SDK's first (`_post`), for a client whose
         # requests all carry the same ones; the timeouts as the SDK puts them on a request.
         self._prepared = privates.fixed_headers(client)
-        self._headers: list[tuple[bytes, bytes]] | None = None
+        self._headers: dict[bool, httpx2.Headers] | None = None  # with and without a read timeout
+        self._url_parsed = httpx2.URL(self._url)  # httpx2 parses a URL given as a string on every request
         whole = limits if isinstance(limits, httpx2.Timeout) else httpx2.Timeout(limits)
         self._timeouts = {True: whole.as_dict(), False: self._stream_timeout.as_dict()}
         self._read_timeout = None if whole.read is None else str(whole.read).encode()
@@ -296,8 +297,11 @@ class ChatTransport:
         if self._prepared and self._headers is None:
             # What httpx2 works out for each request itself (the host, the body's length), and the
             # read timeout, which depends on the call, are left out; the rest is the SDK's.
-            self._headers = [(name, value) for name, value in sent.request.headers.raw
-                             if name.lower() not in _PER_REQUEST_HEADERS]
+            kept = [(name, value) for name, value in sent.request.headers.raw
+                    if name.lower() not in _PER_REQUEST_HEADERS]
+            timed = kept if self._read_timeout is None else [*kept, (b"x-stainless-read-timeout",
+                                                                     self._read_timeout)]
+            self._headers = {True: httpx2.Headers(timed), False: httpx2.Headers(kept)}
         return sent
 
     async def _send_prepared(self, body: bytes, read_limit: bool) -> httpx2.Response:
@@ -307,11 +311,8 @@ class ChatTransport:
         the URL): 0.2 ms of a 0.5 ms call. For a client whose requests all carry the same headers
         (`privates.fixed_headers`) it is the same request; a test holds the two ways' headers equal.
         """
-        headers = self._headers
-        assert headers is not None
-        if read_limit and self._read_timeout is not None:
-            headers = [*headers, (b"x-stainless-read-timeout", self._read_timeout)]
-        request = httpx2.Request("POST", self._url, headers=headers, content=body,
+        assert self._headers is not None
+        request = httpx2.Request("POST", self._url_parsed, headers=self._headers[read_limit], content=body,
                                  extensions={"timeout": self._timeouts[read_limit]})
         try:
             response = await privates.http_client(self.client).send(request, stream=True)

@@ -8,6 +8,7 @@ import logging
 import time
 
 import anyio
+import httpx2
 import openai
 import orjson
 import pytest
@@ -465,7 +466,7 @@ async def test_a_prepared_request_to_a_closed_port_is_a_failed_connection(openai
     openai_fake.script(reply(decision()))
     async with brain(openai_fake, backoff=()) as b:
         assert not (await b.propose(request(turn=1))).fallback
-        b.transport._url = "http://127.0.0.1:9/v1/chat/completions"  # the discard port: refused
+        b.transport._url_parsed = httpx2.URL("http://127.0.0.1:9/v1/chat/completions")  # discard port: refused
         with pytest.raises(BrainTransientError, match="connection to the model failed"):
             await b.transport.call(Turn(request(turn=2), None, anyio.current_time() + 5), [
                 {"role": "user", "content": "Namaste"}])
