@@ -45,6 +45,8 @@ log = logging.getLogger("samvad.brain")
 DEFAULT_BACKOFF = (1.0, 2.0)  # seconds before the first and the second retry
 _DRAIN_S = 1.0  # at most this long to read what follows [DONE]
 _TAIL_REST_S = 0.25  # between reads once the reply's text is complete (see `_read_stream`)
+# Headers of a request that depend on the request, not the client (see `ChatTransport._post`).
+_PER_REQUEST_HEADERS = frozenset({b"host", b"content-length", b"x-stainless-read-timeout"})
 
 
 def sdk_client(*, api_key: str, base_url: str | None, timeout_s: float) -> openai.AsyncOpenAI:
@@ -170,6 +172,14 @@ class ChatTransport:
         # once: given a relative path, the SDK parses it and copies the base URL on every call.
         base = client.base_url
         self._url = str(base.copy_with(raw_path=base.raw_path + b"chat/completions"))
+        # The headers of every request, learned from the SDK's first (`_post`), for a client whose
+        # requests all carry the same ones; the timeouts as the SDK puts them on a request.
+        self._prepared = privates.fixed_headers(client)
+        self._headers: dict[bool, httpx2.Headers] | None = None  # with and without a read timeout
+        self._url_parsed = httpx2.URL(self._url)  # httpx2 parses a URL given as a string on every request
+        whole = limits if isinstance(limits, httpx2.Timeout) else httpx2.Timeout(limits)
+        self._timeouts = {True: whole.as_dict(), False: self._stream_timeout.as_dict()}
+        self._read_timeout = None if whole.read is None else str(whole.read).encode()
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -273,13 +283,50 @@ class ChatTransport:
         `read_limit=False` drops the read timeout (for a streamed answer, see `__init__`). `key` is
         the request's idempotency key: the SDK makes one (a `uuid4`) for every request that has
         none, and would send it only to a service that asks for one; ours names the attempt.
+        After the first request, one of a client whose requests all carry the same headers goes
+        the prepared way (`_send_prepared`), which such a client sends no idempotency key on.
         """
+        if self._headers is not None and stream:
+            return await self._send_prepared(body, read_limit)
         response = await self.client.post(
             self._url, cast_to=httpx2.Response, content=body, stream=stream,
             options={"idempotency_key": key} if read_limit else {"idempotency_key": key,
                                                                  "timeout": self._stream_timeout},
             stream_cls=openai.AsyncStream[Any])  # for the overloads only: an httpx2.Response comes back as it is
-        return cast(httpx2.Response, response)
+        sent = cast(httpx2.Response, response)
+        if self._prepared and self._headers is None:
+            # What httpx2 works out for each request itself (the host, the body's length), and the
+            # read timeout, which depends on the call, are left out; the rest is the SDK's.
+            kept = [(name, value) for name, value in sent.request.headers.raw
+                    if name.lower() not in _PER_REQUEST_HEADERS]
+            timed = kept if self._read_timeout is None else [*kept, (b"x-stainless-read-timeout",
+                                                                     self._read_timeout)]
+            self._headers = {True: httpx2.Headers(timed), False: httpx2.Headers(kept)}
+        return sent
+
+    async def _send_prepared(self, body: bytes, read_limit: bool) -> httpx2.Response:
+        """POST the body with the headers of the SDK's first request, through the SDK's own HTTP
+        client, raising what `client.post` raises (issue #33; privates/sdk.py). `client.post` builds
+        each request from nothing (two pydantic copies of its options, every header merged again,
+        the URL): 0.2 ms of a 0.5 ms call. For a client whose requests all carry the same headers
+        (`privates.fixed_headers`) it is the same request; a test holds the two ways' headers equal.
+        """
+        assert self._headers is not None
+        request = httpx2.Request("POST", self._url_parsed, headers=self._headers[read_limit], content=body,
+                                 extensions={"timeout": self._timeouts[read_limit]})
+        try:
+            response = await privates.http_client(self.client).send(request, stream=True)
+        except httpx2.TimeoutException as exc:
+            raise openai.APITimeoutError(request=request) from exc
+        except (httpx2.RequestError, ssl.SSLError, anyio.EndOfStream) as exc:
+            raise openai.APIConnectionError(request=request) from exc
+        if not response.is_success:
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+            raise privates.status_error(self.client, response) from None
+        return response
 
     async def _request(self, turn: Turn, body: bytes, started: float) -> str:
         """One chat-completions exchange through the SDK; returns the model's text."""
@@ -349,9 +396,18 @@ class ChatTransport:
         What arrives meanwhile waits in the kernel and is taken in one read. (Only waiting between
         reads, with the socket still read, saved little: aiohttp reads and parses every packet.)
         """
+        aiohttp_response = privates.aiohttp_response(response)
+        resting = privates.ReadingRest(aiohttp_response) if aiohttp_response is not None else None
+        try:
+            await self._read_events(turn, response, aiohttp_response, resting, parts, started)
+        finally:
+            if resting is not None:
+                resting.close()  # never leave the socket paused: it may go back to aiohttp's pool
+
+    async def _read_events(self, turn: Turn, response: httpx2.Response, aiohttp_response: Any | None,
+                           resting: privates.ReadingRest | None, parts: list[str], started: float) -> None:
         extractor = FieldExtractor("reply_text", HEAD_FIELDS)
         reader = EventReader()
-        aiohttp_response = privates.aiohttp_response(response)
         chunks = body_pieces(response, aiohttp_response).__aiter__()
         async for data in chunks:
             for event, payload in reader.feed(data):
@@ -386,11 +442,12 @@ class ChatTransport:
                             await turn.text_done()
                         if extractor.head_done and not turn.head_sent:
                             await turn.decided(extractor.values)
-            if aiohttp_response is not None and (turn.clause_out or extractor.done):
+            if resting is not None and (turn.clause_out or extractor.done):
                 # What was read is handled; the next read can wait for more to arrive. Not before
                 # the voice's first piece is out (brain/turn.py, `clause_out`): it waits for it.
-                rest = _TAIL_REST_S if extractor.done and extractor.head_done else turn.interval_s
-                await privates.rest_reading(aiohttp_response, rest)
+                # The socket is paused and a timer resumes it, so the next read wakes this task
+                # once, with what arrived meanwhile (`privates.ReadingRest`).
+                resting.rest(_TAIL_REST_S if extractor.done and extractor.head_done else turn.interval_s)
 
 
 async def body_pieces(response: httpx2.Response, aiohttp_response: Any | None) -> AsyncIterator[bytes]:
@@ -407,7 +464,12 @@ async def body_pieces(response: httpx2.Response, aiohttp_response: Any | None) -
         async for data in response.aiter_bytes():
             yield data
         return
-    while data := await content.readany():
+    if not privates.readable(content):
+        while data := await content.readany():
+            yield data
+        return
+    # As `readany`, without aiohttp's bookkeeping per HTTP chunk: a token each (privates/aio.py).
+    while data := await privates.read_buffered(content):
         yield data
 
 

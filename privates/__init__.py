@@ -27,8 +27,15 @@ The privates, what they reach into, who uses them, and what happens when they ar
 - `aiohttp_response` (httpx2, openai's vendored aiohttp transport): `Response.stream._stream.
   _aiohttp_response`. brain/transport.py. Gone: None, and the SDK's own reads.
 - `plain_content` (aiohttp): `ClientResponse.content`. brain/transport.py. Gone: the SDK's reads.
-- `rest_reading` (aiohttp): `ClientResponse.connection.transport`. brain/transport.py, and
-  voice/openai_speech.py's speech reads. Gone: no pause between reads.
+- `rest_reading` (aiohttp): `ClientResponse.connection.transport`. voice/openai_speech.py's
+  speech reads. Gone: no pause between reads.
+- `ReadingRest` (aiohttp): the same transport, paused now and resumed by a timer of the loop's.
+  brain/transport.py. Gone: no pause between reads.
+- `read_buffered`, `readable` (aiohttp; privates/aio.py): `StreamReader`'s buffer and its
+  bookkeeping, taken in one piece. brain/transport.py. Gone: `readany`.
+- `fixed_headers`, `http_client`, `status_error` (openai; privates/sdk.py): the SDK client's HTTP
+  client and status errors, for a request prepared once. brain/transport.py. Gone: every request
+  through `client.post`.
 
 The uvicorn protocol (server/uvicorn_ws.py before it moved here) is uvicorn's websockets sans-I/O
 protocol, holding less per idle connection. The stock protocol keeps, for the life of every
@@ -71,7 +78,9 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol  # httptools
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.protocol import OPEN
 
+from privates.aio import read_buffered, readable
 from privates.parts import CorkedTransport, KeepaliveWheel, ReceiveQueue, WritableFlag
+from privates.sdk import fixed_headers, http_client, status_error
 
 __all__ = [
     "PRIVATES",
@@ -81,15 +90,21 @@ __all__ = [
     "KeepaliveWheel",
     "LeanHttpToolsProtocol",
     "LeanWebSocketsSansIOProtocol",
+    "ReadingRest",
     "ReceiveQueue",
     "WritableFlag",
     "aiohttp_response",
+    "fixed_headers",
     "frame_writer",
+    "http_client",
     "http_protocol_class",
     "plain_content",
     "protocol_class",
     "raw_receive",
+    "read_buffered",
+    "readable",
     "rest_reading",
+    "status_error",
 ]
 
 # The distributions whose internals this module reaches into, with the versions it was written and
@@ -114,6 +129,12 @@ PRIVATES: dict[str, tuple[str, ...]] = {
     "aiohttp_response": ("openai", "httpx2"),
     "plain_content": ("aiohttp",),
     "rest_reading": ("aiohttp",),
+    "ReadingRest": ("aiohttp",),
+    "read_buffered": ("aiohttp",),
+    "readable": ("aiohttp",),
+    "fixed_headers": ("openai",),
+    "http_client": ("openai",),
+    "status_error": ("openai",),
 }
 
 
@@ -160,6 +181,58 @@ async def rest_reading(aiohttp_response: Any, seconds: float) -> None:
         await asyncio.sleep(seconds)  # aiohttp's transport is asyncio's; anyio.sleep would look that up
     finally:
         transport.resume_reading()
+
+
+class ReadingRest:
+    """Rests a streamed response's socket between reads without a wake-up of the reader.
+
+    `rest_reading` pauses the socket and sleeps, so every rest is two wake-ups of the reading
+    task: the sleep's end, then the data. `rest(seconds)` pauses the socket and returns at once;
+    a timer of the loop's resumes it, and the reader, already waiting in its next read, wakes
+    once, when what arrived meanwhile is in aiohttp's buffer. Nothing can arrive while the socket
+    rests, so the body cannot end (and aiohttp cannot hand the connection back to its pool) before
+    the timer has resumed it; a rest is not started once the connection has gone. `close()` ends a
+    rest early (the reader stops, or is cancelled) so that a socket is never left paused.
+    """
+
+    __slots__ = ("_handle", "_response", "_transport")
+
+    def __init__(self, aiohttp_response: Any) -> None:
+        self._response = aiohttp_response
+        self._transport: Any | None = None
+        self._handle: asyncio.TimerHandle | None = None
+
+    def rest(self, seconds: float) -> None:
+        """Leave the socket unread for `seconds` from now (a rest under way is replaced)."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        else:
+            transport = getattr(getattr(self._response, "connection", None), "transport", None)
+            if seconds <= 0 or transport is None or transport.is_closing():
+                return
+            transport.pause_reading()
+            self._transport = transport
+        if seconds <= 0:
+            self._resume()
+            return
+        self._handle = asyncio.get_running_loop().call_later(seconds, self._resume)
+
+    @property
+    def resting(self) -> bool:
+        return self._handle is not None
+
+    def _resume(self) -> None:
+        self._handle = None
+        transport, self._transport = self._transport, None
+        if transport is not None and not transport.is_closing():
+            transport.resume_reading()
+
+    def close(self) -> None:
+        """End a rest under way now."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._resume()
 
 
 # ---------------------------------------------------------------------------- uvicorn

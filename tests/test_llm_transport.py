@@ -8,19 +8,23 @@ import logging
 import time
 
 import anyio
+import httpx2
+import openai
 import orjson
 import pytest
 
-from brain.errors import BrainServiceError
+from brain.errors import BrainServiceError, BrainTransientError
 from brain.llm import FALLBACK_LINES, OpenAIBrain
 from brain.prompt import PROMPT_VERSION
 from brain.transport import DEFAULT_BACKOFF, ChatTransport, _content, body_pieces, read_body, sdk_client
+from brain.turn import Turn
+from privates import ReadingRest
 from privates import aiohttp_response as _aiohttp_response
 from privates import rest_reading as _rest
 from schemas.enums import Stage
 from server.config import load_settings
 from tests.llm_support import FAST, Sink, brain, decision, gaps, negotiation, play, request
-from tests.openai_server import FakeOpenAI, disconnect, garbage, hang, reply, status, stream_error
+from tests.openai_server import Behaviour, FakeOpenAI, disconnect, garbage, hang, reply, status, stream_error
 
 pytestmark = pytest.mark.anyio
 
@@ -284,6 +288,55 @@ async def test_a_rested_socket_gives_what_the_model_sent_meanwhile_in_one_read(o
         await client.close()
 
 
+async def test_a_rest_started_without_waiting_gives_what_came_meanwhile_to_the_read_already_waiting(
+        openai_fake: FakeOpenAI) -> None:
+    """Issue #33: `ReadingRest.rest` pauses the socket and returns; the read that follows waits
+    until the loop's timer resumes the socket, and then takes what the model sent meanwhile in one
+    piece. A rest replaced by a longer one lasts the longer; `close` ends a rest at once."""
+    openai_fake.script(reply(decision("Namaste ji, " * 40), ttft_ms=0, tokens_per_s=200))
+    client = sdk_client(api_key="test", base_url=openai_fake.base_url, timeout_s=5)
+    try:
+        async with client.chat.completions.with_streaming_response.create(
+                model="gpt-4o", messages=[{"role": "user", "content": "Namaste"}], stream=True) as response:
+            found = _aiohttp_response(response.http_response)
+            assert found is not None
+            transport = found.connection.transport
+            content = found.content
+            assert b"data:" in await content.readany()
+            resting = ReadingRest(found)
+            resting.rest(0.05)
+            resting.rest(0.15)  # replaces the first: the socket stays paused for 150 ms from here
+            assert resting.resting and not transport.is_reading()
+            began = time.perf_counter()
+            content.read_nowait()  # what had come before the pause
+            piece = await content.readany()
+            waited = time.perf_counter() - began
+            assert 0.12 <= waited and transport.is_reading() and not resting.resting
+            assert piece.count(b"data:") >= 10  # ~30 tokens came meanwhile
+            resting.rest(10.0)
+            assert not transport.is_reading()
+            resting.close()
+            assert transport.is_reading() and not resting.resting
+            resting.close()  # nothing under way: nothing happens
+            assert transport.is_reading()
+            while await content.readany():
+                pass
+    finally:
+        await client.close()
+
+
+def test_a_rest_is_not_started_on_a_response_without_a_connection() -> None:
+    """Once aiohttp has handed the connection back to its pool, another call may be reading it."""
+
+    class Released:
+        connection = None
+
+    resting = ReadingRest(Released())
+    resting.rest(0.25)
+    assert not resting.resting
+    resting.close()
+
+
 @pytest.mark.parametrize("gzip", [False, True])
 async def test_a_plain_stream_is_read_from_aiohttp_directly_and_an_encoded_one_through_the_sdk(
         openai_fake: FakeOpenAI, gzip: bool) -> None:
@@ -359,3 +412,75 @@ async def test_a_streamed_call_has_no_read_timeout_of_its_own(openai_fake: FakeO
     else:
         assert float(headers["x-stainless-read-timeout"]) == pytest.approx(4.0)  # the budget and a second
     assert headers["authorization"] == "Bearer test"  # the SDK's own headers, as before
+
+
+# --------------------------------------------------------------------------- the prepared request
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_a_prepared_request_carries_the_headers_the_sdk_sent(openai_fake: FakeOpenAI, stream: bool) -> None:
+    """Issue #33: after the SDK's first request, the next ones reuse its headers and go through its
+    HTTP client (privates/sdk.py). The model sees the same request either way."""
+    openai_fake.script(reply(decision()), reply(decision()), reply(decision()))
+    async with brain(openai_fake, stream=stream, timeout_ms=3000) as b:
+        for turn in (1, 2, 3):
+            result = await b.propose(request(turn=turn))
+            assert not result.fallback
+        assert b.transport._headers is not None  # the second and third took the prepared way
+    first, *later = openai_fake.requests
+    assert len(later) == 2
+    for seen in later:
+        assert seen.headers == first.headers
+        assert seen.body.keys() == first.body.keys() and seen.body.get("stream") == first.body.get("stream")
+
+
+@pytest.mark.parametrize("failure", [status(400, message="bad request"), status(401), status(404, message="no model")])
+async def test_a_prepared_request_raises_the_sdks_status_errors(openai_fake: FakeOpenAI, failure: Behaviour) -> None:
+    """An error status on the prepared way is the SDK's `APIStatusError`, translated as the same
+    status through `client.post` is: the same exception, status and message."""
+    openai_fake.script(failure, reply(decision()), failure)
+    raised: list[BrainServiceError] = []
+    async with brain(openai_fake) as b:
+        for turn in (1, 2, 3):
+            assert (b.transport._headers is not None) is (turn == 3)  # the third takes the prepared way
+            try:
+                await b.transport.call(Turn(request(turn=turn), None, anyio.current_time() + 5), [
+                    {"role": "user", "content": "Namaste"}])
+            except BrainServiceError as exc:
+                raised.append(exc)
+    sdk_way, prepared = raised
+    assert (prepared.status, str(prepared)) == (sdk_way.status, str(sdk_way)) == (failure.status, str(sdk_way))
+    assert f"HTTP {failure.status}" in str(prepared)
+
+
+async def test_a_prepared_request_is_retried_like_the_sdks_after_5xx_and_a_dropped_stream(
+        openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(reply(decision()), status(503, retry_after_ms=50), disconnect(), reply(decision()))
+    async with brain(openai_fake) as b:
+        assert not (await b.propose(request(turn=1))).fallback
+        result = await b.propose(request(turn=2))
+    assert not result.fallback and result.ledger.retries == 2 and openai_fake.calls == 4
+
+
+async def test_a_prepared_request_to_a_closed_port_is_a_failed_connection(openai_fake: FakeOpenAI) -> None:
+    openai_fake.script(reply(decision()))
+    async with brain(openai_fake, backoff=()) as b:
+        assert not (await b.propose(request(turn=1))).fallback
+        b.transport._url_parsed = httpx2.URL("http://127.0.0.1:9/v1/chat/completions")  # discard port: refused
+        with pytest.raises(BrainTransientError, match="connection to the model failed"):
+            await b.transport.call(Turn(request(turn=2), None, anyio.current_time() + 5), [
+                {"role": "user", "content": "Namaste"}])
+
+
+def test_a_client_that_signs_each_request_takes_the_sdks_way_every_time() -> None:
+    from privates import fixed_headers
+
+    plain = sdk_client(api_key="test", base_url="http://127.0.0.1:9/v1", timeout_s=1)
+    assert fixed_headers(plain)
+
+    async def key() -> str:
+        return "refreshed"
+
+    refreshed = openai.AsyncOpenAI(api_key=key, base_url="http://127.0.0.1:9/v1")
+    assert not fixed_headers(refreshed)
+    assert not fixed_headers(object())  # not an SDK client at all

@@ -17,6 +17,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
+import anyio
+import httpx2
+import openai
 import pytest
 import uvicorn
 import websockets
@@ -208,6 +211,24 @@ async def test_the_sdks_streamed_response_holds_aiohttps_reader_and_transport(op
             assert transport is not None and transport.is_reading(), "rest_reading: no connection.transport"
             await privates.rest_reading(found, 0.01)
             assert transport.is_reading(), "rest_reading: reading did not resume"
+            resting = privates.ReadingRest(found)
+            resting.rest(0.01)
+            assert not transport.is_reading(), "ReadingRest: connection.transport did not pause"
+            await anyio.sleep(0.05)
+            assert transport.is_reading(), "ReadingRest: the loop's timer did not resume reading"
             assert b"data:" in await content.readany()
     finally:
         await client.close()
+
+
+def test_the_sdk_client_keeps_what_a_prepared_request_reads() -> None:
+    client = sdk_client(api_key="test", base_url="http://127.0.0.1:9/v1", timeout_s=1)
+    assert privates.fixed_headers(client), (
+        "fixed_headers: AsyncOpenAI no longer keeps _api_key_provider, _provider_runtime, workload_identity, "
+        "custom_auth, _idempotency_header, _client or _make_status_error_from_response as it did")
+    assert isinstance(privates.http_client(client), httpx2.AsyncClient), "http_client: AsyncOpenAI._client"
+    response = httpx2.Response(418, json={"error": {"message": "teapot"}},
+                               request=httpx2.Request("POST", "http://127.0.0.1:9/v1/chat/completions"))
+    error = privates.status_error(client, response)
+    assert isinstance(error, openai.APIStatusError) and error.status_code == 418 and "teapot" in error.message, (
+        "status_error: AsyncOpenAI._make_status_error_from_response")
