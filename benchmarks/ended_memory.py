@@ -2,7 +2,7 @@
 
 Plays SESSIONS sessions of TURNS rule-brain turns each, ends them with `stop`, disconnects, and
 measures the allocations they hold: once in their grace, when the registry has swapped each for
-its record as its socket left and keeps its replay ring beside it (a tuple of atoms), and once after the
+its record as its socket left and keeps its replay ring beside it, packed, and once after the
 grace, as records alone (a few fields and the negotiation as bytes, session/ended.py). It checks
 that a record's report is the one the actor gave, and times rebuilding an actor from a record.
 
@@ -95,7 +95,7 @@ async def main(sessions: int, turns: int) -> None:
     print(f"{sessions} sessions of {turns} turns, ended and closed ({replay / sessions:.1f} events kept each "
           "for replay)")
     print(f"in its grace:           {(graced - before) / sessions / 1024:.1f} KiB per session (a record and its "
-          f"replay ring), {(objects_graced - objects_before) / sessions:.1f} objects tracked by the collector")
+          f"replay ring, packed), {(objects_graced - objects_before) / sessions:.1f} objects tracked by the collector")
     print(f"kept as records:        {(swapped - before) / sessions / 1024:.1f} KiB per session "
           f"(the negotiation {state_bytes:.0f} bytes of it), "
           f"{(objects_swapped - objects_before) / sessions:.1f} objects tracked")

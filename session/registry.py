@@ -114,7 +114,7 @@ class SessionRegistry:
         self._actors: dict[str, SessionActor] = {}
         self._ended: dict[str, Packed] = {}  # ended sessions swapped for their records, packed (untracked)
         self._ending: dict[str, SessionActor] = {}  # actors seen ended by a change, not yet swapped
-        # The replay rings of records swapped within their grace (tuples of atoms), and when each grace ends.
+        # The replay rings of records swapped within their grace, packed, and when each grace ends (`_swap`).
         self._graced: dict[str, tuple[float, PackedReplay]] = {}
         self._asked: set[str] = set()  # ended actors `get` gave out: not swapped before their grace is over
         self._recovering: dict[str, anyio.Event] = {}
