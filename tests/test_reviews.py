@@ -25,6 +25,7 @@ from schemas.review import Evidence, Practice, PracticeTarget, ReviewItem
 from schemas.scenario import available_scenarios, load_scenario
 from server.learners.profile import fold, progress_point
 from server.learners.reviews import (
+    EVIDENCE_KEPT,
     HISTORY_KEPT,
     MAX_TARGETS,
     SCHEDULER,
@@ -71,6 +72,21 @@ async def test_evidence_makes_an_item_once_and_a_session_reviews_it_once() -> No
     await store.record(figures("s3", T0 + 4 * DAY, practice=(Practice(item_id=item.item_id, recalled=False),)))
     assert (await store.items("asha"))[0].reps == 2
     assert await store.erase("asha") and await store.items("asha") == []
+
+
+def test_a_session_that_needs_one_item_several_times_adds_each_and_reviews_it_once() -> None:
+    """Each piece of evidence of one item in one session is added to it, the latest `EVIDENCE_KEPT`
+    in order, with the newest words of the line (its English kept where a later piece has none),
+    and the item is reviewed once: the changes and the review made in one copy (issue #33)."""
+    first = figures("s0", T0, evidence=(HINT,))
+    items = {i.item_id: i for i in items_after({}, first)}
+    again = [HINT.model_copy(update={"turn": n, "text": f"Bhaiya, ye tamatar kitne ka hai {n}?",
+                                     "english": "" if n % 2 else f"How much {n}?"}) for n in range(3, 10)]
+    [item] = items_after(items, figures("s1", T0 + DAY, evidence=tuple(again)))
+    assert item.evidence == tuple(("s1", e) for e in again[-EVIDENCE_KEPT:])
+    assert (item.phrase, item.english) == (again[-1].text, "How much 8?")
+    assert [(h.session_id, h.rating) for h in item.history] == [("s0", "again"), ("s1", "again")]
+    assert item.reps == 2 and item.due == item.history[-1].due
 
 
 async def test_an_items_history_keeps_its_latest_reviews_and_its_card_counts_every_one() -> None:
