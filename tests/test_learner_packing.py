@@ -21,9 +21,11 @@ from server.learners.packing import (
     history_sessions,
     keep_last,
     pack,
+    pack_block,
     pack_history,
     reviewed_in,
     unpack,
+    unpack_block,
     unpack_history,
 )
 from server.learners.store import MemoryLearnerStore
@@ -108,3 +110,9 @@ def test_a_session_is_found_in_a_history_exactly_when_it_has_an_entry(entries: l
     data = pack_history(entries)
     for entry in (*entries, other):
         assert reviewed_in(data, entry.session_id) == (entry.session_id in [e.session_id for e in entries])
+
+
+@given(st.lists(st.binary(max_size=300) | st.text(max_size=100).map(str.encode), max_size=12))
+def test_values_deflated_together_come_back_each_as_it_was(values: list[bytes]) -> None:
+    """A block of item heads (issue #33): one stream, cut back into the values it was given."""
+    assert unpack_block(pack_block(values)) == values

@@ -25,6 +25,7 @@ from schemas.review import Evidence, Practice, PracticeTarget, ReviewItem
 from schemas.scenario import available_scenarios, load_scenario
 from server.learners.profile import fold, progress_point
 from server.learners.reviews import (
+    EVIDENCE_KEPT,
     HISTORY_KEPT,
     MAX_TARGETS,
     SCHEDULER,
@@ -35,7 +36,7 @@ from server.learners.reviews import (
     items_after,
     retention,
 )
-from server.learners.store import MemoryLearnerStore
+from server.learners.store import BLOCK, MemoryLearnerStore
 
 pytestmark = pytest.mark.anyio
 
@@ -71,6 +72,21 @@ async def test_evidence_makes_an_item_once_and_a_session_reviews_it_once() -> No
     await store.record(figures("s3", T0 + 4 * DAY, practice=(Practice(item_id=item.item_id, recalled=False),)))
     assert (await store.items("asha"))[0].reps == 2
     assert await store.erase("asha") and await store.items("asha") == []
+
+
+def test_a_session_that_needs_one_item_several_times_adds_each_and_reviews_it_once() -> None:
+    """Each piece of evidence of one item in one session is added to it, the latest `EVIDENCE_KEPT`
+    in order, with the newest words of the line (its English kept where a later piece has none),
+    and the item is reviewed once: the changes and the review made in one copy (issue #33)."""
+    first = figures("s0", T0, evidence=(HINT,))
+    items = {i.item_id: i for i in items_after({}, first)}
+    again = [HINT.model_copy(update={"turn": n, "text": f"Bhaiya, ye tamatar kitne ka hai {n}?",
+                                     "english": "" if n % 2 else f"How much {n}?"}) for n in range(3, 10)]
+    [item] = items_after(items, figures("s1", T0 + DAY, evidence=tuple(again)))
+    assert item.evidence == tuple(("s1", e) for e in again[-EVIDENCE_KEPT:])
+    assert (item.phrase, item.english) == (again[-1].text, "How much 8?")
+    assert [(h.session_id, h.rating) for h in item.history] == [("s0", "again"), ("s1", "again")]
+    assert item.reps == 2 and item.due == item.history[-1].due
 
 
 async def test_an_items_history_keeps_its_latest_reviews_and_its_card_counts_every_one() -> None:
@@ -287,12 +303,53 @@ def test_the_memory_stores_due_items_are_the_items_due_however_sessions_moved_th
     anyio.run(check)
 
 
+_CARDS = [Evidence(source="card", key=f"card-{n:02}", turn=1, text=f"Card {n}") for n in range(3 * BLOCK + 2)]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 30 * DAY), st.sets(st.sampled_from(_CARDS), max_size=BLOCK + 3)),
+                min_size=1, max_size=6), st.floats(0, 60 * DAY))
+def test_a_learner_of_many_items_gets_back_what_the_fold_gives_whichever_blocks_a_session_touched(
+        sessions: list[tuple[float, set[Evidence]]], look: float) -> None:
+    """The store deflates a learner's item heads in blocks of `BLOCK` (issue #33): whichever items a
+    session made or moved, in whichever blocks, every item reads back as `items_after`'s fold gives
+    it, and the due ones as `due` finds them."""
+
+    async def check() -> None:
+        store, items = MemoryLearnerStore(), dict[str, ReviewItem]()
+        for n, (offset, evidence) in enumerate(sessions):
+            ended = figures(f"s{n}", T0 + offset, evidence=tuple(sorted(evidence, key=lambda e: e.key)))
+            items.update((i.item_id, i) for i in items_after(items, ended))
+            await store.record(ended)
+            assert await store.items("asha") == sorted(items.values(), key=lambda i: i.item_id)
+        at = T0 + look
+        got = sorted(await store.due_items("asha", "jaipur-bazaar", at), key=lambda i: i.item_id)
+        assert got == sorted((i for i in items.values() if i.due <= at), key=lambda i: i.item_id)
+
+    anyio.run(check)
+
+
+async def test_a_session_that_changes_one_item_deflates_only_that_items_block_again() -> None:
+    """A learner of many items does not pay for all of them at each session's end."""
+    store = MemoryLearnerStore()
+    await store.record(figures("s0", T0, evidence=tuple(_CARDS)))
+    before = store._items["asha"]
+    await store.record(figures("s1", T0 + DAY, evidence=(_CARDS[BLOCK + 1],)))
+    after = store._items["asha"]
+    blocks = -(-len(_CARDS) // BLOCK)
+    assert len(before) == len(after) and blocks == 4
+    changed = [n for n in range(1, blocks + 1) if before[-n] is not after[-n]]  # the others kept as they were
+    assert len(changed) == 1  # the block of that card's item, whichever it is among the four
+    assert len(await store.items("asha")) == len(_CARDS)
+
+
 async def test_the_memory_store_keeps_a_new_learners_items_in_few_bytes_beyond_their_packed_values() -> None:
     """Issue #33: a learner's items are one row of columns (the ids' raw bytes, the due times' 8
     bytes each, the scenarios interned, the packed values), not a dict keyed by 20-digit strings
     beside a schedule of float objects. What a new learner of three items costs the store, all told
     (traced, 2026-11-27): 1,148 bytes; 1,520 with the dict and the schedule; 1,256 once each item's
-    history was kept apart from its packed value, as records (the rule turn's CPU, issue #33)."""
+    history was kept apart from its packed value, as records (the rule turn's CPU, issue #33); 1,073
+    once the items' heads were deflated together in blocks."""
     store = MemoryLearnerStore()
     first = figures("s0", T0, evidence=(HINT, _SLIP, _GREET))
     await store.record(first.model_copy(update={"learner_id": "warm"}))  # the caches every learner shares
@@ -307,4 +364,4 @@ async def test_the_memory_store_keeps_a_new_learners_items_in_few_bytes_beyond_t
         kept = (tracemalloc.get_traced_memory()[0] - before) / len(learners)
     finally:
         tracemalloc.stop()
-    assert len(await store.items("learner-7")) == 3 and kept <= 1_300
+    assert len(await store.items("learner-7")) == 3 and kept <= 1_150

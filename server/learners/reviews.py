@@ -22,6 +22,7 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+from typing import cast
 
 from fsrs import Card, Rating, Scheduler, State
 
@@ -84,7 +85,9 @@ def _scheduled(state: int, step: int | None, stability: float | None, difficulty
     return int(reviewed.state), reviewed.step, reviewed.stability, reviewed.difficulty, reviewed.due - _REFERENCE
 
 
-def _review(item: ReviewItem, rating: RatingName, at: float, session_id: str, recalled: bool | None) -> ReviewItem:
+def _review(item: ReviewItem, rating: RatingName, at: float, session_id: str, recalled: bool | None,
+            also: dict[str, object] | None = None) -> ReviewItem:
+    """`item` reviewed with `rating` at `at`, with `also`'s other changes to it (none to its card)."""
     when = _time(at)
     days = (when - _time(item.last_review)).days if item.last_review is not None else None
     state, step, stability, difficulty, interval = _scheduled(item.state, item.step, item.stability,
@@ -93,6 +96,7 @@ def _review(item: ReviewItem, rating: RatingName, at: float, session_id: str, re
     entry = ReviewEntry(at=at, session_id=session_id, rating=rating, recalled=recalled, stability=stability,
                         difficulty=difficulty, due=due_at)
     return item.model_copy(update={
+        **(also or {}),
         "state": state, "step": step, "stability": stability, "difficulty": difficulty,
         "due": due_at, "last_review": at, "reps": item.reps + 1,
         "lapses": item.lapses + (1 if rating == "again" and item.reps > 0 else 0),
@@ -139,27 +143,31 @@ def items_after(items: Mapping[str, ReviewItem], figures: SessionFigures) -> lis
     at = figures.ended_at
     worst: dict[str, RatingName] = {}
     recalled: dict[str, bool | None] = {}
-    changed: dict[str, ReviewItem] = {}
+    # Each item the evidence touches, as it was (or made), and the changes the evidence makes to it:
+    # applied with its review, in one copy of the model (a copy for each was a fifth of a record).
+    made: dict[str, ReviewItem] = {}
+    updates: dict[str, dict[str, object]] = {}
     for practice in judged.values():
         if practice.item_id in items and practice.rating is not None:
             worst[practice.item_id] = practice.rating
             recalled[practice.item_id] = practice.recalled
     for (evidence, (kind, key, phrase, cues)), iid in zip(shaped, ids, strict=True):
-        item = changed.get(iid) or items.get(iid) or ReviewItem(
+        item = made.get(iid) or items.get(iid) or ReviewItem(
             item_id=iid, learner_id=figures.learner_id, scenario=figures.scenario,
             language=figures.target_language, kind=kind, key=key, source=evidence.source, phrase=phrase,
             english=evidence.english, cues=cues, created_at=at, due=at)
-        update: dict[str, object] = {
-            "evidence": (*item.evidence, (figures.session_id, evidence))[-EVIDENCE_KEPT:]}
+        made[iid] = item
+        update = updates.setdefault(iid, {})
+        kept = cast(tuple[tuple[str, Evidence], ...], update.get("evidence", item.evidence))
+        update["evidence"] = (*kept, (figures.session_id, evidence))[-EVIDENCE_KEPT:]
         if kind == "phrase":  # the newest words of the line (a hint's item and price change)
-            update.update(phrase=phrase, english=evidence.english or item.english, cues=cues)
-        changed[iid] = item.model_copy(update=update)
+            english = evidence.english or cast(str, update.get("english", item.english))
+            update.update(phrase=phrase, english=english, cues=cues)
         worst[iid] = "again"
         recalled.setdefault(iid, None)
-    for iid, rating in worst.items():
-        item = changed.get(iid) or items[iid]
-        changed[iid] = _review(item, rating, at, figures.session_id, recalled.get(iid))
-    return sorted(changed.values(), key=lambda i: i.item_id)
+    changed = [_review(made.get(iid) or items[iid], rating, at, figures.session_id, recalled.get(iid),
+                       updates.get(iid)) for iid, rating in worst.items()]
+    return sorted(changed, key=lambda i: i.item_id)
 
 
 def due(items: Iterable[ReviewItem], scenario: str, at: float) -> list[ReviewItem]:

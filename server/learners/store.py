@@ -22,8 +22,10 @@ the items the session touched, but not the items' review histories (up to `HISTO
 each, most of an item's JSON once a learner has played a few sessions): those are kept apart as
 fixed records (`packing.pack_history`) that a session's end appends to without reading, and only a
 caller that asks for whole items (`items`, `due_items`) gets them as models (issue #33,
-docs/performance.md, "Rule turn at churn", fourth sitting). Only the progress point of a session
-is kept: it is all that `progress` reads of it.
+docs/performance.md, "Rule turn at churn", fourth sitting). The items without their histories are
+deflated a few together (`BLOCK`), not each alone: deflating a value of 1 KB cost about as much
+as deflating several, and a session's end deflates again only the blocks of the items it changed
+(fifth sitting). Only the progress point of a session is kept: it is all that `progress` reads of it.
 """
 
 from __future__ import annotations
@@ -35,7 +37,16 @@ from typing import Protocol, cast
 
 from schemas.learner import LearnerProfile, LearnerRow, ProgressPoint, SessionFigures
 from schemas.review import ReviewItem
-from server.learners.packing import keep_last, pack, pack_history, reviewed_in, unpack, unpack_history
+from server.learners.packing import (
+    keep_last,
+    pack,
+    pack_block,
+    pack_history,
+    reviewed_in,
+    unpack,
+    unpack_block,
+    unpack_history,
+)
 from server.learners.profile import fold, progress_point, trend
 from server.learners.reviews import HISTORY_KEPT, items_after
 
@@ -90,15 +101,21 @@ class LearnerStore(Protocol):
 
 
 ID_BYTES = 10  # an item id is 20 hex digits (`reviews.item_id`), kept as the 10 bytes they spell
-# `MemoryLearnerStore._items`: ids, due times, the histories (where each ends, then all of them), scenarios, heads
+# Item heads deflated together, in the order the items were made (`packing.pack_block`): a bot
+# learner's seven items in one stream took 40% of the CPU of seven streams and 56% of the bytes; a
+# session's end deflates again only the blocks of the items it changed, so a learner of many
+# items does not pay for all of them at each session's end.
+BLOCK = 8
+# `MemoryLearnerStore._items`: ids, due times, the histories (where each ends, then all of them),
+# scenarios, then the heads' blocks
 _Row = tuple[bytes | str, ...]
 _END = "I"  # the array type of where each history ends in the row's run of them
 _NO_HISTORY = {"history"}  # what an item's packed head leaves out: its history is a column of its own
 
 
 def _count(row: _Row) -> int:
-    """How many items `row` holds: after its three runs of bytes, a scenario and a head for each."""
-    return (len(row) - 3) // 2
+    """How many items `row` holds: its ids' bytes, ten for each."""
+    return len(row[0]) // ID_BYTES if row else 0
 
 
 def _histories(row: _Row) -> list[bytes]:
@@ -118,8 +135,8 @@ def _raw_id(item_id: str) -> bytes:
 
 
 def _whole(head: bytes, history: bytes) -> ReviewItem:
-    """An item as the store's callers see it: its head with its history."""
-    item = unpack(head, ReviewItem)
+    """An item as the store's callers see it: its head (its JSON) with its history."""
+    item = ReviewItem.model_validate_json(head)
     return item.model_copy(update={"history": unpack_history(history)}) if history else item
 
 
@@ -127,7 +144,7 @@ class _Columns:
     """One learner's review items as the columns of their row (`MemoryLearnerStore._items`), for a
     session's record to read and change, and to write back as a row."""
 
-    __slots__ = ("dues", "heads", "histories", "ids", "index", "scenarios")
+    __slots__ = ("blocks", "changed", "dues", "histories", "ids", "index", "read", "scenarios")
 
     def __init__(self, row: _Row) -> None:
         n = _count(row)
@@ -136,8 +153,20 @@ class _Columns:
         self.dues = array("d", cast(bytes, row[1]) if row else b"")
         self.histories = _histories(row) if row else []
         self.scenarios = cast(list[str], list(row[3:3 + n]))
-        self.heads = cast(list[bytes], list(row[3 + n:]))
+        self.blocks = cast(list[bytes], list(row[3 + n:]))
+        self.read: dict[int, list[bytes]] = {}  # the blocks inflated, each its heads' JSON
+        self.changed: set[int] = set()  # the blocks to deflate again
         self.index = {item_id: i for i, item_id in enumerate(self.ids)}
+
+    def _block(self, block: int) -> list[bytes]:
+        heads = self.read.get(block)
+        if heads is None:
+            heads = self.read[block] = unpack_block(self.blocks[block]) if block < len(self.blocks) else []
+        return heads
+
+    def head(self, at: int) -> bytes:
+        """The JSON of item `at` without its history."""
+        return self._block(at // BLOCK)[at % BLOCK]
 
     def reviewed_in(self, item_id: str, session_id: str) -> bool:
         """Whether the item has a review of that session in its history (False for an item not kept)."""
@@ -155,11 +184,12 @@ class _Columns:
             self.ids.append(item.item_id)
             self.dues.append(0.0)
             self.scenarios.append("")
-            self.heads.append(b"")
             self.histories.append(b"")
+            self._block(at // BLOCK).append(b"")
         self.dues[at] = item.due
         self.scenarios[at] = sys.intern(item.scenario)
-        self.heads[at] = pack(item, exclude=_NO_HISTORY)
+        self._block(at // BLOCK)[at % BLOCK] = item.model_dump_json(exclude=_NO_HISTORY).encode()
+        self.changed.add(at // BLOCK)
         self.histories[at] = keep_last(self.histories[at] + pack_history(item.history), HISTORY_KEPT)
 
     def row(self) -> _Row:
@@ -167,12 +197,19 @@ class _Columns:
         for history in self.histories:
             at += len(history)
             ends.append(at)
+        for block in sorted(self.changed):
+            packed = pack_block(self.read[block])
+            if block < len(self.blocks):
+                self.blocks[block] = packed
+            else:
+                self.blocks.append(packed)  # a new block: the one after the last (`put` adds in order)
+        self.changed.clear()
         return (b"".join(map(bytes.fromhex, self.ids)), self.dues.tobytes(), ends.tobytes() + b"".join(self.histories),
-                *self.scenarios, *self.heads)
+                *self.scenarios, *self.blocks)
 
 
-def _due(row: _Row, scenario: str, at: float) -> list[tuple[bytes, bytes]]:
-    """The packed heads and histories of `row`'s items of `scenario` due by `at`, read from the columns alone."""
+def _due(row: _Row, scenario: str, at: float) -> list[ReviewItem]:
+    """`row`'s items of `scenario` due by `at`, found from the columns alone; only their blocks are inflated."""
     if not row:
         return []
     n = _count(row)
@@ -180,8 +217,15 @@ def _due(row: _Row, scenario: str, at: float) -> list[tuple[bytes, bytes]]:
     due = [i for i in range(n) if row[3 + i] == scenario and dues[i] <= at]
     if not due:
         return []
-    histories = _histories(row)
-    return [(cast(bytes, row[3 + n + i]), histories[i]) for i in due]
+    histories, blocks = _histories(row), row[3 + n:]
+    read: dict[int, list[bytes]] = {}
+    items = []
+    for i in due:
+        block = i // BLOCK
+        if block not in read:
+            read[block] = unpack_block(cast(bytes, blocks[block]))
+        items.append(_whole(read[block][i % BLOCK], histories[i]))
+    return items
 
 
 class _Heads(Mapping[str, ReviewItem]):
@@ -197,7 +241,7 @@ class _Heads(Mapping[str, ReviewItem]):
         item = self._read.get(item_id)
         if item is None:
             columns = self._columns
-            item = self._read[item_id] = unpack(columns.heads[columns.index[item_id]], ReviewItem)
+            item = self._read[item_id] = ReviewItem.model_validate_json(columns.head(columns.index[item_id]))
         return item
 
     def __contains__(self, item_id: object) -> bool:
@@ -225,13 +269,14 @@ class MemoryLearnerStore:
         self._sessions: dict[str, tuple[bytes, ...]] = {}
         # Per learner, their review items as one row of columns (issue #33): every id's 10 bytes in
         # one `bytes`, every due time's 8 in another, every item's history (`packing.pack_history`)
-        # in a third after where each ends, then each item's scenario (interned), then
-        # each item packed without its history, in the order the items were made. A session's end
-        # adds its reviews to the histories without reading them. A new session's practice reads the
-        # scenarios and due times and inflates only the items due (reading them all was most of the
-        # store's cost at each session's start). A flat tuple of atoms, which the collector stops
-        # tracking at its first pass; a dict of items keyed by their 20-digit ids, beside a schedule
-        # of ids, scenarios and float objects, was some 950 bytes more for a new learner's seven.
+        # in a third after where each ends, then each item's scenario (interned), then the items
+        # without their histories, `BLOCK` to a deflated block (`packing.pack_block`), in the order
+        # the items were made. A session's end adds its reviews to the histories without reading
+        # them. A new session's practice reads the scenarios and due times and inflates only the
+        # blocks of the items due (reading them all was most of the store's cost at each session's
+        # start). A flat tuple of atoms, which the collector stops tracking at its first pass; a
+        # dict of items keyed by their 20-digit ids, beside a schedule of ids, scenarios and float
+        # objects, was some 950 bytes more for a new learner's seven.
         self._items: dict[str, _Row] = {}
 
     async def get(self, learner_id: str) -> LearnerProfile | None:
@@ -256,11 +301,11 @@ class MemoryLearnerStore:
         return profile
 
     async def due_items(self, learner_id: str, scenario: str, at: float) -> list[ReviewItem]:
-        return [_whole(head, history) for head, history in _due(self._items.get(learner_id, ()), scenario, at)]
+        return _due(self._items.get(learner_id, ()), scenario, at)
 
     async def items(self, learner_id: str) -> list[ReviewItem]:
         columns = _Columns(self._items.get(learner_id, ()))
-        return [_whole(columns.heads[i], columns.histories[i]) for _, i in sorted(columns.index.items())]
+        return [_whole(columns.head(i), columns.histories[i]) for _, i in sorted(columns.index.items())]
 
     async def progress(self, learner_id: str) -> list[ProgressPoint]:
         points = [unpack(point, ProgressPoint) for point in self._sessions.get(learner_id, ())]
