@@ -39,9 +39,12 @@ speech to the first byte (`tts`):
 `overhead_less_last_leg_ms` is the overhead less its last leg (the first byte -> the client),
 which was mostly the wait for the reply gate to let the first clause's mark out (session/spoken.py
 rule 6) until the model was read eagerly to it (brain/turn.py). `per_turn` in the JSON has each
-turn's overhead, legs and fakes' times. `--line` changes what the learner says (and the fake
-hears): one that ends on a filler waits a thinking pause, long enough for the first clause to be
-voiced ahead.
+turn's overhead, legs and fakes' times, and its moments on the wall clock (`walls`: the pause's and
+the turn's deciding chunks sent, each request received by the fake and answered, the reply's first
+piece and first sentence complete in the fake's stream, the first byte of speech and of the
+client's audio), to set beside marks taken inside the server. `--line` changes what the learner
+says (and the fake hears): one that ends on a filler waits a thinking pause, long enough for the
+first clause to be voiced ahead.
 
 Figures (docs/performance.md, "The open-microphone turn"): 2026-11-27,
 `python -m benchmarks.voice_turn --open-mic --turns 20` (and `--line "How much are the tomatoes umm"`).
@@ -195,6 +198,11 @@ def fake_path(base_url: str, row: dict[str, Any]) -> None:
         # the first piece's words (and the turn taken, unless it was voiced ahead) -> speech asked
         tts["received_at"] - (piece if voiced_ahead else max(row["ended"], piece)),
         row["first_audio"] - max(tts["first_byte_at"], row["ended"]))]  # the first byte (and the turn) -> the client
+    row["walls"] = {"heard": row["heard"], "ended": row["ended"], "stt_asked": stt["received_at"],
+                    "stt_answered": stt["answered_at"], "chat_asked": chat["received_wall"], "piece": piece,
+                    "sentence": chat["first_sentence_wall"],
+                    "tts_asked": tts["received_at"], "first_byte": tts["first_byte_at"],
+                    "first_audio": row["first_audio"]}  # the wall clock, to set beside a probe in the server
     row.update(speculated=speculated, voiced_ahead=voiced_ahead, chat_calls=len(chats),
                floor_ms=(floor - row["voice"]) * 1000,
                overhead_ms=(row["first_audio"] - floor) * 1000,
@@ -220,8 +228,8 @@ def report(rows: list[dict[str, Any]], cpu_s: float, p: Plan) -> dict[str, Any]:
         "fakes_p50_ms": {k: summary([r["fakes_ms"][k] for r in rows])["p50"] for k in ("stt", "chat", "tts")},
         "server_cpu_ms_per_turn": round(cpu_s * 1000 / len(rows), 1),
         "policy_wait_ms": p.waited_ms,
-        "per_turn": [{"overhead_ms": round(r["overhead_ms"], 1), "legs_ms": r["legs_ms"], "fakes_ms": r["fakes_ms"]}
-                     for r in rows],
+        "per_turn": [{"overhead_ms": round(r["overhead_ms"], 1), "legs_ms": r["legs_ms"], "fakes_ms": r["fakes_ms"],
+                      "walls": r["walls"]} for r in rows],
     }
 
 
