@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import httpx2
@@ -262,30 +265,38 @@ def test_a_streamed_choice_adds_only_the_text_of_the_first_answer(choice: object
     assert _content(choice) == expected
 
 
-async def test_a_rested_socket_gives_what_the_model_sent_meanwhile_in_one_read(openai_fake: FakeOpenAI) -> None:
-    """Issue #14: between reads after the first words, the model's socket is left unread, so that
-    the tokens sent meanwhile (a packet each) are taken in one read. This also fails if the SDK's
-    transport stops looking the way `privates.rest_reading` needs, instead of the saving quietly going away."""
-    openai_fake.script(reply(decision("Namaste ji, " * 20), ttft_ms=0, tokens_per_s=200))
+@asynccontextmanager
+async def _streamed(openai_fake: FakeOpenAI, repeats: int) -> AsyncIterator[tuple[Any, Any]]:
+    """A streamed answer of `repeats` greetings through the SDK, as it comes (its streaming
+    response) and under it (aiohttp's response), on a client closed afterwards."""
+    openai_fake.script(reply(decision("Namaste ji, " * repeats), ttft_ms=0, tokens_per_s=200))
     client = sdk_client(api_key="test", base_url=openai_fake.base_url, timeout_s=5)
     try:
         async with client.chat.completions.with_streaming_response.create(
                 model="gpt-4o", messages=[{"role": "user", "content": "Namaste"}], stream=True) as response:
-            aiohttp_response = _aiohttp_response(response.http_response)
-            assert aiohttp_response is not None
-            transport = aiohttp_response.connection.transport
-            chunks = response.http_response.aiter_bytes().__aiter__()
-            assert b"data:" in await chunks.__anext__()
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(_rest, aiohttp_response, 0.15)
-                await anyio.sleep(0.05)
-                assert not transport.is_reading()  # resting
-            assert transport.is_reading()
-            assert (await chunks.__anext__()).count(b"data:") >= 10  # ~30 tokens came meanwhile
-            async for _ in chunks:
-                pass
+            found = _aiohttp_response(response.http_response)
+            assert found is not None
+            yield response, found
     finally:
         await client.close()
+
+
+async def test_a_rested_socket_gives_what_the_model_sent_meanwhile_in_one_read(openai_fake: FakeOpenAI) -> None:
+    """Issue #14: between reads after the first words, the model's socket is left unread, so that
+    the tokens sent meanwhile (a packet each) are taken in one read. This also fails if the SDK's
+    transport stops looking the way `privates.rest_reading` needs, instead of the saving quietly going away."""
+    async with _streamed(openai_fake, 20) as (response, aiohttp_response):
+        transport = aiohttp_response.connection.transport
+        chunks = response.http_response.aiter_bytes().__aiter__()
+        assert b"data:" in await chunks.__anext__()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_rest, aiohttp_response, 0.15)
+            await anyio.sleep(0.05)
+            assert not transport.is_reading()  # resting
+        assert transport.is_reading()
+        assert (await chunks.__anext__()).count(b"data:") >= 10  # ~30 tokens came meanwhile
+        async for _ in chunks:
+            pass
 
 
 async def test_a_rest_started_without_waiting_gives_what_came_meanwhile_to_the_read_already_waiting(
@@ -293,36 +304,28 @@ async def test_a_rest_started_without_waiting_gives_what_came_meanwhile_to_the_r
     """Issue #33: `ReadingRest.rest` pauses the socket and returns; the read that follows waits
     until the loop's timer resumes the socket, and then takes what the model sent meanwhile in one
     piece. A rest replaced by a longer one lasts the longer; `close` ends a rest at once."""
-    openai_fake.script(reply(decision("Namaste ji, " * 40), ttft_ms=0, tokens_per_s=200))
-    client = sdk_client(api_key="test", base_url=openai_fake.base_url, timeout_s=5)
-    try:
-        async with client.chat.completions.with_streaming_response.create(
-                model="gpt-4o", messages=[{"role": "user", "content": "Namaste"}], stream=True) as response:
-            found = _aiohttp_response(response.http_response)
-            assert found is not None
-            transport = found.connection.transport
-            content = found.content
-            assert b"data:" in await content.readany()
-            resting = ReadingRest(found)
-            resting.rest(0.05)
-            resting.rest(0.15)  # replaces the first: the socket stays paused for 150 ms from here
-            assert resting.resting and not transport.is_reading()
-            began = time.perf_counter()
-            content.read_nowait()  # what had come before the pause
-            piece = await content.readany()
-            waited = time.perf_counter() - began
-            assert 0.12 <= waited and transport.is_reading() and not resting.resting
-            assert piece.count(b"data:") >= 10  # ~30 tokens came meanwhile
-            resting.rest(10.0)
-            assert not transport.is_reading()
-            resting.close()
-            assert transport.is_reading() and not resting.resting
-            resting.close()  # nothing under way: nothing happens
-            assert transport.is_reading()
-            while await content.readany():
-                pass
-    finally:
-        await client.close()
+    async with _streamed(openai_fake, 40) as (_, found):
+        transport = found.connection.transport
+        content = found.content
+        assert b"data:" in await content.readany()
+        resting = ReadingRest(found)
+        resting.rest(0.05)
+        resting.rest(0.15)  # replaces the first: the socket stays paused for 150 ms from here
+        assert resting.resting and not transport.is_reading()
+        began = time.perf_counter()
+        content.read_nowait()  # what had come before the pause
+        piece = await content.readany()
+        waited = time.perf_counter() - began
+        assert 0.12 <= waited and transport.is_reading() and not resting.resting
+        assert piece.count(b"data:") >= 10  # ~30 tokens came meanwhile
+        resting.rest(10.0)
+        assert not transport.is_reading()
+        resting.close()
+        assert transport.is_reading() and not resting.resting
+        resting.close()  # nothing under way: nothing happens
+        assert transport.is_reading()
+        while await content.readany():
+            pass
 
 
 def test_a_rest_is_not_started_on_a_response_without_a_connection() -> None:
