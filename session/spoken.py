@@ -20,7 +20,8 @@ vendor line from a brain passes `ReplyGate` before anyone reads or hears it, str
    say, the clause goes as a link does (flag `text_price_dropped`).
 5. **Length.** At most `max_sentences` sentences are said (flag `too_long`). When none before the
    last of them has said the validated quote, the last one waits to see whether a later sentence
-   says it, and that one is said in its place, so a line cut short still says the new price.
+   says it, and that one is said in its place, so a line cut short still says the new price (a
+   later sentence says it only in words it can say: before any link in it).
    Whether a cut sentence named a price is kept (`price_cut`): when the line as said never names
    the quote, the negotiation keeps the standing one, since a price the learner never hears must
    not bind them (flag `quote_unsaid`).
@@ -36,6 +37,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import takewhile
 from typing import Protocol
 
 from session.plain import suspect
@@ -331,7 +333,9 @@ class ReplyGate:
         self._later.append(unit)  # a sentence past the last: said instead of it if it says the quote
         if unit.closes:  # the text's last unit closes too
             sentence, self._later = self._later, []
-            if any(self._says_quote(u) for u in sentence):
+            # Only what would be said counts: a link ends the sentence before it (rule 3). A link
+            # is judged without the ruling, so this holds whenever the ruling comes.
+            if any(self._says_quote(u) for u in takewhile(lambda u: not u.link, sentence)):
                 self._flag("too_long")
                 return self._say_last(sentence)
             if any(u.body for u in sentence):

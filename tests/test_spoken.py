@@ -114,6 +114,21 @@ def test_a_line_cut_short_says_the_sentence_with_the_price() -> None:
         "Okay, 60 rupees.", ("text_price_rewritten", "too_long"))
 
 
+@pytest.mark.parametrize("ruled_first", [True, False])
+def test_a_later_sentence_whose_price_sits_behind_a_link_does_not_take_the_last_ones_place(
+        ruled_first: bool) -> None:
+    """Rule 5 puts a later sentence that says the quote in place of the last one; one that a link
+    takes out (rule 3) says nothing, so the last sentence stays, whether the engine ruled before
+    the text came or after it (a case hypothesis found on 2026-11-27)."""
+    text = "No no my friend. 60 rupees\nhttps://ramesh.example.com/prices."
+    gate = ReplyGate(NUMBERS, PRICES, 1, RULE if ruled_first else None)
+    out = gate.feed(text) + gate.finish()
+    if not ruled_first:
+        out += gate.decide(RULE)
+    assert out == "No no my friend." == spoken(text, RULE, NUMBERS, PRICES, 1).text
+    assert gate.result().flags == ("too_long",)
+
+
 def test_a_price_cut_with_its_sentence_is_reported() -> None:
     said = spoken("Come, see www.ramesh.in for it, only 60 rupees.", RULE, NUMBERS, PRICES, 2)
     assert said.text == "Come." and said.price_cut and not said.says_quote
