@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 import pathlib
 import re
+import subprocess
+import sys
 from collections.abc import Mapping, Set
 
 import pytest
@@ -109,6 +111,15 @@ def test_nothing_in_server_imports_the_application_assembly() -> None:
     # The package re-exports create_app and the CLI runs it; nothing else in server/ may lean on it.
     importers = sorted(m for m, deps in graph.items() if "server.app" in deps and m.startswith("server"))
     assert set(importers) <= {"server", "server.cli"}, importers
+
+
+def test_a_server_on_the_rule_brain_loads_no_model_sdk() -> None:
+    """The model's SDK and its HTTP stack are some 20 MiB of a server's base RSS (docs/performance.md,
+    by dependency); only the LLM brain's wiring loads them (server/wiring.py)."""
+    probe = ("import sys, server.app; "
+             "print(' '.join(m for m in ('openai', 'aiohttp', 'httpx2', 'tiktoken') if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert loaded.stdout.split() == []
 
 
 def source_files() -> list[pathlib.Path]:
