@@ -400,7 +400,8 @@ class Speaker:
                                   sample_rate=self.tts.sample_rate, last=True, final=item.final, tts=self.tts.name))
             return
         ahead = self._take_ahead(item) if item.index == 0 else None
-        voicing = ahead.voicing if ahead is not None else self.lipsync.voicing(item.text, self._language())
+        voicing = ahead.voicing if ahead is not None else self.lipsync.voicing(
+            item.text, self._language(), in_hand_s=self._in_hand(item.turn))
         failed: SpeechServiceError | None = None
         try:
             async with anyio.create_task_group() as tg:
@@ -416,6 +417,11 @@ class Speaker:
                 ahead.drop()
         if failed is not None:
             raise failed
+
+    def _in_hand(self, turn: int) -> float:
+        """Seconds of the reply to `turn` sent and not yet played, as `playout` follows the client."""
+        playout = self.playout
+        return max(0.0, playout.ends_at - self.clock()) if playout.turn == turn and playout.open else 0.0
 
     async def _stream(self, item: _Sentence, voicing: Voicing, ahead: _Ahead | None = None) -> None:
         chunk = 0
