@@ -316,7 +316,7 @@ class Speaker:
                     async for pcm in ahead.voicing.audio():
                         if ahead.first_byte is None:
                             ahead.first_byte = time.perf_counter()
-                        await send.send(pcm)
+                        send.send_nowait(pcm)  # the buffer is unbounded; the read above was the checkpoint
             except SpeechServiceError as exc:  # raised where the piece is spoken, as a voice's own
                 ahead.failed = exc
             except anyio.BrokenResourceError:
@@ -489,9 +489,22 @@ async def _once(pcm: bytes) -> AsyncIterator[bytes]:
 
 
 async def _drained(ahead: _Ahead) -> AsyncIterator[bytes]:
-    """The audio synthesized ahead, as it came and comes; its voice's failure, raised here."""
+    """The audio synthesized ahead, as it came and comes; its voice's failure, raised here.
+
+    What has arrived is taken without a checkpoint per piece (anyio's `receive` yields to the loop
+    first even when a piece is there: a task step each); the wait for the next piece is the
+    checkpoint."""
     async with ahead.audio:
-        async for pcm in ahead.audio:
+        while True:
+            try:
+                pcm = ahead.audio.receive_nowait()
+            except anyio.WouldBlock:
+                try:
+                    pcm = await ahead.audio.receive()
+                except anyio.EndOfStream:
+                    break
+            except anyio.EndOfStream:
+                break
             yield pcm
     if ahead.failed is not None:
         raise ahead.failed
