@@ -208,9 +208,6 @@ class OpenAITts:
                             # streams: counted from the ask, it is audio already ahead of the loudspeaker.
                             pace = (_Pace(OPENAI_PCM_RATE, first=asked, seconds=in_hand_s) if in_hand_s > 0
                                     else _Pace(OPENAI_PCM_RATE))
-                            rest = pace.rest(0, anyio.current_time()) if in_hand_s > 0 else 0.0
-                            if rest > 0:  # even its first piece can wait: the listener has enough to play
-                                await privates.rest_reading(response, rest)
                             while True:  # what has arrived, in one piece
                                 try:
                                     chunk = await response.content.readany()
@@ -257,8 +254,10 @@ class _Pace:
 
     A later piece of a reply starts with the earlier pieces' audio still to play (`in_hand_s` of
     `OpenAITts.synthesize`, from voice/speaker.py's `Playout`): its pace then counts from the ask
-    (`first`) with that audio already passed on (`seconds`), so its reads rest, the first one too,
-    while the listener is more than the margin ahead; with nothing in hand, as before.
+    (`first`) with that audio already passed on (`seconds`), so its reads rest from the first one
+    while the listener is more than the margin ahead; with nothing in hand, as before. The first
+    read itself never waits: a piece's first audio goes out as it comes, so the reply's last
+    sentence is heard to begin while the model may still be writing the rest of its decision.
     """
 
     rate: int

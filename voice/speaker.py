@@ -401,7 +401,7 @@ class Speaker:
             return
         ahead = self._take_ahead(item) if item.index == 0 else None
         voicing = ahead.voicing if ahead is not None else self.lipsync.voicing(
-            item.text, self._language(), in_hand_s=self._in_hand(item.turn))
+            item.text, self._language(), in_hand_s=self.playout.in_hand(item.turn, self.clock()))
         failed: SpeechServiceError | None = None
         try:
             async with anyio.create_task_group() as tg:
@@ -417,11 +417,6 @@ class Speaker:
                 ahead.drop()
         if failed is not None:
             raise failed
-
-    def _in_hand(self, turn: int) -> float:
-        """Seconds of the reply to `turn` sent and not yet played, as `playout` follows the client."""
-        playout = self.playout
-        return max(0.0, playout.ends_at - self.clock()) if playout.turn == turn and playout.open else 0.0
 
     async def _stream(self, item: _Sentence, voicing: Voicing, ahead: _Ahead | None = None) -> None:
         chunk = 0
@@ -489,21 +484,16 @@ async def _once(pcm: bytes) -> AsyncIterator[bytes]:
 
 
 async def _drained(ahead: _Ahead) -> AsyncIterator[bytes]:
-    """The audio synthesized ahead, as it came and comes; its voice's failure, raised here.
-
-    What has arrived is taken without a checkpoint per piece (anyio's `receive` yields to the loop
-    first even when a piece is there: a task step each); the wait for the next piece is the
-    checkpoint."""
+    """The audio synthesized ahead, as it came and comes; its voice's failure, raised here."""
     async with ahead.audio:
         while True:
-            try:
-                pcm = ahead.audio.receive_nowait()
+            try:  # what has arrived, without anyio's checkpoint per item (a task step each)
+                pcm: bytes | None = ahead.audio.receive_nowait()
             except anyio.WouldBlock:
-                try:
-                    pcm = await ahead.audio.receive()
-                except anyio.EndOfStream:
-                    break
+                pcm = await anext(ahead.audio, None)  # the wait for the next piece is the checkpoint
             except anyio.EndOfStream:
+                pcm = None
+            if pcm is None:
                 break
             yield pcm
     if ahead.failed is not None:
