@@ -83,6 +83,37 @@ def test_speech_read_at_the_paced_rests_never_leaves_the_loudspeaker_waiting(
         now += max(rest, 0.0)
 
 
+@given(st.floats(1.0, 20.0), st.floats(0.02, 0.5), st.floats(0.5, 12.0), st.floats(0.0, 0.5), st.floats(0.01, 8.0))
+def test_a_later_piece_rests_on_the_audio_in_hand_and_never_lets_it_run_under_the_margin(
+        speed: float, piece_s: float, length_s: float, first_byte_s: float, in_hand_s: float) -> None:
+    """A reply's later piece, asked with `in_hand_s` of the earlier pieces still to play: the
+    listener's audio (what was in hand, less the time since the ask, plus what was passed on) is
+    never rested below PACE_MARGIN_S, no rest is longer than PACE_REST_S, and while it is a margin
+    and a rest ahead after a read, the next read waits the whole rest (from the first read on)."""
+    rate = 24_000
+    asked = 50.0
+    arrivals = [(asked + first_byte_s + i * piece_s / speed, min(piece_s, length_s - i * piece_s))
+                for i in range(int(length_s / piece_s) + 1) if length_s - i * piece_s > 0]
+    pace, now, taken, passed = _Pace(rate, first=asked, seconds=in_hand_s), asked + first_byte_s, 0, 0.0
+    reads = 0
+    while taken < len(arrivals):
+        ready = [seconds for at, seconds in arrivals[taken:] if at <= now + 1e-12]
+        if not ready:
+            now = arrivals[taken][0]
+            continue
+        taken += len(ready)
+        passed += sum(ready)
+        reads += 1
+        rest = pace.rest(round(sum(ready) * rate) * 2, now)
+        in_hand = in_hand_s + passed - (now - asked)
+        assert rest <= PACE_REST_S
+        if rest > 0:
+            assert in_hand - rest >= PACE_MARGIN_S - 1e-3
+        if in_hand >= PACE_MARGIN_S + PACE_REST_S + 1e-3:
+            assert rest == pytest.approx(PACE_REST_S)
+        now += max(rest, 0.0)
+
+
 async def test_fast_speech_is_read_in_fewer_pieces_and_the_first_as_it_comes(openai_fake: FakeOpenAI) -> None:
     openai_fake.tts_realtime = 4.0  # 0.1 s of audio every 25 ms, as benchmarks.voice_turn paces it
     speech = OpenAISpeech(api_key="sk-test", base_url=openai_fake.base_url, stt_model="whisper-1",

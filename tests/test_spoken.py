@@ -279,7 +279,7 @@ class RecordingTTS:
     def __init__(self) -> None:
         self.said: list[str] = []
 
-    async def synthesize(self, text: str, language: str | None) -> AsyncIterator[bytes]:
+    async def synthesize(self, text: str, language: str | None, *, in_hand_s: float = 0.0) -> AsyncIterator[bytes]:
         self.said.append(text)
         yield b"\x00\x00" * 160
 

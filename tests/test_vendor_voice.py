@@ -265,6 +265,22 @@ def test_the_playout_follows_the_loudspeaker_and_counts_heard_characters_as_clie
     assert q.heard_chars(5, 2.5 + LATENCY_S) == 5 and not q.speaking(3.0 + LATENCY_S)
 
 
+def test_the_playout_says_how_much_of_a_reply_the_listener_still_has_to_play() -> None:
+    p = Playout()
+    assert p.in_hand(3, 10.0) == 0.0  # nothing sent
+    p.sent(3, -1, 0, 0.5, 10.0, final=False)  # a filler plays first: it is in hand too
+    p.sent(3, 0, 20, 2.0, 10.1, final=False)  # from 10.5 to 12.5
+    assert p.in_hand(3, 10.1) == pytest.approx(2.4)
+    assert p.in_hand(3, 12.0) == pytest.approx(0.5)
+    assert p.in_hand(3, 13.0) == 0.0  # all played: the loudspeaker waits
+    assert p.in_hand(4, 11.0) == 0.0  # another turn's reply: the client drops this one's
+    p.sent(3, 1, 10, 1.0, 12.0, final=True)
+    assert p.in_hand(3, 12.0) == 0.0  # the reply's last chunk is sent: nothing more is asked for it
+    p.sent(5, 0, 10, 1.0, 20.0, final=False)
+    p.stopped()  # a barge-in: nothing more of it plays
+    assert p.in_hand(5, 20.2) == 0.0
+
+
 # ---------------------------------------------------------------------------- over the socket
 
 

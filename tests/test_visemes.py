@@ -152,7 +152,7 @@ class ApiVoice:
         self.sample_rate = espeak.sample_rate
         self.spoken: list[Synthesis] = []
 
-    async def synthesize(self, text: str, language: str | None) -> AsyncIterator[bytes]:
+    async def synthesize(self, text: str, language: str | None, *, in_hand_s: float = 0.0) -> AsyncIterator[bytes]:
         said = self.espeak.espeak.synthesize(text, self.voice, self.wpm)
         self.spoken.append(said)
         for i in range(0, len(said.pcm), PIECE_BYTES):

@@ -132,7 +132,7 @@ class _PiecesTts:
     def __init__(self, *sizes: int) -> None:
         self.sizes = sizes
 
-    async def synthesize(self, text: str, language: str | None) -> Any:
+    async def synthesize(self, text: str, language: str | None, *, in_hand_s: float = 0.0) -> Any:
         for i, size in enumerate(self.sizes):
             yield bytes([i % 251 + 1]) * size
 
@@ -160,6 +160,41 @@ async def test_a_sentence_goes_in_a_chunk_per_read_the_first_at_once_and_a_short
         assert [len(e.data) for e in sent[:4]] == [CHUNK_BYTES] + [MAX_CHUNK_BYTES] * 3
         assert [len(e.data) for e in sent[4:]] == [len(whole) - CHUNK_BYTES - 3 * MAX_CHUNK_BYTES - TAIL_BYTES,
                                                    TAIL_BYTES]
+
+
+class _HandTts(_PiecesTts):
+    """Records the audio in hand the speaker gave each sentence's synthesis."""
+
+    def __init__(self, *sizes: int) -> None:
+        super().__init__(*sizes)
+        self.in_hand: list[tuple[str, float]] = []
+
+    async def synthesize(self, text: str, language: str | None, *, in_hand_s: float = 0.0) -> Any:
+        self.in_hand.append((text, in_hand_s))
+        async for pcm in super().synthesize(text, language):
+            yield pcm
+
+
+async def test_a_later_sentence_is_asked_with_the_audio_the_listener_still_has_to_play() -> None:
+    """The reply's first sentence starts with nothing in hand; the next is asked with what the
+    client holds of the first (sent, by the speaker's clock, and not yet played), so the speech
+    service's reads may rest (voice/openai_speech.py); a new reply starts from nothing again."""
+    tts, sent, now = _HandTts(48_000, 48_000), [], [100.0]  # 2 s of audio a sentence (PCM16 at 24 kHz)
+    speaker = Speaker(tts, sent.append, "s", lambda: "en-IN")
+    speaker.clock = lambda: now[0]
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(speaker.run)
+        speaker.observe(Reply(**_reply(1, "Namaste ji. Tomatoes are sixty. Take them.")))
+        await anyio.sleep(0.05)
+        now[0] = 100.5  # half a second of the first sentence played while the others were read
+        speaker.observe(Reply(**_reply(2, "Achha. Theek hai.")))
+        speaker.close()
+    hands = dict(tts.in_hand)
+    assert hands["Namaste ji."] == 0.0
+    assert hands["Tomatoes are sixty."] == pytest.approx(2.0)  # 2 s sent at t=100, none played
+    assert hands["Take them."] == pytest.approx(4.0)
+    assert hands["Achha."] == 0.0  # another turn's reply: the client dropped the last one's
+    assert hands["Theek hai."] == pytest.approx(2.0)
 
 
 def _reply(turn: int, text: str) -> dict[str, Any]:

@@ -137,7 +137,7 @@ class SlowVoice:
     name = "slow"
     sample_rate = 8000
 
-    async def synthesize(self, text: str, language: str | None) -> AsyncIterator[bytes]:
+    async def synthesize(self, text: str, language: str | None, *, in_hand_s: float = 0.0) -> AsyncIterator[bytes]:
         await anyio.sleep(0.05)
         yield b"\x01\x00" * 10
         yield b"\x02\x00" * 10

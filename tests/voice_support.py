@@ -45,7 +45,7 @@ class RecordingTts:
         self.said: list[str] = []
         self.samples = samples
 
-    async def synthesize(self, text: str, language: str | None) -> Any:
+    async def synthesize(self, text: str, language: str | None, *, in_hand_s: float = 0.0) -> Any:
         self.said.append(text)
         yield b"\x01\x00" * self.samples
 

@@ -42,7 +42,9 @@ class Voicing(Protocol):
 
 
 class LipSync(Protocol):
-    def voicing(self, text: str, language: str | None) -> Voicing: ...
+    def voicing(self, text: str, language: str | None, *, in_hand_s: float = 0.0) -> Voicing:
+        """A sentence to speak; `in_hand_s` goes to the TTS (`TextToSpeech.synthesize`)."""
+        ...
 
 
 class _Plain:
@@ -50,8 +52,8 @@ class _Plain:
 
     source = ""
 
-    def __init__(self, tts: TextToSpeech, text: str, language: str | None) -> None:
-        self._audio = tts.synthesize(text, language)
+    def __init__(self, tts: TextToSpeech, text: str, language: str | None, in_hand_s: float) -> None:
+        self._audio = tts.synthesize(text, language, in_hand_s=in_hand_s)
 
     def audio(self) -> AsyncIterator[bytes]:
         return self._audio
@@ -69,8 +71,8 @@ class NoVisemes:
     def __init__(self, tts: TextToSpeech) -> None:
         self.tts = tts
 
-    def voicing(self, text: str, language: str | None) -> Voicing:
-        return _Plain(self.tts, text, language)
+    def voicing(self, text: str, language: str | None, *, in_hand_s: float = 0.0) -> Voicing:
+        return _Plain(self.tts, text, language, in_hand_s)
 
 
 class _Exact:
@@ -102,15 +104,15 @@ class EspeakVisemes:
     def __init__(self, tts: EspeakTts) -> None:
         self.tts = tts
 
-    def voicing(self, text: str, language: str | None) -> Voicing:
-        return _Exact(self.tts, text, language)
+    def voicing(self, text: str, language: str | None, *, in_hand_s: float = 0.0) -> Voicing:
+        return _Exact(self.tts, text, language)  # espeak-ng speaks a sentence in one piece
 
 
 class _Estimated:
     source = "estimate"
 
-    def __init__(self, owner: EstimatedVisemes, text: str, language: str | None) -> None:
-        self._owner, self._text, self._language = owner, text, language
+    def __init__(self, owner: EstimatedVisemes, text: str, language: str | None, in_hand_s: float = 0.0) -> None:
+        self._owner, self._text, self._language, self._in_hand_s = owner, text, language, in_hand_s
         self._ready = anyio.Event()
         self._estimate: VisemeEstimate | None = None
         self._silent: Timings | None = None
@@ -136,7 +138,7 @@ class _Estimated:
 
     async def audio(self) -> AsyncIterator[bytes]:
         keep = self._owner.aligner is not None and espeak_voice(self._language).startswith("en")
-        async for pcm in self._owner.tts.synthesize(self._text, self._language):
+        async for pcm in self._owner.tts.synthesize(self._text, self._language, in_hand_s=self._in_hand_s):
             self._pending.append(pcm)
             if keep:
                 self._received.append(pcm)
@@ -189,8 +191,8 @@ class EstimatedVisemes:
         self.aligner = aligner
         self.memory = RateMemory()
 
-    def voicing(self, text: str, language: str | None) -> Voicing:
-        return _Estimated(self, text, language)
+    def voicing(self, text: str, language: str | None, *, in_hand_s: float = 0.0) -> Voicing:
+        return _Estimated(self, text, language, in_hand_s)
 
 
 def lipsync_factory(tts: TextToSpeech, espeak: EspeakTts | None,

@@ -188,9 +188,10 @@ class OpenAITts:
     def __init__(self, speech: OpenAISpeech) -> None:
         self.speech = speech
 
-    async def synthesize(self, text: str, language: str | None) -> AsyncIterator[bytes]:
+    async def synthesize(self, text: str, language: str | None, *, in_hand_s: float = 0.0) -> AsyncIterator[bytes]:
         speech = self.speech
-        deadline = anyio.current_time() + speech.timeout_s
+        asked = anyio.current_time()
+        deadline = asked + speech.timeout_s
         body = orjson.dumps({"model": speech.tts_model, "voice": speech.tts_voice, "input": text,
                              "response_format": "pcm"})
         headers = {"Accept": "application/octet-stream", "Content-Type": "application/json"}
@@ -203,7 +204,10 @@ class OpenAITts:
                         response = await speech._post(speech._speech_url, data=body, headers=headers)
                         try:
                             carry = b""
-                            pace = _Pace(OPENAI_PCM_RATE)
+                            # What the listener holds of the reply's earlier pieces plays while this one
+                            # streams: counted from the ask, it is audio already ahead of the loudspeaker.
+                            pace = (_Pace(OPENAI_PCM_RATE, first=asked, seconds=in_hand_s) if in_hand_s > 0
+                                    else _Pace(OPENAI_PCM_RATE))
                             while True:  # what has arrived, in one piece
                                 try:
                                     chunk = await response.content.readany()
@@ -247,6 +251,13 @@ class _Pace:
     time since its first piece went (the earliest the loudspeaker could have started), the next
     read waits, up to `PACE_REST_S`, and takes what arrived meanwhile in one piece. The first
     pieces are read as they come, so the first audio is not later.
+
+    A later piece of a reply starts with the earlier pieces' audio still to play (`in_hand_s` of
+    `OpenAITts.synthesize`, from voice/speaker.py's `Playout`): its pace then counts from the ask
+    (`first`) with that audio already passed on (`seconds`), so its reads rest from the first one
+    while the listener is more than the margin ahead; with nothing in hand, as before. The first
+    read itself never waits: a piece's first audio goes out as it comes, so the reply's last
+    sentence is heard to begin while the model may still be writing the rest of its decision.
     """
 
     rate: int

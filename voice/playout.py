@@ -66,6 +66,11 @@ class Playout:
         self.open = False
         self.ends_at = 0.0
 
+    def in_hand(self, turn: int, now: float) -> float:
+        """Seconds of the reply to `turn` sent and not yet played at `now` (0 when another reply's, or
+        none, is playing): what the listener has to play while the reply's next piece is asked for."""
+        return max(0.0, self.ends_at - now) if turn == self.turn and self.open else 0.0
+
     def speaking(self, now: float) -> bool:
         return self.open or now < self.ends_at + LATENCY_S
 

@@ -316,7 +316,7 @@ class Speaker:
                     async for pcm in ahead.voicing.audio():
                         if ahead.first_byte is None:
                             ahead.first_byte = time.perf_counter()
-                        await send.send(pcm)
+                        send.send_nowait(pcm)  # the buffer is unbounded; the read above was the checkpoint
             except SpeechServiceError as exc:  # raised where the piece is spoken, as a voice's own
                 ahead.failed = exc
             except anyio.BrokenResourceError:
@@ -400,7 +400,8 @@ class Speaker:
                                   sample_rate=self.tts.sample_rate, last=True, final=item.final, tts=self.tts.name))
             return
         ahead = self._take_ahead(item) if item.index == 0 else None
-        voicing = ahead.voicing if ahead is not None else self.lipsync.voicing(item.text, self._language())
+        voicing = ahead.voicing if ahead is not None else self.lipsync.voicing(
+            item.text, self._language(), in_hand_s=self.playout.in_hand(item.turn, self.clock()))
         failed: SpeechServiceError | None = None
         try:
             async with anyio.create_task_group() as tg:
@@ -485,7 +486,15 @@ async def _once(pcm: bytes) -> AsyncIterator[bytes]:
 async def _drained(ahead: _Ahead) -> AsyncIterator[bytes]:
     """The audio synthesized ahead, as it came and comes; its voice's failure, raised here."""
     async with ahead.audio:
-        async for pcm in ahead.audio:
+        while True:
+            try:  # what has arrived, without anyio's checkpoint per item (a task step each)
+                pcm: bytes | None = ahead.audio.receive_nowait()
+            except anyio.WouldBlock:
+                pcm = await anext(ahead.audio, None)  # the wait for the next piece is the checkpoint
+            except anyio.EndOfStream:
+                pcm = None
+            if pcm is None:
+                break
             yield pcm
     if ahead.failed is not None:
         raise ahead.failed

@@ -30,7 +30,11 @@ class TextToSpeech(Protocol):
     name: str
     sample_rate: int
 
-    def synthesize(self, text: str, language: str | None) -> AsyncIterator[bytes]: ...
+    def synthesize(self, text: str, language: str | None, *, in_hand_s: float = 0.0) -> AsyncIterator[bytes]:
+        """`text` spoken, in pieces. `in_hand_s`: seconds of the reply's audio the listener still had to
+        play when it was asked (its earlier pieces'); a streaming backend may read its service less
+        eagerly while that lasts (voice/openai_speech.py). The audio is the same either way."""
+        ...
 
 
 def espeak_available() -> str | None:
@@ -61,8 +65,8 @@ class EspeakTts:
         return await anyio.to_thread.run_sync(self.espeak.synthesize, text, espeak_voice(language), self.wpm,
                                               abandon_on_cancel=True)
 
-    async def synthesize(self, text: str, language: str | None) -> AsyncIterator[bytes]:
-        yield (await self.speak(text, language)).pcm
+    async def synthesize(self, text: str, language: str | None, *, in_hand_s: float = 0.0) -> AsyncIterator[bytes]:
+        yield (await self.speak(text, language)).pcm  # one piece: nothing to pace
 
     async def timings(self, text: str, language: str | None) -> Timings:
         """The silent pass another voice's visemes are estimated from: the phonemes' timings only,
