@@ -173,14 +173,14 @@ async def rest_reading(aiohttp_response: Any, seconds: float) -> None:
     Only while the response still holds its connection: once the body is complete, aiohttp hands
     the connection back to its pool, and another call may be reading it.
     """
-    transport = getattr(getattr(aiohttp_response, "connection", None), "transport", None)
-    if seconds <= 0 or transport is None or transport.is_closing():
+    resting = ReadingRest(aiohttp_response)
+    resting.rest(seconds)
+    if not resting.resting:
         return
-    transport.pause_reading()
     try:
         await asyncio.sleep(seconds)  # aiohttp's transport is asyncio's; anyio.sleep would look that up
     finally:
-        transport.resume_reading()
+        resting.close()
 
 
 class ReadingRest:
