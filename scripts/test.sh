@@ -40,6 +40,14 @@ bash scripts/tools.sh >/dev/null || echo "test: helm could not be built (scripts
 if [ -f scripts/neo4j.sh ]; then
   export NEO4J_PORT="${NEO4J_TEST_PORT:-7688}"
   export NEO4J_DATA_DIR="${NEO4J_TEST_DATA_DIR:-$root/var/neo4j-test}"
+  # A run killed outright (SIGKILL: the EXIT trap below never runs) leaves its Neo4j on 7688, and
+  # another checkout's would then refuse to start. Unless a port was asked for, take a free one.
+  if [ -z "${NEO4J_TEST_PORT:-}" ] && (exec 3<>"/dev/tcp/127.0.0.1/$NEO4J_PORT") 2>/dev/null \
+      && ! bash scripts/neo4j.sh status >/dev/null 2>&1; then
+    taken="$NEO4J_PORT"
+    NEO4J_PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+    echo "test: port $taken is in use by another process (a Neo4j left by a killed run?); using $NEO4J_PORT" >&2
+  fi
   bash scripts/neo4j.sh start
   trap 'bash scripts/neo4j.sh stop >/dev/null 2>&1 || true' EXIT
   export SAMVAD_TEST_NEO4J_URI="bolt://127.0.0.1:${NEO4J_PORT}"
