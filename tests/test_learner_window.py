@@ -21,8 +21,8 @@ from server.learners.packing import DICTIONARY, LEVEL, MEM_LEVEL, WBITS, pack
 from server.learners.profile import fold
 from server.learners.store import MemoryLearnerStore
 
-# A learner of 1,000 sessions, packed as the in-memory store keeps them: 53,239 bytes before the
-# bound (2026-11-27), about 1,400 with it.
+# A learner of 1,000 sessions at one stall, packed as the in-memory store keeps them: 1,253 bytes
+# (2026-11-27); before the bound, 53,301 at three stalls (`python -m benchmarks.learner_profile`).
 THOUSAND_SESSIONS_PACKED = 2_048
 
 
