@@ -52,9 +52,9 @@ Trend = Literal["new", "improving", "steady", "declining"]
 CONTESTED_FIELDS = ("level", "input_language", "target_language")
 
 # The sessions whose ids a profile keeps, the latest folded in: how a session is counted once in a
-# bounded room (`LearnerProfile.latest_sessions`). A session that more than this many of the same
-# learner's sessions end while it is open could be taken for one counted already by a store that
-# has only the profile to go by (the in-memory one; Neo4j checks the session's PLAYED link instead).
+# bounded room (`LearnerProfile.latest_sessions`). A session open while more than this many of the
+# learner's other sessions end could be taken for one counted already by a store that has only the
+# profile to go by (the in-memory one; Neo4j checks the session's PLAYED link instead).
 SESSION_WINDOW = 32
 
 
