@@ -7,13 +7,19 @@ does the folding); every store keeps the same shape, so an in-memory profile and
 the same JSON. `level`, `input_language` and `target_language` follow seed 003's `pending`: a
 session that says something else is held in `pending` and only replaces the profile's value once a
 second session in a row confirms it.
+
+The profile is bounded: however many sessions a learner plays, it keeps at most `SESSION_WINDOW`
+session ids, and what it held per session over time (each session's hints) is the progress
+series, kept apart. A profile stored in the shape before that (every session's id in `session_ids`
+and its hints in `hints_by_level`) is migrated when read (`profile_from_json`).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from schemas.enums import LanguageCode, Level, Outcome
 from schemas.fluency import Fluency
@@ -22,6 +28,7 @@ from schemas.review import Evidence, Practice, PracticeTarget
 
 __all__ = [
     "CONTESTED_FIELDS",
+    "SESSION_WINDOW",
     "BestDiscount",
     "HintPoint",
     "LearnerProfile",
@@ -33,6 +40,7 @@ __all__ = [
     "SessionFigures",
     "Slip",
     "Trend",
+    "profile_from_json",
 ]
 
 # An etiquette slip, as the report counts them: an insulting offer or line, a taboo phrase, a
@@ -42,6 +50,12 @@ Trend = Literal["new", "improving", "steady", "declining"]
 
 # The profile fields a session can contradict; each waits in `pending` until confirmed.
 CONTESTED_FIELDS = ("level", "input_language", "target_language")
+
+# The sessions whose ids a profile keeps, the latest folded in: how a session is counted once in a
+# bounded room (`LearnerProfile.latest_sessions`). A session open while more than this many of the
+# learner's other sessions end could be taken for one counted already by a store that has only the
+# profile to go by (the in-memory one; Neo4j checks the session's PLAYED link instead).
+SESSION_WINDOW = 32
 
 
 class _Frozen(BaseModel):
@@ -109,7 +123,8 @@ class BestDiscount(_Frozen):
 
 
 class HintPoint(_Frozen):
-    """The hints one session needed, at the level it was played at: a point of a series over time."""
+    """The hints one session needed, at the level it was played at: a point of a series over time.
+    Not kept in the profile: the learners API makes the series from the progress points."""
 
     session_id: str
     at: float
@@ -125,13 +140,17 @@ class LearnerProfile(_Frozen):
     languages: tuple[LanguageCode, ...] = ()  # every language practised, first seen first
     pending: dict[str, PendingValue] = Field(default_factory=dict)  # by field (CONTESTED_FIELDS)
     sessions: int = 0
-    session_ids: tuple[str, ...] = ()  # every session folded in, oldest first (a session counts once)
+    # A session counts once (server/learners/profile.py, `counted`): the latest `SESSION_WINDOW`
+    # sessions folded in, each as (its created_at, its id), in the order they were folded; and the
+    # greatest (created_at, id) of those that have left the window. A session not in the window that
+    # started no later than that was counted already.
+    latest_sessions: tuple[tuple[float, str], ...] = ()
+    counted_through: tuple[float, str] | None = None
     scenarios: dict[str, ScenarioRecord] = Field(default_factory=dict)
     best_discounts: tuple[BestDiscount, ...] = ()  # one per (scenario, item) that ended in a deal
     slips: dict[str, int] = Field(default_factory=dict)  # sessions with each slip, all time
     recent_slips: tuple[tuple[Slip, ...], ...] = ()  # each of the latest sessions' slips, oldest first
     recurring_slips: tuple[Slip, ...] = ()  # slips in at least two of the latest sessions
-    hints_by_level: tuple[HintPoint, ...] = ()
     first_at: float = 0.0
     last_at: float = 0.0
 
@@ -168,6 +187,7 @@ class ProgressPoint(_Frozen):
     discount_pct: float | None = None
     score: int
     hints: int  # hints asked for, every level together
+    hints_by_level: tuple[int, int, int] = (0, 0, 0)  # the same, by hint level (0 context, 1 frame, 2+ line)
     # Fluency (the report's, docs/learning.md), when the learner spoke: the trend of how they speak.
     words_per_minute: float | None = None
     pause_ratio: float | None = None
@@ -187,3 +207,42 @@ class LearnerRow(_Frozen):
     latest: ProgressPoint | None = None
     trend: Trend = "new"
     trend_delta: float | None = None  # the score's change behind `trend`
+
+
+# The profile's fields before it was bounded (2026-11-27): every session's id, and its hint point.
+_UNBOUNDED = ("session_ids", "hints_by_level")
+
+
+def profile_from_json(raw: str | bytes) -> LearnerProfile:
+    """A stored profile, of this shape or of the unbounded one before it, which is migrated: the
+    latest `SESSION_WINDOW` of its `session_ids` are the window, each with its start from its hint
+    point, and the greatest of the rest bounds them; the hint points go (the progress series has them)."""
+    try:
+        return LearnerProfile.model_validate_json(raw)
+    except ValidationError as invalid:
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            raise invalid from None
+        if not isinstance(data, dict) or not any(name in data for name in _UNBOUNDED):
+            raise
+    return LearnerProfile.model_validate(_bounded(data))
+
+
+def _bounded(data: dict[str, Any]) -> dict[str, Any]:
+    data = dict(data)
+    ids = [sid for sid in _listed(data.pop("session_ids", None)) if isinstance(sid, str)]
+    started = {p.get("session_id"): p["at"] for p in _listed(data.pop("hints_by_level", None))
+               if isinstance(p, dict) and isinstance(p.get("at"), int | float)}
+    # An id without its point (never written so) is taken as started last: it may then hold back a
+    # late session, but never lets one count twice.
+    last = data.get("last_at")
+    last = last if isinstance(last, int | float) else 0.0
+    keyed = [(started.get(sid, last), sid) for sid in ids]
+    data["latest_sessions"] = keyed[-SESSION_WINDOW:]
+    data["counted_through"] = max(keyed[:-SESSION_WINDOW], default=None)
+    return data
+
+
+def _listed(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []

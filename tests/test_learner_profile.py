@@ -11,7 +11,7 @@ import pytest
 from schemas.enums import LanguageCode, Level, Outcome
 from schemas.learner import SessionFigures
 from schemas.scenario import load_scenario
-from server.learners.profile import fold, recall, trend
+from server.learners.profile import fold, hint_points, recall, trend
 from server.learners.store import MemoryLearnerStore
 
 
@@ -96,10 +96,15 @@ def test_the_best_discount_per_item_is_kept() -> None:
     assert best == {("Tomato", 53.3, 70, "s2"), ("Mango", 10.0, 180, "s4")}
 
 
-def test_hints_are_kept_per_session_with_the_level_they_were_played_at() -> None:
-    p = folded(figures(1, hints=(2, 1, 1)), figures(2, level=Level.ADVANCED, hints=(0, 0, 1)))
-    assert [(h.session_id, h.level, h.hints) for h in p.hints_by_level] == [
-        ("s1", Level.BEGINNER, (2, 1, 1)), ("s2", Level.ADVANCED, (0, 0, 1))]
+@pytest.mark.anyio
+async def test_hints_are_kept_per_session_with_the_level_they_were_played_at() -> None:
+    """In the progress series, not the profile, which is read at every session's start and end."""
+    store = MemoryLearnerStore()
+    await store.record(figures(1, hints=(2, 1, 1)))
+    await store.record(figures(2, level=Level.ADVANCED, hints=(0, 0, 1)))
+    points = hint_points(await store.progress("asha"))
+    assert [(h.session_id, h.at, h.level, h.hints) for h in points] == [
+        ("s1", 1000.0, Level.BEGINNER, (2, 1, 1)), ("s2", 2000.0, Level.ADVANCED, (0, 0, 1))]
 
 
 def test_the_vendor_remembers_only_his_own_stall_and_the_start_follows_the_last_outcome() -> None:

@@ -89,6 +89,15 @@ async def test_an_ended_session_makes_a_profile_kept_in_memory(served: Served) -
     assert point["outcome"] == "deal" == ended["outcome"]
     assert point["turns_to_deal"] == 4 and point["discount_pct"] == ended["summary"]["discount_pct"] == 53.3
     assert point["score"] == report["score"]  # the report's own score
+    # The profile's shape as it always was, though the profile keeps neither every session's id nor
+    # its hints (bounded, docs/memory.md): both come from the progress series.
+    assert list(profile) == ["learner_id", "level", "input_language", "target_language", "languages", "pending",
+                             "sessions", "session_ids", "scenarios", "best_discounts", "slips", "recent_slips",
+                             "recurring_slips", "hints_by_level", "first_at", "last_at"]
+    assert profile["session_ids"] == [created["session_id"]]
+    assert profile["hints_by_level"] == [{"session_id": created["session_id"], "at": point["at"],
+                                          "level": "beginner", "hints": [0, 0, 0]}]
+    assert point["hints_by_level"] == [0, 0, 0]
     assert point["report_url"].startswith(f"/api/sessions/{created['session_id']}/report?format=html&token=")
     page = await api(served, "GET", point["report_url"], None)
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]

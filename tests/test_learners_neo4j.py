@@ -6,6 +6,8 @@ Each test uses learner ids of its own (the test database keeps what earlier runs
 
 from __future__ import annotations
 
+import json
+import random
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any, LiteralString
@@ -15,10 +17,13 @@ import pytest
 from neo4j import AsyncGraphDatabase
 
 from schemas.enums import Outcome
+from schemas.learner import SESSION_WINDOW, SessionFigures
 from schemas.scenario import load_scenario
-from server.learners.cypher import DELETE_LEARNER, DELETE_LEARNER_SESSIONS, GET_PROFILE, PROGRESS
+from server.learners.cypher import DELETE_LEARNER, DELETE_LEARNER_SESSIONS, GET_PROFILE, LOCK_PROFILE, PROGRESS
 from server.learners.graph import Neo4jLearnerStore
+from server.learners.profile import hint_points
 from tests.servers import Served, create, player, running_server, state
+from tests.test_learner_window import real_session, session, unbounded
 from tests.test_learners_api import ADMIN, DEAL, WALK, api, play, profile_after
 
 pytestmark = [pytest.mark.neo4j, pytest.mark.anyio]
@@ -113,13 +118,14 @@ def plan_operators(plan: Any) -> list[str]:
 @pytest.mark.parametrize(("statement", "seek"), [
     (PROGRESS, "NodeUniqueIndexSeek"),  # the Learner by its constraint
     (GET_PROFILE, "NodeUniqueIndexSeek"),
+    (LOCK_PROFILE, "NodeUniqueIndexSeek"),  # and whether PLAYED reaches the session
     (DELETE_LEARNER, "NodeUniqueIndexSeek"),
     (DELETE_LEARNER_SESSIONS, "NodeIndexSeek"),  # sessions by samvad_session_learner
 ])
 async def test_the_learner_queries_seek_an_index_and_scan_no_label(served: Served, neo4j_uri: str,
                                                                    statement: LiteralString, seek: str) -> None:
     async with AsyncGraphDatabase.driver(neo4j_uri, auth=None) as driver:
-        result = await driver.execute_query("EXPLAIN " + statement, learner_id="x")
+        result = await driver.execute_query("EXPLAIN " + statement, learner_id="x", session_id="s")
     plan = result.summary.plan
     assert plan is not None
     operators = plan_operators(plan)
@@ -204,10 +210,79 @@ async def test_two_writers_recording_one_learner_at_once_lose_no_session(neo4j_u
                     outcome=Outcome.NO_DEAL, turns=3, score=10 + n, created_at=1.0, ended_at=2.0))
         profile = await stores[0].get(who)
         assert profile is not None and profile.sessions == len(sids)
-        assert sorted(profile.session_ids) == sorted(sids)
+        assert sorted(sid for _, sid in profile.latest_sessions) == sorted(sids)
         assert len(await stores[1].progress(who)) == len(sids)
         assert await stores[0].erase(who) is True
         assert await stores[1].get(who) is None
     finally:
         for store in stores:
             await store.aclose()
+
+
+# A learner of 1,000 sessions at one stall: the profile's JSON on the Learner node (148,466 bytes
+# before the bound, 2,559 with it, 2026-11-27; the window's 32 ids and starts are some 1,900 of it).
+THOUSAND_SESSIONS_JSON = 4_096
+
+# What the mirror would have written: bare ended sessions.
+BARE_SESSIONS: LiteralString = """
+UNWIND $sessions AS row
+CREATE (:Session {session_id: row.id, learner_id: $who, scenario: 'jaipur-bazaar', outcome: 'deal',
+                  turn_count: 4, created_at: row.at, coaching_hints_0: row.h0, coaching_hints_1: row.h1})
+"""
+
+
+async def bare_sessions(neo4j_uri: str, who: str, sessions: list[SessionFigures]) -> None:
+    async with AsyncGraphDatabase.driver(neo4j_uri, auth=None) as driver:
+        await driver.execute_query(BARE_SESSIONS, who=who, sessions=[
+            {"id": f.session_id, "at": f.created_at, "h0": f.hints[0], "h1": f.hints[1]} for f in sessions])
+
+
+async def test_a_learner_of_a_thousand_sessions_keeps_a_small_profile_in_the_graph(neo4j_uri: str) -> None:
+    who = learner()
+    rng = random.Random(16)
+    played = [real_session(rng, n, who) for n in range(1000)]
+    await bare_sessions(neo4j_uri, who, played)
+    store = Neo4jLearnerStore(neo4j_uri)
+    try:
+        # The first session ends last, after every other: the profile's window alone would take it
+        # for counted; the graph knows it is not linked, and folds it.
+        for f in (*played[1:], played[0]):
+            await store.record(f)
+        [row] = await store.read(GET_PROFILE, learner_id=who)
+        assert len(row["profile"].encode()) < THOUSAND_SESSIONS_JSON
+        profile = await store.get(who)
+        assert profile is not None and profile.sessions == 1000 and len(profile.latest_sessions) == SESSION_WINDOW
+        for again in (played[1], played[500], played[0]):  # long out of the window, and in it
+            assert await store.record(again) == profile
+        series = await store.progress(who)
+        assert len(series) == 1000
+        assert [(h.session_id, h.hints) for h in hint_points(series)] == [(f.session_id, f.hints) for f in played]
+        await store.erase(who)
+    finally:
+        await store.aclose()
+
+
+async def test_a_profile_stored_unbounded_is_migrated_when_read_and_written_bounded(neo4j_uri: str) -> None:
+    who = learner()
+    sessions = [session(f"{who}-s{n}", 1000.0 * n, 1000.0 * n + 60, who) for n in range(41)]
+    await bare_sessions(neo4j_uri, who, sessions)
+    async with AsyncGraphDatabase.driver(neo4j_uri, auth=None) as driver:
+        await driver.execute_query(  # the Learner as a build before the bound left it, after 40 sessions
+            "CREATE (l:Learner {learner_id: $who, profile: $profile, sessions: 40}) WITH l "
+            "MATCH (s:Session) WHERE s.session_id IN $ids CREATE (l)-[:PLAYED]->(s)",
+            who=who, profile=json.dumps(unbounded(sessions[:40])), ids=[f.session_id for f in sessions[:40]])
+    store = Neo4jLearnerStore(neo4j_uri)
+    try:
+        profile = await store.get(who)
+        assert profile is not None and profile.sessions == 40
+        assert [sid for _, sid in profile.latest_sessions] == [f.session_id for f in sessions[8:40]]
+        assert await store.record(sessions[0]) == profile  # played before: counted once
+        after = await store.record(sessions[40])
+        assert after.sessions == 41
+        [row] = await store.read(GET_PROFILE, learner_id=who)
+        stored = json.loads(row["profile"])
+        assert "session_ids" not in stored and "hints_by_level" not in stored
+        assert stored["latest_sessions"][-1] == [40_000.0, sessions[40].session_id]
+        await store.erase(who)
+    finally:
+        await store.aclose()

@@ -27,9 +27,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
+from schemas.learner import LearnerProfile, ProgressPoint
 from schemas.review import ReviewItem
 from server.auth import TokenError
 from server.classes.store import ClassStoreError
+from server.learners.profile import hint_points
 from server.learners.reviews import retention
 from server.learners.service import Learners
 from server.learners.store import LearnerStoreUnavailable
@@ -102,8 +104,26 @@ async def get_learner(request: Request) -> JSONResponse:
     now = services.registry.clock()
     return JSONResponse({"learner_id": learner_id, "store": learners.store.name,
                          "durable": learners.store.durable,
-                         "profile": profile.model_dump(mode="json"), "progress": progress,
+                         "profile": profile_row(profile, series), "progress": progress,
                          "items": [item_row(item, now) for item in items]})
+
+
+# How the profile counts each session once (`latest_sessions`, `counted_through`): its own business.
+_WINDOW = {"latest_sessions", "counted_through"}
+
+
+def profile_row(profile: LearnerProfile, series: list[ProgressPoint]) -> dict[str, Any]:
+    """The profile as the API has always shown it: with every session's id (`session_ids`, after
+    `sessions`) and hint point (`hints_by_level`, after `recurring_slips`), oldest first, which the
+    profile no longer keeps (it is bounded), from the progress series, which has them."""
+    row: dict[str, Any] = {}
+    for name, value in profile.model_dump(mode="json", exclude=_WINDOW).items():
+        row[name] = value
+        if name == "sessions":
+            row["session_ids"] = [point.session_id for point in series]
+        elif name == "recurring_slips":
+            row["hints_by_level"] = [point.model_dump(mode="json") for point in hint_points(series)]
+    return row
 
 
 def item_row(item: ReviewItem, now: float) -> dict[str, Any]:

@@ -49,12 +49,14 @@ GET_PROFILE: LiteralString = "MATCH (l:Learner {learner_id: $learner_id}) RETURN
 
 # The first statement of a session's write: the Learner, made if new, write-locked for the rest of the
 # transaction (setting a property takes the node's lock), and its profile as it stands once locked, so
-# that two writers of one learner fold one after the other and neither loses the other's session.
+# that two writers of one learner fold one after the other and neither loses the other's session; and
+# whether the session is folded in already: PLAYED is written in the transaction that folds it, so it
+# is there exactly when the session is in the profile (the profile keeps only its latest ids).
 LOCK_PROFILE: LiteralString = """
 MERGE (l:Learner {learner_id: $learner_id})
 SET l._lock = true
 REMOVE l._lock
-RETURN l.profile AS profile
+RETURN l.profile AS profile, EXISTS { (l)-[:PLAYED]->(:Session {session_id: $session_id}) } AS played
 """
 
 # The Learner is written with the folded profile, then linked to the Session the mirror wrote. No
@@ -84,6 +86,7 @@ _POINT: LiteralString = """{
                      THEN round(100.0 * (1.0 - toFloat(s.vendor_quote) / s.first_quote), 1) END,
   score: p.score,
   hints: coalesce(s.coaching_hints_0, 0) + coalesce(s.coaching_hints_1, 0) + coalesce(s.coaching_hints_2, 0),
+  hints_by_level: [coalesce(s.coaching_hints_0, 0), coalesce(s.coaching_hints_1, 0), coalesce(s.coaching_hints_2, 0)],
   words_per_minute: s.fluency_words_per_minute, pause_ratio: s.fluency_pause_ratio,
   mean_length_of_run: s.fluency_mean_length_of_run, fillers: s.fluency_fillers,
   estimated_band: p.estimated_band, estimate_confidence: p.estimate_confidence

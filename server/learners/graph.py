@@ -3,9 +3,10 @@
 It runs on the server's one Neo4j driver (`server.graphdb.GraphDriver`, shared with the mirror), on
 the driver's I/O thread; a store built on its own makes a driver of its own. Its transactions use the
 driver's managed retries (the mirror's writer retries its own way). Folding happens in Python
-inside the write transaction (lock and read, `fold`, write): the transaction's first statement
-write-locks the Learner node before it reads the profile, so two servers recording sessions of one
-learner at once fold one after the other and neither loses the other's session.
+inside the write transaction (lock and read, `add` unless the session is linked already, write):
+the transaction's first statement write-locks the Learner node before it reads the profile, so two
+servers recording sessions of one learner at once fold one after the other and neither loses the
+other's session.
 
 Every Neo4j or network failure is translated here, once, into `LearnerStoreUnavailable`.
 """
@@ -19,7 +20,7 @@ import anyio
 from neo4j import AsyncManagedTransaction, unit_of_work
 from neo4j.exceptions import DriverError, Neo4jError
 
-from schemas.learner import LearnerProfile, LearnerRow, ProgressPoint, SessionFigures
+from schemas.learner import LearnerProfile, LearnerRow, ProgressPoint, SessionFigures, profile_from_json
 from schemas.review import ReviewItem
 from server.graphdb import GraphDriver
 from server.learners.cypher import (
@@ -35,7 +36,7 @@ from server.learners.cypher import (
     RECORD_SESSION,
     WRITE_ITEMS,
 )
-from server.learners.profile import fold, trend
+from server.learners.profile import add, trend
 from server.learners.reviews import items_after
 from server.learners.store import LearnerStoreUnavailable
 
@@ -50,7 +51,7 @@ class SessionNotStored(LearnerStoreUnavailable):
 
 def _profile(records: list[dict[str, Any]]) -> LearnerProfile | None:
     raw = records[0]["profile"] if records else None
-    return LearnerProfile.model_validate_json(raw) if raw else None
+    return profile_from_json(raw) if raw else None
 
 
 class Neo4jLearnerStore:
@@ -125,8 +126,11 @@ class Neo4jLearnerStore:
 
     @classmethod
     async def _record(cls, tx: AsyncManagedTransaction, f: SessionFigures) -> LearnerProfile:
-        before = _profile(await cls._rows(tx, LOCK_PROFILE, {"learner_id": f.learner_id}))
-        profile = fold(before, f)
+        locked = await cls._rows(tx, LOCK_PROFILE, {"learner_id": f.learner_id, "session_id": f.session_id})
+        before = _profile(locked)
+        # The graph knows every session it folded in (PLAYED is written with the profile), so it
+        # asks that rather than the profile's bounded window (server/learners/profile.py).
+        profile = before if before is not None and locked[0]["played"] else add(before, f)
         linked = await cls._rows(tx, RECORD_SESSION, {
             "learner_id": f.learner_id, "profile": profile.model_dump_json(), "level": profile.level.value,
             "input_language": profile.input_language.value, "target_language": profile.target_language.value,

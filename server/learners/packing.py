@@ -29,8 +29,8 @@ from pydantic import BaseModel
 
 from schemas.review import Rating, ReviewEntry
 
-__all__ = ["DICTIONARY", "SAMPLES", "history_sessions", "keep_last", "pack", "pack_block", "pack_history",
-           "reviewed_in", "unpack", "unpack_block", "unpack_history"]
+__all__ = ["DICTIONARY", "SAMPLES", "history_sessions", "inflated", "keep_last", "pack", "pack_block",
+           "pack_history", "reviewed_in", "unpack", "unpack_block", "unpack_history"]
 
 _Model = TypeVar("_Model", bound=BaseModel)
 
@@ -45,16 +45,16 @@ SAMPLES: dict[str, bytes] = {
     "ProgressPoint": (
         b'{"session_id":"0123456789abcdef0123456789abcdef","scenario":"jaipur-bazaar","at":1795762524.9249818,'
         b'"level":"intermediate","outcome":"deal","item":"Tomato","turns":5,"turns_to_deal":4,'
-        b'"discount_pct":20.0,"score":8,"hints":0,"words_per_minute":null,"pause_ratio":null,'
+        b'"discount_pct":20.0,"score":8,"hints":0,"hints_by_level":[0,0,0],"words_per_minute":null,"pause_ratio":null,'
         b'"mean_length_of_run":null,"fillers":null,"estimated_band":"B1","estimate_confidence":0.31}'),
     "LearnerProfile": (
         b'{"learner_id":"learner-1","level":"intermediate","input_language":"en-IN","target_language":"en-IN",'
-        b'"languages":["en-IN"],"pending":{},"sessions":1,"session_ids":["0123456789abcdef0123456789abcdef"],'
+        b'"languages":["en-IN"],"pending":{},"sessions":1,"latest_sessions":[[1795762524.9249818,'
+        b'"0123456789abcdef0123456789abcdef"]],"counted_through":null,'
         b'"scenarios":{"jaipur-bazaar":{"played":1,"outcomes":{"stopped":1},"last_outcome":"stopped",'
         b'"last_session_id":"0123456789abcdef0123456789abcdef","last_item":"Tomato","last_paid":null,'
         b'"last_first_quote":150,"last_discount_pct":null,"last_at":1795762524.9896023}},"best_discounts":[],'
-        b'"slips":{"insult":1},"recent_slips":[["insult"]],"recurring_slips":[],"hints_by_level":[{"session_id":'
-        b'"0123456789abcdef0123456789abcdef","at":1795762524.9249818,"level":"intermediate","hints":[0,0,0]}],'
+        b'"slips":{"insult":1},"recent_slips":[["insult"]],"recurring_slips":[],'
         b'"first_at":1795762524.9249818,"last_at":1795762524.9896023}'),
     "ReviewItem (a slip)": (
         b'{"item_id":"0123456789abcdef0123","learner_id":"learner-1","scenario":"jaipur-bazaar","language":"en-IN",'
@@ -93,8 +93,13 @@ def pack(model: BaseModel, exclude: set[str] | None = None) -> bytes:
 
 def unpack(data: bytes, kind: type[_Model]) -> _Model:
     """The model `pack` was given."""
+    return kind.model_validate_json(inflated(data))
+
+
+def inflated(data: bytes) -> bytes:
+    """The JSON `pack` deflated."""
     inflate = zlib.decompressobj(-WBITS, zdict=DICTIONARY)
-    return kind.model_validate_json(inflate.decompress(data) + inflate.flush())
+    return inflate.decompress(data) + inflate.flush()
 
 
 def _deflated(data: bytes) -> bytes:

@@ -1,9 +1,17 @@
 """The learner profile as a fold of sessions, and what is read from it. Pure: no I/O, no clock.
 
-Every store folds with `fold`, in the order sessions end, so the in-memory profile and the one in
-Neo4j are the same. The rules (docs/memory.md):
+Every store folds with `fold` (or `add`), in the order sessions end, so the in-memory profile and
+the one in Neo4j are the same. The rules (docs/memory.md):
 
-- A session is folded in once: a session id already in `session_ids` changes nothing.
+- A session is folded in once (`counted`), in a bounded room: the profile keeps the latest
+  `SESSION_WINDOW` (32) sessions folded in, each as (created_at, session_id), and
+  `counted_through`, the greatest of those keys that has left the window. A session is counted
+  already when its id is in the window or its key is no greater than `counted_through`. A repeat
+  is never counted twice: its key is its own, and `counted_through` passed it when it left the
+  window. A new session is taken for counted only when it started before one that has left the
+  window, that is when more than `SESSION_WINDOW` of the learner's sessions were folded in while it
+  was open (sessions are folded in the order they end). A store that knows which sessions it
+  folded (Neo4j's PLAYED links) asks itself instead, and folds with `add`.
 - Contradictions (seed 003's `pending`): `level`, `input_language` and `target_language` are the
   profile's confirmed values. A session that says another value does not overwrite one: the value
   is held in `pending` with a count of consecutive sessions that said it, and it replaces the
@@ -29,6 +37,7 @@ from collections.abc import Sequence
 from schemas.enums import Level, Outcome
 from schemas.learner import (
     CONTESTED_FIELDS,
+    SESSION_WINDOW,
     BestDiscount,
     HintPoint,
     LearnerProfile,
@@ -42,7 +51,7 @@ from schemas.learner import (
 )
 from schemas.scenario import load_scenario
 
-__all__ = ["CONFIRM_AFTER", "fold", "progress_point", "recall", "trend"]
+__all__ = ["CONFIRM_AFTER", "add", "counted", "fold", "hint_points", "progress_point", "recall", "trend"]
 
 CONFIRM_AFTER = 2  # consecutive sessions that must say a new level or language before it stands
 ESTIMATED = "estimated_level"  # `pending`'s key for a level the sessions' estimates say
@@ -126,15 +135,41 @@ def _recurring(recent: tuple[tuple[Slip, ...], ...]) -> tuple[Slip, ...]:
     return tuple(sorted(s for s, n in counts.items() if n >= RECUR_AT))
 
 
-def fold(profile: LearnerProfile | None, figures: SessionFigures) -> LearnerProfile:
-    """The profile after one more ended session (unchanged if that session was folded in already)."""
+def counted(profile: LearnerProfile, figures: SessionFigures) -> bool:
+    """Whether the session is folded into the profile already (the module's first rule)."""
+    sid = figures.session_id
+    if any(kept == sid for _, kept in profile.latest_sessions):
+        return True
+    through = profile.counted_through
+    return through is not None and (figures.created_at, sid) <= through
+
+
+def _window(profile: LearnerProfile, f: SessionFigures, size: int) -> dict[str, object]:
+    """The window of sessions counted and its bound, after `f`."""
+    window = (*profile.latest_sessions, (f.created_at, f.session_id))
+    through = profile.counted_through
+    if len(window) > size:
+        left = max(window[:-size])
+        through = left if through is None else max(through, left)
+        window = window[-size:]
+    return {"latest_sessions": window, "counted_through": through}
+
+
+def fold(profile: LearnerProfile | None, figures: SessionFigures, *, window: int = SESSION_WINDOW) -> LearnerProfile:
+    """The profile after one more ended session (unchanged if that session was folded in already).
+    `window`: the sessions whose ids the profile keeps (the tests try smaller ones)."""
+    if profile is not None and counted(profile, figures):
+        return profile
+    return add(profile, figures, window=window)
+
+
+def add(profile: LearnerProfile | None, figures: SessionFigures, *, window: int = SESSION_WINDOW) -> LearnerProfile:
+    """The profile after a session the caller knows is not folded in yet."""
     if profile is None:
         profile = LearnerProfile(
             learner_id=figures.learner_id, level=figures.level, input_language=figures.input_language,
             target_language=figures.target_language, first_at=figures.created_at,
         )
-    if figures.session_id in profile.session_ids:
-        return profile
     recent = (*profile.recent_slips, tuple(sorted(set(figures.slips))))[-RECENT:]
     slips = dict(profile.slips)
     for slip in set(figures.slips):
@@ -155,16 +190,14 @@ def fold(profile: LearnerProfile | None, figures: SessionFigures) -> LearnerProf
         pending.pop("level", None)  # the evidence settled it
     return profile.model_copy(update={
         **contested,
+        **_window(profile, figures, window),
         "languages": languages,
         "sessions": profile.sessions + 1,
-        "session_ids": (*profile.session_ids, figures.session_id),
         "scenarios": scenarios,
         "best_discounts": _best(profile.best_discounts, figures),
         "slips": slips,
         "recent_slips": recent,
         "recurring_slips": _recurring(recent),
-        "hints_by_level": (*profile.hints_by_level, HintPoint(session_id=figures.session_id, at=figures.created_at,
-                                                              level=figures.level, hints=figures.hints)),
         "last_at": max(profile.last_at, figures.ended_at),
     })
 
@@ -192,11 +225,17 @@ def progress_point(f: SessionFigures) -> ProgressPoint:
     return ProgressPoint(
         session_id=f.session_id, scenario=f.scenario, at=f.created_at, level=f.level, outcome=f.outcome,
         item=f.item, turns=f.turns, turns_to_deal=f.turns_to_deal, discount_pct=f.discount_pct, score=f.score,
-        hints=sum(f.hints),
+        hints=sum(f.hints), hints_by_level=f.hints,
         **({"words_per_minute": f.fluency.words_per_minute, "pause_ratio": f.fluency.pause_ratio,
             "mean_length_of_run": f.fluency.mean_length_of_run, "fillers": f.fluency.fillers} if f.fluency else {}),
         **({"estimated_band": f.estimate.band, "estimate_confidence": f.estimate.confidence} if f.estimate else {}),
     )
+
+
+def hint_points(series: Sequence[ProgressPoint]) -> list[HintPoint]:
+    """The hints each session needed, at the level it was played at, from the progress series: the
+    profile's `hints_by_level` as the learners API shows it (the profile no longer keeps it)."""
+    return [HintPoint(session_id=p.session_id, at=p.at, level=p.level, hints=p.hints_by_level) for p in series]
 
 
 def trend(scores: Sequence[int]) -> tuple[Trend, float | None]:
