@@ -55,7 +55,7 @@ from brain.delimiters import (  # noqa: F401 - re-exported: the prompt's tests a
 )
 from brain.practice import PRACTICE_TARGETS, targets_text
 from brain.recall import RETURNING_LEARNER, memory_text
-from brain.window import TokenCounter, counter_for, fit
+from brain.window import TokenCounter, counter_for, fit, fit_lines
 from schemas.brain import BrainRequest, GraphContext, HistoryLine
 from schemas.decision import MAX_REPLY_CHARS
 from schemas.enums import LanguageCode, Mood, OfferAssessment, Stage
@@ -424,6 +424,18 @@ def history_blocks(request: BrainRequest, budget: int = DEFAULT_HISTORY_BUDGET,
     counter = counter or counter_for(DEFAULT_MODEL)
     summary, spent = _summary_text(request, budget, counter)
     lines, used = fit(request.history, budget - spent, counter, _speaker_of(request), _render)
+    return *_blocks(request, summary, lines), spent + used
+
+
+def _history_texts(request: BrainRequest, budget: int, counter: TokenCounter) -> tuple[str, str]:
+    """`history_blocks`' two texts, the same, without the tokens they spend: a window whose lines
+    fit by their length is not counted (`brain.window.fit_lines`)."""
+    summary, spent = _summary_text(request, budget, counter)
+    return _blocks(request, summary, fit_lines(request.history, budget - spent, counter, _speaker_of(request),
+                                               _render))
+
+
+def _blocks(request: BrainRequest, summary: str, lines: list[str]) -> tuple[str, str]:
     if request.history and not lines:
         lines = ["(the latest lines are longer than the window; the summary covers them)"]
     memory = neutralise(request.context_block.strip()) if request.context_block.strip() else ""
@@ -431,7 +443,7 @@ def history_blocks(request: BrainRequest, budget: int = DEFAULT_HISTORY_BUDGET,
         lines.append("Notes from earlier conversations, supplied by the application:")
         lines.append(memory)
     history = "\n".join(lines) or "(none: this is the first thing the learner says)"
-    return summary or "(no summary yet)", history, spent + used
+    return summary or "(no summary yet)", history
 
 
 def build_user_message(request: BrainRequest, rag_context: str | None = None, *,
@@ -441,7 +453,7 @@ def build_user_message(request: BrainRequest, rag_context: str | None = None, *,
     culture = request.rag_context if rag_context is None else rag_context
     culture_text = neutralise(culture.strip()) if culture.strip() else "(no notes for this turn)"
     said = neutralise(request.transcript.strip()) or "(silence)"
-    summary, history, _ = history_blocks(request, history_budget, counter)
+    summary, history = _history_texts(request, history_budget, counter or counter_for(DEFAULT_MODEL))
     blocks = [] if request.learner is None else [(LEARNER_BLOCK, memory_text(request.learner, _scenario(request)))]
     if request.practice:
         blocks.append((PRACTICE_BLOCK, targets_text(request.practice)))

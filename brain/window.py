@@ -24,6 +24,12 @@ counting work is bounded by the number of lines the session hands over, not by t
 conversation. Identity rather than a `WeakKeyDictionary`: that one compares the line it is asked
 for with the line it holds by value, a pydantic `__eq__` per line per turn, which cost more than
 the rest of the window.
+
+Not counting. A token is at least one byte of the text's UTF-8 (cl100k_base's tokens are byte
+sequences; the estimate gives at most one per ASCII character and two per other character, which
+takes two bytes or more), so a line's UTF-8 length bounds its tokens from above. When the bounds of
+all the lines handed over fit the budget, every line fits whatever the count, and `fit_lines`
+counts none of them: a short conversation, the usual one, is never tokenized (issue #33).
 """
 
 from __future__ import annotations
@@ -32,10 +38,11 @@ import logging
 import weakref
 from collections.abc import Callable, Sequence
 from functools import lru_cache, partial
+from typing import Any
 
 from schemas.brain import HistoryLine
 
-__all__ = ["OFFLINE_ENCODINGS", "TokenCounter", "counter_for", "estimate_tokens", "fit"]
+__all__ = ["OFFLINE_ENCODINGS", "TokenCounter", "counter_for", "estimate_tokens", "fit", "fit_lines"]
 
 log = logging.getLogger("samvad.brain")
 
@@ -57,8 +64,9 @@ class TokenCounter:
     def __init__(self, name: str, encode: Callable[[str], Sequence[int]] | None) -> None:
         self.name = name  # the encoding used, or "estimate"
         self._encode = encode
-        # id(line) -> (the line, held weakly; the speaker it was rendered for; the text; its tokens)
-        self._lines: dict[int, tuple[weakref.ref[HistoryLine], str, str, int]] = {}
+        # id(line) -> (the line, held weakly; the speaker it was rendered for; the text; its tokens, or
+        # None until asked; the text's UTF-8 length, a bound on them), each with the joining line break
+        self._lines: dict[int, list[Any]] = {}
         # A session's summary is the same text for ten turns: its count is kept too (bounded).
         self.count_kept = lru_cache(maxsize=4096)(self.count)
 
@@ -69,13 +77,26 @@ class TokenCounter:
 
     def line(self, line: HistoryLine, speaker: str, render: Callable[[HistoryLine, str], str]) -> tuple[str, int]:
         """`line` as `render` writes it for `speaker`, and its tokens: made once per line."""
+        kept = self._kept(line, speaker, render)
+        if kept[3] is None:
+            kept[3] = self.count(kept[2]) + NEWLINE_TOKENS
+        return kept[2], kept[3]
+
+    def bounded(self, line: HistoryLine, speaker: str, render: Callable[[HistoryLine, str], str]) -> tuple[str, int]:
+        """`line` as `render` writes it for `speaker`, and a bound on its tokens (its UTF-8 length),
+        neither more than it counts: made once per line, without counting it."""
+        kept = self._kept(line, speaker, render)
+        return kept[2], kept[4]
+
+    def _kept(self, line: HistoryLine, speaker: str, render: Callable[[HistoryLine, str], str]) -> list[Any]:
         key = id(line)
         kept = self._lines.get(key)
         if kept is None or kept[0]() is not line or kept[1] != speaker:
             text = render(line, speaker)
-            kept = (weakref.ref(line, partial(self._forget, key)), speaker, text, self.count(text) + NEWLINE_TOKENS)
+            kept = [weakref.ref(line, partial(self._forget, key)), speaker, text, None,
+                    len(text.encode("utf-8", "surrogatepass")) + NEWLINE_TOKENS]
             self._lines[key] = kept
-        return kept[2], kept[3]
+        return kept
 
     def _forget(self, key: int, gone: weakref.ref[HistoryLine]) -> None:
         """A kept line has been dropped: its entry goes, unless its id already serves a newer line."""
@@ -132,3 +153,17 @@ def fit(lines: Sequence[HistoryLine], budget: int, counter: TokenCounter, speake
         used += tokens
     kept.reverse()
     return kept, used
+
+
+def fit_lines(lines: Sequence[HistoryLine], budget: int, counter: TokenCounter, speaker: Callable[[HistoryLine], str],
+              render: Callable[[HistoryLine, str], str]) -> list[str]:
+    """The lines `fit` keeps, without their tokens: none is counted when the bounds of all fit."""
+    texts: list[str] = []
+    bound = 0
+    for line in lines:
+        text, most = counter.bounded(line, speaker(line), render)
+        texts.append(text)
+        bound += most
+    if bound <= budget:
+        return texts  # every line fits by its bound, so by its count: `fit` would keep them all
+    return fit(lines, budget, counter, speaker, render)[0]

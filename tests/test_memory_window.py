@@ -10,9 +10,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from brain.prompt import history_blocks
-from brain.window import OFFLINE_ENCODINGS, TokenCounter, counter_for, estimate_tokens, fit
+from brain.prompt import build_user_message, history_blocks
+from brain.window import OFFLINE_ENCODINGS, TokenCounter, counter_for, estimate_tokens, fit, fit_lines
 from schemas.brain import BrainRequest, HistoryLine
 from schemas.enums import Stage
 from session.negotiation import HISTORY_LINES, Negotiation
@@ -211,3 +213,54 @@ def test_any_summary_is_cut_to_half_the_budget_and_the_cutting_ends(summary: str
     summary_text, _, used = history_blocks(request(summary=summary, history=lines(6)), budget, counter)
     assert counter.count(summary_text) <= budget // 2 and used <= budget
     assert summary_text.endswith("...") or counter.count(summary.strip()) <= budget // 2
+
+
+# ---------------------------------------------------------------------------- a window not counted
+
+_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=120)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TEXT)
+def test_a_texts_utf8_length_bounds_its_tokens_counted_or_estimated(text: str) -> None:
+    """What `fit_lines` rests on: no count exceeds the text's UTF-8 length."""
+    most = len(text.encode("utf-8"))
+    assert counter_for("gpt-4o").count(text) <= most
+    assert estimate_tokens(text) <= most
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_TEXT, max_size=HISTORY_LINES), st.integers(min_value=0, max_value=3000))
+def test_the_lines_kept_without_counting_are_the_lines_fit_keeps(texts: list[str], budget: int) -> None:
+    history = tuple(HistoryLine(turn=i // 2 + 1, role="user" if i % 2 == 0 else "vendor", text=t)
+                    for i, t in enumerate(texts))
+
+    def speaker(line: HistoryLine) -> str:
+        return "Learner" if line.role == "user" else "Vendor"
+
+    def render(line: HistoryLine, who: str) -> str:
+        return f"{who} (turn {line.turn}): {line.text}"
+
+    exact = counter_for("gpt-4o")
+    for counter in (TokenCounter("cold", exact._encode), TokenCounter("estimate", None)):
+        kept = fit_lines(history, budget, counter, speaker, render)
+        assert kept == fit(history, budget, counter, speaker, render)[0]
+        assert kept == fit(history, budget, TokenCounter("other", counter._encode), speaker, render)[0]
+
+
+def test_a_window_that_fits_by_its_length_is_not_counted_and_the_prompt_shows_the_same_lines() -> None:
+    calls: list[str] = []
+    exact = counter_for("gpt-4o")
+
+    def encode(text: str) -> list[int]:
+        calls.append(text)
+        return list(exact._encode(text))  # type: ignore[misc]
+
+    for n, budget, counted in ((8, 2000, False), (HISTORY_LINES, 2000, True), (HISTORY_LINES, 300, True)):
+        counter = TokenCounter("counting", encode)
+        req = request(history=lines(n))
+        calls.clear()
+        message = build_user_message(req, history_budget=budget, counter=counter)
+        assert bool(calls) == counted  # 8 lines of ~75 bytes fit 2,000 tokens by their length alone
+        _, history_text, _ = history_blocks(req, budget, TokenCounter("cold", exact._encode))
+        assert history_text in message

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brain.knowledge.retriever import DATA_NOTE, knowledge_retriever
+from brain.knowledge.retriever import DATA_NOTE, format_notes, knowledge_retriever
 from brain.prompt import (
     DELIMITER_LINES,
     PROMPT_VERSION,
@@ -22,6 +22,7 @@ from brain.prompt import (
 )
 from schemas.brain import BrainRequest, GraphContext, HistoryLine, StageVisit
 from schemas.enums import Mood, OfferAssessment, Stage
+from schemas.knowledge import ChunkMeta, Retrieved
 
 STATIC = ("## PERSONA", "## BEHAVIORAL_RULES", "## STATE_TRANSITION_RULES", "## OUTPUT_SCHEMA",
           "## ANTI_INJECTION")
@@ -317,6 +318,24 @@ def test_the_ascii_shortcut_defangs_exactly_like_the_generic_path(pieces: list[s
 
 async def retrieved(req: BrainRequest) -> str:
     return await knowledge_retriever()(req)
+
+
+_META = ChunkMeta(source_file="notes.md", ingested_at="2026-11-27T00:00:00Z")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.text(min_size=1, max_size=12), st.lists(
+    st.sampled_from(["a", "b", "\u0915", " ", "  ", "\t", "\n", "\r\n", "\u00a0", "\u3000", "."]),
+    max_size=40).map("".join)), max_size=5))
+def test_notes_are_each_chunk_on_one_line_the_same_when_asked_again(chunks: list[tuple[str, str]]) -> None:
+    """Each note is its chunk's id (8 characters) and its words with single spaces, whether or not
+    the chunk's line was made before (format_notes keeps them)."""
+    hits = [Retrieved(chunk_id=cid, score=1.0, text_content=text, metadata=_META) for cid, text in chunks]
+    expected = "" if not hits else "\n".join(
+        [DATA_NOTE, *(f"- [{cid[:8]}] {' '.join(text.split())}" for cid, text in chunks)])
+    assert format_notes(hits) == expected
+    again = [Retrieved(chunk_id=cid, score=2.0, text_content=text, metadata=_META) for cid, text in chunks]
+    assert format_notes(again) == expected
 
 
 @pytest.mark.anyio

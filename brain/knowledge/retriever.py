@@ -13,6 +13,7 @@ empty, and the prompt says so (seed 004 §2.4: no weak match dressed up as knowl
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import lru_cache
 
 from brain.knowledge.library import KnowledgeLibrary, index_ready
 from brain.knowledge.store import MemoryPlaybookStore
@@ -25,6 +26,9 @@ DATA_NOTE = "(reference notes from the scenario's knowledge, retrieved for this 
 
 Retriever = Callable[[BrainRequest], Awaitable[str]]
 _DEFAULT: list[KnowledgeLibrary] = []
+# Note lines kept, one per chunk: a chunk's text never changes, and the same few chunks answer turn
+# after turn. Bounded for uploaded playbooks; each line is at most a chunk's text.
+NOTE_LINES_KEPT = 1024
 
 
 def default_library() -> KnowledgeLibrary:
@@ -42,7 +46,15 @@ def query_for(request: BrainRequest) -> str:
 def format_notes(hits: list[Retrieved]) -> str:
     if not hits:
         return ""
-    return "\n".join([DATA_NOTE, *(f"- [{hit.chunk_id[:8]}] {' '.join(hit.text_content.split())}" for hit in hits)])
+    return "\n".join([DATA_NOTE, *(_note_line(hit.chunk_id, hit.text_content) for hit in hits)])
+
+
+@lru_cache(maxsize=NOTE_LINES_KEPT)
+def _note_line(chunk_id: str, text: str) -> str:
+    """A chunk as one note line, its whitespace runs made single spaces: made once per chunk, since
+    joining a chunk's words again on every turn was 4% of a non-streamed turn's loop (issue #33).
+    The key's strings are the chunk's own, whose hashes Python keeps, so a lookup is cheap."""
+    return f"- [{chunk_id[:8]}] {' '.join(text.split())}"
 
 
 async def no_notes(request: BrainRequest) -> str:
