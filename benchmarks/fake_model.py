@@ -7,12 +7,7 @@ wire (server-sent `chat.completion.chunk` events in a chunked HTTP/1.1 body, `[D
 chunk when asked; a `chat.completion` object when not streaming), paced the same way (time to first
 token, then tokens per second), but it is written for many streams: an asyncio protocol per
 connection, every chunk encoded when the request arrives, and one ticker for all streams that
-writes whatever each stream has due, in one write per stream per tick. The ticker keeps the
-streams in a heap by when their next chunk is due and wakes for the earliest, so a pass touches
-only the streams with something due: each stream's chunks leave within about a millisecond of
-their time (uvloop's timer resolution), as independent streams from a model service would, not
-gathered onto a shared grid, and no pass holds this process's loop for long (a request is stamped
-`received_wall` when its bytes are handled, so a long pass would count as the server's time).
+writes whatever each stream has due, in one write per stream per tick.
 
 The reply is `tests.fake_decision.mirror_decision` (the stage and happiness the prompt states,
 so the session changes nothing); a request without `response_format` (the running summary) gets a
@@ -29,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import heapq
 import json
 import resource
 import sys
@@ -41,13 +35,7 @@ import orjson
 
 from tests.fake_decision import CLAUSE_END, mirror_decision
 
-# The ticker's longest sleep: it wakes for the earliest due chunk, and at least this often. Until
-# 2026-11-27 it woke every 5 ms and wrote everything due then: at 1,000 learners a pass wrote 50-450
-# streams' chunks at once (p99 8.8 ms of this process's loop), and the server took them as one burst.
-TICK_S = 0.005
-# Its shortest: uvloop's timers count whole milliseconds, and a shorter sleep would be none at all
-# (a pass per chunk, thousands a second, which cost this process twice its CPU in a trial run).
-MIN_SLEEP_S = 0.001
+TICK_S = 0.005  # the ticker's period; a token is written at most this late
 CHARS_PER_TOKEN = 4
 SUMMARY = "The learner greeted the vendor and is looking at the produce; no price was agreed yet."
 
@@ -73,20 +61,6 @@ def _clause_chunk(content: str, marker: int, reply: str) -> int:
     return (end - 1 if found else end) // CHARS_PER_TOKEN
 
 
-def chunks_due(elapsed_s: float, rate: float, total: int) -> int:
-    """How many of a stream's `total` chunks are due `elapsed_s` after its first: chunk k (from 0)
-    is due at k / `rate` seconds."""
-    if elapsed_s < 0:
-        return 0
-    return min(total, int(elapsed_s * rate) + 1)
-
-
-def next_due(start: float, sent: int, rate: float) -> float:
-    """When chunk `sent` of a stream whose first chunk is due at `start` is due: a hair after
-    k / `rate`, so that `chunks_due` counts it then (no pass that finds nothing)."""
-    return start + sent / rate + 1e-6
-
-
 class Stream:
     """One streamed answer: its chunks, encoded in advance, and how many have been written."""
 
@@ -107,9 +81,7 @@ class FakeModel:
     def __init__(self, ttft_s: float, tokens_per_s: float) -> None:
         self.ttft_s = ttft_s
         self.rate = tokens_per_s
-        # (when the stream's next chunk is due, monotonic; a tie-breaker; the stream)
-        self.streams: list[tuple[float, int, Stream]] = []
-        self._order = 0
+        self.streams: list[Stream] = []
         self.records: list[dict[str, Any]] = []
         self._ticker: asyncio.Task[None] | None = None
 
@@ -190,42 +162,35 @@ class FakeModel:
         first_clause_chunk = _clause_chunk(content, marker, reply) if marker >= 0 else 0
         transport.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
                         b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
-        self._order += 1
-        heapq.heappush(self.streams, (now + self.ttft_s, self._order, Stream(
-            transport, chunks, first_reply_chunk, first_clause_chunk, now + self.ttft_s, record)))
+        self.streams.append(Stream(transport, chunks, first_reply_chunk, first_clause_chunk,
+                                   now + self.ttft_s, record))
         if self._ticker is None:
             self._ticker = asyncio.get_running_loop().create_task(self._tick())
 
     # ------------------------------------------------------------------ pacing
 
     async def _tick(self) -> None:
-        """Write each stream's due chunks, one write per stream, when they are due; sleep until the
-        next is (at least `MIN_SLEEP_S`, at most `TICK_S`)."""
+        """Write every stream's due tokens, one write per stream; sleep while there are none."""
         while self.streams:
-            self.write_due(time.monotonic())
-            if self.streams:
-                await asyncio.sleep(min(TICK_S, max(MIN_SLEEP_S, self.streams[0][0] - time.monotonic())))
+            now = time.monotonic()
+            keep: list[Stream] = []
+            for stream in self.streams:
+                if stream.transport.is_closing():
+                    continue
+                if now >= stream.start:
+                    due = min(len(stream.chunks), int((now - stream.start) * self.rate) + 1)
+                    if due > stream.sent:
+                        if stream.sent <= stream.first_reply_chunk < due:
+                            stream.record["first_reply_char_wall"] = time.time()
+                        if stream.sent <= stream.first_clause_chunk < due:
+                            stream.record["first_clause_wall"] = time.time()
+                        stream.transport.write(b"".join(stream.chunks[stream.sent:due]))
+                        stream.sent = due
+                if stream.sent < len(stream.chunks):
+                    keep.append(stream)
+            self.streams = keep
+            await asyncio.sleep(TICK_S)
         self._ticker = None
-
-    def write_due(self, now: float) -> int:
-        """Write every stream's chunks due by `now` (monotonic); the streams written to."""
-        written = 0
-        while self.streams and self.streams[0][0] <= now:
-            _, order, stream = heapq.heappop(self.streams)
-            if stream.transport.is_closing():
-                continue
-            due = chunks_due(now - stream.start, self.rate, len(stream.chunks))
-            if due > stream.sent:
-                if stream.sent <= stream.first_reply_chunk < due:
-                    stream.record["first_reply_char_wall"] = time.time()
-                if stream.sent <= stream.first_clause_chunk < due:
-                    stream.record["first_clause_wall"] = time.time()
-                stream.transport.write(b"".join(stream.chunks[stream.sent:due]))
-                stream.sent = due
-                written += 1
-            if stream.sent < len(stream.chunks):
-                heapq.heappush(self.streams, (next_due(stream.start, stream.sent, self.rate), order, stream))
-        return written
 
 
 class Connection(asyncio.Protocol):
