@@ -12,7 +12,7 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 
 from clients.bots.runner import RunStats
-from clients.bots.steady import collector_paused, release, watch_loop_lag
+from clients.bots.steady import StampedConnection, collector_paused, release, watch_loop_lag
 
 
 class Node:
@@ -87,3 +87,31 @@ async def test_a_released_closed_connection_is_freed_without_the_collector() -> 
     assert kept, "without release the closed connection's protocol waits for the collector"
     assert not freed, "a released closed connection is freed by reference counting"
     assert refs[0]() is None  # and the collector, back on, took the other one
+
+
+@pytest.mark.anyio
+async def test_messages_are_stamped_when_read_not_when_taken() -> None:
+    async def talk(conn: ServerConnection) -> None:
+        await conn.recv()
+        await conn.send("one")
+        await conn.send(["tw", "o"])  # a fragmented message: one arrival, at its last fragment
+        await conn.ping()  # a control frame: no arrival
+        await conn.send(b"three")
+        await conn.recv()
+
+    async with serve(talk, "127.0.0.1", 0) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        async with connect(f"ws://127.0.0.1:{port}", create_connection=StampedConnection) as ws:
+            assert isinstance(ws, StampedConnection)
+            before = time.time()
+            await ws.send("go")
+            while len(ws.arrivals) < 3:  # noqa: ASYNC110 - the point: all three read by the loop, none taken
+                await anyio.sleep(0.001)
+            taken = time.time()
+            got = [await ws.recv_stamped() for _ in range(3)]
+            await ws.send("bye")
+    assert [message for message, _ in got] == ["one", "two", b"three"]
+    stamps = [at for _, at in got]
+    assert stamps == sorted(stamps)
+    assert before <= stamps[0] and stamps[-1] <= taken  # when read, before the task took them
+    assert not ws.arrivals

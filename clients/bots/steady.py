@@ -20,6 +20,12 @@ process stands still between the two counts as the server's. Three things make i
 * a loop that is simply busy. `watch_loop_lag` measures how late the generator's event loop wakes, and
   the bots report it next to the latencies (`generator_loop_late_ms`): a p99 there as large as
   the latency p99 says the generator, not the server, was the limit.
+
+And one thing makes it stamp late: a message is read from the socket by the loop's read callback
+but seen by the task that awaits `recv()` only when the loop next runs that task, after whatever
+else is ready. `StampedConnection` notes, for each message, when the bytes that completed it were
+read (`arrivals`), so that a generator can stamp an answer by its arrival instead of by when its
+task got round to it.
 """
 
 from __future__ import annotations
@@ -27,11 +33,15 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from websockets.asyncio.client import ClientConnection
+from websockets.frames import DATA_OPCODES, Frame
 from websockets.protocol import State
+from websockets.typing import Data
 
 
 @contextmanager
@@ -71,3 +81,32 @@ def release(connection: ClientConnection) -> None:
     parser = getattr(connection.protocol, "parser", None)
     if parser is not None and hasattr(parser, "close"):
         parser.close()
+
+
+class StampedConnection(ClientConnection):
+    """A client connection that notes when each message arrived: the wall-clock time at which the
+    loop read the bytes completing it (`websockets.connect(..., create_connection=StampedConnection)`).
+
+    `arrivals` holds one time per message not yet taken, in order; `recv_stamped` takes a message
+    and its time together. A message read with plain `recv()` leaves its time behind, so use one
+    or the other throughout a connection."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.arrivals: deque[float] = deque()
+        self._read_at = 0.0
+
+    def data_received(self, data: bytes) -> None:
+        self._read_at = time.time()
+        super().data_received(data)
+
+    def process_event(self, event: Any) -> None:
+        # The last frame of a message (a text or binary frame, or the last continuation) completes it.
+        if isinstance(event, Frame) and event.opcode in DATA_OPCODES and event.fin:
+            self.arrivals.append(self._read_at)
+        super().process_event(event)
+
+    async def recv_stamped(self) -> tuple[Data, float]:
+        """The next message, and when its last bytes were read from the socket."""
+        message = await self.recv()
+        return message, self.arrivals.popleft()
