@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import random
-import zlib
 from typing import Any
 
 import pytest
@@ -17,7 +16,7 @@ from pydantic import ValidationError
 
 from schemas.enums import LanguageCode, Level, Outcome
 from schemas.learner import SESSION_WINDOW, LearnerProfile, SessionFigures, profile_from_json
-from server.learners.packing import DICTIONARY, LEVEL, MEM_LEVEL, WBITS, pack
+from server.learners.packing import pack
 from server.learners.profile import fold
 from server.learners.store import MemoryLearnerStore
 
@@ -163,18 +162,3 @@ def test_a_profile_of_neither_shape_is_refused() -> None:
                 json.dumps({"learner_id": "asha", "session_ids": ["s1"]})):  # unbounded, but no level
         with pytest.raises(ValidationError):
             profile_from_json(raw)
-
-
-@pytest.mark.anyio
-async def test_the_memory_store_reads_a_row_packed_in_the_unbounded_shape() -> None:
-    sessions = [session(f"s{n}", 1000.0 * n, 1000.0 * n + 60) for n in range(3)]
-    deflate = zlib.compressobj(LEVEL, zlib.DEFLATED, -WBITS, MEM_LEVEL, zlib.Z_DEFAULT_STRATEGY, DICTIONARY)
-    store = MemoryLearnerStore()
-    # A row as a build before the bound packed it (a running store never holds one: its rows go with
-    # the process); set up by hand, since no build of today writes one.
-    store._profiles["asha"] = deflate.compress(json.dumps(unbounded(sessions)).encode()) + deflate.flush()
-    profile = await store.get("asha")
-    assert profile is not None and profile.sessions == 3
-    assert [sid for _, sid in profile.latest_sessions] == ["s0", "s1", "s2"]
-    assert await store.record(sessions[1]) == profile  # counted already
-    assert (await store.record(session("s3", 3000.0, 3060.0))).sessions == 4

@@ -29,8 +29,8 @@ from pydantic import BaseModel
 
 from schemas.review import Rating, ReviewEntry
 
-__all__ = ["DICTIONARY", "SAMPLES", "history_sessions", "inflated", "keep_last", "pack", "pack_block",
-           "pack_history", "reviewed_in", "unpack", "unpack_block", "unpack_history"]
+__all__ = ["DICTIONARY", "SAMPLES", "history_sessions", "keep_last", "pack", "pack_block", "pack_history",
+           "reviewed_in", "unpack", "unpack_block", "unpack_history"]
 
 _Model = TypeVar("_Model", bound=BaseModel)
 

@@ -35,10 +35,9 @@ from array import array
 from collections.abc import Iterator, Mapping
 from typing import Protocol, cast
 
-from schemas.learner import LearnerProfile, LearnerRow, ProgressPoint, SessionFigures, profile_from_json
+from schemas.learner import LearnerProfile, LearnerRow, ProgressPoint, SessionFigures
 from schemas.review import ReviewItem
 from server.learners.packing import (
-    inflated,
     keep_last,
     pack,
     pack_block,
@@ -282,7 +281,7 @@ class MemoryLearnerStore:
 
     async def get(self, learner_id: str) -> LearnerProfile | None:
         packed = self._profiles.get(learner_id)
-        return None if packed is None else profile_from_json(inflated(packed))
+        return None if packed is None else unpack(packed, LearnerProfile)
 
     async def record(self, figures: SessionFigures) -> LearnerProfile:
         before = await self.get(figures.learner_id)
@@ -315,7 +314,7 @@ class MemoryLearnerStore:
     async def learners(self) -> list[LearnerRow]:
         rows, last = [], {}
         for learner_id, packed in self._profiles.items():
-            profile = profile_from_json(inflated(packed))
+            profile = unpack(packed, LearnerProfile)
             series = await self.progress(learner_id)
             direction, delta = trend([p.score for p in series])
             rows.append(LearnerRow(learner_id=learner_id, level=profile.level, sessions=profile.sessions,
